@@ -1,0 +1,208 @@
+"""Decoding, sampling policies, resizing and hashing of media (method §1, §5).
+
+Videos are decoded with decord, with OpenCV as the fallback; images with OpenCV. Every function takes
+a URI: a local path or ``s3://bucket/key`` (fetched once into a local cache through boto3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+MAX_SIDE = 768
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"}
+
+
+class MediaError(RuntimeError):
+    """A medium that cannot be read: missing, corrupt or empty. The message names the URI."""
+
+
+@dataclass(frozen=True)
+class SamplingPolicy:
+    """Which frames of a video a consumer sees.
+
+    ``fps`` samples at that rate (None: uniformly over the whole clip); the result is then thinned
+    uniformly to at most ``max_frames``.
+    """
+
+    name: str
+    fps: float | None
+    max_frames: int
+
+
+RUBRIC_POLICY = SamplingPolicy("rubric", fps=2.0, max_frames=8)
+JUDGE_POLICY = SamplingPolicy("judge", fps=None, max_frames=8)
+DENSE_POLICY = SamplingPolicy("dense", fps=6.0, max_frames=48)
+POLICIES = {p.name: p for p in (RUBRIC_POLICY, JUDGE_POLICY, DENSE_POLICY)}
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    n_frames: int
+    fps: float
+    width: int
+    height: int
+
+    @property
+    def duration(self) -> float:
+        return self.n_frames / self.fps if self.fps > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Frames:
+    """Sampled RGB frames (T, H, W, 3) uint8 with their source indices and timestamps (s)."""
+
+    array: np.ndarray
+    indices: tuple[int, ...]
+    timestamps: tuple[float, ...]
+
+
+def local_path(uri: str, cache_dir: str | None = None) -> str:
+    """A local file for ``uri``; ``s3://`` objects are downloaded once into ``cache_dir``."""
+    if uri.startswith("s3://"):
+        import boto3
+
+        bucket, _, key = uri[5:].partition("/")
+        cache = Path(cache_dir or os.environ.get("ARGUS_MEDIA_CACHE") or tempfile.gettempdir())
+        target = cache / "s3" / bucket / key
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client = boto3.client("s3", endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
+            tmp = target.with_suffix(target.suffix + ".part")
+            client.download_file(bucket, key, str(tmp))
+            tmp.rename(target)
+        return str(target)
+    return uri
+
+
+def sha256_file(uri: str) -> str:
+    path = local_path(uri)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except FileNotFoundError as exc:
+        raise MediaError(f"{uri}: file not found") from exc
+    return digest.hexdigest()
+
+
+def is_image(uri: str) -> bool:
+    return Path(uri).suffix.lower() in IMAGE_SUFFIXES
+
+
+def resize_longest(img: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
+    """Keep the aspect ratio, longest side at most ``max_side`` (never upscales)."""
+    h, w = img.shape[:2]
+    scale = max_side / max(h, w)
+    if scale >= 1.0:
+        return img
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return cv2.resize(img, size, interpolation=cv2.INTER_AREA)
+
+
+def load_image(uri: str, max_side: int = MAX_SIDE) -> np.ndarray:
+    path = local_path(uri)
+    if not Path(path).exists():
+        raise MediaError(f"{uri}: file not found")
+    bgr = cv2.imread(path, cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise MediaError(f"{uri}: not a readable image")
+    return resize_longest(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), max_side)
+
+
+def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:
+    """Frame indices for ``policy``: rate-sampled, then uniformly thinned; first frame always kept."""
+    n = info.n_frames
+    if n <= 0:
+        return []
+    if policy.fps and info.fps > 0:
+        step = max(info.fps / policy.fps, 1.0)
+        idx = [int(round(i * step)) for i in range(int(np.ceil(n / step)))]
+        idx = sorted({i for i in idx if i < n})
+    else:
+        idx = list(range(n))
+    if len(idx) > policy.max_frames:
+        pick = np.linspace(0, len(idx) - 1, policy.max_frames).round().astype(int)
+        idx = [idx[i] for i in pick]
+    return idx
+
+
+class VideoReader:
+    """One opened video. decord first; OpenCV when decord cannot open the file."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        path = local_path(uri)
+        if not Path(path).exists():
+            raise MediaError(f"{uri}: file not found")
+        if Path(path).stat().st_size == 0:
+            raise MediaError(f"{uri}: empty file (0 bytes)")
+        self._decord = None
+        self._cv_frames: np.ndarray | None = None
+        try:
+            import decord
+
+            self._decord = decord.VideoReader(path, num_threads=1)
+            n, fps = len(self._decord), float(self._decord.get_avg_fps())
+            h, w = self._decord[0].shape[:2] if n else (0, 0)
+            self.backend = "decord"
+        except Exception:  # decord raises its own DECORDError and RuntimeError types
+            self._decord = None
+            cap = cv2.VideoCapture(path)
+            if not cap.isOpened():
+                raise MediaError(f"{uri}: cannot be decoded (not a video, or corrupt)") from None
+            fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+            frames = []
+            while True:
+                ok, bgr = cap.read()
+                if not ok:
+                    break
+                frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+            cap.release()
+            self._cv_frames = np.stack(frames) if frames else np.zeros((0, 0, 0, 3), np.uint8)
+            n = len(frames)
+            h, w = self._cv_frames.shape[1:3] if n else (0, 0)
+            self.backend = "opencv"
+        if n == 0:
+            raise MediaError(f"{uri}: the video has zero decodable frames")
+        self.info = VideoInfo(n_frames=n, fps=fps if fps > 0 else 25.0, width=int(w), height=int(h))
+
+    def get(self, indices: list[int]) -> np.ndarray:
+        if self._decord is not None:
+            try:
+                return self._decord.get_batch(indices).asnumpy()
+            except Exception as exc:
+                raise MediaError(f"{self.uri}: decoding frames {indices[:3]}… failed: {exc}") from exc
+        assert self._cv_frames is not None
+        return self._cv_frames[indices]
+
+    def sample(self, policy: SamplingPolicy, max_side: int = MAX_SIDE) -> Frames:
+        idx = sample_indices(self.info, policy)
+        arr = self.get(idx)
+        if max(arr.shape[1:3]) > max_side:
+            arr = np.stack([resize_longest(f, max_side) for f in arr])
+        return Frames(arr, tuple(idx), tuple(i / self.info.fps for i in idx))
+
+
+def probe_video(uri: str) -> VideoInfo:
+    return VideoReader(uri).info
+
+
+def write_video(path: str | Path, frames: np.ndarray, fps: float) -> None:
+    """Write RGB frames (T, H, W, 3) as an MP4 (mp4v). Used to build benches and fixtures."""
+    frames = np.asarray(frames, dtype=np.uint8)
+    t, h, w = frames.shape[:3]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), float(fps), (w, h))
+    if not writer.isOpened():
+        raise MediaError(f"{path}: cannot open a video writer")
+    for f in frames:
+        writer.write(cv2.cvtColor(f, cv2.COLOR_RGB2BGR))
+    writer.release()

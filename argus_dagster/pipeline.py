@@ -1,0 +1,84 @@
+"""The per-candidate stages as plain functions; the Dagster assets call these row by row.
+
+``collect_evidence`` normalizes and runs every criterion's plan on one candidate (one media store,
+so each video is decoded once per sampling policy), ``judge_criteria`` turns evidence into scores,
+``score_video`` aggregates (method §8).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from .evidence.executor import run_plan
+from .evidence.media_store import MediaStore
+from .evidence.plan import normalize_plan
+from .evidence.tools.registry import ToolSuite
+from .instances import InputInstance
+from .judge import judge_view
+from .rubric.schema import Rubric
+from .scoring import ScoredCriterion, aggregate
+
+
+def collect_evidence(
+    inst: InputInstance,
+    rubric: Rubric,
+    video_uri: str,
+    suite: ToolSuite,
+    *,
+    web_search: bool = False,
+    vlm_only: bool = False,
+) -> list[dict[str, Any]]:
+    media = MediaStore({**inst.condition_media, "output_video": video_uri})
+    present = set(inst.condition_media)
+    rows = []
+    for c in rubric.criteria:
+        t0 = time.perf_counter()
+        plan = normalize_plan(c, present_media=present, available_tools=suite.available(),
+                              web_search=web_search, vlm_only=vlm_only)
+        records = run_plan(plan, media, suite)
+        rows.append({
+            "input_id": inst.id,
+            "criterion_id": c.id,
+            "plan": json.dumps(plan.steps),
+            "repairs": json.dumps(plan.repairs),
+            "plan_status": plan.status,
+            "tools": [s["tool"] for s in plan.steps],
+            "evidence": json.dumps(records, default=float),
+            "n_ok": sum(1 for r in records if r.get("ok")),
+            "seconds": round(time.perf_counter() - t0, 4),
+            "error": None,
+        })
+    return rows
+
+
+def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge) -> list[dict[str, Any]]:
+    by_id = {r["criterion_id"]: r for r in evidence_rows}
+    out = []
+    for c in rubric.criteria:
+        ev = by_id.get(c.id)
+        if ev is None or ev.get("error"):
+            reason = ev["error"] if ev else "no evidence row"
+            score, rationale, judge_id = None, f"unscored: {reason}", judge.identity
+        else:
+            j = judge.judge(judge_view(c), json.loads(ev["evidence"]))
+            score, rationale, judge_id = j.score, j.rationale, j.judge
+        out.append({
+            "criterion_id": c.id, "dimension": c.dimension, "type": c.type, "importance": c.importance,
+            "hard_cap": c.hard_cap, "fail_threshold": float(c.fail_threshold),
+            "score": score, "rationale": rationale, "judge": judge_id,
+        })
+    return out
+
+
+def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str, Any]:
+    agg = aggregate([
+        ScoredCriterion(r["criterion_id"], r["importance"], r["type"],
+                        None if r["score"] is None else float(r["score"]), r["hard_cap"], r["fail_threshold"])
+        for r in criterion_rows
+    ], alpha)
+    return {
+        "base_score": agg.base_score, "final_score": agg.final_score, "cap_alpha": agg.cap_alpha,
+        "caps_fired": agg.caps_fired, "n_scored": agg.n_scored, "n_criteria": agg.n_criteria,
+    }

@@ -1,0 +1,68 @@
+"""Frozen rubrics: load the one an input already has, else generate it once and freeze it.
+
+Look-up order: the bench's ``<TASK>/rubrics/<id>.json`` (released rubrics live there), then
+``$ARGUS_HOME/rubrics/<TASK>/<id>.json``. A rubric this project generated records its input's content
+hash and generator; it is regenerated only when either changed. New rubrics are frozen into the
+bench when it is writable, else under ``$ARGUS_HOME``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from ..bench import bench_rubric_path
+from ..instances import InputInstance
+from .postprocess import postprocess
+from .schema import Rubric, load_rubric_file
+
+
+def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
+    g = rubric.generator
+    if "input_hash" not in g:  # a released or hand-written rubric: frozen for good
+        return False
+    return (g.get("input_hash") != inst.content_hash
+            or g.get("backend") != generator.get("backend")
+            or g.get("model") != generator.get("model")
+            or g.get("prompt_version") != generator.get("prompt_version"))
+
+
+def _write(path: Path, rubric: Rubric) -> bool:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.part")
+        tmp.write_text(json.dumps(rubric.model_dump(mode="json"), indent=2))
+        tmp.replace(path)
+        return True
+    except OSError:
+        return False
+
+
+def resolve_rubric(
+    inst: InputInstance,
+    task: str,
+    bench_dir: str | Path,
+    frozen_dir: str | Path,
+    generator: dict,
+    generate: Callable[[InputInstance], Rubric],
+) -> tuple[Rubric, str, list[str]]:
+    """``(rubric, source, postprocess_log)``; source is ``loaded`` or ``generated``.
+
+    Raises :class:`RubricError` for a frozen rubric that does not validate.
+    """
+    has_subject, has_source = bool(inst.subject_images), inst.source_video is not None
+    bench_path = bench_rubric_path(bench_dir, task, inst.id)
+    home_path = Path(frozen_dir) / task / f"{inst.id}.json"
+    for path in (bench_path, home_path):
+        if path is not None and path.is_file():
+            rubric = load_rubric_file(str(path))
+            if _stale(rubric, inst, generator):
+                continue
+            rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
+            return rubric, "loaded", log
+    rubric = generate(inst)
+    rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
+    if not (bench_path is not None and _write(bench_path, rubric)):
+        _write(home_path, rubric)
+    return rubric, "generated", log

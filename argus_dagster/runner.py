@@ -1,0 +1,81 @@
+"""Materializing the graph in the local Dagster instance, partition by partition.
+
+The CLI is a thin launcher: it registers models as ``candidate_models`` partitions and materializes
+the same assets the UI shows, in the SQLite instance under ``$ARGUS_HOME/dagster_home``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import dagster as dg
+import polars as pl
+
+from .bench import discover_models
+from .settings import load_settings
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+def local_instance() -> dg.DagsterInstance:
+    settings = load_settings()
+    settings.dagster_home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    return dg.DagsterInstance.get()
+
+
+def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
+            progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None) -> pl.DataFrame:
+    """Materialize every asset for the selected tasks and models; returns the leaderboard."""
+    from argus_dagster.definitions import defs  # imported late: resources read ARGUS_HOME
+    from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
+    from assets.leaderboard import leaderboard
+
+    instance = instance or local_instance()
+    settings = load_settings()
+    found = discover_models(settings.candidates_dir)
+    if models:
+        unknown = sorted(set(models) - set(found))
+        if unknown:
+            raise SystemExit(f"no candidate videos for model(s) {unknown} under {settings.candidates_dir}")
+        found = {m: t for m, t in found.items() if m in models}
+    task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
+    if not found:
+        raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
+    instance.add_dynamic_partitions("candidate_models", sorted(found))
+    resources = defs.resources
+    t_start = time.perf_counter()
+    for task in task_list:
+        t0 = time.perf_counter()
+        _check(dg.materialize(TASK_ASSETS, partition_key=task, instance=instance, resources=resources,
+                              run_config=QUIET, tags={"argus/launcher": "cli"}))
+        progress(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
+        for model in sorted(m for m, ts in found.items() if task in ts):
+            t0 = time.perf_counter()
+            key = dg.MultiPartitionKey({"task": task, "model": model})
+            _check(dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=CANDIDATE_ASSETS, partition_key=key,
+                                  instance=instance, resources=resources, run_config=QUIET,
+                                  tags={"argus/launcher": "cli"}))
+            progress(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)")
+    result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
+                            instance=instance, resources=resources, run_config=QUIET)
+    _check(result)
+    progress(f"[{time.perf_counter() - t_start:6.1f}s] leaderboard")
+    return result.output_for_node("leaderboard")
+
+
+def _check(result: dg.ExecuteInProcessResult) -> None:
+    if not result.success:
+        raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+
+
+def current_leaderboard(instance: dg.DagsterInstance | None = None) -> pl.DataFrame | None:
+    """The last materialized leaderboard, read from storage (no recomputation)."""
+    from argus_dagster.definitions import defs
+
+    instance = instance or local_instance()
+    if instance.get_latest_materialization_event(dg.AssetKey("leaderboard")) is None:
+        return None
+    return defs.load_asset_value("leaderboard", instance=instance)

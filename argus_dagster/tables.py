@@ -1,0 +1,30 @@
+"""Table contracts between stages (polars schemas). Other tools and later stages read these columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
+
+INPUT_INSTANCES = {"task": S, "input_id": S, "prompt": S, "first_frame": S, "subject_images": pl.List(S),
+                   "source_video": S, "content_hash": S, "error": S}
+RUBRICS = {"task": S, "input_id": S, "rubric_hash": S, "rubric_json": S, "source": S, "generator_backend": S,
+           "generator_model": S, "prompt_version": S, "n_criteria": I, "n_hard": I, "postprocess_log": S,
+           "error": S}
+CANDIDATE_VIDEOS = {"task": S, "model": S, "input_id": S, "uri": S, "sha256": S, "n_frames": I, "fps": F,
+                    "width": I, "height": I, "duration": F, "error": S}
+CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "criterion_id": S, "rubric_hash": S,
+                      "video_sha256": S, "plan": S, "repairs": S, "plan_status": S, "tools": pl.List(S),
+                      "evidence": S, "n_ok": I, "seconds": F, "error": S}
+CRITERION_SCORES = {"task": S, "model": S, "input_id": S, "criterion_id": S, "dimension": I, "type": S,
+                    "importance": S, "hard_cap": I, "fail_threshold": F, "score": I, "rationale": S, "judge": S}
+VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "base_score": F, "final_score": F, "cap_alpha": F,
+                "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "error": S}
+LEADERBOARD = {"task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I}
+
+
+def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
+    """A DataFrame with exactly ``schema``'s columns, in order, also when ``rows`` is empty."""
+    return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")

@@ -1,0 +1,75 @@
+"""Output-blind assets, partitioned by task: input instances and their frozen rubrics."""
+
+
+import hashlib
+import json
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster import bench as bench_lib
+from argus_dagster.instances import InputInstance
+from argus_dagster.rubric.schema import RubricError
+from argus_dagster.rubric.store import resolve_rubric
+from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
+from resources.bench import BenchResource
+from resources.judging import RubricGeneratorResource
+
+from .partitions import task_partitions
+
+
+def _version(values) -> dg.DataVersion:
+    return dg.DataVersion(hashlib.sha256("\n".join(sorted(v or "" for v in values)).encode()).hexdigest()[:16])
+
+
+@dg.asset(partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"})
+def input_instances(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Output[pl.DataFrame]:
+    """One row per input of the task's manifest: prompt, condition paths, content hash, or the error."""
+    task = context.partition_key
+    rows = bench_lib.read_task(bench.bench_path(), task)
+    df = frame(rows, INPUT_INSTANCES)
+    errors = df.filter(pl.col("error").is_not_null())
+    for r in errors.iter_rows(named=True):
+        context.log.warning(f"{task} input {r['input_id']}: {r['error']}")
+    return dg.Output(df, data_version=_version(df["content_hash"].to_list() + df["error"].to_list()), metadata={
+        "bench": str(bench.bench_path()), "n_inputs": df.height, "n_errors": errors.height,
+        "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}" for r in errors.iter_rows(named=True)) or "none"),
+    })
+
+
+@dg.asset(partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"})
+def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
+            rubric_generator: RubricGeneratorResource) -> dg.Output[pl.DataFrame]:
+    """One frozen rubric per input: loaded if the bench (or ARGUS_HOME) has it, else generated once."""
+    task = context.partition_key
+    generator = rubric_generator.identity()
+    rows = []
+    for r in input_instances.iter_rows(named=True):
+        base = {"task": task, "input_id": r["input_id"]}
+        if r["error"]:
+            rows.append({**base, "error": f"input invalid: {r['error']}"})
+            continue
+        inst = InputInstance.from_row(r)
+        try:
+            rubric, source, log = resolve_rubric(inst, task, bench.bench_path(), bench.frozen_rubrics_path(),
+                                                 generator, rubric_generator.generate)
+        except RubricError as exc:
+            context.log.warning(f"{task} input {inst.id}: {exc}")
+            rows.append({**base, "error": str(exc)})
+            continue
+        g = rubric.generator
+        rows.append({**base, "rubric_hash": rubric.content_hash(),
+                     "rubric_json": json.dumps(rubric.model_dump(mode="json")), "source": source,
+                     "generator_backend": g.get("backend", "unknown"), "generator_model": g.get("model", "unknown"),
+                     "prompt_version": g.get("prompt_version", "unknown"), "n_criteria": len(rubric.criteria),
+                     "n_hard": sum(c.type == "hard" for c in rubric.criteria), "postprocess_log": json.dumps(log),
+                     "error": None})
+    df = frame(rows, RUBRICS)
+    ok = df.filter(pl.col("error").is_null())
+    return dg.Output(df, data_version=_version(df["rubric_hash"].to_list() + df["error"].to_list()), metadata={
+        "n_rubrics": ok.height, "n_errors": df.height - ok.height,
+        "n_loaded": ok.filter(pl.col("source") == "loaded").height,
+        "n_generated": ok.filter(pl.col("source") == "generated").height,
+        "mean_criteria": float(ok["n_criteria"].mean()) if ok.height else 0.0,
+        "rubric_hashes": dg.MetadataValue.json({r["input_id"]: r["rubric_hash"] for r in ok.iter_rows(named=True)}),
+    })

@@ -1,0 +1,52 @@
+"""Dagster resources, one module per concern, and the per-environment sets.
+
+``ARGUS_ENV`` picks one set: ``local`` (the embedded default), ``gpu`` (tools on CUDA) or ``aws``
+(tables on S3). The whole swap is visible in :func:`resources_for`.
+"""
+
+
+import os
+
+import dagster as dg
+from dagster_polars import PolarsParquetIOManager
+
+from argus_dagster.settings import load_settings
+
+from .bench import BenchResource
+from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
+from .tools import ToolsResource
+
+ENVIRONMENTS = ("local", "gpu", "aws")
+
+
+def resources_for(env: str | None = None) -> dict:
+    env = env or os.environ.get("ARGUS_ENV", "local")
+    if env not in ENVIRONMENTS:
+        raise ValueError(f"ARGUS_ENV={env!r}: expected one of {ENVIRONMENTS}")
+    settings = load_settings()
+    vlm_only = os.environ.get("ARGUS_VLM_ONLY", "") in ("1", "true", "yes")
+    common = {
+        "bench": BenchResource(),
+        "rubric_generator": RubricGeneratorResource(),
+        "judge": JudgeResource(),
+        "scoring": ScoringResource(),
+    }
+    if env == "local":
+        return {**common,
+                "tools": ToolsResource(device="cpu", models_dir=os.environ.get("ARGUS_MODELS_DIR", ""), vlm_only=vlm_only),
+                "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
+    if env == "gpu":
+        return {**common,
+                "tools": ToolsResource(device="cuda", models_dir=os.environ.get("ARGUS_MODELS_DIR", ""), vlm_only=vlm_only),
+                "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
+    return {**common,
+            "tools": ToolsResource(device=os.environ.get("ARGUS_DEVICE", "cpu"),
+                                   models_dir=os.environ.get("ARGUS_MODELS_DIR", ""), vlm_only=vlm_only),
+            "io_manager": PolarsParquetIOManager(
+                base_dir=f"s3://{os.environ.get('ARGUS_S3_BUCKET', 'argus')}/{os.environ.get('ARGUS_S3_PREFIX', 'storage')}",
+                storage_options={"endpoint_url": {"env": "ARGUS_S3_ENDPOINT_URL"}} if os.environ.get("ARGUS_S3_ENDPOINT_URL") else None,
+            )}
+
+
+__all__ = ["resources_for", "BenchResource", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
+           "ScoringResource", "ENVIRONMENTS"]
