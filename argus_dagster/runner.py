@@ -29,9 +29,9 @@ def local_instance() -> dg.DagsterInstance:
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None) -> pl.DataFrame:
     """Materialize every asset for the selected tasks and models; returns the leaderboard."""
-    from argus_dagster.definitions import defs  # imported late: resources read ARGUS_HOME
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
+    from resources import resources_for
 
     instance = instance or local_instance()
     settings = load_settings()
@@ -45,7 +45,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     if not found:
         raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
     instance.add_dynamic_partitions("candidate_models", sorted(found))
-    resources = defs.resources
+    resources = resources_for()  # built now, so they follow this process's ARGUS_HOME
     t_start = time.perf_counter()
     for task in task_list:
         t0 = time.perf_counter()
@@ -73,9 +73,11 @@ def _check(result: dg.ExecuteInProcessResult) -> None:
 
 def current_leaderboard(instance: dg.DagsterInstance | None = None) -> pl.DataFrame | None:
     """The last materialized leaderboard, read from storage (no recomputation)."""
-    from argus_dagster.definitions import defs
+    from assets import ALL_ASSETS
+    from resources import resources_for
 
     instance = instance or local_instance()
     if instance.get_latest_materialization_event(dg.AssetKey("leaderboard")) is None:
         return None
+    defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
     return defs.load_asset_value("leaderboard", instance=instance)

@@ -91,7 +91,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
         context.log.info(f"{task}/{model}: evidence {n}/{todo.height} ({cand['input_id']})")
     df = frame(rows, CRITERION_EVIDENCE)
     statuses = df["plan_status"].value_counts().to_dicts() if df.height else []
-    tool_calls = df.explode("tools")["tools"].value_counts().to_dicts() if df.height else []
+    tool_calls = df.explode("tools", empty_as_null=True)["tools"].value_counts().to_dicts() if df.height else []
     return dg.Output(df, data_version=_version(df, ["input_id", "criterion_id", "rubric_hash", "video_sha256", "evidence"]),
                      metadata={
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),

@@ -21,7 +21,8 @@ PROMPT_VERSION = "offline-1"
 GENERATOR = {"backend": "offline", "model": "rules", "prompt_version": PROMPT_VERSION}
 
 _NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
-_QUOTED = re.compile(r"[\"“']([^\"”']{2,60})[\"”']")
+# A quote mark opens/closes only at a word boundary, so apostrophes ("the dog's bed") are not quotes.
+_QUOTED = re.compile(r"(?<!\w)[\"“']([^\"”']{2,60})[\"”'](?!\w)")
 _COUNT = re.compile(r"\b(two|three|four|five|six|seven|eight|nine|ten|\d{1,2})\s+([a-z]+(?:\s[a-z]+)?)", re.IGNORECASE)
 _SPATIAL = {
     "left_right": re.compile(r"\b(to the (left|right) of|on the (left|right) of|left of|right of)\b", re.I),
@@ -154,7 +155,9 @@ def generate_offline(inst: InputInstance) -> Rubric:
             tools=[{"tool": "motion_probe", "args": {"on": "output_video"}},
                    _qa("Is the motion continuous and physically plausible?")]))
 
-    if has_subj:
+    # With a source video too, inserted_subject_identity (dimension 21) checks the same property with
+    # the same evidence; one merged criterion keeps the rubric at most 2 hard criteria (method §4).
+    if has_subj and not has_src:
         crit.append(_criterion(
             "subject_identity", 17, "The subject of the reference image appears with the same identity "
             "(shape, colours, distinctive details).", importance="high", kind="hard", cap=4,

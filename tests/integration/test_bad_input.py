@@ -1,0 +1,84 @@
+"""Bad input gets a clear error on its row; the rest of the partition is scored."""
+
+import json
+import shutil
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+
+from argus_dagster.media import write_video
+
+from .helpers import graph_resources, load, materialize_task
+
+pytestmark = pytest.mark.integration
+
+
+def _clip(seed: int, n: int = 24) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 255, (64, 192, 3), dtype=np.uint8)
+    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
+
+
+@pytest.fixture(scope="module")
+def bad_bench(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    bench, cands, home = root / "bench", root / "cands", root / "home"
+    (bench / "T2V").mkdir(parents=True)
+    (bench / "TI2V" / "rubrics").mkdir(parents=True)
+    (root / "outside.png").write_bytes(b"not in the bench")
+    t2v = [{"id": f"v{i}", "prompt": f"A textured pattern slides to the left, take {i}."} for i in range(5)]
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in t2v))
+    # TI2V: one good input, one whose first frame points outside the bench, one with a broken rubric.
+    import cv2
+    cv2.imwrite(str(bench / "TI2V" / "first.png"), _clip(9)[0])
+    ti2v = [{"id": "good", "prompt": "The pattern slides.", "first_frame": "first.png"},
+            {"id": "escape", "prompt": "The pattern slides.", "first_frame": "../../outside.png"},
+            {"id": "badrubric", "prompt": "The pattern slides.", "first_frame": "first.png"}]
+    (bench / "TI2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ti2v))
+    (bench / "TI2V" / "rubrics" / "badrubric.json").write_text(json.dumps(
+        {"criteria": [{"id": "c1", "dimension": 9, "criterion": "moves", "type": "soft", "importance": "urgent",
+                       "scoring_rule": "0-10"}]}))
+    m = cands / "T2V" / "m"
+    write_video(m / "v0.mp4", _clip(0), 12)
+    write_video(m / "v1.mp4", _clip(1), 12)
+    (m / "v2.mp4").write_bytes(np.random.default_rng(2).bytes(5000))  # corrupt
+    (m / "v3.mp4").write_bytes(b"")  # zero bytes
+    # v4 missing
+    for iid in ("good", "escape", "badrubric"):
+        write_video(cands / "TI2V" / "m" / f"{iid}.mp4", _clip(9), 12)
+    resources = graph_resources(bench, cands, home)
+    instance = dg.DagsterInstance.ephemeral()
+    materialize_task("T2V", ["m"], resources, instance)
+    materialize_task("TI2V", ["m"], resources, instance)
+    return resources, instance
+
+
+def test_bad_videos_get_errors_and_good_ones_scores(bad_bench):
+    resources, instance = bad_bench
+    key = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
+    vs = load("video_scores", resources, instance, key).sort("input_id")
+    by_id = {r["input_id"]: r for r in vs.iter_rows(named=True)}
+    assert by_id["v0"]["final_score"] is not None and by_id["v1"]["final_score"] is not None
+    assert "cannot be decoded" in by_id["v2"]["error"]
+    assert "empty file" in by_id["v3"]["error"]
+    assert by_id["v4"]["error"].startswith("missing: no video for input 'v4'")
+    for iid in ("v2", "v3", "v4"):
+        assert by_id[iid]["final_score"] is None
+
+
+def test_bad_inputs_and_rubrics_get_errors_on_their_rows(bad_bench):
+    resources, instance = bad_bench
+    inputs = load("input_instances", resources, instance, "TI2V")
+    escape = inputs.filter(pl.col("input_id") == "escape")["error"][0]
+    assert "outside the bench" in escape and "first_frame" in escape
+    rubrics = load("rubrics", resources, instance, "TI2V")
+    bad = rubrics.filter(pl.col("input_id") == "badrubric")["error"][0]
+    assert "criterion 'c1' field 'importance'" in bad
+    assert rubrics.filter(pl.col("input_id") == "good")["error"][0] is None
+    vs = load("video_scores", resources, instance, dg.MultiPartitionKey({"task": "TI2V", "model": "m"}))
+    by_id = {r["input_id"]: r for r in vs.iter_rows(named=True)}
+    assert by_id["good"]["final_score"] is not None
+    assert by_id["escape"]["final_score"] is None and by_id["badrubric"]["final_score"] is None
+    assert "rubric" in by_id["badrubric"]["error"]

@@ -1,0 +1,98 @@
+"""The whole graph on the demo bench, through the same runner `argus demo` uses."""
+
+import json
+
+import polars as pl
+import pytest
+
+from argus_dagster import tables
+from argus_dagster.demo import BEST_MODEL, KNOWN_BAD, build_demo_bench
+from argus_dagster.instances import ALL_TASKS
+from argus_dagster.runner import current_leaderboard, local_instance, run_all
+from argus_dagster.settings import load_settings, record_active_bench
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def demo_run(_isolated_home):
+    bench, cands = build_demo_bench(_isolated_home, progress=lambda m: None)
+    record_active_bench(bench, cands)
+    lb = run_all(progress=lambda m: None)
+    return lb, local_instance()
+
+
+def test_every_task_and_model_is_on_the_leaderboard(demo_run):
+    lb, _ = demo_run
+    assert set(lb["task"].unique()) == set(ALL_TASKS)
+    for task, bad in KNOWN_BAD.items():
+        models = set(lb.filter(pl.col("task") == task)["model"])
+        assert models == {BEST_MODEL, *bad}
+    assert lb["n_videos"].min() == 3 and lb["n_errors"].max() == 0
+    assert list(lb.columns) == list(tables.LEADERBOARD)
+
+
+def test_known_bad_models_rank_below_the_best(demo_run):
+    lb, _ = demo_run
+    for task, bad in KNOWN_BAD.items():
+        g = {r["model"]: r["mean_final"] for r in lb.filter(pl.col("task") == task).iter_rows(named=True)}
+        best = max(g.values())
+        assert g[BEST_MODEL] == best, (task, g)
+        for model in bad:
+            assert g[model] < best, f"{task}: known-bad {model} ({g[model]:.2f}) not below best ({best:.2f})"
+
+
+def test_tables_follow_their_contracts(demo_run):
+    from argus_dagster.runner import local_instance  # noqa: F401
+    from resources import resources_for
+    import dagster as dg
+    from assets import ALL_ASSETS
+
+    _, instance = demo_run
+    defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
+    key = dg.MultiPartitionKey({"task": "TV2V", "model": "did-nothing"})
+    scores = defs.load_asset_value("criterion_scores", instance=instance, partition_key=key)
+    videos = defs.load_asset_value("video_scores", instance=instance, partition_key=key)
+    evidence = defs.load_asset_value("criterion_evidence", instance=instance, partition_key=key)
+    assert list(scores.columns) == list(tables.CRITERION_SCORES)
+    assert list(videos.columns) == list(tables.VIDEO_SCORES)
+    # The "did nothing" edit fires the hard degenerate-edit criterion on every input.
+    assert all("degenerate_edit" in caps for caps in videos["caps_fired"].to_list())
+    # Without a VLM, vlm_qa-only criteria stay unscored with the reason; measurable ones are scored.
+    unscored = scores.filter(pl.col("score").is_null())
+    assert unscored.height > 0 and unscored["rationale"].str.contains("vlm_qa unavailable").all()
+    assert scores.filter(pl.col("score").is_not_null()).height > 0
+    assert scores["score"].drop_nulls().is_between(0, 10).all()
+    # Evidence rows carry the executed plan and every tool's record.
+    rec = json.loads(evidence.filter(pl.col("criterion_id") == "degenerate_edit")["evidence"][0])
+    assert [r["tool"] for r in rec] == ["change_probe", "motion_probe", "flicker_probe"]
+    assert rec[0]["ok"] and rec[0]["unchanged_fraction"] == 1.0
+
+
+def test_rubrics_are_frozen_and_reused(demo_run):
+    _, instance = demo_run
+    settings = load_settings()
+    frozen = sorted((settings.bench_dir / "T2V" / "rubrics").glob("*.json"))
+    assert [p.stem for p in frozen] == ["bunny", "caption", "cyclist"]
+    # A second materialization loads the frozen rubrics instead of writing new ones.
+    from assets import TASK_ASSETS
+    from resources import resources_for
+    import dagster as dg
+
+    res = dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources_for())
+    df = res.output_for_node("rubrics")
+    assert set(df["source"]) == {"loaded"}
+    first = dg.AssetKey("rubrics")
+    events = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=first, asset_partitions=["T2V"]), limit=2).records
+    hashes = [e.asset_materialization.metadata["rubric_hashes"].value for e in events]
+    assert hashes[0] == hashes[1]
+
+
+def test_leaderboard_command_reads_the_stored_table(demo_run, capsys):
+    from argus_dagster.cli import main
+
+    assert main(["leaderboard", "--task", "TI2V"]) == 0
+    out = capsys.readouterr().out
+    assert "TI2V" in out and "wrong-start" in out and "T2V\n" not in out
+    stored = current_leaderboard()
+    assert stored.equals(demo_run[0])
