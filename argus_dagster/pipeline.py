@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+from .cache import EvidenceCache, cache_key
 from .evidence.executor import run_plan
 from .evidence.media_store import MediaStore
 from .evidence.plan import normalize_plan
@@ -29,15 +30,27 @@ def collect_evidence(
     *,
     web_search: bool = False,
     vlm_only: bool = False,
+    cache: EvidenceCache | None = None,
+    video_sha256: str = "",
 ) -> list[dict[str, Any]]:
+    """Evidence rows for every criterion; with a cache, criteria already computed are not rerun."""
     media = MediaStore({**inst.condition_media, "output_video": video_uri})
     present = set(inst.condition_media)
+    versions = suite.versions()
+    rubric_hash = rubric.content_hash()
     rows = []
     for c in rubric.criteria:
         t0 = time.perf_counter()
         plan = normalize_plan(c, present_media=present, available_tools=suite.available(),
                               web_search=web_search, vlm_only=vlm_only)
-        records = run_plan(plan, media, suite)
+        key = cache_key(video=video_sha256 or video_uri, input=inst.content_hash, rubric=rubric_hash,
+                        criterion=c.id, plan=plan.steps, tools={s["tool"]: versions[s["tool"]] for s in plan.steps})
+        records = cache.get(key) if cache is not None and video_sha256 else None
+        cached = records is not None
+        if records is None:
+            records = run_plan(plan, media, suite)
+            if cache is not None and video_sha256:
+                cache.put(key, records)
         rows.append({
             "input_id": inst.id,
             "criterion_id": c.id,
@@ -48,6 +61,7 @@ def collect_evidence(
             "evidence": json.dumps(records, default=float),
             "n_ok": sum(1 for r in records if r.get("ok")),
             "seconds": round(time.perf_counter() - t0, 4),
+            "cache_hit": cached,
             "error": None,
         })
     return rows

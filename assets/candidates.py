@@ -68,6 +68,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     """One row per (input, criterion): the normalized plan, its repairs, and every tool's record."""
     task, model = task_and_model(context)
     suite = tools.suite()
+    cache = tools.evidence_cache()
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
     rows: list[dict] = []
@@ -82,7 +83,8 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                 "video_sha256": cand["sha256"]}
         try:
             ev = collect_evidence(InputInstance.from_row(inputs[cand["input_id"]]), rubric, cand["uri"], suite,
-                                  web_search=tools.web_search, vlm_only=tools.vlm_only)
+                                  web_search=tools.web_search, vlm_only=tools.vlm_only, cache=cache,
+                                  video_sha256=cand["sha256"])
             rows += [{**base, **e} for e in ev]
         except Exception as exc:  # the candidate gets the error; the partition goes on
             context.log.warning(f"{task}/{model}/{cand['input_id']}: evidence failed: {exc}")
@@ -95,6 +97,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     return dg.Output(df, data_version=_version(df, ["input_id", "criterion_id", "rubric_hash", "video_sha256", "evidence"]),
                      metadata={
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
+                         "cache_hits": cache.hits, "cache_misses": cache.misses,
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
                          "tool_steps": dg.MetadataValue.json({d["tools"]: d["count"] for d in tool_calls if d["tools"]}),
                          "tool_versions": dg.MetadataValue.json(suite.versions()),

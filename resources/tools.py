@@ -5,7 +5,9 @@ import functools
 
 import dagster as dg
 
+from argus_dagster.cache import EvidenceCache
 from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
+from argus_dagster.settings import load_settings
 
 
 @functools.lru_cache(maxsize=4)
@@ -22,6 +24,13 @@ class ToolsResource(dg.ConfigurableResource):
     models_dir: str = ""
     web_search_key: str = ""
     vlm_only: bool = False
+    # Evidence cache folder; empty: $ARGUS_HOME/cache/evidence. "off" disables it.
+    cache_dir: str = ""
+
+    def evidence_cache(self) -> EvidenceCache:
+        if self.cache_dir == "off":
+            return EvidenceCache(None)
+        return EvidenceCache(self.cache_dir or load_settings().home / "cache" / "evidence")
 
     def suite(self) -> ToolSuite:
         return _suite(self.device, self.models_dir, bool(self.web_search_key))

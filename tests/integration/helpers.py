@@ -14,7 +14,7 @@ def graph_resources(bench: Path, candidates: Path, home: Path) -> dict:
     return {
         "bench": BenchResource(bench_dir=str(bench), candidates_dir=str(candidates),
                                frozen_rubrics_dir=str(home / "rubrics")),
-        "tools": ToolsResource(),
+        "tools": ToolsResource(cache_dir=str(home / "cache")),
         "rubric_generator": RubricGeneratorResource(),
         "judge": JudgeResource(),
         "scoring": ScoringResource(),

@@ -82,3 +82,22 @@ def test_bad_inputs_and_rubrics_get_errors_on_their_rows(bad_bench):
     assert by_id["good"]["final_score"] is not None
     assert by_id["escape"]["final_score"] is None and by_id["badrubric"]["final_score"] is None
     assert "rubric" in by_id["badrubric"]["error"]
+
+
+def test_rerun_resumes_from_stored_evidence(bad_bench):
+    """A second materialization of the same partition reruns no tool: every criterion is a cache hit."""
+    from assets import CANDIDATE_ASSETS, TASK_ASSETS
+
+    resources, instance = bad_bench
+    key = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
+    before = load("criterion_evidence", resources, instance, key)
+    res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=CANDIDATE_ASSETS, partition_key=key,
+                         instance=instance, resources=resources)
+    assert res.success
+    mat = [m for m in res.get_asset_materialization_events() if m.asset_key == dg.AssetKey("criterion_evidence")][0]
+    meta = mat.materialization.metadata
+    assert meta["cache_misses"].value == 0 and meta["cache_hits"].value == before.height > 0
+    after = load("criterion_evidence", resources, instance, key)
+    assert after["cache_hit"].all() and not before["cache_hit"].any()
+    assert after.sort(["input_id", "criterion_id"])["evidence"].to_list() == \
+        before.sort(["input_id", "criterion_id"])["evidence"].to_list()
