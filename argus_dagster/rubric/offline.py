@@ -23,7 +23,7 @@ GENERATOR = {"backend": "offline", "model": "rules", "prompt_version": PROMPT_VE
 _NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 # A quote mark opens/closes only at a word boundary, so apostrophes ("the dog's bed") are not quotes.
 _QUOTED = re.compile(r"(?<!\w)[\"“']([^\"”']{2,60})[\"”'](?!\w)")
-_COUNT = re.compile(r"\b(two|three|four|five|six|seven|eight|nine|ten|\d{1,2})\s+([a-z]+(?:\s[a-z]+)?)", re.IGNORECASE)
+_COUNT = re.compile(r"\b(two|three|four|five|six|seven|eight|nine|ten|\d{1,2})\s+([a-z]+)", re.IGNORECASE)
 _SPATIAL = {
     "left_right": re.compile(r"\b(to the (left|right) of|on the (left|right) of|left of|right of)\b", re.I),
     "front_back": re.compile(r"\b(in front of|behind|occlud\w*)\b", re.I),
