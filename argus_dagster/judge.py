@@ -11,7 +11,8 @@ calibration, per tool (each maps to 0-10, linear between the stated points, clam
 flicker_probe  luma jitter <= 1.0 -> 10, >= 8.0 -> 0
 motion_probe   mean flow 0 -> 0, >= 0.6 px/step -> 10, capped by 10 x (1 - static share)
 aesthetic      technical (or learned) quality 0-100 -> /10
-ssim_compare   0.7 SSIM + 0.3 colour-histogram correlation: <= 0.3 -> 0, >= 0.9 -> 10
+ssim_compare   video vs video: the larger of SSIM and edge SSIM; image vs first frame:
+               0.7 SSIM + 0.3 colour-histogram correlation; either way <= 0.3 -> 0, >= 0.9 -> 10
 change_probe   the larger of: mean absolute RGB difference to the source (<= 2 -> 0, >= 12 -> 10)
                and share of pixels changed by more than 25 levels (<= 0.5% -> 0, >= 5% -> 10)
 ocr            best fuzzy match of the target text: ratio x 10
@@ -75,8 +76,14 @@ def _aesthetic(r: dict) -> tuple[float, str]:
 
 
 def _ssim(r: dict) -> tuple[float, str]:
-    sim = 0.7 * r["ssim"] + 0.3 * max(r["hist_corr"], 0.0)
-    return 10 * _lin(sim, 0.3, 0.9), f"ssim_compare[{r['mode']}]: SSIM {r['ssim']:.3f}, colour correlation {r['hist_corr']:.3f}"
+    if r["mode"] == "aligned":
+        # Video against video (preservation): structure counts, colour may be what the edit changed.
+        sim = max(r["ssim"], r["edge_ssim"])
+    else:
+        # An image against the opening frame (fidelity): structure and colour both count.
+        sim = 0.7 * r["ssim"] + 0.3 * max(r["hist_corr"], 0.0)
+    return 10 * _lin(sim, 0.3, 0.9), (f"ssim_compare[{r['mode']}]: SSIM {r['ssim']:.3f}, edge SSIM "
+                                      f"{r['edge_ssim']:.3f}, colour correlation {r['hist_corr']:.3f}")
 
 
 def _change(r: dict) -> tuple[float, str]:

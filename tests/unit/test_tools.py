@@ -282,3 +282,14 @@ def test_judge_view_hides_importance_type_threshold_cap():
         assert hidden not in v
     assert v["criterion"] == c.criterion and v["scoring_rule"] == c.scoring_rule
     assert v["failure_modes"] == c.failure_modes and v["aggregation"] == "worst"
+
+
+def test_ssim_compare_edge_structure_survives_a_colour_inversion(clips):
+    """Inverting colours destroys luma SSIM but keeps the edge structure a preservation check needs."""
+    r = SsimCompare().run({"a": "source_video", "b": "output_video"},
+                          store(source_video=clips["moving"], output_video=clips["inverted"]))
+    assert r["ssim"] < 0.3
+    assert r["edge_ssim"] > 0.9
+    unrelated = SsimCompare().run({"a": "source_video", "b": "output_video"},
+                                  store(source_video=clips["moving"], output_video=clips["unrelated"]))
+    assert unrelated["edge_ssim"] < r["edge_ssim"] - 0.3

@@ -50,6 +50,13 @@ def hist_corr(a: np.ndarray, b: np.ndarray) -> float:
     return float(cv2.compareHist(ha, hb, cv2.HISTCMP_CORREL))
 
 
+def gradient_map(gray: np.ndarray) -> np.ndarray:
+    """Sobel gradient magnitude scaled to 0-255: structure independent of colour and polarity."""
+    g = gray.astype(np.float64)
+    mag = np.hypot(cv2.Sobel(g, cv2.CV_64F, 1, 0, ksize=3), cv2.Sobel(g, cv2.CV_64F, 0, 1, ksize=3))
+    return np.clip(mag / 4.0, 0, 255)
+
+
 def _match(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Resize ``b`` to ``a``'s size (both at the analysis resolution)."""
     a = resize_longest(a, ANALYSIS_SIDE)
@@ -186,14 +193,15 @@ class ClassicalAesthetic:
 
 
 class SsimCompare:
-    """Structural (SSIM on luma) and colour (hue-saturation histogram) similarity of two media.
+    """Structural (SSIM on luma), edge-structure (SSIM on gradient magnitude, unchanged by colour
+    edits or inversion) and colour (hue-saturation histogram) similarity of two media.
 
     An image against a video is compared with the video's first frame (first-frame fidelity); two
     videos are compared frame by frame at the same relative times.
     """
 
     name = "ssim_compare"
-    version = "1"
+    version = "2"
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         a_id, b_id = args["a"], args["b"]
@@ -208,10 +216,12 @@ class SsimCompare:
             ib = np.linspace(0, len(fb) - 1, n).round().astype(int)
             pairs = [(fa[i], fb[j]) for i, j in zip(ia, ib)]
             mode = "aligned"
-        ss, hc = [], []
+        ss, es, hc = [], [], []
         for x, y in pairs:
             x, y = _match(x, y)
-            ss.append(ssim(cv2.cvtColor(x, cv2.COLOR_RGB2GRAY), cv2.cvtColor(y, cv2.COLOR_RGB2GRAY)))
+            gx, gy = cv2.cvtColor(x, cv2.COLOR_RGB2GRAY), cv2.cvtColor(y, cv2.COLOR_RGB2GRAY)
+            ss.append(ssim(gx, gy))
+            es.append(ssim(gradient_map(gx), gradient_map(gy)))
             hc.append(hist_corr(x, y))
         return {
             "ok": True,
@@ -219,6 +229,7 @@ class SsimCompare:
             "n_pairs": len(pairs),
             "ssim": round(float(np.mean(ss)), 4),
             "ssim_min": round(float(np.min(ss)), 4),
+            "edge_ssim": round(float(np.mean(es)), 4),
             "hist_corr": round(float(np.mean(hc)), 4),
         }
 
