@@ -211,7 +211,7 @@ def normalize_plan(
     steps = kept
 
     # 9. a crop that nothing consumes gets a vlm_qa.
-    for i, s in enumerate(list(steps)):
+    for s in list(steps):
         if s["tool"] != "crop_compare":
             continue
         crop = crop_id_for(s["args"].get("crop_from", "output_video"))
