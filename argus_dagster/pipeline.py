@@ -45,11 +45,13 @@ def collect_evidence(
                               web_search=web_search, vlm_only=vlm_only)
         key = cache_key(video=video_sha256 or video_uri, input=inst.content_hash, rubric=rubric_hash,
                         criterion=c.id, plan=plan.steps, tools={s["tool"]: versions[s["tool"]] for s in plan.steps})
-        records = cache.get(key) if cache is not None and video_sha256 else None
+        use_cache = cache is not None and bool(video_sha256)
+        records = cache.get(key) if use_cache else None
         cached = records is not None
         if records is None:
             records = run_plan(plan, media, suite)
-            if cache is not None and video_sha256:
+            # A step that failed (not merely unavailable) may succeed next time: keep it out.
+            if use_cache and all(r.get("ok") or r.get("unavailable") for r in records):
                 cache.put(key, records)
         rows.append({
             "input_id": inst.id,

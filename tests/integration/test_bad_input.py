@@ -101,3 +101,27 @@ def test_rerun_resumes_from_stored_evidence(bad_bench):
     assert after["cache_hit"].all() and not before["cache_hit"].any()
     assert after.sort(["input_id", "criterion_id"])["evidence"].to_list() == \
         before.sort(["input_id", "criterion_id"])["evidence"].to_list()
+
+
+def test_failed_evidence_is_not_cached(tmp_path):
+    """A tool failure (here: a source the output cannot be compared with) is retried on the next run."""
+    from argus_dagster.cache import EvidenceCache
+    from argus_dagster.evidence.tools.registry import embedded_suite
+    from argus_dagster.instances import InputInstance
+    from argus_dagster.pipeline import collect_evidence
+    from argus_dagster.rubric.schema import parse_rubric
+
+    write_video(tmp_path / "out.mp4", _clip(1), 12)
+    (tmp_path / "src.mp4").write_bytes(b"corrupt")
+    inst = InputInstance("x", "edit it", source_video=str(tmp_path / "src.mp4"))
+    rubric = parse_rubric({"criteria": [
+        {"id": "change", "dimension": 18, "criterion": "edited", "type": "soft", "importance": "high",
+         "scoring_rule": "0-10", "evidence_plan": {"tool_sequence": [
+             {"tool": "change_probe", "args": {"a": "source_video", "b": "output_video"}}]}},
+        {"id": "stable", "dimension": 12, "criterion": "stable", "type": "soft", "importance": "low",
+         "scoring_rule": "0-10", "evidence_plan": {"tool_sequence": [{"tool": "flicker_probe", "args": {}}]}}]})
+    cache = EvidenceCache(tmp_path / "cache")
+    rows = collect_evidence(inst, rubric, str(tmp_path / "out.mp4"), embedded_suite(), cache=cache, video_sha256="v")
+    assert [r["n_ok"] for r in rows] == [0, 1]
+    again = collect_evidence(inst, rubric, str(tmp_path / "out.mp4"), embedded_suite(), cache=cache, video_sha256="v")
+    assert {r["criterion_id"]: r["cache_hit"] for r in again} == {"change": False, "stable": True}
