@@ -1,0 +1,584 @@
+"""Human alignment: how well an evaluator's scores agree with human ratings of the same videos.
+
+Three source documents define the metrics (the project's copies: ``../shared/seeds/``), and all
+three are computed side by side:
+
+- VideoArgus (arXiv 2608.05485; ``000_4e1f52f47eca7243.txt``, abstract; method doc §9):
+  *within-input* Spearman and Kendall correlation, computed per input across that input's candidate
+  videos and averaged over inputs.
+- VEFX-Bench evaluation card (arXiv 2604.16272; ``002_9bfbab1d8353041b.txt``, "Metrics" and "Scoring
+  recipe"): SRCC and KRCC on raw predictions; PLCC and RMSE after the standard four-parameter
+  logistic calibration; pairwise accuracy within groups that share an input, where a tie in the human
+  scores counts as correct and a tie in the prediction scores 0.5.
+- FIRM-Video: Check Before You Score (``001_a78e89d3e52e635c.txt``, "Data Balance and Evaluation
+  Metrics", the benchmark comparison and Table 4): MAE, the STD of the absolute errors, exact accuracy and relaxed
+  accuracy (within one rating level) after the evaluator's score is put on the human rating scale,
+  and SRCC.
+
+Global figures (all videos pooled) sit beside the within-input ones, and the main figures carry
+percentile-bootstrap 95% intervals that resample *inputs* (a prompt's candidates stay together, since
+they share a rubric and are not independent draws).
+
+Rank correlations are implemented here (average ranks for ties, Kendall's tau-b) rather than
+delegated, so that scipy is an independent reference in the tests; scipy is used only for the
+logistic least-squares fit.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+import numpy as np
+import polars as pl
+
+# ---------------------------------------------------------------------------------------------------
+# Rank correlations (VEFX card: SRCC and KRCC on raw predictions; VideoArgus: the same, within input)
+# ---------------------------------------------------------------------------------------------------
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n, tied values sharing the mean of the ranks they span (the convention of SRCC)."""
+    x = np.asarray(x, dtype=float)
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    starts = np.r_[0, np.flatnonzero(xs[1:] != xs[:-1]) + 1]
+    ends = np.r_[starts[1:], len(xs)]
+    mean_rank = (starts + ends + 1) / 2.0  # mean of the 1-based ranks starts+1 .. ends
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat(mean_rank, ends - starts)
+    return ranks
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson's r; NaN when either side is constant (no linear relation is defined)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if len(x) < 2:
+        return float("nan")
+    dx, dy = x - x.mean(), y - y.mean()
+    den = math.sqrt(float(dx @ dx) * float(dy @ dy))
+    if den == 0.0:
+        return float("nan")
+    return float(np.clip((dx @ dy) / den, -1.0, 1.0))
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (SRCC): Pearson's r of the average ranks.
+
+    Source: VEFX-Bench card (SRCC, primary), FIRM-Video (SRCC), VideoArgus (within-input Spearman).
+    """
+    return pearson(average_ranks(x), average_ranks(y))
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray, block: int = 512) -> float:
+    """Kendall's tau-b (KRCC), tie-corrected: sum of sign(dx)·sign(dy) over pairs / sqrt of untied pairs.
+
+    Pairs are counted in row blocks so that memory stays bounded (n ≈ 2,500 videos → ~6M pairs).
+    Source: VEFX-Bench card (KRCC), VideoArgus (within-input Kendall).
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = len(x)
+    if n < 2:
+        return float("nan")
+    s = 0.0
+    for a in range(0, n, block):
+        sx = np.sign(x[a:a + block, None] - x[None, :])
+        sy = np.sign(y[a:a + block, None] - y[None, :])
+        s += float((sx * sy).sum())
+    s /= 2.0  # every unordered pair was counted twice
+    n0 = n * (n - 1) / 2.0
+    n1 = _tied_pairs(x)
+    n2 = _tied_pairs(y)
+    den = math.sqrt((n0 - n1) * (n0 - n2))
+    if den == 0.0:
+        return float("nan")
+    return float(np.clip(s / den, -1.0, 1.0))
+
+
+def _tied_pairs(x: np.ndarray) -> float:
+    _, counts = np.unique(x, return_counts=True)
+    return float((counts * (counts - 1) / 2.0).sum())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Four-parameter logistic calibration (VEFX card: PLCC and RMSE are computed after it)
+# ---------------------------------------------------------------------------------------------------
+
+
+def logistic4(x: np.ndarray, b1: float, b2: float, b3: float, b4: float) -> np.ndarray:
+    """The standard IQA/VQA calibration curve ``(b1 - b2) / (1 + exp(-(x - b3) / |b4|)) + b2``.
+
+    ``b1`` and ``b2`` are the upper and lower asymptotes (swapped for a decreasing fit), ``b3`` the
+    midpoint and ``|b4|`` the slope scale. Source: VEFX-Bench card ("PLCC and RMSE are computed after
+    the standard four-parameter logistic calibration"; the IQA/VQA convention it cites).
+    """
+    z = np.clip(-(np.asarray(x, dtype=float) - b3) / max(abs(b4), 1e-12), -500, 500)
+    return (b1 - b2) / (1.0 + np.exp(z)) + b2
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Predictions mapped onto the human scale, and how: ``logistic4``, ``linear`` or ``constant``."""
+
+    fitted: np.ndarray
+    method: str
+    params: tuple[float, ...]
+
+
+def fit_logistic4(pred: np.ndarray, human: np.ndarray) -> Calibration:
+    """Least-squares fit of :func:`logistic4` from raw predictions to human scores.
+
+    Starts at the usual values (asymptotes at the human max/min, oriented by the sign of the rank
+    correlation; midpoint at the mean prediction; slope scale at the predictions' std). Where the fit
+    does not converge or is worse than a straight line (a handful of points), the least-squares line is
+    used and the method says so; constant predictions can only be mapped to the human mean.
+    """
+    x = np.asarray(pred, dtype=float)
+    y = np.asarray(human, dtype=float)
+    if len(x) == 0:
+        return Calibration(np.array([]), "constant", ())
+    if np.ptp(x) == 0.0 or len(x) < 2:
+        return Calibration(np.full(len(y), y.mean()), "constant", (float(y.mean()),))
+    slope, intercept = np.polyfit(x, y, 1)
+    linear = Calibration(slope * x + intercept, "linear", (float(slope), float(intercept)))
+    if len(x) < 5:  # four parameters need more points than that to mean anything
+        return linear
+    from scipy.optimize import curve_fit
+
+    rho = spearman(x, y)
+    hi, lo = float(y.max()), float(y.min())
+    p0 = [hi, lo, float(x.mean()), float(x.std()) or 1.0]
+    if rho < 0:
+        p0[0], p0[1] = lo, hi
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            params, _ = curve_fit(logistic4, x, y, p0=p0, maxfev=20000)
+    except (RuntimeError, ValueError):
+        return linear
+    fitted = logistic4(x, *params)
+    if not np.all(np.isfinite(fitted)) or _sse(fitted, y) > _sse(linear.fitted, y) + 1e-12:
+        return linear
+    return Calibration(fitted, "logistic4", tuple(float(p) for p in params))
+
+
+def _sse(a: np.ndarray, b: np.ndarray) -> float:
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    return float(d @ d)
+
+
+def rmse(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, dtype=float)
+    return float(math.sqrt(_sse(a, b) / len(a))) if len(a) else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Group-wise metrics (VEFX card: pairwise accuracy; VideoArgus: within-input correlation)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _groups(groups: Iterable) -> list[np.ndarray]:
+    """Index arrays of the rows sharing each group label, in order of first appearance."""
+    labels = np.asarray(list(groups), dtype=object)
+    index: dict = {}
+    for i, g in enumerate(labels):
+        index.setdefault(g, []).append(i)
+    return [np.asarray(v, dtype=int) for v in index.values()]
+
+
+def pair_counts(pred: np.ndarray, human: np.ndarray) -> tuple[float, int]:
+    """(credit, pairs) over all unordered pairs of one group, with the VEFX card's tie rules.
+
+    A pair tied in the human scores counts as correct (1); otherwise a prediction tie earns 0.5, an
+    ordering that agrees with the humans 1, one that disagrees 0. The card's sample code tests the
+    direction before the prediction tie, which would give a full point to a tied prediction whenever
+    the first video is rated lower; its stated rule ("ties in prediction score 0.5") is what is used here.
+    """
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    n = len(p)
+    if n < 2:
+        return 0.0, 0
+    iu = np.triu_indices(n, k=1)
+    sp = np.sign(p[:, None] - p[None, :])[iu]
+    sh = np.sign(h[:, None] - h[None, :])[iu]
+    credit = np.where(sh == 0, 1.0, np.where(sp == 0, 0.5, (sp == sh).astype(float)))
+    return float(credit.sum()), int(len(credit))
+
+
+def pairwise_accuracy(pred: np.ndarray, human: np.ndarray, groups: Iterable) -> tuple[float, int]:
+    """Fraction of correctly ordered candidate pairs within groups sharing an input (VEFX card).
+
+    Returns (accuracy, number of pairs); NaN when no group has two candidates. Pairs are pooled over
+    groups (total credit / total pairs), as in the card's recipe. Source: VEFX-Bench card, "Pairwise
+    Accuracy" and its scoring recipe.
+    """
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    credit, total = 0.0, 0
+    for idx in _groups(groups):
+        c, t = pair_counts(p[idx], h[idx])
+        credit += c
+        total += t
+    return (credit / total if total else float("nan")), total
+
+
+def within_input_values(pred: np.ndarray, human: np.ndarray, groups: Iterable,
+                        corr=spearman) -> np.ndarray:
+    """Per-input correlation across that input's candidates, for the inputs that count.
+
+    An input counts when its candidates carry at least two distinct human scores (method doc §9);
+    with fewer, there is no human ranking to agree with. An evaluator that gives all of a counted
+    input's candidates the same score ranks nothing: that input contributes 0 rather than being
+    dropped, so an evaluator cannot raise its average by abstaining. Source: VideoArgus (within-input
+    Spearman and Kendall on its human-alignment set; method doc §9).
+    """
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    vals = (_input_correlation(p[idx], h[idx], corr) for idx in _groups(groups))
+    return np.asarray([v for v in vals if v is not None], dtype=float)
+
+
+def _input_correlation(p: np.ndarray, h: np.ndarray, corr) -> float | None:
+    """One input's correlation across its candidates; None when the input does not count."""
+    if len(np.unique(h)) < 2:
+        return None
+    if len(np.unique(p)) < 2:
+        return 0.0
+    r = corr(p, h)
+    return 0.0 if math.isnan(r) else r
+
+
+def within_input_correlation(pred: np.ndarray, human: np.ndarray, groups: Iterable,
+                             corr=spearman) -> tuple[float, int]:
+    """Mean within-input correlation (VideoArgus) and the number of inputs it averages over."""
+    vals = within_input_values(pred, human, groups, corr)
+    return (float(vals.mean()) if len(vals) else float("nan")), int(len(vals))
+
+
+# ---------------------------------------------------------------------------------------------------
+# FIRM-Video: errors and accuracies on the human rating scale
+# ---------------------------------------------------------------------------------------------------
+
+
+def map_to_scale(pred: np.ndarray, pred_range: tuple[float, float],
+                 human_range: tuple[float, float]) -> np.ndarray:
+    """Linear map of the evaluator's range onto the human scale, clipped to it.
+
+    FIRM-Video compares ratings on the humans' own 1-5 scale; an evaluator on another scale (0-10
+    for VideoArgus, CLIP similarity, …) is first put on that scale by its stated or observed range.
+    """
+    p = np.asarray(pred, dtype=float)
+    lo, hi = pred_range
+    hlo, hhi = human_range
+    if hi == lo:
+        return np.full(len(p), (hlo + hhi) / 2.0)
+    return np.clip(hlo + (p - lo) * (hhi - hlo) / (hi - lo), min(hlo, hhi), max(hlo, hhi))
+
+
+@dataclass(frozen=True)
+class RatingErrors:
+    mae: float
+    std_abs_err: float
+    accuracy: float
+    relaxed_accuracy: float
+
+
+def rating_errors(rating: np.ndarray, human: np.ndarray) -> RatingErrors:
+    """FIRM-Video's MAE, STD of the absolute errors, exact and relaxed (±1 level) accuracy.
+
+    ``rating`` is the evaluator's score on the human scale, rounded to a rating level (FIRM-Video's
+    models emit ratings). Exact accuracy compares it with the human score rounded to the nearest level
+    (human scores averaged over raters are rarely whole numbers); relaxed accuracy counts predictions
+    within one level of the human score. STD is the population std of |error|. Source: FIRM-Video,
+    "Data Balance and Evaluation Metrics" (MAE, exact and relaxed accuracy) and Table 4 ("STD is
+    computed over absolute errors; relaxed accuracy allows a one-point deviation").
+    """
+    r = np.asarray(rating, dtype=float)
+    h = np.asarray(human, dtype=float)
+    if len(r) == 0:
+        nan = float("nan")
+        return RatingErrors(nan, nan, nan, nan)
+    ae = np.abs(r - h)
+    return RatingErrors(float(ae.mean()), float(ae.std()),
+                        float(np.mean(r == _round_half_up(h))), float(np.mean(ae <= 1.0 + 1e-9)))
+
+
+def _round_half_up(x: np.ndarray) -> np.ndarray:
+    """Rounding to the nearest level, halves upward (numpy's default rounds halves to even)."""
+    return np.floor(np.asarray(x, dtype=float) + 0.5)
+
+
+def to_rating(pred: np.ndarray, pred_range: tuple[float, float], human_range: tuple[float, float]) -> np.ndarray:
+    """The evaluator's score as a rating level of the human scale (mapped, then rounded)."""
+    return _round_half_up(map_to_scale(pred, pred_range, human_range))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bootstrap over inputs
+# ---------------------------------------------------------------------------------------------------
+
+
+def per_input_values(pred: np.ndarray, human: np.ndarray, groups: Iterable) -> dict[str, np.ndarray]:
+    """Per input (in order of first appearance): its within-input SRCC and KRCC (NaN where the input
+    does not count, see :func:`within_input_values`) and its pairwise credit and pair count."""
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    idx_by_group = _groups(groups)
+    out = {k: np.full(len(idx_by_group), np.nan) for k in ("srcc", "krcc", "credit", "pairs")}
+    for j, idx in enumerate(idx_by_group):
+        out["credit"][j], out["pairs"][j] = pair_counts(p[idx], h[idx])
+        for name, corr in (("srcc", spearman), ("krcc", kendall_tau_b)):
+            r = _input_correlation(p[idx], h[idx], corr)
+            out[name][j] = np.nan if r is None else r
+    return out
+
+
+def bootstrap_intervals(pred: np.ndarray, human: np.ndarray, groups: Iterable, n_boot: int = 1000,
+                        seed: int = 0) -> dict[str, tuple[float, float]]:
+    """Percentile 95% intervals of the main figures, resampling inputs whole (with replacement).
+
+    Every statistic is evaluated on the same resamples: global SRCC on the pooled videos of the drawn
+    inputs; within-input SRCC/KRCC as the mean over the drawn inputs that count; pairwise accuracy as
+    the drawn inputs' total credit over their total pairs. A resample where a statistic is undefined is
+    left out of that statistic's interval; fewer than two inputs give no interval.
+    """
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    idx_by_group = _groups(groups)
+    k = len(idx_by_group)
+    nan = (float("nan"), float("nan"))
+    if k < 2 or n_boot <= 0:
+        return {name: nan for name in BOOTSTRAPPED}
+    per = per_input_values(p, h, groups)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, k, size=(n_boot, k))
+    stats: dict[str, list[float]] = {name: [] for name in BOOTSTRAPPED}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for pick in picks:
+            idx = np.concatenate([idx_by_group[j] for j in pick])
+            stats["srcc"].append(spearman(p[idx], h[idx]))
+            pairs = per["pairs"][pick].sum()
+            stats["pairwise_acc"].append(per["credit"][pick].sum() / pairs if pairs else float("nan"))
+            stats["within_input_srcc"].append(np.nanmean(per["srcc"][pick]))
+            stats["within_input_krcc"].append(np.nanmean(per["krcc"][pick]))
+    out = {}
+    for name, vals in stats.items():
+        v = np.asarray(vals, dtype=float)
+        v = v[~np.isnan(v)]
+        out[name] = (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if len(v) else nan
+    return out
+
+
+BOOTSTRAPPED = ("srcc", "pairwise_acc", "within_input_srcc", "within_input_krcc")
+
+
+# ---------------------------------------------------------------------------------------------------
+# One evaluator against one human dimension, and the whole table
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AlignmentResult:
+    evaluator: str
+    dimension: str
+    n_videos: int
+    n_inputs: int
+    srcc: float
+    krcc: float
+    plcc: float
+    rmse: float
+    pairwise_acc: float
+    within_input_srcc: float
+    within_input_krcc: float
+    mae: float
+    std_abs_err: float
+    accuracy: float
+    relaxed_accuracy: float
+    n_within_inputs: int
+    n_pairs: int
+    calibration: str
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def row(self) -> dict:
+        d = asdict(self)
+        intervals = d.pop("intervals")
+        for name in BOOTSTRAPPED:
+            lo, hi = intervals.get(name, (float("nan"), float("nan")))
+            d[f"{name}_lo"], d[f"{name}_hi"] = lo, hi
+        return d
+
+
+def align(pred: np.ndarray, human: np.ndarray, groups: Iterable, *, evaluator: str = "", dimension: str = "",
+          pred_range: tuple[float, float] | None = None, human_range: tuple[float, float] | None = None,
+          n_boot: int = 1000, seed: int = 0) -> AlignmentResult:
+    """Every metric of the three source documents for one evaluator on one human dimension.
+
+    ``pred_range`` is the evaluator's scale (observed min/max when not given); ``human_range`` the
+    human rating scale (observed min/max when not given).
+    """
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    g = list(groups)
+    if not (len(p) == len(h) == len(g)):
+        raise ValueError(f"align: {len(p)} predictions, {len(h)} human scores and {len(g)} input ids must match")
+    nan = float("nan")
+    n = len(p)
+    if n == 0:
+        return AlignmentResult(evaluator, dimension, 0, 0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
+                               0, 0, "none")
+    cal = fit_logistic4(p, h)
+    pair_acc, n_pairs = pairwise_accuracy(p, h, g)
+    wi_s, n_wi = within_input_correlation(p, h, g, spearman)
+    wi_k, _ = within_input_correlation(p, h, g, kendall_tau_b)
+    pr = pred_range or (float(p.min()), float(p.max()))
+    hr = human_range or (float(h.min()), float(h.max()))
+    errs = rating_errors(to_rating(p, pr, hr), h)
+    intervals = bootstrap_intervals(p, h, g, n_boot=n_boot, seed=seed)
+    return AlignmentResult(
+        evaluator=evaluator, dimension=dimension, n_videos=n, n_inputs=len(set(g)),
+        srcc=spearman(p, h), krcc=kendall_tau_b(p, h),
+        plcc=pearson(cal.fitted, h) if cal.method != "constant" else nan, rmse=rmse(cal.fitted, h),
+        pairwise_acc=pair_acc, within_input_srcc=wi_s, within_input_krcc=wi_k,
+        mae=errs.mae, std_abs_err=errs.std_abs_err, accuracy=errs.accuracy, relaxed_accuracy=errs.relaxed_accuracy,
+        n_within_inputs=n_wi, n_pairs=n_pairs, calibration=cal.method, intervals=intervals)
+
+
+ALIGNMENT_COLUMNS = ["evaluator", "dimension", "n_videos", "n_inputs", "srcc", "krcc", "plcc", "rmse", "pairwise_acc",
+                     "within_input_srcc", "within_input_krcc", "mae", "std_abs_err", "accuracy", "relaxed_accuracy",
+                     "n_within_inputs", "n_pairs", "srcc_lo", "srcc_hi", "pairwise_acc_lo", "pairwise_acc_hi",
+                     "within_input_srcc_lo", "within_input_srcc_hi", "within_input_krcc_lo", "within_input_krcc_hi",
+                     "calibration", "n_raters", "inter_rater_srcc"]
+_INT_COLS = {"n_videos", "n_inputs", "n_within_inputs", "n_pairs", "n_raters"}
+_STR_COLS = {"evaluator", "dimension", "calibration"}
+ALIGNMENT_SCHEMA = {c: (pl.String if c in _STR_COLS else pl.Int64 if c in _INT_COLS else pl.Float64)
+                    for c in ALIGNMENT_COLUMNS}
+
+
+def alignment_table(human: pl.DataFrame, scores: pl.DataFrame, *, dimensions: list[str] | None = None,
+                    evaluator_ranges: dict[str, tuple[float, float]] | None = None,
+                    human_ranges: dict[str, tuple[float, float]] | None = None,
+                    rater_agreement: pl.DataFrame | None = None, n_boot: int = 1000, seed: int = 0) -> pl.DataFrame:
+    """One row per (evaluator, human dimension): every metric, on the videos both sides scored.
+
+    ``human``: ``input_id, model, dimension, score`` (one row per video and dimension, raters already
+    averaged). ``scores``: ``input_id, model, evaluator, score`` and optionally ``dimension``; an
+    evaluator with a dimension column is compared only with the human dimension of the same name,
+    one without it with every human dimension. Videos missing on either side, or with a null score,
+    are left out; ``n_videos`` says how many were compared.
+    """
+    evaluator_ranges = evaluator_ranges or {}
+    human_ranges = human_ranges or {}
+    agreement = {}
+    if rater_agreement is not None:
+        agreement = {r["dimension"]: r for r in rater_agreement.iter_rows(named=True)}
+    dims = sorted(human["dimension"].unique().to_list())
+    if dimensions:
+        unknown = sorted(set(dimensions) - set(dims))
+        if unknown:
+            raise ValueError(f"dimension(s) {unknown} not in the human ratings (they have {dims})")
+        dims = [d for d in dims if d in dimensions]
+    human = human.with_columns(pl.col("score").cast(pl.Float64))
+    scores = scores.with_columns(pl.col("score").cast(pl.Float64))
+    scores = scores.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
+    has_dim = "dimension" in scores.columns
+    rows = []
+    for evaluator in sorted(scores["evaluator"].unique().to_list()):
+        ev = scores.filter(pl.col("evaluator") == evaluator)
+        for dim in dims:
+            sel = ev
+            if has_dim:
+                sel = ev.filter(pl.col("dimension").is_null() | (pl.col("dimension") == dim))
+                if sel.height == 0:
+                    continue
+            joined = _pair(human, sel, dim)
+            if joined.height == 0:
+                continue  # nothing in common: no row rather than a row of undefined figures
+            res = align(joined["score"].to_numpy(), joined["human"].to_numpy(), joined["input_id"].to_list(),
+                        evaluator=evaluator, dimension=dim, pred_range=evaluator_ranges.get(evaluator),
+                        human_range=human_ranges.get(dim), n_boot=n_boot, seed=seed)
+            row = res.row()
+            a = agreement.get(dim, {})
+            row["n_raters"] = a.get("n_raters", 1)
+            row["inter_rater_srcc"] = a.get("inter_rater_srcc", float("nan"))
+            rows.append(row)
+    return pl.DataFrame(rows, schema=ALIGNMENT_SCHEMA, orient="row") if rows else pl.DataFrame(schema=ALIGNMENT_SCHEMA)
+
+
+def _pair(human: pl.DataFrame, evaluator_scores: pl.DataFrame, dimension: str) -> pl.DataFrame:
+    hum = human.filter(pl.col("dimension") == dimension).select("input_id", "model", pl.col("score").alias("human"))
+    return (evaluator_scores.select("input_id", "model", "score").join(hum, on=["input_id", "model"], how="inner")
+            .sort(["input_id", "model"]))
+
+
+def paired_scores(human: pl.DataFrame, scores: pl.DataFrame, evaluator: str, dimension: str) -> pl.DataFrame:
+    """``input_id, model, score, human``: the videos one evaluator and one human dimension both scored
+    (the pairs :func:`alignment_table` computes on; plots draw them)."""
+    human = human.with_columns(pl.col("score").cast(pl.Float64))
+    ev = scores.with_columns(pl.col("score").cast(pl.Float64))
+    ev = ev.filter((pl.col("evaluator") == evaluator) & pl.col("score").is_not_null() & pl.col("score").is_not_nan())
+    if "dimension" in ev.columns:
+        ev = ev.filter(pl.col("dimension").is_null() | (pl.col("dimension") == dimension))
+    return _pair(human, ev, dimension)
+
+
+def inter_rater_agreement(ratings: pl.DataFrame) -> pl.DataFrame:
+    """Per dimension: how many raters, and their mean pairwise SRCC on the videos both rated.
+
+    ``ratings``: ``input_id, model, dimension, rater, score`` (one row per rating). With one rater
+    the agreement is undefined (NaN).
+    """
+    rows = []
+    for (dim,), g in ratings.group_by(["dimension"], maintain_order=True):
+        raters = sorted(g["rater"].drop_nulls().unique().to_list())
+        vals = []
+        for i, a in enumerate(raters):
+            for b in raters[i + 1:]:
+                ja = g.filter(pl.col("rater") == a).group_by("input_id", "model").agg(pl.col("score").mean().alias("a"))
+                jb = g.filter(pl.col("rater") == b).group_by("input_id", "model").agg(pl.col("score").mean().alias("b"))
+                j = ja.join(jb, on=["input_id", "model"])
+                if j.height >= 2:
+                    r = spearman(j["a"].to_numpy(), j["b"].to_numpy())
+                    if not math.isnan(r):
+                        vals.append(r)
+        rows.append({"dimension": dim, "n_raters": max(len(raters), 1),
+                     "inter_rater_srcc": float(np.mean(vals)) if vals else float("nan")})
+    return pl.DataFrame(rows, schema={"dimension": pl.String, "n_raters": pl.Int64, "inter_rater_srcc": pl.Float64},
+                        orient="row")
+
+
+def _f(x, width: int = 6, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-".rjust(width)
+    return f"{x:{width}.{digits}f}"
+
+
+def _ci(lo, hi) -> str:
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return "-".rjust(15)
+    return f"[{lo:6.3f},{hi:6.3f}]"
+
+
+def format_alignment(table: pl.DataFrame) -> str:
+    """A plain-text table: one line per evaluator and dimension, the main figures with their 95% intervals."""
+    if table.height == 0:
+        return "no videos scored by both the evaluator(s) and the human raters"
+    ew = max(9, min(40, max(len(e) for e in table["evaluator"].to_list())))
+    dw = max(9, min(24, max(len(d) for d in table["dimension"].to_list())))
+    head = (f"{'evaluator':<{ew}} {'dimension':<{dw}} {'videos':>6} {'inputs':>6} {'srcc':>6} {'srcc 95% CI':>15} "
+            f"{'krcc':>6} {'plcc':>6} {'rmse':>6} {'pair':>6} {'wi_n':>5} {'wi_srcc':>7} {'wi_srcc 95% CI':>15} "
+            f"{'wi_krcc':>7} {'mae':>6} {'std':>6} {'acc':>6} {'acc±1':>6}")
+    lines = [head, "-" * len(head)]
+    for r in table.iter_rows(named=True):
+        lines.append(
+            f"{r['evaluator'][:ew]:<{ew}} {r['dimension'][:dw]:<{dw}} {r['n_videos']:>6} {r['n_inputs']:>6} "
+            f"{_f(r['srcc'])} {_ci(r['srcc_lo'], r['srcc_hi'])} {_f(r['krcc'])} {_f(r['plcc'])} {_f(r['rmse'])} "
+            f"{_f(r['pairwise_acc'])} {r['n_within_inputs']:>5} {_f(r['within_input_srcc'], 7)} "
+            f"{_ci(r['within_input_srcc_lo'], r['within_input_srcc_hi'])} {_f(r['within_input_krcc'], 7)} "
+            f"{_f(r['mae'])} {_f(r['std_abs_err'])} {_f(r['accuracy'])} {_f(r['relaxed_accuracy'])}")
+    return "\n".join(lines)

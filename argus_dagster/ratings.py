@@ -1,0 +1,434 @@
+"""Reading human ratings and evaluator score tables, and importing the public rating sets.
+
+Human ratings: CSV, JSON lines, JSON or parquet with ``input_id, model, score`` and optional
+``dimension`` and ``rater`` (several raters are averaged per video and dimension). The two public
+sets read directly: T2VScore's ``{id: {prompt, models: {model: [scores]}}}`` JSON (the dimension is
+taken from the file name, ``t2vscore_alignment_score.json`` → ``alignment``) and AIGVE's
+``annotations.json`` (nine aspects per clip).
+
+Evaluator scores: this project's ``video_scores`` and ``criterion_scores`` tables (a parquet file, or
+the folder dagster-polars writes them to), a long table ``input_id, model, evaluator, score[,
+dimension]``, or a wide one with one numeric column per evaluator (T2VScore's ``t2vscore_results.csv``).
+
+A row that cannot be read (no id, a score that is not a number) is left out and named in
+``problems``; the rest is used. A file without a required column is an error that names the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import polars as pl
+
+from .rubric.taxonomy import DIMENSIONS
+
+DEFAULT_DIMENSION = "overall"
+ARGUS_RANGE = (0.0, 10.0)  # every score this project writes is on 0-10
+AIGVE_ASPECTS = ("technical_quality", "dynamic", "consistency", "physics", "element_presentence",
+                 "element_quality", "action_presentence", "action_quality", "overall")
+
+_ALIASES = {
+    "input_id": ("input_id", "id", "video_id", "prompt_id", "sample_id"),
+    "model": ("model", "model_name", "generator"),
+    "score": ("score", "rating", "human_score", "mos"),
+    "dimension": ("dimension", "aspect"),
+    "rater": ("rater", "annotator", "rater_id"),
+    "evaluator": ("evaluator", "metric"),
+}
+RATINGS_SCHEMA = {"input_id": pl.String, "model": pl.String, "dimension": pl.String, "rater": pl.String,
+                  "score": pl.Float64}
+HUMAN_SCHEMA = {"input_id": pl.String, "model": pl.String, "dimension": pl.String, "score": pl.Float64,
+                "n_ratings": pl.Int64}
+SCORES_SCHEMA = {"input_id": pl.String, "model": pl.String, "evaluator": pl.String, "dimension": pl.String,
+                 "score": pl.Float64}
+
+
+@dataclass
+class HumanRatings:
+    """Individual ratings (one row per rating) and what could not be read."""
+
+    ratings: pl.DataFrame
+    problems: list[str] = field(default_factory=list)
+
+    def averaged(self) -> pl.DataFrame:
+        """One row per video and dimension: the mean over raters, and how many ratings it averages."""
+        return average_raters(self.ratings)
+
+
+@dataclass
+class EvaluatorScores:
+    """Long scores ``input_id, model, evaluator, dimension, score``, each evaluator's scale, problems."""
+
+    scores: pl.DataFrame
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Human ratings
+# ---------------------------------------------------------------------------------------------------
+
+
+def read_human(path: str | Path, dimension: str | None = None) -> HumanRatings:
+    """Human ratings from ``path`` in any supported layout; ``dimension`` names a file that has none."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"human ratings {p}: no such file")
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "data_list" in data:
+            return aigve_ratings(data, source=str(p))
+        if isinstance(data, dict) and data and all(isinstance(v, dict) and "models" in v for v in data.values()):
+            return t2vscore_ratings(data, dimension or _t2vscore_dimension(p), source=str(p))
+        if isinstance(data, list):
+            return ratings_from_records(data, str(p), dimension)
+        raise ValueError(f"human ratings {p}: unknown JSON layout; expected a list of "
+                         "{input_id, model, score} records, T2VScore's or AIGVE's annotation file")
+    return ratings_from_records(_read_records(p), str(p), dimension)
+
+
+def _read_records(p: Path) -> list[dict[str, Any]]:
+    suffix = p.suffix.lower()
+    if suffix == ".csv":
+        with p.open(newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    if suffix in (".jsonl", ".ndjson"):
+        out = []
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    out.append({"__error__": f"{p} line {n}: not valid JSON ({exc.msg})"})
+        return out
+    if suffix == ".parquet":
+        return pl.read_parquet(p).to_dicts()
+    raise ValueError(f"{p}: unsupported file type {suffix!r}; use .csv, .jsonl, .json or .parquet")
+
+
+def _resolve_columns(columns: Iterable[str], source: str, required: tuple[str, ...],
+                     optional: tuple[str, ...]) -> dict[str, str]:
+    cols = list(columns)
+    found = {}
+    for name in required + optional:
+        match = next((c for c in _ALIASES[name] if c in cols), None)
+        if match is None and name in required:
+            raise ValueError(f"{source}: missing column {name!r} (accepted spellings: {', '.join(_ALIASES[name])}); "
+                             f"the file has {cols}")
+        if match is not None:
+            found[name] = match
+    return found
+
+
+def _number(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def ratings_from_records(records: list[dict[str, Any]], source: str, dimension: str | None = None) -> HumanRatings:
+    """Validated rating rows; a row without an id or with a non-numeric score is named and skipped."""
+    problems = [r["__error__"] for r in records if "__error__" in r]
+    records = [r for r in records if "__error__" not in r]
+    if not records:
+        return HumanRatings(pl.DataFrame(schema=RATINGS_SCHEMA), problems or [f"{source}: no ratings"])
+    cols = _resolve_columns({k for r in records for k in r}, source, ("input_id", "model", "score"),
+                            ("dimension", "rater"))
+    rows = []
+    for n, r in enumerate(records, start=1):
+        where = f"{source} row {n}"
+        iid, model = r.get(cols["input_id"]), r.get(cols["model"])
+        if iid in (None, "") or model in (None, ""):
+            problems.append(f"{where}: empty {'input_id' if iid in (None, '') else 'model'}; row skipped")
+            continue
+        score = _number(r.get(cols["score"]))
+        if score is None:
+            problems.append(f"{where} ({iid}/{model}): score {r.get(cols['score'])!r} is not a number; row skipped")
+            continue
+        dim = r.get(cols["dimension"]) if "dimension" in cols else None
+        rater = r.get(cols["rater"]) if "rater" in cols else None
+        rows.append({"input_id": _id(iid), "model": str(model),
+                     "dimension": str(dim) if dim not in (None, "") else (dimension or DEFAULT_DIMENSION),
+                     "rater": str(rater) if rater not in (None, "") else None, "score": score})
+    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems)
+
+
+def _id(value: Any) -> str:
+    """Ids as text; a whole float (``3.0`` from a spreadsheet) reads as ``3``."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def average_raters(ratings: pl.DataFrame) -> pl.DataFrame:
+    if ratings.height == 0:
+        return pl.DataFrame(schema=HUMAN_SCHEMA)
+    return (ratings.group_by(["input_id", "model", "dimension"])
+            .agg(pl.col("score").mean(), pl.len().cast(pl.Int64).alias("n_ratings"))
+            .select(list(HUMAN_SCHEMA)).sort(["dimension", "input_id", "model"]))
+
+
+def write_human_csv(ratings: pl.DataFrame, path: str | Path) -> Path:
+    """Ratings in the storage layout's ``human/<TASK>.csv`` form (``input_id, model, dimension, score[, rater]``)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    cols = ["input_id", "model", "dimension", "score"] + (
+        ["rater"] if "rater" in ratings.columns and ratings["rater"].drop_nulls().len() else [])
+    ratings.select(cols).write_csv(p)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------------
+# The two public rating sets in ../shared/data
+# ---------------------------------------------------------------------------------------------------
+
+
+def _t2vscore_dimension(p: Path) -> str:
+    stem = p.stem
+    for prefix in ("t2vscore_",):
+        stem = stem[len(prefix):] if stem.startswith(prefix) else stem
+    return stem[: -len("_score")] if stem.endswith("_score") else stem
+
+
+def t2vscore_ratings(data: dict, dimension: str, source: str = "t2vscore") -> HumanRatings:
+    """T2VScore's human ratings: per prompt id, per model, a list of scores (usually one rater mean).
+
+    Where a list holds several scores they are kept as separate ratings, ``rater`` being the position
+    in the list.
+    """
+    rows, problems = [], []
+    for iid, entry in data.items():
+        for model, values in (entry.get("models") or {}).items():
+            values = values if isinstance(values, list) else [values]
+            for k, v in enumerate(values):
+                x = _number(v)
+                if x is None:
+                    problems.append(f"{source} prompt {iid} model {model}: score {v!r} is not a number; skipped")
+                    continue
+                rows.append({"input_id": _id(iid), "model": str(model), "dimension": dimension,
+                             "rater": str(k) if len(values) > 1 else None, "score": x})
+    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems)
+
+
+def t2vscore_prompts(data: dict) -> dict[str, str]:
+    return {_id(k): v.get("prompt", "") for k, v in data.items()}
+
+
+def import_t2vscore(folder: str | Path) -> tuple[HumanRatings, EvaluatorScores]:
+    """Both human ratings (``alignment`` and ``quality``) and the four automatic metrics' scores."""
+    d = Path(folder)
+    human = merge_human([read_human(d / f"t2vscore_{dim}_score.json") for dim in ("alignment", "quality")])
+    return human, read_scores(d / "t2vscore_results.csv")
+
+
+def aigve_ratings(data: dict, source: str = "aigve") -> HumanRatings:
+    """AIGVE's annotations: one record per clip with its ``id``, ``model`` and the nine aspect ratings."""
+    rows, problems = [], []
+    for n, rec in enumerate(data.get("data_list") or [], start=1):
+        if rec.get("id") is None:
+            problems.append(f"{source} record {n}: no 'id'; skipped")
+            continue
+        for aspect in AIGVE_ASPECTS:
+            x = _number(rec.get(aspect))
+            if x is None:
+                problems.append(f"{source} clip {rec['id']}: aspect {aspect!r} missing or not a number")
+                continue
+            rows.append({"input_id": _id(rec["id"]), "model": str(rec.get("model") or "unknown"),
+                         "dimension": aspect, "rater": None, "score": x})
+    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems)
+
+
+def aigve_bench(src: str | Path, bench_dir: str | Path, candidates_dir: str | Path) -> HumanRatings:
+    """A T2V bench from AIGVE's clips: the prompts as inputs, each clip as its model's candidate.
+
+    Writes ``<bench>/T2V/manifest.jsonl`` (``id``, ``prompt`` from ``prompt_gt``) and
+    ``<candidates>/T2V/<model>/<id>.mp4`` (symbolic links, copies where links are not possible), and
+    returns the human ratings of those clips.
+    """
+    src = Path(src)
+    data = json.loads((src / "annotations.json").read_text(encoding="utf-8"))
+    task_bench = Path(bench_dir) / "T2V"
+    task_bench.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for rec in data.get("data_list") or []:
+        iid, model = _id(rec["id"]), str(rec.get("model") or "unknown")
+        video = src / "videos_5frame" / rec["video_path_pd"]
+        if not video.is_file():
+            raise FileNotFoundError(f"AIGVE clip {iid}: {video} not found")
+        lines.append(json.dumps({"id": iid, "prompt": rec["prompt_gt"]}))
+        dest = Path(candidates_dir) / "T2V" / model / f"{iid}{video.suffix}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.exists():
+            try:
+                os.symlink(video.resolve(), dest)
+            except OSError:
+                shutil.copyfile(video, dest)
+    (task_bench / "manifest.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return aigve_ratings(data, source=str(src / "annotations.json"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Evaluator scores
+# ---------------------------------------------------------------------------------------------------
+
+
+def dimension_evaluator(dimension: int) -> str:
+    return f"argus:d{int(dimension):02d} {DIMENSIONS.get(int(dimension), 'unknown')}"
+
+
+def project_scores(video_scores: pl.DataFrame | None = None, criterion_scores: pl.DataFrame | None = None,
+                   task: str | None = None) -> EvaluatorScores:
+    """This project's own scores as evaluators on 0-10.
+
+    ``argus:final`` and ``argus:base`` come from ``video_scores``; from ``criterion_scores``, one
+    evaluator per taxonomy dimension (``argus:d13 visual/frame quality``): the mean score of that
+    video's criteria of the dimension, criteria without a score left out.
+    """
+    frames, ranges = [], {}
+    for name, df in (("video_scores", video_scores), ("criterion_scores", criterion_scores)):
+        if df is None or df.height == 0:
+            continue
+        if "task" in df.columns:
+            tasks = sorted(df["task"].drop_nulls().unique().to_list())
+            if task is not None:
+                df = df.filter(pl.col("task") == task)
+            elif len(tasks) > 1:
+                raise ValueError(f"{name} holds tasks {tasks}; choose one (--task)")
+        if name == "video_scores":
+            for col, ev in (("final_score", "argus:final"), ("base_score", "argus:base")):
+                frames.append(df.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
+                                        pl.lit(ev).alias("evaluator"), pl.lit(None, pl.String).alias("dimension"),
+                                        pl.col(col).cast(pl.Float64).alias("score")))
+                ranges[ev] = ARGUS_RANGE
+        else:
+            per_dim = (df.filter(pl.col("score").is_not_null())
+                       .group_by("input_id", "model", "dimension")
+                       .agg(pl.col("score").cast(pl.Float64).mean()))
+            for (dim,), g in per_dim.group_by(["dimension"]):
+                ev = dimension_evaluator(dim)
+                frames.append(g.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
+                                       pl.lit(ev).alias("evaluator"), pl.lit(None, pl.String).alias("dimension"),
+                                       pl.col("score")))
+                ranges[ev] = ARGUS_RANGE
+    scores = pl.concat(frames) if frames else pl.DataFrame(schema=SCORES_SCHEMA)
+    return EvaluatorScores(scores.sort(["evaluator", "input_id", "model"]), ranges)
+
+
+def _read_table(p: Path) -> pl.DataFrame:
+    if p.is_dir():
+        files = sorted(p.rglob("*.parquet"))
+        if not files:
+            raise ValueError(f"scores folder {p}: no parquet files in it")
+        return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    suffix = p.suffix.lower()
+    if suffix == ".parquet":
+        return pl.read_parquet(p)
+    if suffix == ".csv":
+        return pl.read_csv(p, infer_schema_length=None)
+    if suffix in (".jsonl", ".ndjson"):
+        return pl.read_ndjson(p)
+    if suffix == ".json":
+        return pl.DataFrame(json.loads(p.read_text(encoding="utf-8")))
+    raise ValueError(f"scores {p}: unsupported file type {suffix!r}; use .parquet, .csv, .jsonl, .json or a folder")
+
+
+def read_scores(path: str | Path, task: str | None = None) -> EvaluatorScores:
+    """Evaluator scores from a file or a folder of parquet files, in any supported layout."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"scores {p}: no such file or folder")
+    df = _read_table(p)
+    cols = set(df.columns)
+    if {"final_score", "base_score", "input_id", "model"} <= cols:
+        return project_scores(video_scores=df, task=task)
+    if {"criterion_id", "dimension", "score", "input_id", "model"} <= cols:
+        return project_scores(criterion_scores=df, task=task)
+    if "task" in cols and task is not None:
+        df = df.filter(pl.col("task") == task)
+    names = _resolve_columns(cols, f"scores {p}", ("input_id", "model"), ("evaluator", "score", "dimension"))
+    if "evaluator" in names:
+        if "score" not in names:
+            raise ValueError(f"scores {p}: an 'evaluator' column needs a 'score' column beside it")
+        keep = [pl.col(names["input_id"]).cast(pl.String).alias("input_id"),
+                pl.col(names["model"]).cast(pl.String).alias("model"),
+                pl.col(names["evaluator"]).cast(pl.String).alias("evaluator"),
+                (pl.col(names["dimension"]).cast(pl.String) if "dimension" in names
+                 else pl.lit(None, pl.String)).alias("dimension"),
+                pl.col(names["score"]).cast(pl.Float64, strict=False).alias("score")]
+        long = df.select(keep)
+    else:  # wide: every other numeric column is one evaluator
+        ids = {names["input_id"], names["model"], "task"}
+        metric_cols = [c for c in df.columns if c not in ids and df[c].dtype.is_numeric()]
+        if not metric_cols:
+            raise ValueError(f"scores {p}: no 'evaluator'/'score' columns and no numeric metric columns; "
+                             "expected input_id, model, evaluator, score")
+        long = pl.concat([df.select(pl.col(names["input_id"]).cast(pl.String).alias("input_id"),
+                                    pl.col(names["model"]).cast(pl.String).alias("model"),
+                                    pl.lit(c).alias("evaluator"), pl.lit(None, pl.String).alias("dimension"),
+                                    pl.col(c).cast(pl.Float64).alias("score")) for c in metric_cols])
+    long = long.with_columns(pl.col("input_id").map_elements(_id_text, return_dtype=pl.String))
+    bad = long.filter(pl.col("score").is_null() | pl.col("score").is_nan())
+    problems = [f"scores {p}: {r['evaluator']} on {r['input_id']}/{r['model']}: no numeric score; left out"
+                for r in bad.head(20).iter_rows(named=True)]
+    if bad.height > 20:
+        problems.append(f"scores {p}: {bad.height - 20} more rows without a numeric score")
+    return EvaluatorScores(long.sort(["evaluator", "input_id", "model"]), {}, problems)
+
+
+def _id_text(value: str) -> str:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return value.strip()
+    return str(int(f)) if f.is_integer() and "." in value else value.strip()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The one entry point the CLI and the asset share
+# ---------------------------------------------------------------------------------------------------
+
+
+def alignment_report(human: HumanRatings, scores: EvaluatorScores, *, dimensions: list[str] | None = None,
+                     human_scale: tuple[float, float] | None = None, n_boot: int = 1000,
+                     seed: int = 0) -> pl.DataFrame:
+    """Every evaluator against every human dimension (raters averaged, their agreement reported).
+
+    The human scale is ``human_scale`` when given, else each dimension's observed range; each
+    evaluator's scale is its declared one (0-10 for this project's scores), else its observed range.
+    """
+    from .alignment import alignment_table, inter_rater_agreement
+
+    averaged = human.averaged()
+    ranges = None
+    if human_scale is not None:
+        ranges = {d: human_scale for d in averaged["dimension"].unique().to_list()}
+    return alignment_table(averaged, scores.scores, dimensions=dimensions, evaluator_ranges=scores.ranges,
+                           human_ranges=ranges, rater_agreement=inter_rater_agreement(human.ratings),
+                           n_boot=n_boot, seed=seed)
+
+
+def merge_human(parts: list[HumanRatings]) -> HumanRatings:
+    frames = [h.ratings for h in parts if h.ratings.height]
+    return HumanRatings(pl.concat(frames) if frames else pl.DataFrame(schema=RATINGS_SCHEMA),
+                        [p for h in parts for p in h.problems])
+
+
+def merge_scores(parts: list[EvaluatorScores]) -> EvaluatorScores:
+    frames = [s.scores for s in parts if s.scores.height]
+    ranges: dict[str, tuple[float, float]] = {}
+    for s in parts:
+        ranges.update(s.ranges)
+    return EvaluatorScores(pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=SCORES_SCHEMA),
+                           ranges, [p for s in parts for p in s.problems])

@@ -1,0 +1,105 @@
+"""Human alignment: how well every evaluator present agrees with human ratings, per task and dimension.
+
+Human ratings are read from ``$ARGUS_HOME/human/<TASK>.csv`` (``input_id, model, score[, dimension][,
+rater]``); the evaluators are this project's ``video_scores`` (final and base score) and its
+``criterion_scores`` (one evaluator per taxonomy dimension). The computation is the one ``argus align``
+runs (:func:`argus_dagster.ratings.alignment_report`).
+"""
+
+import hashlib
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster.alignment import ALIGNMENT_SCHEMA, format_alignment
+from argus_dagster.alignment_plots import scatter_png, slug
+from argus_dagster.instances import ALL_TASKS
+from argus_dagster.ratings import alignment_report, project_scores, read_human
+from argus_dagster.settings import load_settings
+
+ALIGNMENT_TABLE = {"task": pl.String, **ALIGNMENT_SCHEMA}
+
+
+class HumanAlignmentConfig(dg.Config):
+    human_dir: str = ""
+    """Folder of ``<TASK>.csv`` human ratings; empty means ``$ARGUS_HOME/human``."""
+    n_boot: int = 1000
+    """Bootstrap resamples (over inputs) for the 95% intervals."""
+    human_scale: list[float] = []
+    """``[lo, hi]`` of the human rating scale; empty means each dimension's observed range."""
+
+
+def _concat(parts: dict[str, pl.DataFrame] | None, task: str) -> pl.DataFrame | None:
+    frames = [df.filter(pl.col("task") == task) for df in (parts or {}).values() if df is not None and df.height]
+    frames = [df for df in frames if df.height]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+@dg.asset(code_version="1", group_name="reports", kinds={"polars"},
+          ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
+               "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
+def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentConfig,
+                    video_scores: dict[str, pl.DataFrame],
+                    criterion_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+    """SRCC, KRCC, PLCC, RMSE, pairwise accuracy, within-input SRCC/KRCC, MAE and accuracies per
+    task, human dimension and evaluator, with a scatter plot per evaluator."""
+    settings = load_settings()
+    human_dir = Path(config.human_dir) if config.human_dir else settings.home / "human"
+    if config.human_scale and len(config.human_scale) != 2:
+        raise dg.Failure(f"human_alignment config human_scale={config.human_scale}: give [lo, hi] or leave it empty")
+    scale = tuple(config.human_scale) if config.human_scale else None
+    tables, metadata, problems, found = [], {}, [], []
+    for task in ALL_TASKS:
+        path = human_dir / f"{task}.csv"
+        if not path.is_file():
+            continue
+        found.append(task)
+        human = read_human(path)
+        problems += human.problems
+        scores = project_scores(_concat(video_scores, task), _concat(criterion_scores, task), task=task)
+        table = alignment_report(human, scores, human_scale=scale, n_boot=config.n_boot)
+        if table.height == 0:
+            problems.append(f"{task}: no video has both a human rating in {path} and a score "
+                            "(are its models materialized, and do the input ids and model names match?)")
+            continue
+        tables.append(table.with_columns(pl.lit(task).alias("task")).select(list(ALIGNMENT_TABLE)))
+        metadata[f"{task} alignment"] = dg.MetadataValue.md("```\n" + format_alignment(table) + "\n```")
+        averaged = human.averaged()
+        for evaluator in table["evaluator"].unique(maintain_order=True).to_list():
+            png = settings.reports_dir / "alignment" / task / f"{slug(evaluator)}.png"
+            scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}")
+            metadata[f"{task} scatter {evaluator}"] = dg.MetadataValue.path(str(png))
+    out = pl.concat(tables) if tables else pl.DataFrame(schema=ALIGNMENT_TABLE)
+    if not found:
+        context.log.warning(f"no human ratings under {human_dir}: add <TASK>.csv with "
+                            "input_id, model, score[, dimension][, rater]")
+    for p in problems[:20]:
+        context.log.warning(p)
+    digest = hashlib.sha256(out.write_csv().encode()).hexdigest()[:16]
+    return dg.Output(out, data_version=dg.DataVersion(digest), metadata={
+        "n_rows": out.height, "tasks": ", ".join(found) or "none", "human_dir": str(human_dir),
+        "skipped": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
+        **metadata,
+    })
+
+
+@dg.asset_check(asset=human_alignment, description="Correlations lie in [-1, 1], accuracies in [0, 1], "
+                "errors are non-negative and every interval is ordered.")
+def human_alignment_in_range(human_alignment: pl.DataFrame) -> dg.AssetCheckResult:
+    t = human_alignment
+
+    def v(c: str) -> pl.Expr:  # undefined figures (NaN) are allowed; polars would order NaN above 1
+        return pl.col(c).fill_nan(None)
+
+    bad = pl.lit(False)
+    for c in ("srcc", "krcc", "plcc", "within_input_srcc", "within_input_krcc"):
+        bad = bad | (v(c).abs() > 1 + 1e-9)
+    for c in ("pairwise_acc", "accuracy", "relaxed_accuracy"):
+        bad = bad | (v(c) < 0) | (v(c) > 1)
+    for c in ("rmse", "mae", "std_abs_err"):
+        bad = bad | (v(c) < 0)
+    for c in ("srcc", "pairwise_acc", "within_input_srcc", "within_input_krcc"):
+        bad = bad | (v(f"{c}_lo") > v(f"{c}_hi"))
+    n_bad = t.filter(bad.fill_null(False)).height if t.height else 0
+    return dg.AssetCheckResult(passed=n_bad == 0, metadata={"n_bad": n_bad, "n_rows": t.height})

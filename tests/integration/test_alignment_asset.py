@@ -1,0 +1,65 @@
+"""The ``human_alignment`` asset on small tables: what it reports for bad rows, missing ratings and
+videos that no evaluator scored (the full graph runs in ``test_alignment_aigve.py``)."""
+
+import dagster as dg
+import polars as pl
+import pytest
+from scipy import stats
+
+from argus_dagster.tables import CRITERION_SCORES, VIDEO_SCORES, frame
+from assets.alignment import HumanAlignmentConfig, human_alignment, human_alignment_in_range
+
+
+def _scores(task: str, model: str, finals: dict[str, float]):
+    vs = frame([{"task": task, "model": model, "input_id": i, "base_score": s, "final_score": s}
+                for i, s in finals.items()], VIDEO_SCORES)
+    cs = frame([{"task": task, "model": model, "input_id": i, "criterion_id": "c1", "dimension": 13,
+                 "score": int(round(s))} for i, s in finals.items()], CRITERION_SCORES)
+    return vs, cs
+
+
+def _run(tmp_path, video_scores, criterion_scores, **config):
+    ctx = dg.build_asset_context()
+    out = human_alignment(context=ctx, config=HumanAlignmentConfig(human_dir=str(tmp_path), n_boot=50, **config),
+                          video_scores=video_scores, criterion_scores=criterion_scores)
+    return out.value, out.metadata
+
+
+def test_scores_per_task_with_bad_rows_named(tmp_path):
+    a = {"p1": 3.0, "p2": 9.5, "p3": 9.0}
+    b = {"p1": 5.0, "p2": 6.0, "p3": 2.0}
+    (tmp_path / "T2V.csv").write_text(
+        "input_id,model,score\np1,a,2\np2,a,4\np3,a,5\np1,b,3\np2,b,five\np3,b,1\n")
+    (va, ca), (vb, cb) = _scores("T2V", "a", a), _scores("T2V", "b", b)
+    vt, ct = _scores("TV2V", "a", a)  # another task's scores: not compared with T2V's ratings
+    table, meta = _run(tmp_path, {"a|T2V": va, "b|T2V": vb, "a|TV2V": vt}, {"a|T2V": ca, "b|T2V": cb, "a|TV2V": ct})
+    final = table.filter(pl.col("evaluator") == "argus:final").row(0, named=True)
+    assert (final["task"], final["dimension"], final["n_videos"], final["n_inputs"]) == ("T2V", "overall", 5, 3)
+    pred, human = [3.0, 9.5, 9.0, 5.0, 2.0], [2, 4, 5, 3, 1]
+    assert final["srcc"] == pytest.approx(stats.spearmanr(pred, human).statistic)
+    assert set(table["evaluator"]) == {"argus:final", "argus:base", "argus:d13 visual/frame quality"}
+    assert "'five' is not a number" in meta["skipped"].value
+    assert meta["tasks"].value == "T2V"
+    assert human_alignment_in_range(table).passed
+
+
+def test_no_ratings_and_no_matching_videos_are_reported_not_raised(tmp_path):
+    table, meta = _run(tmp_path, {}, {})
+    assert table.height == 0 and meta["tasks"].value == "none"
+    (tmp_path / "TI2V.csv").write_text("input_id,model,score\nq1,other,3\n")
+    vs, cs = _scores("TI2V", "a", {"q9": 5.0})
+    table, meta = _run(tmp_path, {"a|TI2V": vs}, {"a|TI2V": cs})
+    assert table.height == 0
+    assert "TI2V: no video has both a human rating" in meta["skipped"].value
+    assert human_alignment_in_range(table).passed
+
+
+def test_range_check_catches_an_impossible_row(tmp_path):
+    (tmp_path / "T2V.csv").write_text("input_id,model,score\np1,a,2\np2,a,4\np3,a,5\n")
+    vs, cs = _scores("T2V", "a", {"p1": 1.0, "p2": 2.0, "p3": 3.0})
+    table, _ = _run(tmp_path, {"a|T2V": vs}, {"a|T2V": cs})
+    assert human_alignment_in_range(table).passed
+    broken = table.with_columns(pl.when(pl.col("evaluator") == "argus:final").then(1.5).otherwise(pl.col("srcc"))
+                                .alias("srcc"))
+    assert not human_alignment_in_range(broken).passed
+    assert table["within_input_srcc"].is_nan().all()  # NaN (one candidate per input) is not a violation
