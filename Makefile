@@ -1,13 +1,18 @@
 # make demo: set up, build the demo bench and materialize every asset on the embedded default.
-# make test: set up and run the test suite.   make ui: the Dagster UI on the same instance.
+# make test: set up and run the test suite, then the easyocr tests in their own venv (.venv-ocr).
+# make ui: the Dagster UI on the same instance.
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGUS_HOME ?= $(CURDIR)/.argus
 export ARGUS_HOME
 PIP    := $(BIN)/pip --disable-pip-version-check -q
+# easyocr needs torchvision matched to torch (the `ocr` extra): a venv of its own, for tests/ocr only.
+OCR_VENV ?= .venv-ocr
+OCR_BIN  := $(OCR_VENV)/bin
+OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 
-.PHONY: setup demo test ui clean
+.PHONY: setup demo test test-ocr ui clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +30,28 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-ocr
+
+# The ocr extra's torch replaces the base pin; of the base dependencies only what tests/ocr imports goes in.
+$(OCR_BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(OCR_VENV)
+	$(OCR_BIN)/python -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+	  keep = ('numpy', 'opencv-python-headless', 'pillow', 'decord', 'pytest', 'pytest-timeout'); \
+	  deps = p['dependencies'] + p['optional-dependencies']['dev']; \
+	  print('\n'.join([d for d in deps if re.split('[<>=!;\\[ ]', d)[0] in keep] + p['optional-dependencies']['ocr']))" \
+	  > $(OCR_VENV)/requirements.txt
+	$(OCR_PIP) install -r $(OCR_VENV)/requirements.txt 2>&1 | grep -v "is ignored: it is neither" || true
+	$(OCR_PIP) install --no-deps -e . 2>&1 | grep -v "is ignored: it is neither" || true
+	$(OCR_BIN)/python -c "import easyocr, torch, torchvision, cv2, decord"
+	touch $@
+
+test-ocr: $(OCR_BIN)/.installed
+	@# -p no:warnings: the project's warning filters name dagster modules this venv does not have.
+	ARGUS_OCR_TESTS=1 $(OCR_BIN)/python -m pytest -q -p no:warnings tests/ocr
 
 ui: setup
 	DAGSTER_HOME=$(ARGUS_HOME)/dagster_home; mkdir -p $$DAGSTER_HOME; export DAGSTER_HOME; \
 	$(BIN)/dagster dev -w workspace.yaml
 
 clean:
-	rm -rf $(VENV) .argus
+	rm -rf $(VENV) $(OCR_VENV) .argus

@@ -1,31 +1,49 @@
-"""The evidence tool suite, built once per process per configuration."""
+"""The evidence tool suite, built once per process per configuration.
+
+Models load when the suite is first built and are shared by every criterion, candidate and thread of
+the process; forward passes on one device are serialized by the suite's model store. Across
+processes, GPU-bound assets (``criterion_evidence``) take the Dagster concurrency pool ``gpu``:
+``dagster instance concurrency set gpu 1`` gives one device one run's model work at a time (without a
+limit the pool constrains nothing, so CPU runs are unaffected).
+"""
 
 
 import functools
+import os
 
 import dagster as dg
 
 from argus_dagster.cache import EvidenceCache
-from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
+from argus_dagster.evidence.tools.registry import OCR_BACKENDS, ToolSuite, model_suite
 from argus_dagster.settings import load_settings
 
 
 @functools.lru_cache(maxsize=4)
-def _suite(device: str, models_dir: str, web_search: bool) -> ToolSuite:
-    # Model-backed tools (weights under models_dir, on device) plug in here; the embedded default
-    # has only weight-free tools and reports the others as unavailable.
-    return embedded_suite(web_search=web_search)
+def _suite(device: str, models_dir: str, web_search_url: str, web_search_key: str, ocr_backend: str) -> ToolSuite:
+    # Weight-free tools always; each model-backed tool whose folder is under models_dir, on device.
+    return model_suite(models_dir or None, device, web_search_url=web_search_url, web_search_key=web_search_key,
+                       ocr_backend=ocr_backend)
 
 
 class ToolsResource(dg.ConfigurableResource):
     """Which tools run, on which device, with weights from which folder (never downloaded)."""
 
     device: str = "cpu"
+    # Hugging Face checkpoint folders dino/ detector/ depth/ aesthetic/, and easyocr/ (see README).
     models_dir: str = ""
+    # Image search for web_search: off unless both are set.
+    web_search_url: str = ""
     web_search_key: str = ""
+    ocr_backend: str = "rapidocr"
     vlm_only: bool = False
     # Evidence cache folder; empty: $ARGUS_HOME/cache/evidence. "off" disables it.
     cache_dir: str = ""
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # Load the models once per process up front and say which tools run, fall back or are missing.
+        for name, state in self.suite().describe().items():
+            if state != "available":
+                context.log.info(f"tool {name}: {state}")
 
     def evidence_cache(self) -> EvidenceCache:
         if self.cache_dir == "off":
@@ -33,8 +51,21 @@ class ToolsResource(dg.ConfigurableResource):
         return EvidenceCache(self.cache_dir or load_settings().home / "cache" / "evidence")
 
     def suite(self) -> ToolSuite:
-        return _suite(self.device, self.models_dir, bool(self.web_search_key))
+        if self.ocr_backend not in OCR_BACKENDS:
+            raise ValueError(f"ToolsResource.ocr_backend={self.ocr_backend!r}: expected one of {OCR_BACKENDS}")
+        return _suite(self.device, self.models_dir, self.web_search_url, self.web_search_key, self.ocr_backend)
 
     @property
     def web_search(self) -> bool:
-        return bool(self.web_search_key)
+        return bool(self.web_search_url and self.web_search_key)
+
+
+def tools_from_env(device: str, vlm_only: bool = False) -> ToolsResource:
+    """The tools resource from ``ARGUS_MODELS_DIR``, ``ARGUS_DEVICE`` (overrides ``device``),
+    ``ARGUS_OCR_BACKEND``, ``ARGUS_WEB_SEARCH_URL`` and ``ARGUS_WEB_SEARCH_KEY``."""
+    env = os.environ.get
+    # dg.EnvVar keeps the key's value out of the run config the UI shows and the instance stores.
+    key = dg.EnvVar("ARGUS_WEB_SEARCH_KEY") if env("ARGUS_WEB_SEARCH_KEY") else ""
+    return ToolsResource(device=env("ARGUS_DEVICE") or device, models_dir=env("ARGUS_MODELS_DIR", ""),
+                         web_search_url=env("ARGUS_WEB_SEARCH_URL", ""), web_search_key=key,
+                         ocr_backend=env("ARGUS_OCR_BACKEND") or "rapidocr", vlm_only=vlm_only)
