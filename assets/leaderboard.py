@@ -1,23 +1,56 @@
-"""The leaderboard across every materialized task x model partition."""
+"""The leaderboard across every materialized task x model partition, with a plot per task.
 
+It follows ``video_scores`` by declarative automation: a re-scored partition updates it.
+"""
+
+
+import base64
+import hashlib
 
 import dagster as dg
 import polars as pl
 
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
+from argus_dagster.report import leaderboard_png
+from argus_dagster.settings import load_settings
 from argus_dagster.tables import VIDEO_SCORES, frame
 
 
-@dg.asset(code_version="1", group_name="reports", kinds={"polars"},
+# eager(), except that missing upstream partitions do not hold it back: most task x model pairs are
+# legitimately absent (a model need not have videos for every task).
+FOLLOWS_PARTITIONS = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()).with_label(
+    "eager, over the partitions that exist")
+
+
+def plot_metadata(lb: pl.DataFrame) -> dict:
+    """Per task: the PNG written under ``$ARGUS_HOME/reports/leaderboard/`` and shown inline."""
+    out_dir = load_settings().reports_dir / "leaderboard"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = {}
+    for task in sorted(lb["task"].unique().to_list()):
+        png = leaderboard_png(task, lb.filter(pl.col("task") == task).to_dicts())
+        path = out_dir / f"{task}.png"
+        path.write_bytes(png)
+        meta[f"plot_{task}"] = dg.MetadataValue.md(
+            f"![{task} leaderboard](data:image/png;base64,{base64.b64encode(png).decode('ascii')})")
+        meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
+    return meta
+
+
+@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
+          automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Mean final score per task and model, with a bootstrap 95% interval and the video count."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
     scores = pl.concat(frames) if frames else frame([], VIDEO_SCORES)
     lb = build_leaderboard(scores)
-    return dg.Output(lb, metadata={
+    version = dg.DataVersion(hashlib.sha256(lb.write_csv().encode()).hexdigest()[:16])
+    return dg.Output(lb, data_version=version, metadata={
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
+        "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
+        **plot_metadata(lb),
     })
 
 

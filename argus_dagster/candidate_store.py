@@ -1,0 +1,139 @@
+"""Listing the candidate store (``<TASK>/<model>/<input_id>.<ext>``) and detecting what changed.
+
+A store lists entries with a *cheap change token* (local files: size and mtime; S3: the ETag) and
+gives a *content hash* on demand (local: sha256 of the bytes; S3: the ETag, already content-derived).
+:func:`scan` hashes only entries whose token moved since the previous scan, so a scan of an
+unchanged store reads directory listings and nothing else. The sensor and the nightly reconcile
+share this code; a store on S3 is :class:`S3CandidateStore` with the same interface.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+from .bench import VIDEO_SUFFIXES, task_dir
+from .instances import Task
+
+# Previous scan: {entry key: [token, content hash]}.
+Known = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class CandidateEntry:
+    task: str
+    model: str
+    input_id: str
+    key: str  # the entry's location relative to the store (a relative path or an object key)
+    token: str  # changes whenever the content may have changed; cheap to read
+
+
+class CandidateStore(Protocol):
+    def entries(self) -> Iterator[CandidateEntry]: ...
+
+    def content_hash(self, entry: CandidateEntry) -> str: ...
+
+
+class LocalCandidateStore:
+    """A candidate folder on a local (or mounted) file system."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def entries(self) -> Iterator[CandidateEntry]:
+        for task in Task:
+            d = task_dir(self.root, task.value)
+            if d is None:
+                continue
+            for model_dir in sorted(p for p in d.iterdir() if p.is_dir()):
+                for f in sorted(model_dir.iterdir()):
+                    if f.suffix.lower() not in VIDEO_SUFFIXES or not f.is_file():
+                        continue
+                    st = f.stat()
+                    yield CandidateEntry(task.value, model_dir.name, f.stem, str(f.relative_to(self.root)),
+                                         f"{st.st_size}:{st.st_mtime_ns}")
+
+    def content_hash(self, entry: CandidateEntry) -> str:
+        h = hashlib.sha256()
+        with open(self.root / entry.key, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+
+
+class S3CandidateStore:
+    """The same layout under ``s3://bucket/prefix/``; the ETag is both token and content hash."""
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None, endpoint_url: str | None = None):
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3", endpoint_url=endpoint_url)
+        self.bucket, self.prefix, self.client = bucket, prefix.strip("/"), client
+
+    def entries(self) -> Iterator[CandidateEntry]:
+        tasks = {t.value.lower(): t.value for t in Task}
+        base = f"{self.prefix}/" if self.prefix else ""
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
+            for obj in page.get("Contents", []):
+                parts = obj["Key"][len(base):].split("/")
+                if len(parts) != 3 or parts[0].lower() not in tasks:
+                    continue
+                stem, dot, suffix = parts[2].rpartition(".")
+                if not dot or f".{suffix.lower()}" not in VIDEO_SUFFIXES:
+                    continue
+                yield CandidateEntry(tasks[parts[0].lower()], parts[1], stem, obj["Key"], obj["ETag"].strip('"'))
+
+    def content_hash(self, entry: CandidateEntry) -> str:
+        return entry.token
+
+
+@dataclass
+class ScanResult:
+    known: Known  # the new state, to keep as the next scan's ``previous``
+    models: dict[str, set[str]]  # {model: tasks it has videos for}
+    changed: set[tuple[str, str]]  # (task, model) partitions with a new, changed or removed video
+    n_entries: int = 0
+    n_hashed: int = 0
+
+
+def scan(store: CandidateStore, previous: Known | None) -> ScanResult:
+    """Compare the store with a previous scan; hash only the entries whose token changed."""
+    previous = previous or {}
+    known: Known = {}
+    models: dict[str, set[str]] = {}
+    changed: set[tuple[str, str]] = set()
+    where: dict[str, tuple[str, str]] = {}
+    n = n_hashed = 0
+    for e in store.entries():
+        n += 1
+        models.setdefault(e.model, set()).add(e.task)
+        where[e.key] = (e.task, e.model)
+        prev = previous.get(e.key)
+        if prev is not None and prev[0] == e.token:
+            known[e.key] = prev
+            continue
+        digest = store.content_hash(e)
+        n_hashed += 1
+        known[e.key] = [e.token, digest]
+        if prev is None or prev[1] != digest:
+            changed.add((e.task, e.model))
+    for key in set(previous) - set(known):
+        parts = key.replace("\\", "/").split("/")
+        if len(parts) >= 3:
+            task = next((t.value for t in Task if t.value.lower() == parts[-3].lower()), None)
+            if task is not None and parts[-2] in models:
+                changed.add((task, parts[-2]))  # a removed video: the partition now lacks it
+    return ScanResult(known, models, changed, n, n_hashed)
+
+
+def partition_hashes(known: Known, task: str, model: str) -> dict[str, str]:
+    """``{input_id: content hash}`` of one partition, from a scan's ``known`` state."""
+    out = {}
+    for key, (_, digest) in known.items():
+        parts = key.replace("\\", "/").split("/")
+        if len(parts) >= 3 and parts[-3].lower() == task.lower() and parts[-2] == model:
+            out[parts[-1].rpartition(".")[0]] = digest
+    return out

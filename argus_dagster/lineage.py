@@ -1,0 +1,93 @@
+"""Score deltas between two materializations of the same partition: what moved, and by how much.
+
+Pure functions on the ``criterion_scores`` and ``video_scores`` tables (see :mod:`tables`). A
+criterion or video counts as moved when its score changed, became scored or unscored, or appeared or
+disappeared (a rubric change adds and removes criteria).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+TOL = 1e-9
+
+CRITERION_DELTA = {"input_id": pl.String, "criterion_id": pl.String, "before": pl.Float64, "after": pl.Float64,
+                   "delta": pl.Float64, "change": pl.String}
+VIDEO_DELTA = {"input_id": pl.String, "final_before": pl.Float64, "final_after": pl.Float64, "delta": pl.Float64,
+               "caps_before": pl.String, "caps_after": pl.String, "change": pl.String}
+
+
+def _change(before_present: bool, after_present: bool, before, after) -> str | None:
+    if not before_present:
+        return "added"
+    if not after_present:
+        return "removed"
+    if before is None and after is None:
+        return None
+    if before is None:
+        return "now scored"
+    if after is None:
+        return "now unscored"
+    return "changed" if abs(after - before) > TOL else None
+
+
+def criterion_deltas(before: pl.DataFrame | None, after: pl.DataFrame) -> pl.DataFrame:
+    """One row per (input, criterion) whose score moved between ``before`` and ``after``."""
+    if before is None:
+        return pl.DataFrame(schema=CRITERION_DELTA)
+    keys = ["input_id", "criterion_id"]
+    b = before.select(*keys, pl.col("score").cast(pl.Float64).alias("before"), pl.lit(True).alias("_b"))
+    a = after.select(*keys, pl.col("score").cast(pl.Float64).alias("after"), pl.lit(True).alias("_a"))
+    rows = []
+    for r in b.join(a, on=keys, how="full", coalesce=True).iter_rows(named=True):
+        change = _change(bool(r["_b"]), bool(r["_a"]), r["before"], r["after"])
+        if change is None:
+            continue
+        delta = r["after"] - r["before"] if r["after"] is not None and r["before"] is not None else None
+        rows.append({"input_id": r["input_id"], "criterion_id": r["criterion_id"], "before": r["before"],
+                     "after": r["after"], "delta": delta, "change": change})
+    return pl.DataFrame(rows, schema=CRITERION_DELTA, orient="row").sort(keys)
+
+
+def video_deltas(before: pl.DataFrame | None, after: pl.DataFrame) -> pl.DataFrame:
+    """One row per video whose final score (or its presence) moved between ``before`` and ``after``."""
+    if before is None:
+        return pl.DataFrame(schema=VIDEO_DELTA)
+    caps = pl.col("caps_fired").cast(pl.List(pl.String)).list.join(",")
+    b = before.select("input_id", pl.col("final_score").alias("final_before"), caps.alias("caps_before"),
+                      pl.lit(True).alias("_b"))
+    a = after.select("input_id", pl.col("final_score").alias("final_after"), caps.alias("caps_after"),
+                     pl.lit(True).alias("_a"))
+    rows = []
+    for r in b.join(a, on="input_id", how="full", coalesce=True).iter_rows(named=True):
+        change = _change(bool(r["_b"]), bool(r["_a"]), r["final_before"], r["final_after"])
+        if change is None and (r["caps_before"] or "") == (r["caps_after"] or ""):
+            continue
+        fb, fa = r["final_before"], r["final_after"]
+        rows.append({"input_id": r["input_id"], "final_before": fb, "final_after": fa,
+                     "delta": fa - fb if fa is not None and fb is not None else None,
+                     "caps_before": r["caps_before"], "caps_after": r["caps_after"], "change": change or "caps changed"})
+    return pl.DataFrame(rows, schema=VIDEO_DELTA, orient="row").sort("input_id")
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
+
+
+def delta_summary(deltas: pl.DataFrame, limit: int = 40) -> str:
+    """Markdown, one line per video: the criteria that moved, ``id before → after (±delta)``."""
+    if deltas.height == 0:
+        return "no criterion score moved"
+    lines = []
+    for (input_id,), g in deltas.group_by("input_id", maintain_order=True):
+        parts = []
+        for r in g.iter_rows(named=True):
+            d = f" ({r['delta']:+g})" if r["delta"] is not None else f" ({r['change']})"
+            parts.append(f"{r['criterion_id']} {_num(r['before'])} → {_num(r['after'])}{d}")
+        lines.append(f"- `{input_id}`: " + "; ".join(parts))
+        if len(lines) >= limit:
+            lines.append(f"- … and {deltas['input_id'].n_unique() - limit} more videos")
+            break
+    return "\n".join(lines)

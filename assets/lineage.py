@@ -1,0 +1,74 @@
+"""Reading what a partition held before this materialization, for score deltas in metadata.
+
+The IO manager records each stored table's ``path`` in the materialization's metadata; the previous
+table is read from there before the new one replaces it (local folder or ``s3://`` alike).
+"""
+
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster.lineage import criterion_deltas, delta_summary, video_deltas
+
+
+def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
+    """The latest materialization record of ``asset`` (and ``partition``), or None."""
+    flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None)
+    records = instance.fetch_materializations(flt, limit=1).records
+    return records[0] if records else None
+
+
+def stored_table(record, columns: list[str] | None = None) -> pl.DataFrame | None:
+    """The table a materialization record points at, or None when it is gone or unreadable."""
+    if record is None:
+        return None
+    path = record.asset_materialization.metadata.get("path")
+    if path is None:
+        return None
+    try:
+        return pl.read_parquet(str(path.value), columns=columns)
+    except Exception:  # removed by hand, or storage moved: no delta rather than a failed run
+        return None
+
+
+def previous_table(context: dg.AssetExecutionContext) -> pl.DataFrame | None:
+    partition = context.partition_key if context.has_partition_key else None
+    record = latest_record(context.instance, context.asset_key.to_user_string(), partition)
+    return stored_table(record)
+
+
+def _table(df: pl.DataFrame) -> dg.MetadataValue:
+    kinds = {pl.String: "string", pl.Float64: "float", pl.Int64: "int"}
+    schema = dg.TableSchema(columns=[dg.TableColumn(c, kinds.get(t, "string")) for c, t in df.schema.items()])
+    return dg.MetadataValue.table(records=[dg.TableRecord(r) for r in df.head(200).iter_rows(named=True)],
+                                  schema=schema)
+
+
+def criterion_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame) -> dict:
+    """``score_delta`` (table), ``score_delta_summary`` (per video) and counts, against the last run."""
+    before = previous_table(context)
+    if before is None:
+        return {"score_delta_summary": dg.MetadataValue.md("first materialization of this partition")}
+    deltas = criterion_deltas(before, df)
+    return {"n_criteria_moved": deltas.height, "n_videos_moved": deltas["input_id"].n_unique(),
+            "score_delta": _table(deltas), "score_delta_summary": dg.MetadataValue.md(delta_summary(deltas))}
+
+
+def video_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame) -> dict:
+    before = previous_table(context)
+    if before is None:
+        return {}
+    deltas = video_deltas(before, df)
+    return {"n_finals_moved": deltas.height, "final_delta": _table(deltas)}
+
+
+def rubric_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame) -> dict:
+    """Which inputs got a different rubric than the last materialization (their scores will move)."""
+    before = previous_table(context)
+    if before is None:
+        return {}
+    old = {r["input_id"]: r["rubric_hash"] for r in before.iter_rows(named=True)}
+    new = {r["input_id"]: r["rubric_hash"] for r in df.iter_rows(named=True)}
+    changed = sorted(i for i in set(old) | set(new) if old.get(i) != new.get(i))
+    lines = [f"- `{i}`: {(old.get(i) or 'none')[:12]} → {(new.get(i) or 'none')[:12]}" for i in changed[:50]]
+    return {"n_rubrics_changed": len(changed), "rubrics_changed": dg.MetadataValue.md("\n".join(lines) or "none")}

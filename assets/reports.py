@@ -1,0 +1,147 @@
+"""Diagnostic reports (task x model): one HTML page per video, an index per partition, and a
+comparison page per input that every model's partition refreshes.
+
+Pages go to ``$ARGUS_HOME/reports/<TASK>/<model>/``. For the comparison pages each partition leaves
+a small card per video (scores and a few thumbnails) under ``<TASK>/_cards/<input_id>/``; the page of
+an input is rebuilt from all cards present, so it never needs another partition's tables.
+"""
+
+
+import base64
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from argus_dagster.media import MediaError, VideoReader, load_image
+from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
+from argus_dagster.rubric.schema import parse_rubric
+from argus_dagster.settings import load_settings
+
+from .partitions import task_and_model, task_model_partitions
+
+N_FRAMES = 6
+REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "path": pl.String, "error": pl.String}
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:120] or "_"
+
+
+def video_frames(uri: str | None, n: int = N_FRAMES) -> FrameRow:
+    """``n`` frames spread over the video, with their times; the error instead when it cannot be read."""
+    if not uri:
+        return FrameRow("output", error="no video")
+    try:
+        r = VideoReader(uri)
+        idx = sorted({int(round(i)) for i in np.linspace(0, r.info.n_frames - 1, min(n, r.info.n_frames))})
+        frames = r.get(idx)
+        return FrameRow("", [jpeg(f) for f in frames], [f"{i / r.info.fps:.1f}s" for i in idx])
+    except MediaError as exc:
+        return FrameRow("", error=str(exc))
+
+
+def condition_rows(inp: dict) -> list[FrameRow]:
+    rows = []
+    for label, paths in (("first frame", [inp.get("first_frame")]), ("subject images", inp.get("subject_images") or [])):
+        paths = [p for p in paths if p]
+        if not paths:
+            continue
+        try:
+            rows.append(FrameRow(label, [jpeg(load_image(p)) for p in paths]))
+        except Exception as exc:  # an unreadable condition is shown as such; the report still renders
+            rows.append(FrameRow(label, error=f"{type(exc).__name__}: {exc}"))
+    if inp.get("source_video"):
+        row = video_frames(inp["source_video"])
+        row.label = "source video"
+        rows.append(row)
+    return rows
+
+
+def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFrame) -> list[dict]:
+    rules = {}
+    if rubric_row and not rubric_row.get("error"):
+        rules = {c.id: c for c in parse_rubric(json.loads(rubric_row["rubric_json"])).criteria}
+    ev = {r["criterion_id"]: r for r in evidence.iter_rows(named=True)}
+    out = []
+    for s in scores.iter_rows(named=True):
+        c = rules.get(s["criterion_id"])
+        e = ev.get(s["criterion_id"], {})
+        out.append({**s, "requirement": c.criterion if c else "", "scoring_rule": c.scoring_rule if c else "",
+                    "plan": e.get("plan"), "repairs": e.get("repairs"), "plan_status": e.get("plan_status"),
+                    "evidence": e.get("evidence"), "error": e.get("error")})
+    return out
+
+
+def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str) -> Path:
+    cards = []
+    for f in sorted((task_dir / "_cards" / safe_name(input_id)).glob("*.json")):
+        card = json.loads(f.read_text())
+        card["frames"] = [base64.b64decode(x) for x in card.pop("thumbs", [])]
+        cards.append(card)
+    path = task_dir / "compare" / f"{safe_name(input_id)}.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards), encoding="utf-8")
+    return path
+
+
+@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="reports", kinds={"html"},
+          automation_condition=dg.AutomationCondition.eager())
+def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
+                       candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
+                       criterion_scores: pl.DataFrame, video_scores: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """One self-contained HTML report per video, an index page, and the per-input comparison pages."""
+    task, model = task_and_model(context)
+    task_dir = load_settings().reports_dir / task
+    out_dir = task_dir / safe_name(model)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
+    rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
+    cands = {r["input_id"]: r for r in candidate_videos.iter_rows(named=True)}
+    rows, index_rows = [], []
+    content = hashlib.sha256()  # the data version: what the pages say, frames included
+    for v in video_scores.iter_rows(named=True):
+        iid = v["input_id"]
+        inp = inputs.get(iid, {})
+        name = f"{safe_name(iid)}.html"
+        try:
+            output = video_frames(cands.get(iid, {}).get("uri"))
+            output.label = "output frames"
+            criteria = _criteria(rubric_rows.get(iid), criterion_evidence.filter(pl.col("input_id") == iid),
+                                 criterion_scores.filter(pl.col("input_id") == iid))
+            page = render_video_report(task=task, model=model, input_id=iid, prompt=inp.get("prompt") or "",
+                                       conditions=condition_rows(inp), output=output, video=v, criteria=criteria,
+                                       compare_href=f"../compare/{safe_name(iid)}.html")
+            (out_dir / name).write_text(page, encoding="utf-8")
+            content.update(name.encode() + b"\0" + page.encode() + b"\0")
+            card = {"model": model, "final_score": v["final_score"], "base_score": v["base_score"],
+                    "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{safe_name(model)}/{name}",
+                    "scores": {c["criterion_id"]: c["score"] for c in criteria},
+                    "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
+            card_path = task_dir / "_cards" / safe_name(iid) / f"{safe_name(model)}.json"
+            card_path.parent.mkdir(parents=True, exist_ok=True)
+            card_path.write_text(json.dumps(card))
+            write_comparison(task_dir, task, iid, inp.get("prompt") or "")
+            rows.append({"task": task, "model": model, "input_id": iid, "path": str(out_dir / name), "error": None})
+        except Exception as exc:  # one report failing leaves the others
+            context.log.warning(f"{task}/{model}/{iid}: report failed: {exc}")
+            rows.append({"task": task, "model": model, "input_id": iid, "path": None,
+                         "error": f"report failed: {type(exc).__name__}: {exc}"})
+        index_rows.append({**v, "prompt": inp.get("prompt"), "href": name if rows[-1]["path"] else None})
+    index = out_dir / "index.html"
+    index.write_text(render_index(task=task, model=model, rows=index_rows), encoding="utf-8")
+    df = pl.DataFrame(rows, schema=REPORTS, orient="row")
+    ok = df.filter(pl.col("error").is_null())
+    return dg.Output(df, data_version=dg.DataVersion(content.hexdigest()[:16]), metadata={
+        "n_reports": ok.height, "n_errors": df.height - ok.height,
+        "index": dg.MetadataValue.path(str(index)),
+        "index_url": dg.MetadataValue.url(index.as_uri()),
+        "reports": dg.MetadataValue.md("\n".join(
+            f"- [{safe_name(r['input_id'])}]({Path(r['path']).as_uri()})" if r["path"]
+            else f"- `{r['input_id']}`: {r['error']}"
+            for r in df.iter_rows(named=True)) or "none"),
+    })

@@ -1,0 +1,137 @@
+"""The candidate-store sensor: a new model is scored, a changed video re-scored, nothing else.
+
+Each tick lists ``<TASK>/<model>/<id>.<ext>`` in the candidate store and compares it with the
+cursor (JSON: per entry the change token and content hash, see :mod:`argus_dagster.candidate_store`).
+Only entries whose token moved are hashed, so an unchanged store costs one directory walk.
+
+* a model not yet in ``candidate_models`` is added as a partition;
+* every (task, model) with a new, changed or removed video gets one run request for the candidate
+  assets of that partition (run key: the partition's content hashes and the cursor's sequence
+  number, so a retried tick never doubles a run, and a video changed back is still re-scored);
+* a task whose inputs and rubrics were never materialized gets that run first; its candidate
+  partitions wait (they stay out of the cursor) until the rubrics exist.
+
+Without a cursor (first tick, or a reset) a partition that was materialized before is compared with
+the video hashes its stored ``candidate_videos`` table recorded, so turning the sensor on does not
+re-score what is already scored.
+"""
+
+
+import hashlib
+import json
+import os
+import time
+
+import dagster as dg
+
+from argus_dagster.candidate_store import LocalCandidateStore, S3CandidateStore, partition_hashes, scan
+from argus_dagster.settings import load_settings
+from resources.bench import BenchResource
+
+from . import CANDIDATE_ASSETS, TASK_ASSETS
+from .inputs import rubrics
+from .lineage import latest_record, stored_table
+
+CANDIDATE_KEYS = [a.key for a in CANDIDATE_ASSETS]
+TASK_KEYS = [a.key for a in TASK_ASSETS]
+CURSOR_VERSION = 1
+
+
+def open_store(location: str):
+    """The candidate store at a local folder or an ``s3://bucket/prefix``."""
+    if location.startswith("s3://"):
+        bucket, _, prefix = location[len("s3://"):].partition("/")
+        return S3CandidateStore(bucket, prefix, endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
+    return LocalCandidateStore(location)
+
+
+def store_location(bench: BenchResource) -> str:
+    return bench.candidates_dir or str(load_settings().candidates_dir)
+
+
+def _read_cursor(cursor: str | None) -> tuple[dict | None, int]:
+    """(entries, sequence number) of a cursor; (None, 0) without one."""
+    if not cursor:
+        return None, 0
+    data = json.loads(cursor)
+    if data.get("v") != CURSOR_VERSION:
+        return None, 0
+    return data["entries"], int(data.get("seq", 0))
+
+
+def recorded_hashes(instance: dg.DagsterInstance, task: str, model: str) -> dict[str, str] | None:
+    """``{input_id: sha256}`` the partition's last ``candidate_videos`` saw; None if never materialized."""
+    key = str(dg.MultiPartitionKey({"task": task, "model": model}))
+    record = latest_record(instance, "candidate_videos", key)
+    if record is None:
+        return None
+    df = stored_table(record, columns=["input_id", "sha256"])
+    if df is None:
+        return {}
+    return {r["input_id"]: r["sha256"] for r in df.iter_rows(named=True) if r["sha256"]}
+
+
+def candidate_run_request(task: str, model: str, hashes: dict[str, str], launcher: str, seq: int = 0) -> dg.RunRequest:
+    digest = hashlib.sha256(json.dumps(sorted(hashes.items())).encode()).hexdigest()[:16]
+    return dg.RunRequest(run_key=f"{task}/{model}/{digest}/{seq}", asset_selection=CANDIDATE_KEYS,
+                         partition_key=dg.MultiPartitionKey({"task": task, "model": model}),
+                         tags={"argus/launcher": launcher})
+
+
+@dg.sensor(name="candidate_store_sensor", asset_selection=CANDIDATE_KEYS + TASK_KEYS, minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Adds new models as partitions and scores new or changed candidate videos.")
+def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchResource):
+    t0 = time.perf_counter()
+    previous, seq = _read_cursor(context.cursor)
+    result = scan(open_store(store_location(bench)), previous)
+    instance = context.instance
+
+    known_models = set(instance.get_dynamic_partitions("candidate_models"))
+    new_models = sorted(set(result.models) - known_models)
+    rubric_tasks = set(instance.get_materialized_partitions(rubrics.key) or ())
+
+    changed = set(result.changed)
+    if previous is None:  # first tick: keep partitions whose stored table already has these videos
+        for task, model in sorted(changed):
+            recorded = recorded_hashes(instance, task, model) if model in known_models else None
+            if recorded is not None and recorded == partition_hashes(result.known, task, model):
+                changed.discard((task, model))
+
+    requests, waiting = [], set()
+    for task in sorted({t for t, _ in changed}):
+        if task in rubric_tasks:
+            continue
+        waiting.add(task)
+        requests.append(dg.RunRequest(run_key=f"inputs/{task}/{_stamp(result.known, task)}", asset_selection=TASK_KEYS,
+                                      partition_key=task, tags={"argus/launcher": "sensor"}))
+    for task, model in sorted(changed):
+        if task not in waiting:
+            requests.append(candidate_run_request(task, model, partition_hashes(result.known, task, model), "sensor",
+                                                  seq + 1))
+
+    # Entries of partitions that wait for their task's rubrics stay out of the cursor: seen as new next tick.
+    keep = {k: v for k, v in result.known.items() if _task_of(k) not in waiting}
+    if previous is not None:
+        keep.update({k: v for k, v in previous.items() if _task_of(k) in waiting})
+    context.log.info(f"{result.n_entries} videos, {result.n_hashed} hashed, {len(changed)} partitions changed, "
+                     f"{len(new_models)} new models, {time.perf_counter() - t0:.3f}s")
+    seq += bool(requests)
+    cursor = json.dumps({"v": CURSOR_VERSION, "seq": seq, "entries": keep}, separators=(",", ":"))
+    if not requests and not new_models:
+        return dg.SensorResult(skip_reason=f"no change among {result.n_entries} candidate videos", cursor=cursor)
+    return dg.SensorResult(
+        run_requests=requests, cursor=cursor,
+        dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest("candidate_models", new_models)] if new_models else [],
+    )
+
+
+def _task_of(key: str) -> str:
+    parts = key.replace("\\", "/").split("/")
+    return parts[-3].upper() if len(parts) >= 3 else ""
+
+
+def _stamp(known: dict, task: str) -> str:
+    """Changes when the task's candidate set changes, so a failed inputs run is retried after an edit."""
+    keys = sorted(k for k in known if _task_of(k) == task)
+    return hashlib.sha256(json.dumps([(k, known[k][1]) for k in keys]).encode()).hexdigest()[:12]

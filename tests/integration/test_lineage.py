@@ -1,0 +1,185 @@
+"""Lineage on a real instance: score deltas after a changed input, checks, reports, reconcile, automation."""
+
+import json
+from html.parser import HTMLParser
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from argus_dagster.media import write_video
+from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
+from assets.schedules import nightly_reconcile
+
+from .helpers import graph_resources, load
+
+pytestmark = pytest.mark.integration
+KEY = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
+EVIL = '<script>alert(1)</script>'
+
+
+def _clip(seed: int, n: int = 24) -> np.ndarray:
+    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
+    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
+
+
+def _run(resources, instance, assets, key):
+    checks = [c for c in ALL_CHECKS if c.partitions_def is not None]
+    res = dg.materialize(assets + TASK_ASSETS + checks, selection=assets + checks, partition_key=key,
+                         instance=instance, resources=resources)
+    assert res.success
+    mats = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
+    return mats, {e.check_name: e for e in res.get_asset_check_evaluations()}
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lineage")
+    bench, cands, home = root / "bench", root / "cands", root / "home"
+    (bench / "T2V").mkdir(parents=True)
+    rows = [{"id": "p0", "prompt": f"A pattern slides to the left. {EVIL}"},
+            {"id": "p1", "prompt": "A textured pattern slides to the left, smoothly."}]
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for i in (0, 1):
+        write_video(cands / "T2V" / "m" / f"p{i}.mp4", _clip(i), 12)
+    resources = graph_resources(bench, cands, home)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("candidate_models", ["m"])
+        _, task_checks = _run(resources, instance, TASK_ASSETS, "T2V")
+        first, checks = _run(resources, instance, CANDIDATE_ASSETS, KEY)
+        yield resources, instance, cands, first, {**task_checks, **checks}
+
+
+def test_first_materialization_has_no_delta_and_checks_pass(scored):
+    _, _, _, first, checks = scored
+    assert first["criterion_scores"]["score_delta_summary"].value == "first materialization of this partition"
+    assert "final_delta" not in first["video_scores"]
+    for name in ("rubrics_follow_the_rules", "scores_in_range", "every_candidate_scored_or_explained"):
+        assert checks[name].passed, (name, checks[name].metadata)
+
+
+def test_reports_are_written_and_escape_the_prompt(scored):
+    _, _, _, first, _ = scored
+    meta = first["diagnostic_reports"]
+    assert meta["n_reports"].value == 2 and meta["n_errors"].value == 0
+    index = meta["index"].value
+    page = open(index.replace("index.html", "p0.html"), encoding="utf-8").read()
+    tags = []
+    parser = HTMLParser()
+    parser.handle_starttag = lambda tag, attrs: tags.append(tag)
+    parser.feed(page)
+    assert "script" not in tags and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page.count("data:image/jpeg;base64,") >= 6
+    assert "p0.html" in open(index, encoding="utf-8").read()
+
+
+def test_changed_video_shows_which_criteria_moved(scored):
+    resources, instance, cands, _, _ = scored
+    before = load("criterion_scores", resources, instance, KEY)
+    frozen = np.repeat(_clip(1)[:1], 24, axis=0)  # the model now returns a still for p1
+    write_video(cands / "T2V" / "m" / "p1.mp4", frozen, 12)
+    second, checks = _run(resources, instance, CANDIDATE_ASSETS, KEY)
+    after = load("criterion_scores", resources, instance, KEY)
+    meta = second["criterion_scores"]
+    table = meta["score_delta"].value
+    moved = {(r.data["input_id"], r.data["criterion_id"]): r.data for r in table.records}
+    assert moved and {iid for iid, _ in moved} == {"p1"}
+    assert meta["n_videos_moved"].value == 1 and meta["n_criteria_moved"].value == len(moved)
+    joined = before.join(after, on=["input_id", "criterion_id"], suffix="_after")
+    expected = {(r["input_id"], r["criterion_id"]): r for r in joined.iter_rows(named=True)
+                if r["score"] != r["score_after"]}
+    assert set(expected) == set(moved)
+    for k, r in expected.items():
+        if r["score"] is not None and r["score_after"] is not None:
+            assert moved[k]["delta"] == r["score_after"] - r["score"]
+    assert "`p1`:" in meta["score_delta_summary"].value and "`p0`" not in meta["score_delta_summary"].value
+    vd = second["video_scores"]["final_delta"].value.records
+    assert [r.data["input_id"] for r in vd] == ["p1"] and second["video_scores"]["n_finals_moved"].value == 1
+    assert checks["scores_in_range"].passed and checks["every_candidate_scored_or_explained"].passed
+
+
+def test_changed_rubric_shows_in_rubrics_and_score_deltas(scored):
+    resources, instance, _, _, _ = scored
+    path = resources["bench"].bench_path() / "T2V" / "rubrics" / "p0.json"
+    rubric = json.loads(path.read_text())
+    dropped = next(c for c in reversed(rubric["criteria"]) if c["type"] == "soft")
+    rubric["criteria"] = [c for c in rubric["criteria"] if c["id"] != dropped["id"]]
+    path.write_text(json.dumps(rubric))
+    task_meta, task_checks = _run(resources, instance, TASK_ASSETS, "T2V")
+    assert task_meta["rubrics"]["n_rubrics_changed"].value == 1
+    assert "`p0`" in task_meta["rubrics"]["rubrics_changed"].value and task_checks["rubrics_follow_the_rules"].passed
+    meta, _ = _run(resources, instance, CANDIDATE_ASSETS, KEY)
+    moved = [r.data for r in meta["criterion_scores"]["score_delta"].value.records]
+    assert [(r["input_id"], r["criterion_id"], r["change"]) for r in moved] == [("p0", dropped["id"], "removed")]
+
+
+def test_rule_violations_are_named():
+    from argus_dagster.rubric.schema import parse_rubric
+    from assets.checks import rubric_problems
+
+    crit = {"dimension": 9, "criterion": "moves", "importance": "high", "scoring_rule": "0-10"}
+    rubric = parse_rubric({"criteria": [{**crit, "id": "a", "type": "hard"}, {**crit, "id": "b", "type": "soft", "hard_cap": 6},
+                                        {**crit, "id": "c", "type": "hard", "hard_cap": 4},
+                                        {**crit, "id": "d", "type": "hard", "hard_cap": 2}]})
+    row = {"input_id": "x", "error": None, "rubric_json": json.dumps(rubric.model_dump(mode="json")),
+           "rubric_hash": rubric.content_hash()}
+    errors, warnings = rubric_problems(row, has_subject=False, has_source=False)
+    assert any("`a`: hard without a hard_cap" in e for e in errors)
+    assert any("`b`: soft with hard_cap 6" in e for e in errors)
+    assert warnings == ["`x`: 3 hard criteria (the method allows one or two)"]
+    tampered = {**row, "rubric_hash": "0" * 64}
+    assert any("stored hash" in e for e in rubric_problems(tampered, False, False)[0])
+    bad = {"input_id": "y", "error": "criterion 'c1' field 'importance': bad", "rubric_json": None, "rubric_hash": None}
+    assert rubric_problems(bad, False, False)[0] == ["`y`: does not validate: criterion 'c1' field 'importance': bad"]
+
+
+def test_leaderboard_follows_by_automation_and_covers_partitions(scored):
+    resources, instance, _, _, _ = scored
+    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources)
+    lb_key = dg.AssetKey("leaderboard")
+    first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    res = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[lb_key], instance=instance, resources=resources)
+    assert res.success
+    cover = {e.check_name: e for e in res.get_asset_check_evaluations()}["leaderboard_covers_partitions"]
+    assert cover.passed and cover.metadata["n_partitions"].value == 1
+    meta = [m for m in res.get_asset_materialization_events() if m.asset_key == lb_key][0].materialization.metadata
+    assert meta["plot_T2V"].value.startswith("![T2V leaderboard](data:image/png;base64,")
+    quiet = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+    assert quiet.get_num_requested(lb_key) == 0
+    assert dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=["video_scores"], partition_key=KEY,
+                          instance=instance, resources=resources).success
+    again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=quiet.cursor)
+    assert again.get_num_requested(lb_key) == 1
+
+
+def test_nightly_reconcile_backfills_missing_then_stale(scored, monkeypatch):
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    resources, instance, cands, _, _ = scored
+    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources, schedules=[nightly_reconcile])
+    repo = defs.get_repository_def()
+
+    def tick() -> set[str] | str:
+        before = {b.backfill_id for b in instance.get_backfills()}
+        # The context is entered and left: it sets Dagster's state storage while open.
+        with dg.build_schedule_context(instance=instance, resources={"bench": resources["bench"]},
+                                       repository_def=repo) as ctx:
+            skip = nightly_reconcile(ctx)
+        new = [b for b in instance.get_backfills() if b.backfill_id not in before]
+        if not new:
+            return skip.skip_message
+        [backfill] = new
+        instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))  # as if it ran
+        subset = backfill.asset_backfill_data.target_subset
+        return {p.partition_key for p in subset.iterate_asset_partitions() if p.asset_key == dg.AssetKey("video_scores")}
+
+    assert "up to date" in tick()
+    write_video(cands / "T2V" / "m" / "p0.mp4", _clip(5), 12)  # stale
+    write_video(cands / "T2V" / "n" / "p0.mp4", _clip(6), 12)  # missing
+    assert tick() == {str(KEY), str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))}
+    monkeypatch.setenv("ARGUS_RECONCILE_MAX_PARTITIONS", "1")
+    assert tick() == {str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))}  # missing goes first
+    with dg.build_schedule_context(instance=instance, resources={"bench": resources["bench"]},
+                                   repository_def=repo) as ctx:
+        nightly_reconcile(ctx)  # submitted, not finished: the next night waits for it
+        assert "still running" in nightly_reconcile(ctx).skip_message

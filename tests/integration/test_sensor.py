@@ -1,0 +1,156 @@
+"""The candidate-store sensor on a real instance: new model, no change, one changed video."""
+
+import json
+import os
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from argus_dagster.candidate_store import LocalCandidateStore, scan
+from argus_dagster.media import write_video
+from assets import TASK_ASSETS
+from assets.sensors import CANDIDATE_KEYS, TASK_KEYS, candidate_store_sensor
+
+from .helpers import graph_resources
+
+pytestmark = pytest.mark.integration
+
+
+def _clip(seed: int) -> np.ndarray:
+    base = np.random.default_rng(seed).integers(0, 255, (48, 128, 3), dtype=np.uint8)
+    return np.stack([np.roll(base, 2 * i, axis=1)[:, :64] for i in range(12)])
+
+
+@pytest.fixture
+def store(tmp_path):
+    bench, cands, home = tmp_path / "bench", tmp_path / "cands", tmp_path / "home"
+    for task in ("T2V", "TV2V"):
+        (bench / task).mkdir(parents=True)
+    (bench / "T2V" / "manifest.jsonl").write_text(
+        "".join(json.dumps({"id": f"p{i}", "prompt": f"A pattern slides left, take {i}."}) + "\n" for i in range(2)))
+    write_video(bench / "TV2V" / "src.mp4", _clip(7), 12)
+    (bench / "TV2V" / "manifest.jsonl").write_text(
+        json.dumps({"id": "e0", "prompt": "Make it darker.", "source_video": "src.mp4"}) + "\n")
+    return bench, cands, home
+
+
+def _tick(instance, resources, cursor=None):
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"bench": resources["bench"]})
+    result = candidate_store_sensor(ctx)
+    for req in result.dynamic_partitions_requests or []:  # what the daemon does with the request
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    return result
+
+
+def _partitions(result) -> list[tuple[str, str]]:
+    out = []
+    for r in result.run_requests or []:
+        assert sorted(r.asset_selection) == sorted(CANDIDATE_KEYS)
+        out.append((r.partition_key.keys_by_dimension["task"], r.partition_key.keys_by_dimension["model"]))
+    return sorted(out)
+
+
+def test_sensor_adds_models_and_requests_only_what_changed(store):
+    bench, cands, home = store
+    resources = graph_resources(bench, cands, home)
+    with dg.instance_for_test() as instance:
+        for task in ("T2V", "TV2V"):
+            assert dg.materialize(TASK_ASSETS, partition_key=task, instance=instance, resources=resources).success
+        for iid in ("p0", "p1"):
+            write_video(cands / "T2V" / "alpha" / f"{iid}.mp4", _clip(int(iid[1])), 12)
+        write_video(cands / "TV2V" / "alpha" / "e0.mp4", _clip(3), 12)
+
+        # A new model folder: the partition is added, one run per task it has videos for.
+        first = _tick(instance, resources)
+        assert instance.get_dynamic_partitions("candidate_models") == ["alpha"]
+        assert _partitions(first) == [("T2V", "alpha"), ("TV2V", "alpha")]
+        assert len({r.run_key for r in first.run_requests}) == 2
+
+        # Nothing changed: nothing requested, nothing re-hashed.
+        second = _tick(instance, resources, first.cursor)
+        assert not second.run_requests and "no change among 3" in second.skip_reason.skip_message
+        entries = json.loads(second.cursor)["entries"]
+        assert entries == json.loads(first.cursor)["entries"]
+
+        # A touched but identical file is hashed again and requests nothing.
+        p1 = cands / "T2V" / "alpha" / "p1.mp4"
+        os.utime(p1, ns=(p1.stat().st_atime_ns, p1.stat().st_mtime_ns + 10**9))
+        touched = _tick(instance, resources, second.cursor)
+        assert not touched.run_requests
+
+        # One changed video of a known model: only its partition; a second model in one task.
+        write_video(p1, _clip(11), 12)
+        write_video(cands / "T2V" / "beta" / "p0.mp4", _clip(5), 12)
+        third = _tick(instance, resources, touched.cursor)
+        assert _partitions(third) == [("T2V", "alpha"), ("T2V", "beta")]
+        assert sorted(instance.get_dynamic_partitions("candidate_models")) == ["alpha", "beta"]
+        fourth = _tick(instance, resources, third.cursor)
+        assert not fourth.run_requests
+
+        # The changed video changed back: re-scored again, under a run key not used before.
+        write_video(p1, _clip(1), 12)
+        fifth = _tick(instance, resources, fourth.cursor)
+        assert _partitions(fifth) == [("T2V", "alpha")]
+        used = {r.run_key for t in (first, third) for r in t.run_requests}
+        assert fifth.run_requests[0].run_key not in used
+
+
+def test_sensor_materializes_inputs_first_and_holds_the_task_back(store):
+    bench, cands, home = store
+    resources = graph_resources(bench, cands, home)
+    write_video(cands / "T2V" / "alpha" / "p0.mp4", _clip(0), 12)
+    with dg.instance_for_test() as instance:
+        first = _tick(instance, resources)
+        [req] = first.run_requests
+        assert sorted(req.asset_selection) == sorted(TASK_KEYS) and req.partition_key == "T2V"
+        assert json.loads(first.cursor)["entries"] == {}
+        assert dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources).success
+        second = _tick(instance, resources, first.cursor)
+        assert _partitions(second) == [("T2V", "alpha")]
+
+
+def test_scan_hashes_only_entries_whose_token_moved(tmp_path):
+    for m in ("a", "b"):
+        (tmp_path / "T2V" / m).mkdir(parents=True)
+        (tmp_path / "T2V" / m / "x.mp4").write_bytes(m.encode() * 100)
+    (tmp_path / "T2V" / "a" / "notes.txt").write_text("not a video")
+    store = LocalCandidateStore(tmp_path)
+    first = scan(store, None)
+    assert first.n_hashed == 2 and first.changed == {("T2V", "a"), ("T2V", "b")}
+    again = scan(store, first.known)
+    assert again.n_hashed == 0 and not again.changed
+    (tmp_path / "T2V" / "b" / "x.mp4").unlink()
+    (tmp_path / "T2V" / "b" / "y.mp4").write_bytes(b"new")
+    moved = scan(store, again.known)
+    assert moved.changed == {("T2V", "b")} and moved.n_hashed == 1
+
+
+def test_the_same_scan_works_on_an_s3_prefix():
+    """The S3 store (moto's server on loopback): ETags as tokens, one changed object, one partition."""
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from argus_dagster.candidate_store import S3CandidateStore
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                              aws_access_key_id="test", aws_secret_access_key="test")
+        client.create_bucket(Bucket="argus")
+        for key, body in (("T2V/a/x.mp4", b"1"), ("T2V/a/y.mp4", b"2"), ("tv2v/b/x.mp4", b"3"), ("T2V/a/notes.txt", b"")):
+            client.put_object(Bucket="argus", Key=f"cands/{key}", Body=body)
+        store = S3CandidateStore("argus", "cands", client=client)
+        first = scan(store, None)
+        assert first.models == {"a": {"T2V"}, "b": {"TV2V"}} and first.n_entries == 3
+        assert not scan(store, first.known).changed
+        client.put_object(Bucket="argus", Key="cands/tv2v/b/x.mp4", Body=b"changed")
+        assert scan(store, first.known).changed == {("TV2V", "b")}
+    finally:
+        server.stop()

@@ -1,0 +1,175 @@
+"""End to end through the real ``dagster-webserver`` on loopback: the project's workspace.yaml, its
+GraphQL API for the asset graph and partitions, a partition materialization launched through it,
+and the materialization's metadata read back."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from argus_dagster.demo import BEST_MODEL, build_demo_bench
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = BEST_MODEL
+MULTI_KEY = f"{MODEL}|T2V"  # dimensions in name order: model, task
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Client:
+    def __init__(self, port: int):
+        self.url = f"http://127.0.0.1:{port}/graphql"
+
+    def __call__(self, query: str, **variables) -> dict:
+        req = urllib.request.Request(self.url, data=json.dumps({"query": query, "variables": variables}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            body = json.loads(resp.read())
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("web")
+    home, dagster_home = root / "argus", root / "dagster_home"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text(
+        "run_coordinator:\n  module: dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n"
+        "telemetry:\n  enabled: false\n")
+    bench, cands = build_demo_bench(home, progress=lambda m: None)
+    for d in [*bench.iterdir(), *cands.iterdir(), *(cands / "T2V").iterdir()]:  # one task, one model
+        if d.is_dir() and d.name not in ("T2V", MODEL):
+            shutil.rmtree(d)
+    port = _free_port()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "DAGSTER_HOME": str(dagster_home),
+           "ARGUS_HOME": str(home)}
+    log = open(root / "webserver.log", "w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-w", "workspace.yaml",
+                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    client = Client(port)
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                data = client("{ workspaceOrError { ... on Workspace { locationEntries { name "
+                              "locationOrLoadError { __typename ... on PythonError { message } } } } } }")
+                entry = data["workspaceOrError"]["locationEntries"][0]
+                if entry["locationOrLoadError"] and entry["locationOrLoadError"]["__typename"] == "RepositoryLocation":
+                    break
+                assert entry["locationOrLoadError"] is None or "message" not in entry["locationOrLoadError"], entry
+            except (OSError, urllib.error.URLError):
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise AssertionError(f"webserver did not come up: {(root / 'webserver.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield client, home
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}
+
+
+def _launch(client: Client, assets: list[str], tags: dict[str, str]) -> str:
+    jobs = client("query($r: RepositorySelector!) { repositoryOrError(repositorySelector: $r) { ... on Repository "
+                  "{ jobs { name } } } }", r=REPO)["repositoryOrError"]["jobs"]
+    job = next(j["name"] for j in jobs if j["name"].startswith("__ASSET_JOB"))
+    params = {"selector": {**REPO, "jobName": job, "assetSelection": [{"path": [a]} for a in assets]},
+              "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}
+    res = client("mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename "
+                 "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "
+                 "... on InvalidSubsetError { message } ... on RunConfigValidationInvalid { errors { message } } } }",
+                 p=params)["launchRun"]
+    assert res["__typename"] == "LaunchRunSuccess", res
+    return res["run"]["runId"]
+
+
+def _wait(client: Client, run_id: str, timeout: float = 150) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = client("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", id=run_id)
+        status = status["runOrError"]["status"]
+        if status in ("SUCCESS", "FAILURE", "CANCELED"):
+            assert status == "SUCCESS", status
+            return
+        time.sleep(1)
+    raise AssertionError(f"run {run_id} did not finish in {timeout}s")
+
+
+def _metadata(client: Client, asset: str, partition: str) -> dict:
+    data = client(
+        "query($k: AssetKeyInput!, $p: [String!]) { assetOrError(assetKey: $k) { ... on Asset { "
+        "assetMaterializations(partitions: $p, limit: 1) { partition metadataEntries { label "
+        "... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue } "
+        "... on MarkdownMetadataEntry { mdStr } ... on PathMetadataEntry { path } "
+        "... on TextMetadataEntry { text } ... on TableMetadataEntry { table { records } } } } } } }",
+        k={"path": [asset]}, p=[partition])
+    [mat] = data["assetOrError"]["assetMaterializations"]
+    assert mat["partition"] == partition
+    return {e["label"]: next((v for k, v in e.items() if k != "label"), None) for e in mat["metadataEntries"]}
+
+
+def test_graph_partitions_launch_and_metadata_through_graphql(server):
+    client, home = server
+    nodes = client("{ assetNodes { assetKey { path } dependencyKeys { path } "
+                   "partitionDefinition { dimensionTypes { name } } } }")["assetNodes"]
+    graph = {"/".join(n["assetKey"]["path"]): sorted("/".join(d["path"]) for d in n["dependencyKeys"]) for n in nodes}
+    assert graph["video_scores"] == ["candidate_videos", "criterion_scores"]
+    assert "video_scores" in graph["diagnostic_reports"] and graph["leaderboard"] == ["video_scores"]
+    dims = {"/".join(n["assetKey"]["path"]): [d["name"] for d in (n["partitionDefinition"] or {}).get("dimensionTypes", [])]
+            for n in nodes}
+    assert dims["video_scores"] == ["model", "task"]
+
+    # The model becomes a partition through the API, as a person would add it in the UI.
+    added = client("mutation($r: RepositorySelector!, $n: String!, $k: String!) { addDynamicPartition("
+                   "repositorySelector: $r, partitionsDefName: $n, partitionKey: $k) { __typename } }",
+                   r=REPO, n="candidate_models", k=MODEL)["addDynamicPartition"]
+    assert added["__typename"] == "AddDynamicPartitionSuccess", added
+    keys = client("query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { ... on AssetNode { "
+                  "partitionKeysByDimension { name partitionKeys } } } }", k={"path": ["video_scores"]})
+    by_dim = {d["name"]: d["partitionKeys"] for d in keys["assetNodeOrError"]["partitionKeysByDimension"]}
+    assert by_dim["model"] == [MODEL] and "T2V" in by_dim["task"]
+
+    _wait(client, _launch(client, ["input_instances", "rubrics"], {"dagster/partition": "T2V"}))
+    candidate_assets = ["candidate_videos", "criterion_evidence", "criterion_scores", "video_scores", "diagnostic_reports"]
+    _wait(client, _launch(client, candidate_assets, {"dagster/partition": MULTI_KEY,
+                                                     "dagster/partition/model": MODEL, "dagster/partition/task": "T2V"}))
+
+    scores = _metadata(client, "video_scores", MULTI_KEY)
+    assert scores["n_videos"] == 3 and scores["n_errors"] == 0 and 0 < scores["mean_final"] <= 10
+    reports = _metadata(client, "diagnostic_reports", MULTI_KEY)
+    assert reports["n_reports"] == 3 and Path(reports["index"]).is_file()
+    assert str(home) in reports["index"]
+    crit = _metadata(client, "criterion_scores", MULTI_KEY)
+    assert crit["score_delta_summary"] == "first materialization of this partition"
+
+    # The model now returns a still for one input: the re-run's metadata says which criteria moved.
+    from argus_dagster.media import VideoReader, write_video
+
+    video = home / "candidates" / "T2V" / MODEL / "bunny.mp4"
+    reader = VideoReader(str(video))
+    write_video(video, reader.get([0] * reader.info.n_frames), reader.info.fps)
+    _wait(client, _launch(client, candidate_assets, {"dagster/partition": MULTI_KEY,
+                                                     "dagster/partition/model": MODEL, "dagster/partition/task": "T2V"}))
+    crit = _metadata(client, "criterion_scores", MULTI_KEY)
+    moved = [json.loads(r) for r in crit["score_delta"]["records"]]
+    assert moved and {r["input_id"] for r in moved} == {"bunny"} and crit["n_videos_moved"] == 1
+    assert "`bunny`:" in crit["score_delta_summary"]

@@ -1,0 +1,121 @@
+"""Diagnostic report rendering: text is escaped, frames are embedded, pages stand alone."""
+
+import base64
+import json
+import re
+from html.parser import HTMLParser
+
+import cv2
+import numpy as np
+import polars as pl
+
+from argus_dagster.lineage import criterion_deltas, delta_summary, video_deltas
+from argus_dagster.report import FrameRow, jpeg, leaderboard_png, render_comparison, render_index, render_video_report
+
+EVIL = '<script>alert("x")</script><b onmouseover="steal()">bold</b> & "quotes"'
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text, self.imgs, self.handlers = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.handlers += [k for k, _ in attrs if k.startswith("on")]
+        if tag == "img":
+            self.imgs.append(dict(attrs)["src"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _parse(page: str) -> _Collect:
+    p = _Collect()
+    p.feed(page)
+    return p
+
+
+def _frames(n: int = 3) -> list[bytes]:
+    rng = np.random.default_rng(0)
+    return [jpeg(rng.integers(0, 255, (90, 160, 3), dtype=np.uint8)) for _ in range(n)]
+
+
+def _page() -> str:
+    criteria = [{
+        "criterion_id": "motion", "dimension": 9, "type": "hard", "importance": "high", "hard_cap": 4,
+        "fail_threshold": 5.0, "requirement": f"The subject moves. {EVIL}", "scoring_rule": "0: still; 10: fluent",
+        "plan": json.dumps([{"tool": "motion_probe", "args": {"on": "output_video"}}, {"tool": "vlm_qa", "args": {}}]),
+        "repairs": json.dumps([f"dropped step: {EVIL}"]), "plan_status": "repaired",
+        "evidence": json.dumps([{"tool": "motion_probe", "ok": True, "mean_flow": 0.01},
+                                {"tool": "vlm_qa", "ok": False, "unavailable": True, "reason": EVIL}]),
+        "score": 2, "rationale": f"2/10: barely moves {EVIL}", "judge": "evidence-only/1", "error": None,
+    }]
+    video = {"final_score": 3.0, "base_score": 2.0, "cap_alpha": 0.5, "caps_fired": ["motion"], "n_scored": 1,
+             "n_criteria": 1, "error": None}
+    return render_video_report(task="T2V", model="m<1>", input_id="in<put>", prompt=f"A cat {EVIL}",
+                               conditions=[FrameRow("first frame", _frames(1))],
+                               output=FrameRow("output frames", _frames(3), ["0.0s", "1.0s", "2.0s"]),
+                               video=video, criteria=criteria, compare_href="../compare/x.html")
+
+
+def test_prompt_rationale_and_rubric_text_are_shown_as_text():
+    page = _page()
+    parsed = _parse(page)
+    assert "script" not in parsed.tags and not parsed.handlers
+    text = "".join(parsed.text)
+    assert text.count('<script>alert("x")</script>') >= 4  # prompt, requirement, repair, rationale, evidence
+    assert "A cat <script>" in text and "barely moves <script>" in text and "dropped step: <script>" in text
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "m<1>" in text and "in<put>" in text
+
+
+def test_report_is_self_contained_with_frames_and_scores():
+    page = _page()
+    parsed = _parse(page)
+    assert len(parsed.imgs) == 4 and all(s.startswith("data:image/jpeg;base64,") for s in parsed.imgs)
+    raw = base64.b64decode(parsed.imgs[1].split(",", 1)[1])
+    assert cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR).shape == (90, 160, 3)
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from elsewhere
+    text = "".join(parsed.text)
+    assert "final 3.00" in re.sub(r"\s+", " ", text) and "caps fired: motion" in text
+    assert "motion_probe" in text and "unavailable" in text and "repaired" in text and "2/10" in text
+
+
+def test_index_and_comparison_pages():
+    idx = render_index(task="T2V", model="m", rows=[
+        {"input_id": "a<b>", "prompt": EVIL, "final_score": 7.25, "base_score": 8.0, "caps_fired": [], "href": "a.html"},
+        {"input_id": "c", "prompt": "p", "final_score": None, "base_score": None, "caps_fired": [], "error": "missing"}])
+    parsed = _parse(idx)
+    assert "script" not in parsed.tags and "7.25" in "".join(parsed.text) and 'href="a.html"' in idx
+    cmp_page = render_comparison(task="T2V", input_id="a", prompt=EVIL, models=[
+        {"model": "weak", "final_score": 2.0, "scores": {"motion": 1}, "frames": _frames(1)},
+        {"model": "strong", "final_score": 8.0, "scores": {"motion": 9, "style": None}, "frames": _frames(2)}])
+    parsed = _parse(cmp_page)
+    assert "script" not in parsed.tags and len(parsed.imgs) == 3
+    assert cmp_page.index("strong") < cmp_page.index("weak")  # best first
+
+
+def test_leaderboard_png_decodes():
+    png = leaderboard_png("T2V", [{"model": "a", "mean_final": 7.5, "ci_low": 6.0, "ci_high": 8.5},
+                                  {"model": "b", "mean_final": None, "ci_low": None, "ci_high": None}])
+    img = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and img.shape[1] == 640 and img.shape[0] > 80
+
+
+def test_deltas_name_what_moved():
+    before = pl.DataFrame({"input_id": ["a", "a", "b", "b"], "criterion_id": ["m", "f", "m", "old"],
+                           "score": [7, 5, 3, None]})
+    after = pl.DataFrame({"input_id": ["a", "a", "b", "b"], "criterion_id": ["m", "f", "m", "new"],
+                          "score": [4, 5, None, 6]})
+    d = criterion_deltas(before, after)
+    rows = {(r["input_id"], r["criterion_id"]): r for r in d.iter_rows(named=True)}
+    assert set(rows) == {("a", "m"), ("b", "m"), ("b", "old"), ("b", "new")}
+    assert rows[("a", "m")]["delta"] == -3 and rows[("b", "m")]["change"] == "now unscored"
+    assert rows[("b", "old")]["change"] == "removed" and rows[("b", "new")]["change"] == "added"
+    assert "`a`: m 7 → 4 (-3)" in delta_summary(d)
+    assert criterion_deltas(after, after).height == 0 and criterion_deltas(None, after).height == 0
+    vb = pl.DataFrame({"input_id": ["a", "b"], "final_score": [7.0, 5.0], "caps_fired": [[], []]})
+    va = pl.DataFrame({"input_id": ["a", "b"], "final_score": [7.0, 3.5], "caps_fired": [[], ["motion"]]})
+    vd = video_deltas(vb, va)
+    assert vd["input_id"].to_list() == ["b"] and vd["delta"][0] == -1.5 and vd["caps_after"][0] == "motion"
