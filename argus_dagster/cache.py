@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ class EvidenceCache:
         self.root = Path(root) if root else None
         self.hits = 0
         self.misses = 0
+        self._lock = threading.Lock()  # counters are shared by the threads of one stage
 
     def _path(self, key: str) -> Path:
         assert self.root is not None
@@ -35,9 +37,11 @@ class EvidenceCache:
         try:
             value = json.loads(p.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
-            self.misses += 1
+            with self._lock:
+                self.misses += 1
             return None
-        self.hits += 1
+        with self._lock:
+            self.hits += 1
         return value
 
     def put(self, key: str, value: Any) -> None:
@@ -45,6 +49,6 @@ class EvidenceCache:
             return
         p = self._path(key)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".{os.getpid()}.part")
+        tmp = p.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
         tmp.write_text(json.dumps(value, default=float))
         tmp.replace(p)

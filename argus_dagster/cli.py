@@ -1,4 +1,4 @@
-"""``argus``: demo, evaluate, leaderboard. A thin launcher of Dagster materializations."""
+"""``argus``: demo, evaluate, leaderboard (thin launchers of Dagster materializations) and align."""
 
 from __future__ import annotations
 
@@ -38,10 +38,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return _evaluate(args.task, args.model, time.perf_counter())
 
 
+def _backbones() -> str:
+    """Which judge and rubric generator this run uses (never the key)."""
+    from resources import resources_for
+
+    res = resources_for()
+    vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
+
+    def name(v) -> str:
+        where = f" at {v.base_urls}" if v.backend == "openai" else (f" from {v.model_path}" if v.model_path else "")
+        return f"{v.backend}:{v.model_name()}{where}"
+
+    judge = f"VLM judge {name(vlm)}" if vlm.configured else "evidence-only judge (no VLM configured)"
+    gen = f"VLM rubric generator {name(rubric_vlm)}" if rubric_vlm.configured else "offline rubric generator"
+    mode = "; VLM-only ablation" if res["tools"].vlm_only else ""
+    return f"{judge}; {gen}{mode}"
+
+
 def _evaluate(tasks, models, t0: float) -> int:
     from .leaderboard import format_leaderboard
     from .runner import run_all
 
+    _print(_backbones())
     lb = run_all(tasks=tasks, models=models, progress=_print)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(lb))
@@ -62,6 +80,29 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_align(args: argparse.Namespace) -> int:
+    """Human alignment of evaluator scores: the same computation as the ``human_alignment`` asset."""
+    from .alignment import format_alignment
+    from .ratings import alignment_report, merge_human, merge_scores, read_human, read_scores
+
+    try:
+        human = merge_human([read_human(h) for h in args.human])
+        scores = merge_scores([read_scores(s, task=args.task) for s in args.scores])
+        table = alignment_report(human, scores, dimensions=args.dimension, n_boot=args.n_boot,
+                                 human_scale=tuple(args.human_scale) if args.human_scale else None)
+    except (OSError, ValueError) as exc:
+        _print(f"argus align: {exc}")
+        return 2
+    for problem in (human.problems + scores.problems)[:20]:
+        _print(f"skipped: {problem}")
+    _print(format_alignment(table))
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        table.write_csv(args.out)
+        _print(f"\nwrote {table.height} rows to {args.out}")
+    return 0 if table.height else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="argus", description="VideoArgus evaluation on Dagster (state in $ARGUS_HOME, default .argus)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -78,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
     lb.add_argument("--task", action="append", choices=ALL_TASKS)
     lb.set_defaults(func=cmd_leaderboard)
+    al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)")
+    al.add_argument("--human", action="append", required=True,
+                    help="human ratings: CSV/JSONL/parquet with input_id, model, score[, dimension][, rater], "
+                         "or T2VScore's / AIGVE's annotation JSON (repeatable)")
+    al.add_argument("--scores", action="append", required=True,
+                    help="evaluator scores: video_scores/criterion_scores parquet (or their storage folder), "
+                         "or a table input_id, model, evaluator, score (repeatable)")
+    al.add_argument("--dimension", action="append", help="only this human dimension (repeatable)")
+    al.add_argument("--task", choices=ALL_TASKS, help="the task, where the scores hold several")
+    al.add_argument("--human-scale", nargs=2, type=float, metavar=("LO", "HI"),
+                    help="the human rating scale (default: the observed range per dimension)")
+    al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
+    al.add_argument("--out", help="write the table as CSV here")
+    al.set_defaults(func=cmd_align)
     args = p.parse_args(argv)
     return args.func(args)
 

@@ -16,6 +16,11 @@ ssim_compare   video vs video: the larger of SSIM and edge SSIM; image vs first 
 change_probe   the larger of: mean absolute RGB difference to the source (<= 2 -> 0, >= 12 -> 10)
                and share of pixels changed by more than 25 levels (<= 0.5% -> 0, >= 5% -> 10)
 ocr            best fuzzy match of the target text: ratio x 10
+dino_sim       cosine similarity of DINO embeddings <= 0.2 -> 0, >= 0.8 -> 10
+sam_track      share of the clip where the queried entity is found (detected or tracked) x 10
+spatial_       left_right / front_back: share of frames (both entities found) where the relation
+relation       holds in the order the entities are listed x 10; count with an expected number:
+               10 - 5 x |median count - expected|; otherwise no measure
 =============  =====================================================================
 
 Several measures in one criterion are averaged, or the lowest is taken when the aggregation hint
@@ -25,12 +30,14 @@ tool, contributes nothing; a criterion with no measure left stays unscored, with
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from .evidence.tools.measures import dino_sim_measure, sam_track_measure, spatial_relation_measure
 from .rubric.schema import Criterion
 
 
@@ -107,6 +114,9 @@ MEASURES: dict[str, Callable[[dict], tuple[float, str] | None]] = {
     "ssim_compare": _ssim,
     "change_probe": _change,
     "ocr": _ocr,
+    "dino_sim": dino_sim_measure,
+    "sam_track": sam_track_measure,
+    "spatial_relation": spatial_relation_measure,
 }
 _WORST = re.compile(r"\b(worst|min|minimum|lowest|any)\b", re.IGNORECASE)
 
@@ -114,6 +124,7 @@ _WORST = re.compile(r"\b(worst|min|minimum|lowest|any)\b", re.IGNORECASE)
 class EvidenceOnlyJudge:
     name = "evidence-only"
     version = "1"
+    needs_frames = False
 
     @property
     def identity(self) -> str:
@@ -145,3 +156,97 @@ class EvidenceOnlyJudge:
         if skipped:
             text += ". Not used: " + "; ".join(skipped)
         return Judgment(score, f"{score}/10 ({how} of measured evidence): {text}", self.identity)
+
+
+# ------------------------------------------------------------------------------------- VLM judge
+
+JUDGE_PROMPT_VERSION = "judge-1"
+_EVIDENCE_CHARS = 6000
+
+JUDGE_SYSTEM = (
+    "You are the criterion judge of a video evaluation. You get one criterion of a frozen rubric (what to "
+    "verify, its 0-10 scoring rule, its failure modes and how evidence maps to a score), the records of "
+    "the tools that ran for it, and frames of the output video. Score only this criterion, by its scoring "
+    "rule. Ground the score in the evidence and the frames: trust measurements over impressions, and say "
+    "which evidence decided. Answer with one JSON object and nothing else: "
+    '{"score": <integer 0-10>, "rationale": "<one to three sentences>"}'
+)
+
+
+def compact_evidence(evidence: list[dict[str, Any]], limit: int = _EVIDENCE_CHARS) -> str:
+    """The tool records as the judge reads them: long lists shortened, the whole bounded in size."""
+
+    def shrink(v: Any, depth: int = 0) -> Any:
+        if isinstance(v, float):
+            return round(v, 4)
+        if isinstance(v, list):
+            items = [shrink(x, depth + 1) for x in v[:12]]
+            return items + [f"... {len(v) - 12} more"] if len(v) > 12 else items
+        if isinstance(v, dict):
+            return {k: shrink(x, depth + 1) for k, x in v.items()}
+        return v
+
+    text = json.dumps([shrink(r) for r in evidence], default=str)
+    return text if len(text) <= limit else text[:limit] + " ...(truncated)"
+
+
+def parse_judgment(text: str) -> tuple[int, str]:
+    """``(score, rationale)`` from an answer; the score is clamped to 0-10 and must be a number."""
+    from .vlm import ParseError, extract_json
+
+    data = extract_json(text)
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]
+    if not isinstance(data, dict) or "score" not in data:
+        raise ParseError("the answer has no \"score\" field")
+    raw = data["score"]
+    if isinstance(raw, str):
+        m = re.match(r"\s*(-?\d+(?:\.\d+)?)", raw)
+        if not m:
+            raise ParseError(f"score {raw!r} is not a number")
+        raw = float(m.group(1))
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != raw:
+        raise ParseError(f"score {raw!r} is not a number")
+    rationale = str(data.get("rationale") or data.get("reason") or "").strip()
+    return int(np.clip(round(float(raw)), 0, 10)), rationale
+
+
+class VlmJudge:
+    """The criterion judge of method §7 on a VLM: the judge view, the evidence and ~8 output frames."""
+
+    name = "vlm"
+    needs_frames = True
+
+    def __init__(self, client, *, stats=None, parse_retries: int = 2):
+        self.client = client
+        self.stats = stats
+        self.parse_retries = parse_retries
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}/{self.client.backend}/{self.client.model}/{JUDGE_PROMPT_VERSION}"
+
+    def messages(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> list[dict]:
+        parts: list[Any] = [
+            "Criterion:\n" + json.dumps(view, indent=1),
+            "Tool evidence:\n" + (compact_evidence(evidence) if evidence else "none"),
+        ]
+        if frames is not None and len(frames.array):
+            times = ", ".join(f"{t:.1f}s" for t in frames.timestamps)
+            parts.append(f"[output_video] {len(frames.array)} frames (t = {times}):")
+            parts += list(frames.array)
+        parts.append("Score this criterion now.")
+        return [{"role": "system", "content": [JUDGE_SYSTEM]}, {"role": "user", "content": parts}]
+
+    def judge(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> Judgment:
+        from .vlm import ParseError, VlmError, chat_json
+
+        msgs = self.messages(view, evidence, frames)
+        try:
+            (score, rationale), _ = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
+                                              max_tokens=400, stats=self.stats)
+        except ParseError as exc:
+            return Judgment(None, f"unscored: {exc}", self.identity)
+        except VlmError as exc:
+            return Judgment(None, f"unscored: judge call failed: {exc}", self.identity)
+        return Judgment(score, rationale or "(no rationale given)", self.identity)

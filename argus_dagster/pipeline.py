@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import Executor
 from typing import Any
 
 from .cache import EvidenceCache, cache_key
@@ -69,23 +70,28 @@ def collect_evidence(
     return rows
 
 
-def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge) -> list[dict[str, Any]]:
+def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *, frames: Any = None,
+                   pool: Executor | None = None) -> list[dict[str, Any]]:
+    """Score every criterion of one candidate; with ``pool``, the judge calls run concurrently."""
     by_id = {r["criterion_id"]: r for r in evidence_rows}
-    out = []
-    for c in rubric.criteria:
+
+    def one(c) -> dict[str, Any]:
         ev = by_id.get(c.id)
         if ev is None or ev.get("error"):
             reason = ev["error"] if ev else "no evidence row"
             score, rationale, judge_id = None, f"unscored: {reason}", judge.identity
         else:
-            j = judge.judge(judge_view(c), json.loads(ev["evidence"]))
+            j = judge.judge(judge_view(c), json.loads(ev["evidence"]), frames)
             score, rationale, judge_id = j.score, j.rationale, j.judge
-        out.append({
+        return {
             "criterion_id": c.id, "dimension": c.dimension, "type": c.type, "importance": c.importance,
             "hard_cap": c.hard_cap, "fail_threshold": float(c.fail_threshold),
             "score": score, "rationale": rationale, "judge": judge_id,
-        })
-    return out
+        }
+
+    if pool is None:
+        return [one(c) for c in rubric.criteria]
+    return [f.result() for f in [pool.submit(one, c) for c in rubric.criteria]]
 
 
 def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str, Any]:

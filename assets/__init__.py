@@ -8,15 +8,18 @@ import dagster as dg
 # parameter beta. Say so once here instead of on every materialization.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
+from .alignment import human_alignment, human_alignment_in_range
 from .candidates import candidate_videos, criterion_evidence, criterion_scores, video_scores
+from .checks import ALL_CHECKS as INVARIANT_CHECKS
 from .inputs import input_instances, rubrics
 from .leaderboard import leaderboard, leaderboard_in_range
 from .partitions import model_partitions, task_model_partitions, task_partitions
+from .reports import diagnostic_reports
 
 TASK_ASSETS = [input_instances, rubrics]
-CANDIDATE_ASSETS = [candidate_videos, criterion_evidence, criterion_scores, video_scores]
-ALL_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard]
-ALL_CHECKS = [leaderboard_in_range]
+CANDIDATE_ASSETS = [candidate_videos, criterion_evidence, criterion_scores, video_scores, diagnostic_reports]
+ALL_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, human_alignment]
+ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS]
 
 __all__ = ["ALL_ASSETS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "model_partitions",
            "task_partitions", "task_model_partitions"]

@@ -3,6 +3,7 @@
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 import polars as pl
@@ -11,10 +12,13 @@ from argus_dagster import bench as bench_lib
 from argus_dagster.instances import InputInstance
 from argus_dagster.rubric.schema import RubricError
 from argus_dagster.rubric.store import resolve_rubric
+from argus_dagster.vlm import CallStats
 from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
 from resources.bench import BenchResource
 from resources.judging import RubricGeneratorResource
+from resources.vlm import VlmResource
 
+from .lineage import rubric_delta_metadata
 from .partitions import task_partitions
 
 
@@ -37,33 +41,36 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource) -> 
     })
 
 
-@dg.asset(partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"})
+@dg.asset(partitions_def=task_partitions, code_version="2", group_name="inputs", kinds={"polars"})
 def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
-            rubric_generator: RubricGeneratorResource) -> dg.Output[pl.DataFrame]:
+            rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource) -> dg.Output[pl.DataFrame]:
     """One frozen rubric per input: loaded if the bench (or ARGUS_HOME) has it, else generated once."""
     task = context.partition_key
-    generator = rubric_generator.identity()
-    rows = []
-    for r in input_instances.iter_rows(named=True):
+    generator = rubric_generator.identity(rubric_vlm)
+    stats = CallStats()
+
+    def one(r: dict) -> dict:
         base = {"task": task, "input_id": r["input_id"]}
         if r["error"]:
-            rows.append({**base, "error": f"input invalid: {r['error']}"})
-            continue
+            return {**base, "error": f"input invalid: {r['error']}"}
         inst = InputInstance.from_row(r)
         try:
             rubric, source, log = resolve_rubric(inst, task, bench.bench_path(), bench.frozen_rubrics_path(),
-                                                 generator, rubric_generator.generate)
+                                                 generator, lambda i: rubric_generator.generate(i, rubric_vlm, stats))
         except RubricError as exc:
             context.log.warning(f"{task} input {inst.id}: {exc}")
-            rows.append({**base, "error": str(exc)})
-            continue
+            return {**base, "error": str(exc)}
         g = rubric.generator
-        rows.append({**base, "rubric_hash": rubric.content_hash(),
-                     "rubric_json": json.dumps(rubric.model_dump(mode="json")), "source": source,
-                     "generator_backend": g.get("backend", "unknown"), "generator_model": g.get("model", "unknown"),
-                     "prompt_version": g.get("prompt_version", "unknown"), "n_criteria": len(rubric.criteria),
-                     "n_hard": sum(c.type == "hard" for c in rubric.criteria), "postprocess_log": json.dumps(log),
-                     "error": None})
+        return {**base, "rubric_hash": rubric.content_hash(),
+                "rubric_json": json.dumps(rubric.model_dump(mode="json")), "source": source,
+                "generator_backend": g.get("backend", "unknown"), "generator_model": g.get("model", "unknown"),
+                "prompt_version": g.get("prompt_version", "unknown"), "n_criteria": len(rubric.criteria),
+                "n_hard": sum(c.type == "hard" for c in rubric.criteria), "postprocess_log": json.dumps(log),
+                "error": None}
+
+    # Inputs are independent: with a VLM generator their calls overlap up to its concurrency bound.
+    with ThreadPoolExecutor(max_workers=rubric_vlm.workers() if rubric_vlm.configured else 1) as pool:
+        rows = list(pool.map(one, input_instances.iter_rows(named=True)))
     df = frame(rows, RUBRICS)
     ok = df.filter(pl.col("error").is_null())
     return dg.Output(df, data_version=_version(df["rubric_hash"].to_list() + df["error"].to_list()), metadata={
@@ -72,4 +79,8 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         "n_generated": ok.filter(pl.col("source") == "generated").height,
         "mean_criteria": float(ok["n_criteria"].mean()) if ok.height else 0.0,
         "rubric_hashes": dg.MetadataValue.json({r["input_id"]: r["rubric_hash"] for r in ok.iter_rows(named=True)}),
+        **rubric_delta_metadata(context, df),
+        "generator": f"{generator['backend']}:{generator['model']}:{generator['prompt_version']}",
+        **({k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in stats.as_metadata().items()}
+           if rubric_vlm.configured else {}),
     })

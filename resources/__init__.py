@@ -14,7 +14,8 @@ from argus_dagster.settings import load_settings
 
 from .bench import BenchResource
 from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
-from .tools import ToolsResource
+from .tools import ToolsResource, tools_from_env
+from .vlm import VlmResource, vlm_from_env
 
 ENVIRONMENTS = ("local", "gpu", "aws")
 
@@ -30,18 +31,20 @@ def resources_for(env: str | None = None) -> dict:
         "rubric_generator": RubricGeneratorResource(),
         "judge": JudgeResource(),
         "scoring": ScoringResource(),
+        # The judge's VLM (also answers vlm_qa) and the rubric generator's, chosen independently.
+        "vlm": vlm_from_env("ARGUS_VLM"),
+        "rubric_vlm": vlm_from_env("ARGUS_RUBRIC", fallback="ARGUS_VLM"),
     }
     if env == "local":
         return {**common,
-                "tools": ToolsResource(device="cpu", models_dir=os.environ.get("ARGUS_MODELS_DIR", ""), vlm_only=vlm_only),
+                "tools": tools_from_env("cpu", vlm_only=vlm_only),
                 "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
     if env == "gpu":
         return {**common,
-                "tools": ToolsResource(device="cuda", models_dir=os.environ.get("ARGUS_MODELS_DIR", ""), vlm_only=vlm_only),
+                "tools": tools_from_env("cuda", vlm_only=vlm_only),
                 "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
     return {**common,
-            "tools": ToolsResource(device=os.environ.get("ARGUS_DEVICE", "cpu"),
-                                   models_dir=os.environ.get("ARGUS_MODELS_DIR", ""), vlm_only=vlm_only),
+            "tools": tools_from_env("cpu", vlm_only=vlm_only),
             "io_manager": PolarsParquetIOManager(
                 base_dir=f"s3://{os.environ.get('ARGUS_S3_BUCKET', 'argus')}/{os.environ.get('ARGUS_S3_PREFIX', 'storage')}",
                 storage_options={"endpoint_url": {"env": "ARGUS_S3_ENDPOINT_URL"}} if os.environ.get("ARGUS_S3_ENDPOINT_URL") else None,
@@ -49,4 +52,4 @@ def resources_for(env: str | None = None) -> dict:
 
 
 __all__ = ["resources_for", "BenchResource", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
-           "ScoringResource", "ENVIRONMENTS"]
+           "ScoringResource", "VlmResource", "ENVIRONMENTS"]

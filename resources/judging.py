@@ -1,37 +1,56 @@
-"""Rubric generator, criterion judge and aggregation settings."""
+"""Rubric generator, criterion judge and aggregation settings.
+
+``auto`` (the default for both) means: the VLM when one is configured, else the embedded default
+(the rule-based rubric generator, the evidence-only judge). With a VLM configured, the evidence-only
+judge is never used.
+"""
 
 
 import dagster as dg
 
 from argus_dagster.instances import InputInstance
-from argus_dagster.judge import EvidenceOnlyJudge
+from argus_dagster.judge import EvidenceOnlyJudge, VlmJudge
+from argus_dagster.rubric.generate import generate_with_vlm, generator_identity
 from argus_dagster.rubric.offline import GENERATOR, generate_offline
 from argus_dagster.rubric.schema import Rubric
 from argus_dagster.scoring import DEFAULT_ALPHA
+from argus_dagster.vlm import CallStats
+
+from .vlm import VlmResource
+
+
+def _uses_vlm(backend: str, vlm: VlmResource, what: str, fallback: str) -> bool:
+    if backend not in ("auto", "vlm", fallback):
+        raise ValueError(f"{what} backend {backend!r}: expected 'auto', 'vlm' or {fallback!r}")
+    if backend == "vlm" and not vlm.configured:
+        raise ValueError(f"{what} backend 'vlm' needs a configured VLM (ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL)")
+    return backend == "vlm" or (backend == "auto" and vlm.configured)
 
 
 class RubricGeneratorResource(dg.ConfigurableResource):
-    """Writes a rubric for an input that has no frozen one. ``offline``: the rule-based generator."""
+    """Writes a rubric for an input that has no frozen one: ``auto``, ``vlm`` or ``offline`` (rules)."""
 
-    backend: str = "offline"
+    backend: str = "auto"
 
-    def identity(self) -> dict:
+    def identity(self, vlm: VlmResource) -> dict:
+        if _uses_vlm(self.backend, vlm, "rubric generator", "offline"):
+            return generator_identity(vlm.backend, vlm.model_name())
         return dict(GENERATOR)
 
-    def generate(self, inst: InputInstance) -> Rubric:
-        if self.backend != "offline":
-            raise ValueError(f"rubric generator backend {self.backend!r} is not available; use 'offline'")
+    def generate(self, inst: InputInstance, vlm: VlmResource, stats: CallStats | None = None) -> Rubric:
+        if _uses_vlm(self.backend, vlm, "rubric generator", "offline"):
+            return generate_with_vlm(inst, vlm.client(), stats=stats)
         return generate_offline(inst)
 
 
 class JudgeResource(dg.ConfigurableResource):
-    """The criterion judge. ``evidence-only``: scores measurable evidence, leaves the rest unscored."""
+    """The criterion judge: ``auto``, ``vlm`` or ``evidence-only`` (measurable evidence only)."""
 
-    backend: str = "evidence-only"
+    backend: str = "auto"
 
-    def judge(self):
-        if self.backend != "evidence-only":
-            raise ValueError(f"judge backend {self.backend!r} is not available; use 'evidence-only'")
+    def judge(self, vlm: VlmResource, stats: CallStats | None = None):
+        if _uses_vlm(self.backend, vlm, "judge", "evidence-only"):
+            return VlmJudge(vlm.client(), stats=stats, parse_retries=vlm.parse_retries)
         return EvidenceOnlyJudge()
 
 

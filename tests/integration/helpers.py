@@ -7,11 +7,15 @@ import polars as pl
 from dagster_polars import PolarsParquetIOManager
 
 from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
-from resources import BenchResource, JudgeResource, RubricGeneratorResource, ScoringResource, ToolsResource
+from resources import BenchResource, JudgeResource, RubricGeneratorResource, ScoringResource, ToolsResource, VlmResource
 
 
-def graph_resources(bench: Path, candidates: Path, home: Path) -> dict:
+def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource | None = None,
+                    rubric_vlm: VlmResource | None = None) -> dict:
+    """The embedded default (no VLM) unless VLM resources are given."""
     return {
+        "vlm": vlm or VlmResource(),
+        "rubric_vlm": rubric_vlm or vlm or VlmResource(),
         "bench": BenchResource(bench_dir=str(bench), candidates_dir=str(candidates),
                                frozen_rubrics_dir=str(home / "rubrics")),
         "tools": ToolsResource(cache_dir=str(home / "cache")),

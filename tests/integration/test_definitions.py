@@ -14,7 +14,7 @@ def test_asset_graph_snapshot():
 
     graph = defs.resolve_asset_graph()
     keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
-    assert keys == ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
+    assert keys == ["candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports", "human_alignment", "input_instances",
                     "leaderboard", "rubrics", "video_scores"]
     deps = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
             for k in graph.get_all_asset_keys()}
@@ -23,18 +23,29 @@ def test_asset_graph_snapshot():
         "rubrics": ["input_instances"],
         "candidate_videos": ["input_instances"],
         "criterion_evidence": ["candidate_videos", "input_instances", "rubrics"],
-        "criterion_scores": ["criterion_evidence", "rubrics"],
+        "criterion_scores": ["candidate_videos", "criterion_evidence", "rubrics"],
         "video_scores": ["candidate_videos", "criterion_scores"],
         "leaderboard": ["video_scores"],
+        "diagnostic_reports": ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
+                               "rubrics", "video_scores"],
+        "human_alignment": ["criterion_scores", "video_scores"],
     }
     parts = {k.to_user_string(): type(graph.get(k).partitions_def).__name__ for k in graph.get_all_asset_keys()}
     assert parts["rubrics"] == "StaticPartitionsDefinition"
     assert parts["video_scores"] == "MultiPartitionsDefinition"
     assert parts["leaderboard"] == "NoneType"
+    assert parts["human_alignment"] == "NoneType"
     mp = graph.get(dg.AssetKey("video_scores")).partitions_def
     assert [d.name for d in mp.partitions_defs] == ["model", "task"]
-    assert {c.name for c in defs.resolve_asset_graph().asset_check_keys} == {"leaderboard_in_range"}
+    assert {c.name for c in defs.resolve_asset_graph().asset_check_keys} == {"leaderboard_in_range", "human_alignment_in_range", "rubrics_follow_the_rules", "scores_in_range",
+            "every_candidate_scored_or_explained", "leaderboard_covers_partitions"}
     assert all(graph.get(k).code_version for k in graph.get_all_asset_keys())
+    # Automation: the sensor and the nightly reconcile; downstream tables follow their inputs.
+    repo = defs.get_repository_def()
+    assert {s.name for s in repo.sensor_defs} >= {"candidate_store_sensor"}
+    assert [s.name for s in repo.schedule_defs] == ["nightly_reconcile"]
+    for key in ("video_scores", "diagnostic_reports", "leaderboard"):
+        assert graph.get(dg.AssetKey(key)).automation_condition is not None, key
 
 
 def test_workspace_validates_with_the_dagster_cli(tmp_path):

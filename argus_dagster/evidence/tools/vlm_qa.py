@@ -20,3 +20,52 @@ class NoVlmQa:
             "error": "vlm_qa unavailable: no VLM is configured (set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL)",
             "question": args.get("question", ""),
         }
+
+
+QA_PROMPT_VERSION = "qa-1"
+QA_SYSTEM = (
+    "You answer one question about the frames of a video or image, for an evaluation. Describe only what "
+    "is visible; say so when it cannot be seen. Be specific and short (at most three sentences)."
+)
+
+
+def _answer(text: str) -> str:
+    from ...vlm import ParseError, strip_think
+
+    answer = strip_think(text)
+    if not answer:
+        raise ParseError("empty answer")
+    return answer
+
+
+class VlmQa:
+    """``vlm_qa`` on a VLM: the question and ~8 frames of the named media (an image is one frame)."""
+
+    name = "vlm_qa"
+
+    def __init__(self, client, *, stats=None, parse_retries: int = 2):
+        self.client = client
+        self.stats = stats
+        self.parse_retries = parse_retries
+        # Part of the evidence cache key: another model or prompt gives other answers.
+        self.version = f"{client.backend}:{client.model}:{QA_PROMPT_VERSION}"
+
+    def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
+        from ...media import JUDGE_POLICY
+        from ...vlm import ParseError, VlmError, chat_json
+
+        on = args.get("on") or "output_video"
+        question = str(args.get("question") or "").strip()
+        if not question:
+            return {"ok": False, "error": "vlm_qa step has no question"}
+        frames = media.frames(on, JUDGE_POLICY)
+        label = (f"[{on}] {len(frames.array)} frames (t = " + ", ".join(f"{t:.1f}s" for t in frames.timestamps) + "):"
+                 if media.is_video(on) else f"[{on}] image:")
+        messages = [{"role": "system", "content": [QA_SYSTEM]},
+                    {"role": "user", "content": [label, *frames.array, f"Question: {question}"]}]
+        try:
+            answer, _ = chat_json(self.client, messages, _answer, parse_retries=self.parse_retries,
+                                      max_tokens=300, stats=self.stats)
+        except (ParseError, VlmError) as exc:
+            return {"ok": False, "error": f"vlm_qa: {exc}", "question": question, "on": on}
+        return {"ok": True, "question": question, "on": on, "answer": answer, "n_frames": len(frames.array)}

@@ -1,0 +1,471 @@
+"""One chat-with-images interface for every vision-language backbone.
+
+A message is ``{"role": ..., "content": [part, ...]}`` where a part is text (``str``) or an RGB frame
+(``numpy`` array, H x W x 3, uint8). Backends turn parts into what they speak:
+
+- :class:`OpenAICompatibleClient`: any ``/v1/chat/completions`` server (vLLM, SGLang, Ollama, hosted
+  APIs) over a pool of base URLs, with a concurrency bound per endpoint, retries with exponential
+  backoff and jitter on 429 / 5xx / timeouts / connection errors, and exclusion of an endpoint that
+  keeps failing to connect. Frames go as JPEG data URLs, longest side at most 768 px: at the quality
+  used here a JPEG is several times smaller than the same frame as PNG, which keeps requests small.
+- :class:`TransformersClient`: a vision-language model on local disk, loaded once per process.
+
+:func:`chat_json` adds the bounded parse-retry (empty or unparseable answers are asked again, with
+the parse error) and strips ``<think>…</think>`` blocks. Every call is counted in a
+:class:`CallStats` (latency, tokens, retries, bytes, outcome) that the calling stage turns into
+metadata. The API key is sent in a header and never appears in an error, a log or a record.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, TypeVar
+
+import cv2
+import numpy as np
+
+MAX_SIDE = 768
+JPEG_QUALITY = 85
+
+T = TypeVar("T")
+
+
+class VlmError(RuntimeError):
+    """A call that did not produce an answer (retries exhausted, a non-retryable status, no model)."""
+
+
+class ParseError(ValueError):
+    """An answer that is empty or does not contain what the caller asked for."""
+
+
+# ----------------------------------------------------------------------------------------- records
+
+
+@dataclass
+class Reply:
+    text: str
+    latency_s: float
+    attempts: int
+    endpoint: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    request_bytes: int = 0
+
+
+class CallStats:
+    """Thread-safe counts of the calls one stage made; :meth:`as_metadata` summarizes them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0            # logical calls (one answer wanted)
+        self.requests = 0         # HTTP requests or generate() calls, retries included
+        self.retries = 0          # transport retries
+        self.parse_retries = 0    # answers asked again because they did not parse
+        self.failures = 0         # logical calls that ended without a usable answer
+        self.latencies: list[float] = []
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.request_bytes: list[int] = []
+        self.by_endpoint: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+
+    def add_request(self, endpoint: str, latency_s: float, nbytes: int, outcome: str) -> None:
+        with self._lock:
+            self.requests += 1
+            self.latencies.append(latency_s)
+            self.request_bytes.append(nbytes)
+            self.by_endpoint[endpoint] = self.by_endpoint.get(endpoint, 0) + 1
+            if outcome != "ok":
+                self.errors[outcome] = self.errors.get(outcome, 0) + 1
+
+    def add_call(self, reply: Reply | None, *, failed: bool = False) -> None:
+        with self._lock:
+            self.calls += 1
+            if reply is not None:
+                self.retries += reply.attempts - 1
+                self.prompt_tokens += reply.prompt_tokens or 0
+                self.completion_tokens += reply.completion_tokens or 0
+            if failed:
+                self.failures += 1
+
+    def add_parse_retry(self) -> None:
+        with self._lock:
+            self.parse_retries += 1
+
+    def add_failure(self) -> None:
+        with self._lock:
+            self.failures += 1
+
+    def as_metadata(self, prefix: str = "vlm") -> dict[str, Any]:
+        with self._lock:
+            lat = np.asarray(self.latencies) if self.latencies else np.zeros(0)
+            sizes = np.asarray(self.request_bytes) if self.request_bytes else np.zeros(0)
+            return {
+                f"{prefix}_calls": self.calls,
+                f"{prefix}_requests": self.requests,
+                f"{prefix}_retries": self.retries,
+                f"{prefix}_parse_retries": self.parse_retries,
+                f"{prefix}_failures": self.failures,
+                f"{prefix}_latency_mean_s": round(float(lat.mean()), 4) if lat.size else None,
+                f"{prefix}_latency_p95_s": round(float(np.percentile(lat, 95)), 4) if lat.size else None,
+                f"{prefix}_prompt_tokens": self.prompt_tokens,
+                f"{prefix}_completion_tokens": self.completion_tokens,
+                f"{prefix}_request_kb_mean": round(float(sizes.mean()) / 1024, 1) if sizes.size else None,
+                f"{prefix}_requests_by_endpoint": dict(self.by_endpoint),
+                f"{prefix}_request_errors": dict(self.errors),
+            }
+
+
+# ------------------------------------------------------------------------------------------- parts
+
+
+def encode_image(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = JPEG_QUALITY) -> bytes:
+    """JPEG bytes of an RGB frame with its longest side at most ``max_side``."""
+    h, w = frame.shape[:2]
+    if max(h, w) > max_side:
+        s = max_side / max(h, w)
+        frame = cv2.resize(frame, (max(1, round(w * s)), max(1, round(h * s))), interpolation=cv2.INTER_AREA)
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR),
+                           [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise VlmError("could not encode a frame as JPEG")
+    return buf.tobytes()
+
+
+def data_url(frame: np.ndarray) -> str:
+    return "data:image/jpeg;base64," + base64.b64encode(encode_image(frame)).decode("ascii")
+
+
+def is_image(part: Any) -> bool:
+    return isinstance(part, np.ndarray)
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def strip_think(text: str) -> str:
+    """Drop reasoning blocks; an unterminated ``<think>`` drops everything after it."""
+    text = _THINK.sub("", text or "")
+    open_at = text.lower().find("<think>")
+    return (text[:open_at] if open_at >= 0 else text).strip()
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in an answer: a fenced block, the whole text, or the first balanced object."""
+    text = strip_think(text)
+    if not text:
+        raise ParseError("empty answer")
+    candidates = [m.group(1).strip() for m in _FENCE.finditer(text)] + [text]
+    for c in candidates:
+        try:
+            return json.loads(c)
+        except json.JSONDecodeError:
+            pass
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            try:
+                value, _ = decoder.raw_decode(text[i:])
+                return value
+            except json.JSONDecodeError:
+                continue
+    raise ParseError(f"no JSON object in the answer ({text[:80]!r}{'...' if len(text) > 80 else ''})")
+
+
+# ------------------------------------------------------------------------------------------ client
+
+
+class VlmClient(Protocol):
+    backend: str
+    model: str
+
+    def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
+             stats: CallStats | None = None) -> Reply: ...
+
+
+def chat_json(client: VlmClient, messages: list[dict], parse: Callable[[str], T], *, parse_retries: int = 2,
+              max_tokens: int = 1024, stats: CallStats | None = None) -> tuple[T, Reply]:
+    """Ask until ``parse`` accepts the answer, at most ``1 + parse_retries`` times.
+
+    A rejected answer is shown back to the model with the reason, so a model that wrapped its JSON in
+    prose or broke a field can fix it. Raises :class:`VlmError` (transport) or :class:`ParseError`
+    (still unparseable after the retries).
+    """
+    convo = list(messages)
+    last: ParseError | None = None
+    for attempt in range(parse_retries + 1):
+        try:
+            reply = client.chat(convo, max_tokens=max_tokens, stats=stats)
+        except VlmError:
+            if stats is not None:
+                stats.add_call(None, failed=True)
+            raise
+        try:
+            value = parse(reply.text)
+        except (ParseError, ValueError, TypeError, KeyError) as exc:
+            last = exc if isinstance(exc, ParseError) else ParseError(str(exc))
+            if stats is not None:
+                stats.add_call(reply, failed=attempt == parse_retries)
+                if attempt < parse_retries:
+                    stats.add_parse_retry()
+            answer = strip_think(reply.text)
+            convo = list(messages)
+            if answer:
+                convo.append({"role": "assistant", "content": [answer[:4000]]})
+            convo.append({"role": "user", "content": [
+                f"Your answer could not be used: {last}. Reply again with only the JSON object asked for."]})
+            continue
+        if stats is not None:
+            stats.add_call(reply)
+        return value, reply
+    raise ParseError(f"unusable answer after {parse_retries + 1} attempts: {last}")
+
+
+@dataclass
+class _Endpoint:
+    url: str
+    in_flight: int = 0
+    consecutive_failures: int = 0
+    excluded_until: float = 0.0
+    local: threading.local = field(default_factory=threading.local)
+
+
+class OpenAICompatibleClient:
+    """``POST {base_url}/chat/completions`` over a pool of endpoints.
+
+    Each endpoint takes at most ``concurrency`` requests at once; a request goes to the healthy endpoint
+    with the fewest in flight. An endpoint that fails to connect ``exclude_after`` times in a row is
+    left out for ``exclude_for_s`` seconds (then tried again). Retryable outcomes: 429 (its
+    ``Retry-After`` is honoured), 5xx, timeouts, connection errors and bodies that are not a chat
+    completion; other 4xx statuses fail at once (a bad request does not get better by repeating).
+    """
+
+    backend = "openai"
+
+    def __init__(self, base_urls: list[str] | str, model: str, api_key: str = "", *, concurrency: int = 8,
+                 timeout_s: float = 120.0, max_retries: int = 5, backoff_s: float = 0.5, backoff_max_s: float = 20.0,
+                 exclude_after: int = 2, exclude_for_s: float = 30.0, seed: int | None = None):
+        urls = [u.strip().rstrip("/") for u in (base_urls.split(",") if isinstance(base_urls, str) else base_urls)]
+        urls = [u for u in urls if u]
+        if not urls:
+            raise VlmError("no VLM endpoint configured: set ARGUS_VLM_BASE_URL (comma-separated for a pool)")
+        if not model:
+            raise VlmError("no VLM model name configured: set ARGUS_VLM_MODEL")
+        if concurrency < 1:
+            raise VlmError(f"VLM concurrency must be at least 1, got {concurrency}")
+        self.model = model
+        self._key = api_key
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.exclude_after = exclude_after
+        self.exclude_for_s = exclude_for_s
+        self.endpoints = [_Endpoint(u) for u in urls]
+        self._cond = threading.Condition()
+        self._rng = random.Random(seed)
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAICompatibleClient(model={self.model!r}, endpoints={[e.url for e in self.endpoints]})"
+
+    # -- endpoint choice ------------------------------------------------------------------------
+    def _acquire(self) -> _Endpoint:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                healthy = [e for e in self.endpoints if e.excluded_until <= now]
+                pool = healthy or [min(self.endpoints, key=lambda e: e.excluded_until)]
+                free = [e for e in pool if e.in_flight < self.concurrency]
+                if free:
+                    ep = min(free, key=lambda e: (e.in_flight, e.consecutive_failures))
+                    ep.in_flight += 1
+                    return ep
+                self._cond.wait(timeout=0.05)
+
+    def _release(self, ep: _Endpoint, connect_failed: bool) -> None:
+        with self._cond:
+            ep.in_flight -= 1
+            if connect_failed:
+                ep.consecutive_failures += 1
+                if ep.consecutive_failures >= self.exclude_after:
+                    ep.excluded_until = time.monotonic() + self.exclude_for_s
+            else:
+                ep.consecutive_failures = 0
+                ep.excluded_until = 0.0
+            self._cond.notify_all()
+
+    def _session(self, ep: _Endpoint):
+        import requests
+
+        s = getattr(ep.local, "session", None)
+        if s is None:
+            s = ep.local.session = requests.Session()
+        return s
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    # -- one call ---------------------------------------------------------------------------------
+    def body(self, messages: list[dict], max_tokens: int, temperature: float) -> dict:
+        out = []
+        for m in messages:
+            parts = m["content"] if isinstance(m["content"], list) else [m["content"]]
+            if all(isinstance(p, str) for p in parts):
+                content: Any = "\n".join(parts)
+            else:
+                content = [{"type": "image_url", "image_url": {"url": data_url(p)}} if is_image(p)
+                           else {"type": "text", "text": str(p)} for p in parts]
+            out.append({"role": m["role"], "content": content})
+        return {"model": self.model, "messages": out, "max_tokens": max_tokens, "temperature": temperature}
+
+    def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
+             stats: CallStats | None = None) -> Reply:
+        import requests
+
+        payload = json.dumps(self.body(messages, max_tokens, temperature)).encode()
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        last_error = "no attempt made"
+        t_call = time.perf_counter()
+        for attempt in range(1, self.max_retries + 2):
+            ep = self._acquire()
+            t0 = time.perf_counter()
+            wait = None
+            connect_failed = False
+            try:
+                resp = self._session(ep).post(f"{ep.url}/chat/completions", data=payload, headers=headers,
+                                              timeout=(min(10.0, self.timeout_s), self.timeout_s))
+            except requests.exceptions.ConnectionError as exc:
+                connect_failed = True
+                outcome, last_error = "connection_error", f"{ep.url}: connection failed ({type(exc).__name__})"
+            except requests.exceptions.Timeout:
+                outcome, last_error = "timeout", f"{ep.url}: no answer within {self.timeout_s:g}s"
+            except requests.exceptions.RequestException as exc:
+                outcome, last_error = "request_error", f"{ep.url}: {type(exc).__name__}"
+            else:
+                status = resp.status_code
+                if status == 200:
+                    try:
+                        data = resp.json()
+                        text = data["choices"][0]["message"].get("content") or ""
+                        usage = data.get("usage") or {}
+                        reply = Reply(text=text if isinstance(text, str) else json.dumps(text),
+                                      latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.url,
+                                      prompt_tokens=usage.get("prompt_tokens"),
+                                      completion_tokens=usage.get("completion_tokens"), request_bytes=len(payload))
+                        outcome = "ok"
+                    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                        outcome, last_error = "bad_body", f"{ep.url}: 200 with a body that is not a chat completion"
+                elif status == 429:
+                    outcome, last_error = "http_429", f"{ep.url}: 429 rate limited"
+                    wait = _retry_after(resp.headers.get("Retry-After"))
+                elif status >= 500:
+                    outcome, last_error = f"http_{status}", f"{ep.url}: server error {status}"
+                else:
+                    outcome = f"http_{status}"
+                    detail = self._redact(resp.text[:200])
+                    self._release(ep, False)
+                    if stats is not None:
+                        stats.add_request(ep.url, time.perf_counter() - t0, len(payload), outcome)
+                    raise VlmError(f"{ep.url}: HTTP {status} (not retried): {detail}")
+            self._release(ep, connect_failed)
+            if stats is not None:
+                stats.add_request(ep.url, time.perf_counter() - t0, len(payload), outcome)
+            if outcome == "ok":
+                return reply
+            if attempt > self.max_retries:
+                break
+            if wait is None:
+                wait = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
+                wait *= 0.5 + self._rng.random()  # jitter: retries of many threads do not line up
+            if connect_failed and len(self.endpoints) > 1:
+                wait = min(wait, self.backoff_s)  # another endpoint can take it straight away
+            time.sleep(wait)
+        raise VlmError(f"VLM call failed after {self.max_retries + 1} attempts: {self._redact(last_error)}")
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, min(float(value), 120.0))
+    except ValueError:
+        return None
+
+
+class TransformersClient:
+    """A vision-language model on local disk (``AutoModelForImageTextToText`` + ``AutoProcessor``).
+
+    Loaded once; generation is serialized with a lock, because one model on one device gains nothing
+    from concurrent ``generate`` calls and would need the memory twice. Greedy decoding.
+    """
+
+    backend = "transformers"
+
+    def __init__(self, path: str | Path, device: str = "cpu", max_new_tokens: int = 512, name: str = ""):
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise VlmError(f"local VLM not found: {path / 'config.json'} is missing "
+                           "(set ARGUS_VLM_PATH to a folder saved with save_pretrained)")
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.model = name or path.name
+        self.path = path
+        self.device = device
+        self.max_new_tokens = max_new_tokens
+        self.processor = AutoProcessor.from_pretrained(str(path), local_files_only=True)
+        self.net = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True).to(device).eval()
+        self._torch = torch
+        self._lock = threading.Lock()
+
+    def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
+             stats: CallStats | None = None) -> Reply:
+        from PIL import Image
+
+        convo, images = [], []
+        for m in messages:
+            parts = m["content"] if isinstance(m["content"], list) else [m["content"]]
+            content = []
+            for p in parts:
+                if is_image(p):
+                    images.append(Image.fromarray(_fit(p)))
+                    content.append({"type": "image"})
+                else:
+                    content.append({"type": "text", "text": str(p)})
+            convo.append({"role": m["role"], "content": content})
+        t0 = time.perf_counter()
+        try:
+            prompt = self.processor.apply_chat_template(convo, add_generation_prompt=True, tokenize=False)
+            inputs = self.processor(text=prompt, images=images or None, return_tensors="pt").to(self.device)
+            with self._lock, self._torch.inference_mode():
+                out = self.net.generate(**inputs, max_new_tokens=min(max_tokens, self.max_new_tokens), do_sample=False)
+            n_in = inputs["input_ids"].shape[1]
+            text = self.processor.decode(out[0, n_in:], skip_special_tokens=True)
+        except Exception as exc:  # a model that cannot take this input: the caller records it
+            if stats is not None:
+                stats.add_request("local", time.perf_counter() - t0, 0, "error")
+            raise VlmError(f"local VLM {self.path}: generation failed: {type(exc).__name__}: {exc}") from exc
+        latency = time.perf_counter() - t0
+        if stats is not None:
+            stats.add_request("local", latency, 0, "ok")
+        return Reply(text=text, latency_s=latency, attempts=1, endpoint="local", prompt_tokens=int(n_in),
+                     completion_tokens=int(out.shape[1] - n_in))
+
+
+def _fit(frame: np.ndarray) -> np.ndarray:
+    h, w = frame.shape[:2]
+    if max(h, w) <= MAX_SIDE:
+        return np.ascontiguousarray(frame)
+    s = MAX_SIDE / max(h, w)
+    return cv2.resize(frame, (max(1, round(w * s)), max(1, round(h * s))), interpolation=cv2.INTER_AREA)

@@ -1,0 +1,89 @@
+"""The vision-language backbone: an OpenAI-compatible endpoint pool, a local model, or none.
+
+Two instances run in the graph: ``vlm`` (the criterion judge and ``vlm_qa``) and ``rubric_vlm`` (the
+rubric generator), so the two backbones are chosen independently. Clients are built once per process
+and configuration and shared by every asset and thread that uses them.
+"""
+
+
+import functools
+import os
+
+import dagster as dg
+
+from argus_dagster.vlm import OpenAICompatibleClient, TransformersClient, VlmClient
+
+BACKENDS = ("none", "openai", "transformers")
+
+
+@functools.lru_cache(maxsize=8)
+def _client(backend: str, base_urls: str, model: str, api_key: str, concurrency: int, timeout_s: float,
+            max_retries: int, model_path: str, device: str, max_new_tokens: int) -> VlmClient:
+    if backend == "openai":
+        return OpenAICompatibleClient(base_urls, model, api_key, concurrency=concurrency, timeout_s=timeout_s,
+                                      max_retries=max_retries)
+    return TransformersClient(model_path, device=device, max_new_tokens=max_new_tokens, name=model)
+
+
+class VlmResource(dg.ConfigurableResource):
+    """Which VLM answers, and how hard a call is tried. The key comes from an environment variable."""
+
+    backend: str = "none"
+    base_urls: str = ""
+    model: str = ""
+    api_key: str = ""
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    parse_retries: int = 2
+    model_path: str = ""
+    device: str = "cpu"
+    max_new_tokens: int = 512
+
+    @property
+    def configured(self) -> bool:
+        return self.backend != "none"
+
+    def client(self) -> VlmClient:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"VLM backend {self.backend!r}: expected one of {BACKENDS}")
+        if self.backend == "none":
+            raise ValueError("no VLM is configured (set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL, or ARGUS_VLM_PATH)")
+        return _client(self.backend, self.base_urls, self.model_name(), self.api_key, self.concurrency, self.timeout_s,
+                       self.max_retries, self.model_path, self.device, self.max_new_tokens)
+
+    def model_name(self) -> str:
+        if self.backend == "transformers":
+            return self.model or os.path.basename(self.model_path.rstrip("/")) or "local"
+        return self.model
+
+    def workers(self) -> int:
+        """How many calls a stage should keep in flight to fill this backbone."""
+        if self.backend == "openai":
+            return self.concurrency * max(1, len([u for u in self.base_urls.split(",") if u.strip()]))
+        return 1
+
+
+def vlm_from_env(prefix: str = "ARGUS_VLM", fallback: str | None = None) -> VlmResource:
+    """The VLM named by ``<prefix>_BASE_URL`` (comma-separated pool) or ``<prefix>_PATH`` (a local model
+    folder), with ``_MODEL``, ``_API_KEY``, ``_CONCURRENCY``, ``_TIMEOUT_S``, ``_MAX_RETRIES``, ``_DEVICE``.
+
+    When neither is set, the whole configuration is ``fallback``'s: a key is never sent to an endpoint
+    other than the one it was given for.
+    """
+    if fallback and not (os.environ.get(f"{prefix}_BASE_URL") or os.environ.get(f"{prefix}_PATH")):
+        prefix = fallback
+
+    def get(name: str) -> str:
+        return os.environ.get(f"{prefix}_{name}", "")
+
+    common = dict(concurrency=int(get("CONCURRENCY") or 8), timeout_s=float(get("TIMEOUT_S") or 120),
+                  max_retries=int(get("MAX_RETRIES") or 5))
+    if get("BASE_URL"):
+        # dg.EnvVar keeps the key's value out of the run config the UI shows.
+        key = dg.EnvVar(f"{prefix}_API_KEY") if get("API_KEY") else ""
+        return VlmResource(backend="openai", base_urls=get("BASE_URL"), model=get("MODEL"), api_key=key, **common)
+    if get("PATH"):
+        return VlmResource(backend="transformers", model_path=get("PATH"), model=get("MODEL"),
+                           device=get("DEVICE") or "cpu", **common)
+    return VlmResource()

@@ -1,0 +1,180 @@
+"""The OpenAI-compatible client against a loopback server: retries, exclusions, bounds, parsing."""
+
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from argus_dagster.vlm import (CallStats, OpenAICompatibleClient, ParseError, VlmError, chat_json, encode_image,
+                               extract_json, strip_think)
+from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
+
+pytestmark = pytest.mark.integration
+
+HELLO = [{"role": "user", "content": ["hello"]}]
+
+
+@pytest.fixture()
+def server():
+    with FakeVlmServer() as srv:
+        yield srv
+
+
+def client(urls, **kw) -> OpenAICompatibleClient:
+    kw.setdefault("backoff_s", 0.01)
+    kw.setdefault("seed", 0)
+    return OpenAICompatibleClient(urls, "test-model", kw.pop("api_key", ""), **kw)
+
+
+def test_a_plain_answer_and_its_usage(server):
+    server.queue(Scripted(content="fine"))
+    stats = CallStats()
+    reply = client(server.base_url).chat(HELLO, stats=stats)
+    assert reply.text == "fine" and reply.attempts == 1
+    assert reply.prompt_tokens > 0 and reply.endpoint == server.base_url
+    body = server.requests[0]["body"]
+    assert server.requests[0]["path"] == "/v1/chat/completions"
+    assert body["model"] == "test-model" and body["messages"] == [{"role": "user", "content": "hello"}]
+    assert stats.requests == 1 and stats.errors == {}
+
+
+def test_429_waits_for_retry_after_then_succeeds(server):
+    server.queue(Scripted(status=429, raw=b"{}", headers={"Retry-After": "0.4"}), Scripted(content="after"))
+    stats = CallStats()
+    t0 = time.perf_counter()
+    reply = client(server.base_url).chat(HELLO, stats=stats)
+    assert reply.text == "after" and reply.attempts == 2
+    assert time.perf_counter() - t0 >= 0.4
+    assert stats.errors == {"http_429": 1} and stats.requests == 2
+
+
+def test_server_errors_are_retried_with_backoff_until_exhausted(server):
+    server.queue(*[Scripted(status=500, raw=b"{}") for _ in range(3)], Scripted(content="third time"))
+    assert client(server.base_url, max_retries=3).chat(HELLO).text == "third time"
+    server.queue(*[Scripted(status=503, raw=b"{}") for _ in range(3)])
+    with pytest.raises(VlmError, match=r"after 3 attempts: .*server error 503"):
+        client(server.base_url, max_retries=2).chat(HELLO)
+
+
+def test_a_timeout_is_retried(server):
+    server.queue(Scripted(content="late", delay_s=1.0), Scripted(content="on time"))
+    stats = CallStats()
+    reply = client(server.base_url, timeout_s=0.3).chat(HELLO, stats=stats)
+    assert reply.text == "on time" and stats.errors == {"timeout": 1}
+
+
+def test_a_bad_request_is_not_retried(server):
+    server.queue(Scripted(status=400, raw=b'{"error": "context too long"}'))
+    with pytest.raises(VlmError, match="HTTP 400 .*context too long"):
+        client(server.base_url).chat(HELLO)
+    assert len(server.requests) == 1
+
+
+def test_a_body_that_is_not_a_completion_is_retried(server):
+    server.queue(Scripted(raw=b"<html>proxy error</html>"), Scripted(content="ok"))
+    assert client(server.base_url).chat(HELLO).text == "ok"
+
+
+def test_a_dead_endpoint_in_a_pool_of_three_is_excluded():
+    with FakeVlmServer() as a, FakeVlmServer() as b:
+        dead = dead_url()
+        c = client([a.base_url, dead, b.base_url], exclude_after=2, exclude_for_s=60)
+        stats = CallStats()
+        with ThreadPoolExecutor(8) as pool:
+            replies = list(pool.map(lambda i: c.chat(HELLO, stats=stats), range(60)))
+        assert all(r.text == "ok" for r in replies)
+        # The dead one is tried until it is excluded, then never again in this run.
+        assert stats.by_endpoint.get(dead, 0) <= 8
+        assert stats.errors.get("connection_error", 0) == stats.by_endpoint.get(dead, 0)
+        assert len(a.requests) > 15 and len(b.requests) > 15
+
+
+def test_every_endpoint_dead_fails_with_a_clear_error():
+    c = client([dead_url(), dead_url()], max_retries=2)
+    with pytest.raises(VlmError, match="connection failed"):
+        c.chat(HELLO)
+
+
+def test_concurrency_never_exceeds_the_bound_per_endpoint():
+    with FakeVlmServer(latency_s=0.05) as a, FakeVlmServer(latency_s=0.05) as b:
+        c = client([a.base_url, b.base_url], concurrency=3)
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda i: c.chat(HELLO), range(48)))
+        assert a.max_in_flight <= 3 and b.max_in_flight <= 3
+        assert a.max_in_flight == 3 and b.max_in_flight == 3  # and the bound is used
+        assert len(a.requests) + len(b.requests) == 48
+
+
+def test_images_go_as_small_jpeg_data_urls(server):
+    rng = np.random.default_rng(0)
+    frame = (rng.random((1080, 1920, 3)) * 40 + np.linspace(0, 200, 1920)[None, :, None]).astype(np.uint8)
+    client(server.base_url).chat([{"role": "user", "content": ["look", frame]}])
+    parts = server.requests[0]["body"]["messages"][0]["content"]
+    assert parts[0] == {"type": "text", "text": "look"}
+    url = parts[1]["image_url"]["url"]
+    assert url.startswith("data:image/jpeg;base64,")
+    import base64
+
+    import cv2
+    img = cv2.imdecode(np.frombuffer(base64.b64decode(url.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
+    assert max(img.shape[:2]) == 768 and img.shape[1] == 768
+    png = cv2.imencode(".png", cv2.resize(frame, (768, 432)))[1]
+    assert len(encode_image(frame)) * 4 <= len(png)
+
+
+def test_the_api_key_is_sent_but_never_logged_or_raised(server, caplog):
+    key = "sk-test-SECRET-4242"
+    server.queue(Scripted(status=401, raw=json.dumps({"error": f"bad key {key}"}).encode()))
+    c = client(server.base_url, api_key=key)
+    with caplog.at_level(logging.DEBUG), pytest.raises(VlmError) as err:
+        c.chat(HELLO)
+    assert server.requests[0]["headers"]["Authorization"] == f"Bearer {key}"
+    assert key not in str(err.value) and key not in repr(c) and key not in caplog.text
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, value", [
+    ('{"score": 7}', {"score": 7}),
+    ('```json\n{"score": 7}\n```', {"score": 7}),
+    ('Here is my verdict:\n{"score": 7, "rationale": "ok"}\nThanks.', {"score": 7, "rationale": "ok"}),
+    ('<think>maybe {"score": 1}</think>{"score": 8}', {"score": 8}),
+    ('```\n[1, 2]\n```', [1, 2]),
+])
+def test_extract_json_finds_the_value(text, value):
+    assert extract_json(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "   ", "<think>all thinking</think>", "no json here", '{"score": 7'])
+def test_extract_json_rejects(text):
+    with pytest.raises(ParseError):
+        extract_json(text)
+
+
+def test_strip_think_drops_an_unterminated_block():
+    assert strip_think("answer <think>and then") == "answer"
+
+
+def test_parse_retry_shows_the_model_its_mistake(server):
+    server.queue(Scripted(content=""), Scripted(content='{"score": 7'), Scripted(content='{"score": 6}'))
+    stats = CallStats()
+
+    def parse(text):
+        return extract_json(text)["score"]
+
+    value, _ = chat_json(client(server.base_url), HELLO, parse, parse_retries=2, stats=stats)
+    assert value == 6 and stats.parse_retries == 2 and stats.calls == 3 and stats.failures == 0
+    last = server.requests[-1]["body"]["messages"]
+    assert last[-2] == {"role": "assistant", "content": '{"score": 7'}
+    assert "could not be used" in last[-1]["content"]
+
+
+def test_parse_retries_are_bounded(server):
+    server.queue(*[Scripted(content="no") for _ in range(5)])
+    with pytest.raises(ParseError, match="after 2 attempts"):
+        chat_json(client(server.base_url), HELLO, extract_json, parse_retries=1)
+    assert len(server.requests) == 2

@@ -1,0 +1,121 @@
+"""The demo graph end to end with its VLMs on loopback servers, configured the way a user does it.
+
+The judge's pool has three endpoints, one of them dead, and both live ones answer 10% of requests
+with a 500 and 5% with an unparseable answer; the rubric generator has its own endpoint and model.
+At most 1% of criteria may end unscored, the key appears nowhere, and the calls are in metadata.
+"""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster.demo import build_demo_bench
+from argus_dagster.judge import JUDGE_PROMPT_VERSION
+from argus_dagster.rubric.generate import PROMPT_VERSION
+from argus_dagster.runner import local_instance, run_all
+from argus_dagster.settings import record_active_bench
+from assets import ALL_ASSETS
+from resources import resources_for
+from tests.servers.openai_server import FakeVlmServer, dead_url, kind_of
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-argus-test-0123456789abcdef"
+MODELS = ["faithful", "frozen"]
+
+
+@pytest.fixture(scope="module")
+def vlm_run(tmp_path_factory):
+    home = tmp_path_factory.mktemp("vlm_home")
+    servers = [FakeVlmServer(latency_s=0.02, error_rate=0.10, unparseable_rate=0.05, seed=s) for s in (1, 2)]
+    rubric_server = FakeVlmServer(latency_s=0.02)
+    for s in (*servers, rubric_server):
+        s.start()
+    dead = dead_url()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ARGUS_HOME", str(home))
+            mp.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+            mp.setenv("ARGUS_VLM_BASE_URL", ",".join([servers[0].base_url, dead, servers[1].base_url]))
+            mp.setenv("ARGUS_VLM_MODEL", "judge-model")
+            mp.setenv("ARGUS_VLM_API_KEY", KEY)
+            mp.setenv("ARGUS_VLM_CONCURRENCY", "4")
+            mp.setenv("ARGUS_RUBRIC_BASE_URL", rubric_server.base_url)
+            mp.setenv("ARGUS_RUBRIC_MODEL", "rubric-model")
+            bench, cands = build_demo_bench(home, progress=lambda m: None)
+            record_active_bench(bench, cands)
+            lb = run_all(models=MODELS, progress=lambda m: None)
+            instance = local_instance()
+            defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
+            tables = {}
+            for name in ("rubrics", "criterion_scores", "criterion_evidence"):
+                keys = ([t for t in sorted(set(lb["task"]))] if name == "rubrics" else
+                        [dg.MultiPartitionKey({"task": t, "model": m}) for t in sorted(set(lb["task"])) for m in MODELS])
+                tables[name] = pl.concat([defs.load_asset_value(name, instance=instance, partition_key=k) for k in keys],
+                                         how="diagonal_relaxed")
+            yield {"home": home, "lb": lb, "instance": instance, "tables": tables, "servers": servers,
+                   "rubric_server": rubric_server, "dead": dead}
+    finally:
+        for s in (*servers, rubric_server):
+            s.stop()
+
+
+def test_every_partition_is_scored_by_the_vlm_judge(vlm_run):
+    lb, scores = vlm_run["lb"], vlm_run["tables"]["criterion_scores"]
+    assert lb.height == 5 * len(MODELS) and lb["n_errors"].max() == 0
+    assert set(scores["judge"]) == {f"vlm/openai/judge-model/{JUDGE_PROMPT_VERSION}"}  # never the evidence-only judge
+    unscored = scores.filter(pl.col("score").is_null())
+    assert unscored.height <= 0.01 * scores.height, unscored.select("criterion_id", "rationale").to_dicts()
+
+
+def test_rubrics_come_from_their_own_backbone(vlm_run):
+    rubrics = vlm_run["tables"]["rubrics"]
+    assert rubrics["error"].null_count() == rubrics.height
+    assert set(rubrics["generator_backend"]) == {"openai"} and set(rubrics["generator_model"]) == {"rubric-model"}
+    assert set(rubrics["prompt_version"]) == {PROMPT_VERSION}
+    assert {kind_of(b) for b in vlm_run["rubric_server"].bodies()} == {"rubric"}
+    assert len(vlm_run["rubric_server"].bodies()) == rubrics.height  # once per input
+    judged = [b for s in vlm_run["servers"] for b in s.bodies()]
+    assert {kind_of(b) for b in judged} == {"judge", "qa"} and all(b["model"] == "judge-model" for b in judged)
+
+
+def test_vlm_qa_evidence_comes_from_the_pool(vlm_run):
+    ev = vlm_run["tables"]["criterion_evidence"]
+    qa = ev.filter(pl.col("tools").list.contains("vlm_qa"))
+    assert qa.height > 0 and qa["evidence"].str.contains('"answer"').all()
+
+
+def test_calls_are_in_the_metadata_of_the_stage_that_made_them(vlm_run):
+    instance = vlm_run["instance"]
+    key = dg.MultiPartitionKey({"task": "T2V", "model": "faithful"})
+    ev = instance.get_latest_materialization_event(dg.AssetKey("criterion_scores"))
+    assert ev is not None
+    recs = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("criterion_scores"),
+                                                                 asset_partitions=[str(key)]), limit=1).records
+    md = recs[0].asset_materialization.metadata
+    assert md["vlm"].value == "openai:judge-model"
+    assert md["vlm_calls"].value > 0 and md["vlm_requests"].value >= md["vlm_calls"].value
+    assert md["vlm_latency_mean_s"].value >= 0.02
+    rub = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("rubrics"),
+                                                                asset_partitions=["T2V"]), limit=1).records
+    assert rub[0].asset_materialization.metadata["vlm_calls"].value == 3
+    # The dead endpoint was tried, failed to connect, and was excluded.
+    dead_counts = [r.asset_materialization.metadata["vlm_requests_by_endpoint"].value.get(vlm_run["dead"], 0)
+                   for r in instance.fetch_materializations(dg.AssetKey("criterion_scores"), limit=100).records]
+    assert sum(dead_counts) >= 1
+
+
+def test_the_api_key_is_in_no_file_log_or_metadata(vlm_run):
+    key = KEY.encode()
+    seen = []
+    for root, _, files in os.walk(vlm_run["home"]):
+        for f in files:
+            if key in Path(root, f).read_bytes():
+                seen.append(os.path.join(root, f))
+    assert seen == []
+    # It was sent, though: every request to the pool carried it.
+    assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for s in vlm_run["servers"] for r in s.requests)
+    assert all("Authorization" not in r["headers"] for r in vlm_run["rubric_server"].requests)

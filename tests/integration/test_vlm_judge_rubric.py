@@ -1,0 +1,222 @@
+"""Rubric generation, the criterion judge and vlm_qa against the loopback OpenAI-compatible server."""
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from argus_dagster.evidence.media_store import MediaStore
+from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
+from argus_dagster.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.instances import InputInstance
+from argus_dagster.judge import JUDGE_PROMPT_VERSION, VlmJudge, judge_view
+from argus_dagster.media import JUDGE_POLICY, write_video
+from argus_dagster.pipeline import collect_evidence, judge_criteria
+from argus_dagster.rubric.generate import PROMPT_VERSION, generate_with_vlm
+from argus_dagster.rubric.postprocess import postprocess
+from argus_dagster.rubric.schema import RubricError, parse_rubric
+from argus_dagster.vlm import CallStats, OpenAICompatibleClient
+from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url, kind_of, n_images, request_text, rubric_for
+
+pytestmark = pytest.mark.integration
+
+TASKS = ("T2V", "TI2V", "TS2V", "TV2V", "TSV2V")
+
+
+@pytest.fixture()
+def server():
+    with FakeVlmServer() as srv:
+        yield srv
+
+
+@pytest.fixture()
+def client(server):
+    return OpenAICompatibleClient(server.base_url, "judge-model", backoff_s=0.01, seed=0)
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vlm_media")
+    rng = np.random.default_rng(1)
+    frames = np.stack([np.roll(rng.integers(0, 255, (64, 96, 3), dtype=np.uint8), 2 * i, axis=1) for i in range(36)])
+    write_video(d / "source.mp4", frames, 12.0)
+    write_video(d / "output.mp4", frames[:, :, ::-1], 12.0)
+    for name in ("first.png", "subject.png"):
+        cv2.imwrite(str(d / name), rng.integers(0, 255, (80, 120, 3), dtype=np.uint8))
+    return d
+
+
+def instance(task: str, media) -> InputInstance:
+    kw = {}
+    if task == "TI2V":
+        kw["first_frame"] = str(media / "first.png")
+    if task in ("TS2V", "TSV2V"):
+        kw["subject_images"] = (str(media / "subject.png"),)
+    if task in ("TV2V", "TSV2V"):
+        kw["source_video"] = str(media / "source.mp4")
+    return InputInstance(id=f"in_{task.lower()}", prompt=f"A {task} prompt about a red kite.", content_hash=f"h{task}", **kw)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_valid_rubric_for_every_task(task, server, client, media):
+    stats = CallStats()
+    inst = instance(task, media)
+    rubric = generate_with_vlm(inst, client, stats=stats)
+    rubric, _ = postprocess(rubric, has_subject=bool(inst.subject_images), has_source=inst.source_video is not None)
+    assert rubric.generator == {"backend": "openai", "model": "judge-model", "prompt_version": PROMPT_VERSION,
+                                "input_hash": inst.content_hash}
+    assert [c.id for c in rubric.criteria] == [c["id"] for c in rubric_for(task)["criteria"]]
+    body = server.requests[0]["body"]
+    text = request_text(body)
+    assert f"Task: {task}." in text and inst.prompt in text
+    # Conditions are attached and labelled by role: the source at 2 fps, at most 8 frames (3 s clip: 6).
+    expect = {"[first_frame]": task == "TI2V", "[subject_image 1]": task in ("TS2V", "TSV2V"),
+              "[source_video] 6 frames sampled at 2 fps": task in ("TV2V", "TSV2V")}
+    for label, present in expect.items():
+        assert (label in text) == present, label
+    assert n_images(body) == (task == "TI2V") + (task in ("TS2V", "TSV2V")) + 6 * (task in ("TV2V", "TSV2V"))
+    assert stats.calls == 1 and stats.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda s: f"```json\n{s}\n```",
+    lambda s: f"Sure! Here is the rubric you asked for:\n\n{s}\n\nLet me know if you need changes.",
+    lambda s: f"<think>First list the dimensions... {{\"draft\": 1}}</think>\n{s}",
+])
+def test_rubric_answers_are_parsed_leniently(wrap, server, client, media):
+    server.queue(Scripted(content=wrap(json.dumps(rubric_for("T2V")))))
+    assert len(generate_with_vlm(instance("T2V", media), client).criteria) == 5
+    assert len(server.requests) == 1
+
+
+def test_an_invalid_rubric_is_repaired_once_with_the_validation_errors(server, client, media):
+    bad = rubric_for("T2V")
+    bad["criteria"][1]["importance"] = "urgent"
+    bad["criteria"][2]["dimension"] = 31
+    server.queue(Scripted(content=json.dumps(bad)))
+    rubric = generate_with_vlm(instance("T2V", media), client)
+    assert rubric.criterion("action").importance == "high"
+    repair = request_text(server.requests[1]["body"])
+    assert "criterion 'action' field 'importance'" in repair and "criterion 'temporal_quality' field 'dimension'" in repair
+
+
+def test_a_rubric_still_invalid_after_the_repair_is_a_recorded_error(server, client, media):
+    bad = rubric_for("T2V")
+    bad["criteria"][0]["type"] = "critical"
+    server.queue(Scripted(content=json.dumps(bad)), Scripted(content=""))
+    with pytest.raises(RubricError, match=r"input 'in_t2v'.*unusable after 1 repair"):
+        generate_with_vlm(instance("T2V", media), client)
+    assert len(server.requests) == 2
+
+
+def test_rubric_generation_that_gets_no_answer_is_a_recorded_error(media):
+    c = OpenAICompatibleClient(dead_url(), "m", max_retries=1, backoff_s=0.01)
+    with pytest.raises(RubricError, match="rubric generation failed: VLM call failed after 2 attempts"):
+        generate_with_vlm(instance("T2V", media), c)
+
+
+# -- the judge ---------------------------------------------------------------------------------------
+
+def judged(server, client, media, *answers: str, rubric_task: str = "T2V"):
+    server.queue(*[Scripted(content=a) for a in answers])
+    rubric = parse_rubric(rubric_for(rubric_task))
+    c = rubric.criteria[0]
+    frames = MediaStore({"output_video": str(media / "output.mp4")}).frames("output_video", JUDGE_POLICY)
+    return VlmJudge(client, parse_retries=2).judge(judge_view(c), [{"tool": "vlm_qa", "ok": True, "answer": "yes"}], frames)
+
+
+@pytest.mark.parametrize("answer, score", [
+    ('{"score": 7, "rationale": "clear"}', 7),
+    ('```json\n{"score": 3, "rationale": "weak"}\n```', 3),
+    ('The subject is there. {"score": 9, "rationale": "visible"} That is all.', 9),
+    ('{"score": "8/10", "rationale": "mostly"}', 8),
+    ('{"score": 14, "rationale": "over"}', 10),
+    ('{"score": -2, "rationale": "under"}', 0),
+    ('<think>{"score": 1}</think>{"score": 6.6, "rationale": "r"}', 7),
+])
+def test_judge_answers(answer, score, server, client, media):
+    j = judged(server, client, media, answer)
+    assert j.score == score and j.judge == f"vlm/openai/judge-model/{JUDGE_PROMPT_VERSION}"
+
+
+@pytest.mark.parametrize("bad", ["", '{"score": 7', '{"rationale": "no score"}', '{"score": "high"}', "no idea"])
+def test_judge_retries_an_unusable_answer(bad, server, client, media):
+    j = judged(server, client, media, bad, '{"score": 5, "rationale": "ok"}')
+    assert j.score == 5 and len(server.requests) == 2
+
+
+def test_judge_gives_up_after_bounded_retries_and_leaves_the_criterion_unscored(server, client, media):
+    j = judged(server, client, media, "", "nothing", "{broken")
+    assert j.score is None and j.rationale.startswith("unscored: unusable answer after 3 attempts")
+    assert len(server.requests) == 3
+
+
+def test_the_judge_sees_the_view_evidence_and_frames_but_never_weights_or_caps(server, client, media):
+    rubric = parse_rubric(rubric_for("TV2V"))
+    rubric, _ = postprocess(rubric, has_subject=False, has_source=True)
+    rows = [{"criterion_id": c.id, "evidence": json.dumps([{"tool": "change_probe", "ok": True,
+                                                            "mean_abs_diff": 9.5}]), "error": None}
+            for c in rubric.criteria]
+    frames = MediaStore({"output_video": str(media / "output.mp4")}).frames("output_video", JUDGE_POLICY)
+    out = judge_criteria(rubric, rows, VlmJudge(client), frames=frames)
+    assert all(r["score"] is not None for r in out)
+    bodies = server.bodies("judge")
+    assert len(bodies) == len(rubric.criteria)
+    for body in bodies:
+        text = request_text(body)
+        for hidden in ("importance", "hard_cap", "fail_threshold", '"type"', "derivable_from"):
+            assert hidden not in text, hidden
+        view = json.loads(text.split("Criterion:\n", 1)[1].split("\nTool evidence:", 1)[0])
+        assert set(view) == {"id", "dimension", "criterion", "scoring_rule", "failure_modes", "aggregation",
+                             "target_entity"}
+        assert "mean_abs_diff" in text and n_images(body) == len(frames.array) == 8
+
+
+# -- vlm_qa and the VLM-only ablation -----------------------------------------------------------------
+
+def test_vlm_qa_answers_on_the_frames_of_the_media_it_names(server, client, media):
+    store = MediaStore({"output_video": str(media / "output.mp4"), "subject_image": str(media / "subject.png")})
+    qa = VlmQa(client)
+    rec = qa.run({"question": "Is the kite red?", "on": "output_video"}, store)
+    assert rec["ok"] and rec["answer"].startswith("Yes") and rec["n_frames"] == 8
+    rec = qa.run({"question": "What is shown?", "on": "subject_image"}, store)
+    assert rec["n_frames"] == 1 and n_images(server.requests[-1]["body"]) == 1
+    assert qa.version == "openai:judge-model:qa-1"
+    server.queue(*[Scripted(content="") for _ in range(3)])
+    rec = qa.run({"question": "Anything?", "on": "output_video"}, store)
+    assert not rec["ok"] and "unusable answer after 3 attempts" in rec["error"]
+
+
+def test_vlm_only_replaces_every_plan_with_one_vlm_qa(server, client, media):
+    inst = instance("TV2V", media)
+    rubric = parse_rubric(rubric_for("TV2V"))
+    base = embedded_suite()
+    suite = ToolSuite({**base.tools, "vlm_qa": VlmQa(client)})
+    rows = collect_evidence(inst, rubric, str(media / "output.mp4"), suite, vlm_only=True)
+    assert [[s["tool"] for s in json.loads(r["plan"])] for r in rows] == [["vlm_qa"]] * len(rows)
+    assert all(r["n_ok"] == 1 for r in rows)
+    assert len(server.bodies("qa")) == len(rubric.criteria) and all(kind_of(b) == "qa" for b in server.bodies())
+
+
+def test_a_generated_rubric_is_frozen_until_its_input_generator_or_prompt_changes(server, client, media, tmp_path,
+                                                                                    monkeypatch):
+    from argus_dagster.rubric import generate as gen
+    from argus_dagster.rubric.store import resolve_rubric
+
+    inst = instance("T2V", media)
+
+    def resolve(inst, identity):
+        return resolve_rubric(inst, "T2V", tmp_path / "bench", tmp_path / "frozen", identity,
+                              lambda i: generate_with_vlm(i, client))
+
+    identity = gen.generator_identity("openai", "judge-model")
+    assert resolve(inst, identity)[1] == "generated" and len(server.requests) == 1
+    assert resolve(inst, identity)[1] == "loaded" and len(server.requests) == 1
+    changed = InputInstance(id=inst.id, prompt=inst.prompt + " At dusk.", content_hash="another")
+    assert resolve(changed, identity)[1] == "generated" and len(server.requests) == 2
+    assert resolve(changed, gen.generator_identity("openai", "other-model"))[1] == "generated"
+    monkeypatch.setattr(gen, "PROMPT_VERSION", "rubric-2")
+    assert resolve(changed, gen.generator_identity("openai", "judge-model"))[1] == "generated"
+    assert resolve(changed, gen.generator_identity("openai", "judge-model"))[1] == "loaded"
+    assert len(server.requests) == 4

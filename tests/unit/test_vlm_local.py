@@ -1,0 +1,112 @@
+"""The local transformers backend on a tiny vision-language model built here from a config.
+
+Random weights, saved with ``save_pretrained`` and loaded back through the same path a real
+checkpoint takes (``AutoProcessor`` + ``AutoModelForImageTextToText``, local files only).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from argus_dagster.judge import VlmJudge
+from argus_dagster.vlm import CallStats, TransformersClient, VlmError
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<s>{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}"
+    "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}"
+    "{% endif %}{% endfor %}{% endif %}</s>{% endfor %}{% if add_generation_prompt %}<s>assistant: {% endif %}"
+)
+
+
+def build_tiny_llava(folder) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>", "<image>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(['{"score": 7, "rationale": "the frames show the criterion"}'] * 20, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    fast.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                              image_size=28, patch_size=14, projection_dim=32)
+    text = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                       num_key_value_heads=2, vocab_size=len(fast), max_position_embeddings=4096,
+                       pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=fast.convert_tokens_to_ids("<image>"),
+                         vision_feature_layer=-1, vision_feature_select_strategy="default", image_seq_length=4)
+    torch.manual_seed(0)
+    LlavaForConditionalGeneration(config).save_pretrained(folder)
+    LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
+                   tokenizer=fast, chat_template=CHAT_TEMPLATE, patch_size=14, vision_feature_select_strategy="default",
+                   num_additional_image_tokens=1).save_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny_llava")
+    build_tiny_llava(folder)
+    return folder
+
+
+def test_missing_model_folder_names_the_path(tmp_path):
+    with pytest.raises(VlmError, match=r"nothing_here/config.json is missing"):
+        TransformersClient(tmp_path / "nothing_here")
+
+
+def test_generates_from_text_and_frames(tiny_vlm):
+    client = TransformersClient(tiny_vlm, max_new_tokens=8)
+    assert client.backend == "transformers" and client.model == tiny_vlm.name
+    stats = CallStats()
+    frames = [np.full((40, 60, 3), 90, np.uint8), np.full((1000, 500, 3), 200, np.uint8)]
+    reply = client.chat([{"role": "system", "content": ["judge"]},
+                         {"role": "user", "content": ["two frames:", *frames, "score?"]}], stats=stats)
+    assert isinstance(reply.text, str)
+    # The prompt holds the text and one run of image tokens per frame; at most 8 new tokens.
+    assert reply.prompt_tokens > 2 * 4 and 1 <= reply.completion_tokens <= 8
+    assert stats.requests == 1 and stats.by_endpoint == {"local": 1}
+
+
+def test_greedy_decoding_is_deterministic(tiny_vlm):
+    client = TransformersClient(tiny_vlm, max_new_tokens=6)
+    msgs = [{"role": "user", "content": ["hello", np.zeros((28, 28, 3), np.uint8)]}]
+    assert client.chat(msgs).text == client.chat(msgs).text
+
+
+def test_the_judge_on_the_local_model_records_an_unusable_answer(tiny_vlm):
+    """Random weights do not write JSON: the criterion stays unscored with the reason, after retries."""
+    stats = CallStats()
+    judge = VlmJudge(TransformersClient(tiny_vlm, max_new_tokens=6), stats=stats, parse_retries=1)
+    view = {"id": "c1", "dimension": 1, "criterion": "A red car is visible.", "scoring_rule": "10 yes, 0 no",
+            "failure_modes": [], "aggregation": "", "target_entity": "red car"}
+    j = judge.judge(view, [{"tool": "aesthetic", "ok": True, "quality": 50.0}])
+    assert j.score is None and j.rationale.startswith("unscored: unusable answer after 2 attempts")
+    assert j.judge == f"vlm/transformers/{tiny_vlm.name}/judge-1"
+    assert stats.calls == 2 and stats.failures == 1 and stats.parse_retries == 1
+
+
+def test_the_resources_wire_the_local_model_into_the_judge(tiny_vlm, monkeypatch):
+    from resources import JudgeResource, RubricGeneratorResource
+    from resources.vlm import vlm_from_env
+
+    monkeypatch.delenv("ARGUS_VLM_BASE_URL", raising=False)
+    monkeypatch.setenv("ARGUS_VLM_PATH", str(tiny_vlm))
+    monkeypatch.setenv("ARGUS_VLM_MODEL", "tiny-llava")
+    vlm = vlm_from_env("ARGUS_VLM")
+    assert vlm.backend == "transformers" and vlm.workers() == 1
+    judge = JudgeResource().judge(vlm)
+    assert isinstance(judge, VlmJudge) and judge.identity == "vlm/transformers/tiny-llava/judge-1"
+    assert RubricGeneratorResource().identity(vlm) == {"backend": "transformers", "model": "tiny-llava",
+                                                      "prompt_version": "rubric-1"}
+    # Without a VLM, the embedded default stays.
+    monkeypatch.delenv("ARGUS_VLM_PATH")
+    none = vlm_from_env("ARGUS_VLM")
+    assert JudgeResource().judge(none).identity == "evidence-only/1"
+    assert RubricGeneratorResource().identity(none)["backend"] == "offline"
+    with pytest.raises(ValueError, match="needs a configured VLM"):
+        JudgeResource(backend="vlm").judge(none)
