@@ -107,6 +107,15 @@ def resize_longest(img: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
     return cv2.resize(img, size, interpolation=cv2.INTER_AREA)
 
 
+def encode_jpeg(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = 85) -> bytes:
+    """An RGB frame as JPEG bytes, longest side at most ``max_side`` (reports, VLM requests)."""
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(resize_longest(frame, max_side)), cv2.COLOR_RGB2BGR),
+                           [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise MediaError(f"could not encode a {frame.shape} frame as JPEG")
+    return buf.tobytes()
+
+
 def load_image(uri: str, max_side: int = MAX_SIDE) -> np.ndarray:
     path = local_path(uri)
     if not Path(path).exists():

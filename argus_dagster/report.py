@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import cv2
 import numpy as np
 
+from .media import encode_jpeg
 from .rubric.taxonomy import DIMENSIONS
 
 STYLE = """
@@ -42,16 +43,8 @@ def esc(value: Any) -> str:
 
 
 def jpeg(frame: np.ndarray, max_side: int = 320, quality: int = 80) -> bytes:
-    """An RGB frame as JPEG bytes, longest side at most ``max_side``."""
-    h, w = frame.shape[:2]
-    if max(h, w) > max_side:
-        s = max_side / max(h, w)
-        frame = cv2.resize(frame, (max(1, int(w * s)), max(1, int(h * s))), interpolation=cv2.INTER_AREA)
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR),
-                           [cv2.IMWRITE_JPEG_QUALITY, quality])
-    if not ok:
-        raise ValueError("JPEG encoding failed")
-    return buf.tobytes()
+    """An RGB frame as JPEG bytes for a page, longest side at most ``max_side``."""
+    return encode_jpeg(frame, max_side, quality)
 
 
 def _img(data: bytes, caption: str = "") -> str:

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
 
-import cv2
 import numpy as np
+
+from .media import MediaError, encode_jpeg, resize_longest
 
 MAX_SIDE = 768
 JPEG_QUALITY = 85
@@ -128,15 +129,10 @@ class CallStats:
 
 def encode_image(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = JPEG_QUALITY) -> bytes:
     """JPEG bytes of an RGB frame with its longest side at most ``max_side``."""
-    h, w = frame.shape[:2]
-    if max(h, w) > max_side:
-        s = max_side / max(h, w)
-        frame = cv2.resize(frame, (max(1, round(w * s)), max(1, round(h * s))), interpolation=cv2.INTER_AREA)
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR),
-                           [cv2.IMWRITE_JPEG_QUALITY, quality])
-    if not ok:
-        raise VlmError("could not encode a frame as JPEG")
-    return buf.tobytes()
+    try:
+        return encode_jpeg(frame, max_side, quality)
+    except MediaError as exc:
+        raise VlmError(str(exc)) from None
 
 
 def data_url(frame: np.ndarray) -> str:
@@ -439,7 +435,7 @@ class TransformersClient:
             content = []
             for p in parts:
                 if is_image(p):
-                    images.append(Image.fromarray(_fit(p)))
+                    images.append(Image.fromarray(np.ascontiguousarray(resize_longest(p, MAX_SIDE))))
                     content.append({"type": "image"})
                 else:
                     content.append({"type": "text", "text": str(p)})
@@ -461,11 +457,3 @@ class TransformersClient:
             stats.add_request("local", latency, 0, "ok")
         return Reply(text=text, latency_s=latency, attempts=1, endpoint="local", prompt_tokens=int(n_in),
                      completion_tokens=int(out.shape[1] - n_in))
-
-
-def _fit(frame: np.ndarray) -> np.ndarray:
-    h, w = frame.shape[:2]
-    if max(h, w) <= MAX_SIDE:
-        return np.ascontiguousarray(frame)
-    s = MAX_SIDE / max(h, w)
-    return cv2.resize(frame, (max(1, round(w * s)), max(1, round(h * s))), interpolation=cv2.INTER_AREA)

@@ -7,7 +7,6 @@
 
 import os
 
-import dagster as dg
 from dagster_polars import PolarsParquetIOManager
 
 from argus_dagster.settings import load_settings

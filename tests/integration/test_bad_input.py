@@ -1,7 +1,6 @@
 """Bad input gets a clear error on its row; the rest of the partition is scored."""
 
 import json
-import shutil
 
 import dagster as dg
 import numpy as np

@@ -43,7 +43,6 @@ def test_known_bad_models_rank_below_the_best(demo_run):
 
 
 def test_tables_follow_their_contracts(demo_run):
-    from argus_dagster.runner import local_instance  # noqa: F401
     from resources import resources_for
     import dagster as dg
     from assets import ALL_ASSETS

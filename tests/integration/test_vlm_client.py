@@ -2,7 +2,6 @@
 
 import json
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 

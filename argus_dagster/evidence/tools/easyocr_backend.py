@@ -18,7 +18,7 @@ import numpy as np
 from ...media import JUDGE_POLICY
 from ..media_store import MediaStore
 from .models import ModelStore, ModelUnavailable
-from .ocr import match_ratio
+from .ocr import ocr_record
 
 EASYOCR_FOLDER = "easyocr"
 DETECTOR_NAME = "craft"
@@ -99,13 +99,4 @@ class EasyOcr:
                 found = self.engine.read(np.ascontiguousarray(fr.array[i]))
             per_frame.append([t for t, _ in found])
             lines += [{"text": t, "conf": round(c, 3), "t": round(fr.timestamps[i], 3)} for t, c in found]
-        target = str(args.get("target") or "")
-        record: dict[str, Any] = {"ok": True, "backend": "easyocr", "n_frames": len(per_frame), "lines": lines[:50]}
-        if target:
-            ratios = [match_ratio(target, t) for t in per_frame]
-            record.update({
-                "target": target,
-                "match": round(max(ratios), 4),
-                "frames_with_match": round(float(np.mean([r >= 0.8 for r in ratios])), 4),
-            })
-        return record
+        return ocr_record("easyocr", lines, per_frame, str(args.get("target") or ""))

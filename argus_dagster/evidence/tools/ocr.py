@@ -21,6 +21,19 @@ def normalize_text(s: str) -> str:
     return re.sub(r"[^0-9a-z]+", "", s.lower())
 
 
+def ocr_record(backend: str, lines: list[dict[str, Any]], per_frame: list[list[str]], target: str) -> dict[str, Any]:
+    """The evidence record of any OCR backend: lines read, and with a target, how well it is matched."""
+    record: dict[str, Any] = {"ok": True, "backend": backend, "n_frames": len(per_frame), "lines": lines[:50]}
+    if target:
+        ratios = [match_ratio(target, t) for t in per_frame]
+        record.update({
+            "target": target,
+            "match": round(max(ratios), 4),
+            "frames_with_match": round(float(np.mean([r >= 0.8 for r in ratios])), 4),
+        })
+    return record
+
+
 def match_ratio(target: str, lines: list[str]) -> float:
     """Best fuzzy match (0-1) of ``target`` against each line and their concatenation."""
     t = normalize_text(target)
@@ -69,13 +82,4 @@ class RapidOcr:
             per_frame.append(texts)
             lines += [{"text": str(r[1]), "conf": round(float(r[2]), 3), "t": round(fr.timestamps[i], 3)}
                       for r in (result or [])]
-        target = str(args.get("target") or "")
-        record: dict[str, Any] = {"ok": True, "backend": "rapidocr", "n_frames": len(per_frame), "lines": lines[:50]}
-        if target:
-            ratios = [match_ratio(target, t) for t in per_frame]
-            record.update({
-                "target": target,
-                "match": round(max(ratios), 4),
-                "frames_with_match": round(float(np.mean([r >= 0.8 for r in ratios])), 4),
-            })
-        return record
+        return ocr_record("rapidocr", lines, per_frame, str(args.get("target") or ""))
