@@ -58,11 +58,13 @@ def _backbones() -> str:
 def _evaluate(tasks, models, t0: float) -> int:
     from .leaderboard import format_leaderboard
     from .runner import run_all
+    from .settings import load_settings
 
     _print(_backbones())
     lb = run_all(tasks=tasks, models=models, progress=_print)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(lb))
+    _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
     return 0
 
 

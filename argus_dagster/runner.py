@@ -63,6 +63,20 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                             instance=instance, resources=resources, run_config=QUIET)
     _check(result)
     progress(f"[{time.perf_counter() - t_start:6.1f}s] leaderboard")
+    human = sorted((settings.home / "human").glob("*.csv"))
+    if human:  # people's ratings are there: say how well the scores agree with them
+        from assets.alignment import human_alignment
+
+        from .alignment import ALIGNMENT_COLUMNS, format_alignment
+
+        res = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[human_alignment], instance=instance,
+                             resources=resources, run_config=QUIET)
+        _check(res)
+        table = res.output_for_node("human_alignment")
+        progress(f"[{time.perf_counter() - t_start:6.1f}s] human alignment "
+                 f"(ratings: {', '.join(p.name for p in human)})")
+        for (task,), rows in table.group_by("task", maintain_order=True):
+            progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
     return result.output_for_node("leaderboard")
 
 

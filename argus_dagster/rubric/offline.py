@@ -17,7 +17,7 @@ from .postprocess import postprocess
 from .schema import Rubric, parse_rubric
 from .taxonomy import DIMENSIONS, applicable
 
-PROMPT_VERSION = "offline-1"
+PROMPT_VERSION = "offline-2"
 GENERATOR = {"backend": "offline", "model": "rules", "prompt_version": PROMPT_VERSION}
 
 _NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
@@ -67,6 +67,11 @@ def _criterion(cid: str, dim: int, text: str, *, importance: str, rule: str, too
             "reference_source": reference, "web_search_query": "", "aggregation": aggregation, "notes": "",
         },
     }
+
+
+def _quote(prompt: str) -> str:
+    """A prompt inside a question: quoted, so its own final stop does not run into the question mark."""
+    return f"\"{prompt.strip()}\"?"
 
 
 def _qa(question: str, on: str = "output_video") -> dict:
@@ -176,7 +181,7 @@ def generate_offline(inst: InputInstance) -> Rubric:
             rule=_rule("the requested edit is fully and visibly applied", "partly applied", "not applied"),
             failure_modes=["edit not applied", "wrong edit", "edit only on some frames"],
             tools=[{"tool": "change_probe", "args": {"a": "source_video", "b": "output_video"}},
-                   _qa(f"Compared with the source, has this edit been applied: {p}?")]))
+                   _qa(f"Compared with the source, has this edit been applied: {_quote(p)}")]))
         crit.append(_criterion(
             "source_preservation", 19, "Content the instruction does not touch is preserved from the source "
             "(layout, objects, background).", importance="medium", reference="source_video", derivable="input_bundle",
@@ -235,7 +240,7 @@ def generate_offline(inst: InputInstance) -> Rubric:
         "overall_alignment", 15, f"Overall, the video matches the prompt: {p}", importance="high",
         rule=_rule("every stated element is realized", "the gist is right, details wrong", "unrelated to the prompt"),
         failure_modes=["missing elements", "contradicts the prompt"],
-        tools=[_qa(f"How well does the video match this prompt: {p}?")]))
+        tools=[_qa(f"How well does the video match this prompt: {_quote(p)}")]))
     if not has_src:
         crit.append(_criterion(
             "physical_plausibility", 11, "Objects move and interact in a physically plausible way.",

@@ -14,16 +14,28 @@ from argus_dagster.settings import load_settings, record_active_bench
 pytestmark = pytest.mark.integration
 
 
+# Ratings a person might give the T2V demo: the faithful output best, the frozen one worst.
+HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
+
+
 @pytest.fixture(scope="module")
 def demo_run(_isolated_home):
     bench, cands = build_demo_bench(_isolated_home, progress=lambda m: None)
     record_active_bench(bench, cands)
-    lb = run_all(progress=lambda m: None)
-    return lb, local_instance()
+    human = _isolated_home / "human" / "T2V.csv"
+    human.parent.mkdir(exist_ok=True)
+    ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
+    human.write_text("input_id,model,score\n" + "".join(f"{i},{m},{s}\n" for i in ids for m, s in HUMAN_T2V.items()))
+    lines: list[str] = []
+    try:
+        lb = run_all(progress=lines.append)
+    finally:
+        human.unlink()  # the other tests' runs share this ARGUS_HOME
+    return lb, local_instance(), lines
 
 
 def test_every_task_and_model_is_on_the_leaderboard(demo_run):
-    lb, _ = demo_run
+    lb, _, _ = demo_run
     assert set(lb["task"].unique()) == set(ALL_TASKS)
     for task, bad in KNOWN_BAD.items():
         models = set(lb.filter(pl.col("task") == task)["model"])
@@ -33,7 +45,7 @@ def test_every_task_and_model_is_on_the_leaderboard(demo_run):
 
 
 def test_known_bad_models_rank_below_the_best(demo_run):
-    lb, _ = demo_run
+    lb, _, _ = demo_run
     for task, bad in KNOWN_BAD.items():
         g = {r["model"]: r["mean_final"] for r in lb.filter(pl.col("task") == task).iter_rows(named=True)}
         best = max(g.values())
@@ -47,7 +59,7 @@ def test_tables_follow_their_contracts(demo_run):
     import dagster as dg
     from assets import ALL_ASSETS
 
-    _, instance = demo_run
+    _, instance, _ = demo_run
     defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
     key = dg.MultiPartitionKey({"task": "TV2V", "model": "did-nothing"})
     scores = defs.load_asset_value("criterion_scores", instance=instance, partition_key=key)
@@ -69,7 +81,7 @@ def test_tables_follow_their_contracts(demo_run):
 
 
 def test_rubrics_are_frozen_and_reused(demo_run):
-    _, instance = demo_run
+    _, instance, _ = demo_run
     settings = load_settings()
     frozen = sorted((settings.bench_dir / "T2V" / "rubrics").glob("*.json"))
     assert [p.stem for p in frozen] == ["bunny", "caption", "cyclist"]
@@ -95,3 +107,15 @@ def test_leaderboard_command_reads_the_stored_table(demo_run, capsys):
     assert "TI2V" in out and "wrong-start" in out and "T2V\n" not in out
     stored = current_leaderboard()
     assert stored.equals(demo_run[0])
+
+
+def test_human_ratings_in_argus_home_are_compared_after_scoring(demo_run):
+    """With ``$ARGUS_HOME/human/T2V.csv`` present, the run ends with the human_alignment table."""
+    _, instance, lines = demo_run
+    assert any(line.startswith("[") and "human alignment (ratings: T2V.csv)" in line for line in lines)
+    table = next(line for line in lines if line.startswith("\nT2V\n"))
+    final = next(row for row in table.splitlines() if row.startswith("argus:final "))
+    assert final.split()[2:4] == ["12", "3"]  # 4 models x 3 inputs compared, within 3 inputs
+    import dagster as dg
+
+    assert instance.get_latest_materialization_event(dg.AssetKey("human_alignment")) is not None
