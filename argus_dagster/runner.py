@@ -46,22 +46,28 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
     instance.add_dynamic_partitions("candidate_models", sorted(found))
     resources = resources_for()  # built now, so they follow this process's ARGUS_HOME
+    # The partitioned checks run with the assets they guard; a failed one is reported, not fatal.
+    task_keys = {a.key for a in TASK_ASSETS}
+    partitioned = [c for c in ALL_CHECKS if c.partitions_def is not None]
+    task_checks = [c for c in partitioned if all(k.asset_key in task_keys for k in c.check_keys)]
+    candidate_checks = [c for c in partitioned if c not in task_checks]
     t_start = time.perf_counter()
     for task in task_list:
         t0 = time.perf_counter()
-        _check(dg.materialize(TASK_ASSETS, partition_key=task, instance=instance, resources=resources,
-                              run_config=QUIET, tags={"argus/launcher": "cli"}))
+        _check(dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
+                              instance=instance, resources=resources, run_config=QUIET,
+                              tags={"argus/launcher": "cli"}), progress)
         progress(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
         for model in sorted(m for m, ts in found.items() if task in ts):
             t0 = time.perf_counter()
             key = dg.MultiPartitionKey({"task": task, "model": model})
-            _check(dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=CANDIDATE_ASSETS, partition_key=key,
-                                  instance=instance, resources=resources, run_config=QUIET,
-                                  tags={"argus/launcher": "cli"}))
+            _check(dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
+                                  selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
+                                  resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"}), progress)
             progress(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)")
     result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
                             instance=instance, resources=resources, run_config=QUIET)
-    _check(result)
+    _check(result, progress)
     progress(f"[{time.perf_counter() - t_start:6.1f}s] leaderboard")
     human = sorted((settings.home / "human").glob("*.csv"))
     if human:  # people's ratings are there: say how well the scores agree with them
@@ -80,9 +86,14 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     return result.output_for_node("leaderboard")
 
 
-def _check(result: dg.ExecuteInProcessResult) -> None:
+def _check(result: dg.ExecuteInProcessResult, progress: Callable[[str], None] = print) -> None:
     if not result.success:
         raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+    for ev in result.get_asset_check_evaluations():
+        if not ev.passed:
+            where = f" ({ev.partition})" if ev.partition else ""
+            progress(f"  check {ev.check_name} on {ev.asset_key.to_user_string()}{where} did not pass: "
+                     "see its metadata in the UI")
 
 
 def current_leaderboard(instance: dg.DagsterInstance | None = None) -> pl.DataFrame | None:

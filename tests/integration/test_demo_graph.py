@@ -119,3 +119,16 @@ def test_human_ratings_in_argus_home_are_compared_after_scoring(demo_run):
     import dagster as dg
 
     assert instance.get_latest_materialization_event(dg.AssetKey("human_alignment")) is not None
+
+
+def test_cli_runs_execute_the_partition_checks_and_they_pass(demo_run):
+    import dagster as dg
+
+    _, instance, lines = demo_run
+    assert not [line for line in lines if "did not pass" in line]
+    for asset, check, n in (("rubrics", "rubrics_follow_the_rules", 5),  # 5 tasks, 22 task x model
+                            ("criterion_scores", "scores_in_range", 22),
+                            ("video_scores", "every_candidate_scored_or_explained", 22)):
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(dg.AssetKey(asset), check), limit=100)
+        assert len(history) >= n, (check, len(history))

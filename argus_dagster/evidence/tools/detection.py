@@ -44,8 +44,8 @@ class Detector:
         import transformers
 
         self.device = device
-        self.processor = transformers.AutoProcessor.from_pretrained(str(folder))
-        self.model = transformers.AutoModelForZeroShotObjectDetection.from_pretrained(str(folder)).to(device).eval()
+        self.processor = transformers.AutoProcessor.from_pretrained(str(folder), local_files_only=True)
+        self.model = transformers.AutoModelForZeroShotObjectDetection.from_pretrained(str(folder), local_files_only=True).to(device).eval()
         self.model_type = self.model.config.model_type
         self.max_text_length = self.model.config.text_config.max_position_embeddings
         if self.model_type not in SUPPORTED_DETECTORS:

@@ -86,8 +86,8 @@ class VisionModel:
 
         self.folder = folder
         self.device = device
-        self.processor = transformers.AutoImageProcessor.from_pretrained(str(folder))
-        self.model = getattr(transformers, auto_model).from_pretrained(str(folder)).to(device).eval()
+        self.processor = transformers.AutoImageProcessor.from_pretrained(str(folder), local_files_only=True)
+        self.model = getattr(transformers, auto_model).from_pretrained(str(folder), local_files_only=True).to(device).eval()
         self.model_type = self.model.config.model_type
 
     def inputs(self, images: list[np.ndarray], **kwargs) -> dict[str, Any]:
