@@ -79,7 +79,8 @@ def test_a_body_that_is_not_a_completion_is_retried(server):
 
 
 def test_a_dead_endpoint_in_a_pool_of_three_is_excluded():
-    with FakeVlmServer() as a, FakeVlmServer() as b:
+    # A little latency keeps requests in flight side by side, so the pool spreads them.
+    with FakeVlmServer(latency_s=0.02) as a, FakeVlmServer(latency_s=0.02) as b:
         dead = dead_url()
         c = client([a.base_url, dead, b.base_url], exclude_after=2, exclude_for_s=60)
         stats = CallStats()
