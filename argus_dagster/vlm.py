@@ -57,7 +57,6 @@ class Reply:
     endpoint: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    request_bytes: int = 0
 
 
 class CallStats:
@@ -99,10 +98,6 @@ class CallStats:
     def add_parse_retry(self) -> None:
         with self._lock:
             self.parse_retries += 1
-
-    def add_failure(self) -> None:
-        with self._lock:
-            self.failures += 1
 
     def as_metadata(self, prefix: str = "vlm") -> dict[str, Any]:
         with self._lock:
@@ -336,7 +331,7 @@ class OpenAICompatibleClient:
         for attempt in range(1, self.max_retries + 2):
             ep = self._acquire()
             t0 = time.perf_counter()
-            wait = None
+            wait, fatal = None, ""
             connect_failed = False
             try:
                 resp = self._session(ep).post(f"{ep.url}/chat/completions", data=payload, headers=headers,
@@ -358,7 +353,7 @@ class OpenAICompatibleClient:
                         reply = Reply(text=text if isinstance(text, str) else json.dumps(text),
                                       latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.url,
                                       prompt_tokens=usage.get("prompt_tokens"),
-                                      completion_tokens=usage.get("completion_tokens"), request_bytes=len(payload))
+                                      completion_tokens=usage.get("completion_tokens"))
                         outcome = "ok"
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
                         outcome, last_error = "bad_body", f"{ep.url}: 200 with a body that is not a chat completion"
@@ -367,18 +362,16 @@ class OpenAICompatibleClient:
                     wait = _retry_after(resp.headers.get("Retry-After"))
                 elif status >= 500:
                     outcome, last_error = f"http_{status}", f"{ep.url}: server error {status}"
-                else:
+                else:  # a bad request does not get better by repeating it
                     outcome = f"http_{status}"
-                    detail = self._redact(resp.text[:200])
-                    self._release(ep, False)
-                    if stats is not None:
-                        stats.add_request(ep.url, time.perf_counter() - t0, len(payload), outcome)
-                    raise VlmError(f"{ep.url}: HTTP {status} (not retried): {detail}")
+                    fatal = f"{ep.url}: HTTP {status} (not retried): {self._redact(resp.text[:200])}"
             self._release(ep, connect_failed)
             if stats is not None:
                 stats.add_request(ep.url, time.perf_counter() - t0, len(payload), outcome)
             if outcome == "ok":
                 return reply
+            if fatal:
+                raise VlmError(fatal)
             if attempt > self.max_retries:
                 break
             if wait is None:
