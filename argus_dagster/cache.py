@@ -1,8 +1,22 @@
-"""Content-addressed store for per-criterion evidence, so a rerun resumes from what was computed.
+"""Content-addressed store of what the evaluation computed, so nothing is paid for twice.
 
-A key covers everything that determines the evidence: the video's and the input's content hashes,
-the rubric hash and criterion id, the normalized plan and the versions of the tools it runs. Entries
-are written atomically, one JSON file each, so an interrupted run leaves only whole entries.
+Two namespaces use it:
+
+- ``evidence``: one record per tool step, keyed by the tool's name and version, its normalized
+  arguments, the content hash of every medium it reads (a crop: the key of the step that cut it) and
+  the sampling policies. Criteria that run the same step on the same video share one record.
+- ``judgments``: one score and rationale per criterion, keyed by the judge's backend, model and
+  prompt version, the criterion as the judge sees it, the evidence it was given and, for a judge that
+  looks at frames, the video's hash and the sampling policies.
+
+A key is the sha256 of those parts, so a change to any of them is a miss and nothing else is. Each
+entry is one JSON object written whole (a temporary name, then a rename; a single PUT on S3), as
+soon as it is computed: a run that is interrupted keeps what it finished and a rerun resumes there.
+The location is a local folder or ``s3://bucket/prefix`` (``ARGUS_S3_ENDPOINT_URL`` for an S3-
+compatible endpoint); the code above the store is the same for both.
+
+:meth:`ContentCache.get_or_compute` is single-flight: threads asking for the same key at the same
+time compute it once.
 """
 
 from __future__ import annotations
@@ -12,43 +26,155 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol
 
 
 def cache_key(**parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class EvidenceCache:
-    def __init__(self, root: str | Path | None):
-        self.root = Path(root) if root else None
+class BlobStore(Protocol):
+    location: str
+
+    def read(self, name: str) -> bytes | None: ...
+
+    def write(self, name: str, data: bytes) -> None: ...
+
+
+class LocalStore:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.location = str(self.root)
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            return (self.root / name).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write(self, name: str, data: bytes) -> None:
+        p = self.root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.{threading.get_ident()}.part")
+        tmp.write_bytes(data)
+        tmp.replace(p)
+
+
+class S3Store:
+    def __init__(self, uri: str):
+        import boto3
+
+        bucket, _, prefix = uri[len("s3://"):].partition("/")
+        if not bucket:
+            raise ValueError(f"cache location {uri!r}: expected s3://bucket/prefix")
+        self.bucket, self.prefix = bucket, prefix.strip("/")
+        self.location = uri
+        self._client = boto3.client("s3", endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            return self._client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"].read()
+        except self._client.exceptions.NoSuchKey:
+            return None
+
+    def write(self, name: str, data: bytes) -> None:
+        self._client.put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
+
+
+def open_store(location: str | Path) -> BlobStore:
+    location = str(location)
+    return S3Store(location) if location.startswith("s3://") else LocalStore(location)
+
+
+class ContentCache:
+    """One namespace of the content-addressed store; ``location=None`` caches nothing."""
+
+    def __init__(self, location: str | Path | BlobStore | None, namespace: str = "evidence"):
+        if location is None or isinstance(location, (str, Path)):
+            self.store = open_store(location) if location else None
+        else:
+            self.store = location
+        self.namespace = namespace
         self.hits = 0
         self.misses = 0
-        self._lock = threading.Lock()  # counters are shared by the threads of one stage
+        self.writes = 0
+        self._lock = threading.Lock()  # counters and in-flight keys are shared by a stage's threads
+        self._in_flight: dict[str, threading.Event] = {}
 
-    def _path(self, key: str) -> Path:
-        assert self.root is not None
-        return self.root / key[:2] / f"{key}.json"
+    @property
+    def enabled(self) -> bool:
+        return self.store is not None
+
+    @property
+    def location(self) -> str | None:
+        return None if self.store is None else f"{self.store.location.rstrip('/')}/{self.namespace}"
+
+    def _name(self, key: str) -> str:
+        return f"{self.namespace}/{key[:2]}/{key}.json"
+
+    def _count(self, hit: bool) -> None:
+        with self._lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+
+    def _read(self, key: str) -> Any | None:
+        data = self.store.read(self._name(key)) if self.store is not None else None
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None  # a damaged entry is recomputed and overwritten
 
     def get(self, key: str) -> Any | None:
-        if self.root is None:
+        if self.store is None:
             return None
-        p = self._path(key)
-        try:
-            value = json.loads(p.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            with self._lock:
-                self.misses += 1
-            return None
-        with self._lock:
-            self.hits += 1
+        value = self._read(key)
+        self._count(value is not None)
         return value
 
     def put(self, key: str, value: Any) -> None:
-        if self.root is None:
+        if self.store is None:
             return
-        p = self._path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
-        tmp.write_text(json.dumps(value, default=float))
-        tmp.replace(p)
+        self.store.write(self._name(key), json.dumps(value, default=float).encode())
+        with self._lock:
+            self.writes += 1
+
+    def get_or_compute(self, key: str, compute: Callable[[], Any],
+                       keep: Callable[[Any], bool] = lambda v: True) -> tuple[Any, bool]:
+        """``(value, hit)``; a miss computes, and stores the value when ``keep(value)``.
+
+        While one thread computes a key, others asking for it wait for that result.
+        """
+        if self.store is None:
+            return compute(), False
+        while True:
+            value = self._read(key)
+            if value is not None:
+                self._count(True)
+                return value, True
+            with self._lock:
+                waiting = self._in_flight.get(key)
+                if waiting is None:
+                    done = self._in_flight[key] = threading.Event()
+                    break
+            waiting.wait()  # then read what it stored (or compute, if it kept nothing)
+        try:
+            self._count(False)
+            value = compute()
+            if keep(value):
+                self.put(key, value)
+            return value, False
+        finally:
+            with self._lock:
+                self._in_flight.pop(key, None)
+            done.set()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "writes": self.writes}

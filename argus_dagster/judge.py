@@ -41,6 +41,12 @@ from .evidence.tools.measures import dino_sim_measure, sam_track_measure, spatia
 from .rubric.schema import Criterion
 
 
+def judgment_evidence(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool records as a judge gets them: without run times, which say nothing about the video
+    and would make the same evidence look new."""
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
 def judge_view(c: Criterion) -> dict[str, Any]:
     """The criterion as a judge may see it (method §7): no importance, type, threshold or cap."""
     return {
@@ -160,7 +166,7 @@ class EvidenceOnlyJudge:
 
 # ------------------------------------------------------------------------------------- VLM judge
 
-JUDGE_PROMPT_VERSION = "judge-1"
+JUDGE_PROMPT_VERSION = "judge-2"
 _EVIDENCE_CHARS = 6000
 
 JUDGE_SYSTEM = (
@@ -234,7 +240,7 @@ class VlmJudge:
         if frames is not None and len(frames.array):
             times = ", ".join(f"{t:.1f}s" for t in frames.timestamps)
             parts.append(f"[output_video] {len(frames.array)} frames (t = {times}):")
-            parts += list(frames.array)
+            parts += frames.images()  # encoded once per frame, shared by every criterion of the video
         parts.append("Score this criterion now.")
         return [{"role": "system", "content": [JUDGE_SYSTEM]}, {"role": "user", "content": parts}]
 

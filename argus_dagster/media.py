@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
@@ -40,6 +42,10 @@ RUBRIC_POLICY = SamplingPolicy("rubric", fps=2.0, max_frames=8)
 JUDGE_POLICY = SamplingPolicy("judge", fps=None, max_frames=8)
 DENSE_POLICY = SamplingPolicy("dense", fps=6.0, max_frames=48)
 POLICIES = {p.name: p for p in (RUBRIC_POLICY, JUDGE_POLICY, DENSE_POLICY)}
+JPEG_QUALITY = 85
+# Which frames every consumer sees and how they are sized and encoded: part of every cache key, so a
+# changed policy recomputes what was computed under the old one.
+SAMPLING_ID = hashlib.sha256(repr((sorted(POLICIES.items()), MAX_SIDE, JPEG_QUALITY)).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,23 @@ class VideoInfo:
         return self.n_frames / self.fps if self.fps > 0 else 0.0
 
 
+class FrameImage:
+    """One RGB frame with its JPEG encoding, made at most once however many requests carry it."""
+
+    __slots__ = ("array", "_jpeg", "_lock")
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self._jpeg: bytes | None = None
+        self._lock = threading.Lock()
+
+    def jpeg(self) -> bytes:
+        with self._lock:
+            if self._jpeg is None:
+                self._jpeg = encode_jpeg(self.array)
+            return self._jpeg
+
+
 @dataclass(frozen=True)
 class Frames:
     """Sampled RGB frames (T, H, W, 3) uint8 with their source indices and timestamps (s)."""
@@ -61,6 +84,58 @@ class Frames:
     array: np.ndarray
     indices: tuple[int, ...]
     timestamps: tuple[float, ...]
+    _images: list = field(default_factory=list, compare=False, repr=False)
+
+    def images(self) -> list[FrameImage]:
+        """The frames as message parts for a VLM; each is JPEG-encoded once, on first use."""
+        if not self._images:
+            self._images.extend(FrameImage(f) for f in self.array)
+        return list(self._images)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.array.nbytes)
+
+
+class FramePool:
+    """Decoded frames shared by every stage of a process, keyed by content (digest, policy).
+
+    The evidence and judge stages of one run, and every criterion of a video, read the same decoded
+    frames (and their JPEGs). Least recently used entries go when the pool holds more than
+    ``budget_bytes``; a key decodes once even when several threads ask for it at the same time.
+    """
+
+    def __init__(self, budget_bytes: int):
+        self.budget_bytes = budget_bytes
+        self._items: OrderedDict[tuple[str, str], Frames] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
+        self.decodes = 0
+
+    def get(self, key: tuple[str, str], decode) -> Frames:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+            frames = decode()
+            with self._lock:
+                self.decodes += 1
+                self._items[key] = frames
+                self._size += frames.nbytes
+                while self._size > self.budget_bytes and len(self._items) > 1:
+                    _, old = self._items.popitem(last=False)
+                    self._size -= old.nbytes
+                self._key_locks.pop(key, None)
+            return frames
+
+
+FRAME_POOL = FramePool(int(float(os.environ.get("ARGUS_FRAME_POOL_MB", "512")) * 2**20))
 
 
 def local_path(uri: str, cache_dir: str | None = None) -> str:
@@ -93,6 +168,27 @@ def sha256_file(uri: str) -> str:
     return digest.hexdigest()
 
 
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+
+
+def file_digest(uri: str) -> str:
+    """``sha256_file`` remembered per process by path, size and modification time."""
+    path = local_path(uri)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as exc:
+        raise MediaError(f"{uri}: file not found") from exc
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    with _DIGESTS_LOCK:
+        if key in _DIGESTS:
+            return _DIGESTS[key]
+    digest = sha256_file(path)
+    with _DIGESTS_LOCK:
+        _DIGESTS[key] = digest
+    return digest
+
+
 def is_image(uri: str) -> bool:
     return Path(uri).suffix.lower() in IMAGE_SUFFIXES
 
@@ -107,7 +203,7 @@ def resize_longest(img: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
     return cv2.resize(img, size, interpolation=cv2.INTER_AREA)
 
 
-def encode_jpeg(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = 85) -> bytes:
+def encode_jpeg(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = JPEG_QUALITY) -> bytes:
     """An RGB frame as JPEG bytes, longest side at most ``max_side`` (reports, VLM requests)."""
     ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(resize_longest(frame, max_side)), cv2.COLOR_RGB2BGR),
                            [cv2.IMWRITE_JPEG_QUALITY, quality])

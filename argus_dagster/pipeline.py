@@ -1,8 +1,10 @@
-"""The per-candidate stages as plain functions; the Dagster assets call these row by row.
+"""The per-candidate stages as plain functions; the Dagster assets call these.
 
-``collect_evidence`` normalizes and runs every criterion's plan on one candidate (one media store,
-so each video is decoded once per sampling policy), ``judge_criteria`` turns evidence into scores,
-``score_video`` aggregates (method §8).
+``candidate_media`` opens one candidate's media (decoded once per sampling policy, shared by all its
+criteria), ``criterion_evidence_row`` normalizes and runs one criterion's plan, ``judge_criteria``
+turns evidence into scores, ``score_video`` aggregates (method §8). Tool steps and judgments go
+through the content-addressed cache (:mod:`argus_dagster.cache`), so a rerun pays only for what
+changed; criteria are independent, so a stage can run all criteria of all videos at once.
 """
 
 from __future__ import annotations
@@ -10,83 +12,121 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Callable
 
-from .cache import EvidenceCache, cache_key
+from .cache import ContentCache, cache_key
 from .evidence.executor import run_plan
 from .evidence.media_store import MediaStore
 from .evidence.plan import normalize_plan
 from .evidence.tools.registry import ToolSuite
 from .instances import InputInstance
-from .judge import judge_view
-from .rubric.schema import Rubric
+from .judge import judge_view, judgment_evidence
+from .media import JUDGE_POLICY, SAMPLING_ID, Frames, MediaError, file_digest
+from .rubric.schema import Criterion, Rubric
 from .scoring import ScoredCriterion, aggregate
 
 
-def collect_evidence(
-    inst: InputInstance,
-    rubric: Rubric,
-    video_uri: str,
-    suite: ToolSuite,
-    *,
-    web_search: bool = False,
-    vlm_only: bool = False,
-    cache: EvidenceCache | None = None,
-    video_sha256: str = "",
-) -> list[dict[str, Any]]:
-    """Evidence rows for every criterion; with a cache, criteria already computed are not rerun."""
-    media = MediaStore({**inst.condition_media, "output_video": video_uri})
-    present = set(inst.condition_media)
-    versions = suite.versions()
-    rubric_hash = rubric.content_hash()
-    rows = []
-    for c in rubric.criteria:
-        t0 = time.perf_counter()
-        plan = normalize_plan(c, present_media=present, available_tools=suite.available(),
-                              web_search=web_search, vlm_only=vlm_only)
-        key = cache_key(video=video_sha256 or video_uri, input=inst.content_hash, rubric=rubric_hash,
-                        criterion=c.id, plan=plan.steps, tools={s["tool"]: versions[s["tool"]] for s in plan.steps})
-        use_cache = cache is not None and bool(video_sha256)
-        records = cache.get(key) if use_cache else None
-        cached = records is not None
-        if records is None:
-            records = run_plan(plan, media, suite)
-            # A step that failed (not merely unavailable) may succeed next time: keep it out.
-            if use_cache and all(r.get("ok") or r.get("unavailable") for r in records):
-                cache.put(key, records)
-        rows.append({
-            "input_id": inst.id,
-            "criterion_id": c.id,
-            "plan": json.dumps(plan.steps),
-            "repairs": json.dumps(plan.repairs),
-            "plan_status": plan.status,
-            "tools": [s["tool"] for s in plan.steps],
-            "evidence": json.dumps(records, default=float),
-            "n_ok": sum(1 for r in records if r.get("ok")),
-            "seconds": round(time.perf_counter() - t0, 4),
-            "cache_hit": cached,
-            "error": None,
-        })
-    return rows
+def candidate_media(inst: InputInstance, video_uri: str, video_sha256: str = "") -> MediaStore:
+    """The store of one candidate: its output video and its input's conditions, with content hashes
+    (a medium that cannot be hashed has none; the tools that read it then report why)."""
+    uris = {**inst.condition_media, "output_video": video_uri}
+    digests = {"output_video": video_sha256} if video_sha256 else {}
+    for m, uri in inst.condition_media.items():
+        try:
+            digests[m] = file_digest(uri)
+        except (MediaError, OSError):
+            pass
+    return MediaStore(uris, digests)
 
 
-def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *, frames: Any = None,
-                   pool: Executor | None = None) -> list[dict[str, Any]]:
-    """Score every criterion of one candidate; with ``pool``, the judge calls run concurrently."""
+def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore, suite: ToolSuite, *,
+                           web_search: bool = False, vlm_only: bool = False,
+                           cache: ContentCache | None = None) -> dict[str, Any]:
+    """One criterion's evidence row; its steps come from the cache where they were computed before."""
+    t0 = time.perf_counter()
+    plan = normalize_plan(c, present_media=set(inst.condition_media), available_tools=suite.available(),
+                          web_search=web_search, vlm_only=vlm_only)
+    hits: list[bool] = []
+    records = run_plan(plan, media.scope(), suite, cache=cache, hits=hits)
+    return {
+        "input_id": inst.id,
+        "criterion_id": c.id,
+        "plan": json.dumps(plan.steps),
+        "repairs": json.dumps(plan.repairs),
+        "plan_status": plan.status,
+        "tools": [s["tool"] for s in plan.steps],
+        "evidence": json.dumps(records, default=float),
+        "n_ok": sum(1 for r in records if r.get("ok")),
+        "seconds": round(time.perf_counter() - t0, 4),
+        "n_cached": sum(hits),
+        "cache_hit": bool(hits) and all(hits),
+        "error": None,
+    }
+
+
+def collect_evidence(inst: InputInstance, rubric: Rubric, video_uri: str, suite: ToolSuite, *,
+                     web_search: bool = False, vlm_only: bool = False, cache: ContentCache | None = None,
+                     video_sha256: str = "", pool: Executor | None = None) -> list[dict[str, Any]]:
+    """Evidence rows for every criterion of one candidate (with ``pool``, criteria run concurrently)."""
+    media = candidate_media(inst, video_uri, video_sha256)
+
+    def one(c: Criterion) -> dict[str, Any]:
+        return criterion_evidence_row(inst, c, media, suite, web_search=web_search, vlm_only=vlm_only, cache=cache)
+
+    if pool is None:
+        return [one(c) for c in rubric.criteria]
+    return [f.result() for f in [pool.submit(one, c) for c in rubric.criteria]]
+
+
+def judgment_key(judge, view: dict[str, Any], evidence: list[dict[str, Any]], video_sha256: str) -> str:
+    """Everything a judgment depends on: the judge (backend, model, prompt version), the criterion as
+    the judge sees it, the evidence, and for a judge that looks, the video and the sampling policies."""
+    looks = bool(getattr(judge, "needs_frames", False))
+    return cache_key(kind="judgment", judge=judge.identity, view=view, evidence=evidence,
+                     video=video_sha256 if looks else None, sampling=SAMPLING_ID if looks else None)
+
+
+def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *,
+                   frames: Frames | Callable[[], Frames | None] | None = None, pool: Executor | None = None,
+                   cache: ContentCache | None = None, video_sha256: str = "") -> list[dict[str, Any]]:
+    """Score every criterion of one candidate; with ``pool``, the judge calls run concurrently.
+
+    ``frames`` may be a function, called once and only if some criterion is not in the cache. A
+    judgment is cached only when it has a score (an unscored one is asked again next time).
+    """
     by_id = {r["criterion_id"]: r for r in evidence_rows}
+    got: list[Frames | None] = []
 
-    def one(c) -> dict[str, Any]:
+    def the_frames() -> Frames | None:
+        if not callable(frames):
+            return frames
+        if not got:
+            got.append(frames())
+        return got[0]
+
+    def one(c: Criterion) -> dict[str, Any]:
         ev = by_id.get(c.id)
+        hit = False
         if ev is None or ev.get("error"):
             reason = ev["error"] if ev else "no evidence row"
             score, rationale, judge_id = None, f"unscored: {reason}", judge.identity
         else:
-            j = judge.judge(judge_view(c), json.loads(ev["evidence"]), frames)
-            score, rationale, judge_id = j.score, j.rationale, j.judge
+            view, evidence = judge_view(c), judgment_evidence(json.loads(ev["evidence"]))
+
+            def ask() -> dict[str, Any]:
+                j = judge.judge(view, evidence, the_frames() if judge.needs_frames else None)
+                return {"score": j.score, "rationale": j.rationale, "judge": j.judge}
+
+            if cache is not None and video_sha256:
+                res, hit = cache.get_or_compute(judgment_key(judge, view, evidence, video_sha256), ask,
+                                                keep=lambda r: r["score"] is not None)
+            else:
+                res = ask()
+            score, rationale, judge_id = res["score"], res["rationale"], res["judge"]
         return {
             "criterion_id": c.id, "dimension": c.dimension, "type": c.type, "importance": c.importance,
             "hard_cap": c.hard_cap, "fail_threshold": float(c.fail_threshold),
-            "score": score, "rationale": rationale, "judge": judge_id,
+            "score": score, "rationale": rationale, "judge": judge_id, "cache_hit": hit,
         }
 
     if pool is None:
@@ -104,3 +144,15 @@ def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str,
         "base_score": agg.base_score, "final_score": agg.final_score, "cap_alpha": agg.cap_alpha,
         "caps_fired": agg.caps_fired, "n_scored": agg.n_scored, "n_criteria": agg.n_criteria,
     }
+
+
+def output_frames(media: MediaStore) -> Callable[[], Frames | None]:
+    """The judge's frames of the output video, decoded (or taken from the frame pool) on first use."""
+
+    def get() -> Frames | None:
+        try:
+            return media.frames("output_video", JUDGE_POLICY)
+        except MediaError:
+            return None
+
+    return get

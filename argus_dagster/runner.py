@@ -2,12 +2,21 @@
 
 The CLI is a thin launcher: it registers models as ``candidate_models`` partitions and materializes
 the same assets the UI shows, in the SQLite instance under ``$ARGUS_HOME/dagster_home``.
+
+Partitions run as concurrent in-process runs (``ARGUS_PARALLEL_RUNS``, default 4): a task's model
+partitions start as soon as its rubrics exist, so one partition's Dagster bookkeeping and tools
+overlap another's VLM waits, and all of them share one VLM client and its bound. These runs write
+their events to the instance like any other; their stdout is not captured into compute-log files
+(that capture redirects the process's file descriptors, which concurrent runs in one process would
+tangle), so the CLI's runs show no raw stdout in the UI.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Callable
 
 import dagster as dg
@@ -19,21 +28,40 @@ from .settings import load_settings
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
-def local_instance() -> dg.DagsterInstance:
+# Concurrent in-process runs: no stdout capture, and no DEBUG lines in the event log (Dagster's own
+# events are stored whatever the level; the IO manager's "Loading partition ..." lines are not).
+_CLI_OVERRIDES = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
+                                   "class": "NoOpComputeLogManager"},
+                  "python_logs": {"python_log_level": "INFO"}}
+
+
+def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
+    """The instance under ``$ARGUS_HOME/dagster_home``; ``capture_stdout=False`` for concurrent
+    in-process runs (the same storage, no compute-log capture, INFO and above in the event log)."""
     settings = load_settings()
     settings.dagster_home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
-    return dg.DagsterInstance.get()
+    if capture_stdout:
+        return dg.DagsterInstance.get()
+    from dagster._core.instance.ref import InstanceRef
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(settings.dagster_home), overrides=_CLI_OVERRIDES))
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
-            progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None) -> pl.DataFrame:
-    """Materialize every asset for the selected tasks and models; returns the leaderboard."""
+            progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
+            parallel: int | None = None) -> pl.DataFrame:
+    """Materialize every asset for the selected tasks and models; returns the leaderboard.
+
+    Up to ``parallel`` partition runs at once (``ARGUS_PARALLEL_RUNS``, default 4; 1 runs them one
+    after another).
+    """
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
     from resources import resources_for
 
-    instance = instance or local_instance()
+    parallel = max(1, parallel or int(os.environ.get("ARGUS_PARALLEL_RUNS") or 4))
+    instance = instance or local_instance(capture_stdout=parallel == 1)
     settings = load_settings()
     found = discover_models(settings.candidates_dir)
     if models:
@@ -52,19 +80,43 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     task_checks = [c for c in partitioned if all(k.asset_key in task_keys for k in c.check_keys)]
     candidate_checks = [c for c in partitioned if c not in task_checks]
     t_start = time.perf_counter()
-    for task in task_list:
+    say_lock = threading.Lock()
+
+    def say(msg: str) -> None:
+        with say_lock:
+            progress(msg)
+
+    def task_run(task: str) -> None:
         t0 = time.perf_counter()
         _check(dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
                               instance=instance, resources=resources, run_config=QUIET,
-                              tags={"argus/launcher": "cli"}), progress)
-        progress(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
-        for model in sorted(m for m, ts in found.items() if task in ts):
-            t0 = time.perf_counter()
-            key = dg.MultiPartitionKey({"task": task, "model": model})
-            _check(dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
-                                  selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
-                                  resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"}), progress)
-            progress(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)")
+                              tags={"argus/launcher": "cli"}), say)
+        say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
+
+    def model_run(task: str, model: str) -> None:
+        t0 = time.perf_counter()
+        key = dg.MultiPartitionKey({"task": task, "model": model})
+        _check(dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
+                              selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
+                              resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"}), say)
+        say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)")
+
+    # Each task's model partitions are submitted when its rubrics are done; the first failure stops
+    # the submission of new runs and is raised once the running ones finish.
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        pending: dict[Future, str | None] = {pool.submit(task_run, t): t for t in task_list}
+        failure: BaseException | None = None
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                task = pending.pop(f)
+                if f.exception() is not None:
+                    failure = failure or f.exception()
+                elif task is not None and failure is None:
+                    for model in sorted(m for m, ts in found.items() if task in ts):
+                        pending[pool.submit(model_run, task, model)] = None
+        if failure is not None:
+            raise failure
     result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
                             instance=instance, resources=resources, run_config=QUIET)
     _check(result, progress)

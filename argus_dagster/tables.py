@@ -17,9 +17,11 @@ CANDIDATE_VIDEOS = {"task": S, "model": S, "input_id": S, "uri": S, "sha256": S,
                     "width": I, "height": I, "duration": F, "error": S}
 CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "criterion_id": S, "rubric_hash": S,
                       "video_sha256": S, "plan": S, "repairs": S, "plan_status": S, "tools": pl.List(S),
-                      "evidence": S, "n_ok": I, "seconds": F, "cache_hit": B, "error": S}
+                      "evidence": S, "n_ok": I, "seconds": F, "n_cached": I, "cache_hit": B,
+                      "error": S}
 CRITERION_SCORES = {"task": S, "model": S, "input_id": S, "criterion_id": S, "dimension": I, "type": S,
-                    "importance": S, "hard_cap": I, "fail_threshold": F, "score": I, "rationale": S, "judge": S}
+                    "importance": S, "hard_cap": I, "fail_threshold": F, "score": I, "rationale": S, "judge": S,
+                    "cache_hit": B}
 VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "base_score": F, "final_score": F, "cap_alpha": F,
                 "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "error": S}
 LEADERBOARD = {"task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I}

@@ -1,7 +1,8 @@
 """One chat-with-images interface for every vision-language backbone.
 
 A message is ``{"role": ..., "content": [part, ...]}`` where a part is text (``str``) or an RGB frame
-(``numpy`` array, H x W x 3, uint8). Backends turn parts into what they speak:
+(``numpy`` array, H x W x 3, uint8, or a :class:`~argus_dagster.media.FrameImage`, which carries its
+JPEG so a frame sent in many requests is encoded once). Backends turn parts into what they speak:
 
 - :class:`OpenAICompatibleClient`: any ``/v1/chat/completions`` server (vLLM, SGLang, Ollama, hosted
   APIs) over a pool of base URLs, with a concurrency bound per endpoint, retries with exponential
@@ -30,10 +31,7 @@ from typing import Any, Callable, Protocol, TypeVar
 
 import numpy as np
 
-from .media import MediaError, encode_jpeg, resize_longest
-
-MAX_SIDE = 768
-JPEG_QUALITY = 85
+from .media import JPEG_QUALITY, MAX_SIDE, FrameImage, MediaError, encode_jpeg, resize_longest
 
 T = TypeVar("T")
 
@@ -130,12 +128,24 @@ def encode_image(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = JPE
         raise VlmError(str(exc)) from None
 
 
-def data_url(frame: np.ndarray) -> str:
-    return "data:image/jpeg;base64," + base64.b64encode(encode_image(frame)).decode("ascii")
+def data_url(frame: np.ndarray | FrameImage) -> str:
+    """A frame as a JPEG data URL; a :class:`FrameImage` reuses its encoding."""
+    if isinstance(frame, FrameImage):
+        try:
+            jpeg = frame.jpeg()
+        except MediaError as exc:
+            raise VlmError(str(exc)) from None
+    else:
+        jpeg = encode_image(frame)
+    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
 
 
 def is_image(part: Any) -> bool:
-    return isinstance(part, np.ndarray)
+    return isinstance(part, (np.ndarray, FrameImage))
+
+
+def image_array(part: np.ndarray | FrameImage) -> np.ndarray:
+    return part.array if isinstance(part, FrameImage) else part
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -428,7 +438,7 @@ class TransformersClient:
             content = []
             for p in parts:
                 if is_image(p):
-                    images.append(Image.fromarray(np.ascontiguousarray(resize_longest(p, MAX_SIDE))))
+                    images.append(Image.fromarray(np.ascontiguousarray(resize_longest(image_array(p), MAX_SIDE))))
                     content.append({"type": "image"})
                 else:
                     content.append({"type": "text", "text": str(p)})

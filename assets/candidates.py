@@ -3,6 +3,8 @@
 
 import hashlib
 import json
+import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,8 +16,8 @@ from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.evidence.tools.registry import ToolSuite
 from argus_dagster.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.instances import InputInstance
-from argus_dagster.media import JUDGE_POLICY, MediaError, probe_video, sha256_file
-from argus_dagster.pipeline import collect_evidence, judge_criteria, score_video
+from argus_dagster.media import MediaError, file_digest, probe_video
+from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.vlm import CallStats
 from argus_dagster.tables import CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
@@ -61,7 +63,7 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
         else:
             row["uri"] = str(path)
             try:
-                row["sha256"] = sha256_file(str(path))
+                row["sha256"] = file_digest(str(path))
                 info = probe_video(str(path))
                 row.update(n_frames=info.n_frames, fps=info.fps, width=info.width, height=info.height,
                            duration=info.duration, error=None)
@@ -78,88 +80,119 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
     })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"}, pool="gpu")
+@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"}, pool="gpu")
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
                        input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource) -> dg.Output[pl.DataFrame]:
-    """One row per (input, criterion): the normalized plan, its repairs, and every tool's record."""
+    """One row per (input, criterion): the normalized plan, its repairs, and every tool's record.
+
+    The criteria of every video in the partition run at once, up to the VLM's bound plus one thread
+    per CPU, so tools compute while ``vlm_qa`` waits; each video is decoded once per sampling policy.
+    Tool steps computed before (same video, tool, version, arguments) come from the cache.
+    """
     task, model = task_and_model(context)
     suite = tools.suite()
     stats = CallStats()
     if vlm.configured:  # vlm_qa answers on the configured VLM; every other tool is the suite's
         suite = ToolSuite({**suite.tools, "vlm_qa": VlmQa(vlm.client(), stats=stats, parse_retries=vlm.parse_retries)})
-    cache = tools.evidence_cache()
+    cache = tools.cache("evidence")
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
     t0 = time.perf_counter()
     todo = [c for c in candidate_videos.filter(pl.col("error").is_null()).iter_rows(named=True)
             # a candidate whose rubric is missing or invalid: video_scores records why it has no score
             if rubric_rows.get(c["input_id"]) is not None and not rubric_rows[c["input_id"]]["error"]]
+    rubric_of = {c["input_id"]: parse_rubric(json.loads(rubric_rows[c["input_id"]]["rubric_json"])) for c in todo}
+    media: dict[str, MediaStore] = {}
+    left: dict[str, int] = {c["input_id"]: len(rubric_of[c["input_id"]].criteria) for c in todo}
+    lock = threading.Lock()
 
-    def one(cand: dict) -> list[dict]:
-        rr = rubric_rows[cand["input_id"]]
-        rubric = parse_rubric(json.loads(rr["rubric_json"]))
-        base = {"task": task, "model": model, "input_id": cand["input_id"], "rubric_hash": rr["rubric_hash"],
+    def one(cand: dict, c) -> dict:
+        iid = cand["input_id"]
+        base = {"task": task, "model": model, "input_id": iid, "rubric_hash": rubric_rows[iid]["rubric_hash"],
                 "video_sha256": cand["sha256"]}
+        inst = InputInstance.from_row(inputs[iid])
         try:
-            ev = collect_evidence(InputInstance.from_row(inputs[cand["input_id"]]), rubric, cand["uri"], suite,
-                                  web_search=tools.web_search, vlm_only=tools.vlm_only, cache=cache,
-                                  video_sha256=cand["sha256"])
-            return [{**base, **e} for e in ev]
-        except Exception as exc:  # the candidate gets the error; the partition goes on
-            context.log.warning(f"{task}/{model}/{cand['input_id']}: evidence failed: {exc}")
-            return [{**base, "criterion_id": c.id, "error": f"evidence failed: {type(exc).__name__}: {exc}"}
-                    for c in rubric.criteria]
+            with lock:
+                if iid not in media:
+                    media[iid] = candidate_media(inst, cand["uri"], cand["sha256"])
+                store = media[iid]
+            return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
+                                                     vlm_only=tools.vlm_only, cache=cache)}
+        except Exception as exc:  # the criterion gets the error; the partition goes on
+            return {**base, "criterion_id": c.id, "error": f"evidence failed: {type(exc).__name__}: {exc}"}
+        finally:
+            with lock:
+                left[iid] -= 1
+                if left[iid] == 0:  # its last criterion: the video's frames may go
+                    media.pop(iid, None)
 
-    # Candidates run side by side when a VLM answers vlm_qa: its waits overlap, each video keeps its
-    # own media store (decoded once per policy).
+    workers = (vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1)
     rows: list[dict] = []
-    with ThreadPoolExecutor(max_workers=min(vlm.workers(), max(1, len(todo))) if vlm.configured else 1) as pool:
-        for n, (cand, got) in enumerate(zip(todo, pool.map(one, todo)), start=1):
+    last_said = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [(cand, [pool.submit(one, cand, c) for c in rubric_of[cand["input_id"]].criteria]) for cand in todo]
+        for n, (cand, fs) in enumerate(futures, start=1):
+            got = [f.result() for f in fs]
             rows += got
-            context.log.info(f"{task}/{model}: evidence {n}/{len(todo)} ({cand['input_id']})")
+            for r in got:
+                if r.get("error"):
+                    context.log.warning(f"{task}/{model}/{cand['input_id']}/{r['criterion_id']}: {r['error']}")
+            if time.perf_counter() - last_said > 15:  # progress on long partitions, not an event per video
+                last_said = time.perf_counter()
+                context.log.info(f"{task}/{model}: evidence {n}/{len(todo)} videos")
     df = frame(rows, CRITERION_EVIDENCE)
     statuses = df["plan_status"].value_counts().to_dicts() if df.height else []
     tool_calls = df.explode("tools", empty_as_null=True)["tools"].value_counts().to_dicts() if df.height else []
+    n_steps = int(df["tools"].list.len().sum()) if df.height else 0
+    n_cached = int(df["n_cached"].sum()) if df.height else 0
     return dg.Output(df, data_version=_version(df, ["input_id", "criterion_id", "rubric_hash", "video_sha256", "evidence"]),
                      metadata={
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
-                         "cache_hits": cache.hits, "cache_misses": cache.misses,
+                         "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
+                         "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
+                         "cache": cache.location or "off",
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
-                         "tool_steps": dg.MetadataValue.json({d["tools"]: d["count"] for d in tool_calls if d["tools"]}),
+                         "tool_steps_by_tool": dg.MetadataValue.json({d["tools"]: d["count"] for d in tool_calls if d["tools"]}),
                          "tool_versions": dg.MetadataValue.json(suite.versions()),
                          **_vlm_metadata(vlm, stats),
                      })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"})
+@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"})
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
-                     candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource) -> dg.Output[pl.DataFrame]:
-    """One row per (input, criterion): the judge's integer score (null when unscored) and rationale."""
+                     candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource,
+                     tools: ToolsResource) -> dg.Output[pl.DataFrame]:
+    """One row per (input, criterion): the judge's integer score (null when unscored) and rationale.
+
+    Judgments made before (same judge, criterion, evidence and video) come from the cache; the judge
+    calls of every video in the partition share one pool sized to the VLM's bound.
+    """
     task, model = task_and_model(context)
     stats = CallStats()
     the_judge = judge.judge(vlm, stats)
+    cache = tools.cache("judgments")
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True) if not r["error"]}
-    uris = {r["input_id"]: r["uri"] for r in candidate_videos.iter_rows(named=True)}
+    videos = {r["input_id"]: r for r in candidate_videos.iter_rows(named=True)}
     groups = [(k[0], g) for k, g in criterion_evidence.group_by("input_id", maintain_order=True)]
     workers = vlm.workers() if vlm.configured else 1
 
     def one(item) -> list[dict]:
         input_id, ev = item
         rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))
-        frames = None
-        if the_judge.needs_frames:  # decoded once per video, shared by all its criteria
-            try:
-                frames = MediaStore({"output_video": uris[input_id]}).frames("output_video", JUDGE_POLICY)
-            except (MediaError, KeyError) as exc:
-                context.log.warning(f"{task}/{model}/{input_id}: judge sees no frames: {exc}")
-        return [{"task": task, "model": model, "input_id": input_id, **s}
-                for s in judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames,
-                                        pool=calls if workers > 1 else None)]
+        video = videos.get(input_id) or {}
+        # Decoded only if a criterion is not in the cache, and then once for all of them (the
+        # evidence stage of this process has usually left the frames in the pool).
+        frames = output_frames(MediaStore({"output_video": video.get("uri") or ""},
+                                          {"output_video": video.get("sha256") or ""}))
+        got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
+                             cache=cache, video_sha256=video.get("sha256") or "")
+        if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
+            context.log.warning(f"{task}/{model}/{input_id}: the judge saw no frames (the video cannot be decoded)")
+        return [{"task": task, "model": model, "input_id": input_id, **s} for s in got]
 
-    # Criteria of every video go to one pool sized to the VLM's bound, so the judge stays busy.
     with ThreadPoolExecutor(max_workers=workers) as calls, \
-            ThreadPoolExecutor(max_workers=min(4, max(1, len(groups)))) as videos:
-        rows = [r for got in videos.map(one, groups) for r in got]
+            ThreadPoolExecutor(max_workers=min(max(4, workers), max(1, len(groups)))) as per_video:
+        rows = [r for got in per_video.map(one, groups) for r in got]
     df = frame(rows, CRITERION_SCORES)
     scored = df.filter(pl.col("score").is_not_null())
     unscored = df.filter(pl.col("score").is_null())
@@ -169,6 +202,8 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
+        "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
+        "cache": cache.location or "off",
         **_vlm_metadata(vlm, stats),
         "unscored_reasons": dg.MetadataValue.md("\n".join(f"- {d['len']} x {d['rationale']}" for d in reasons) or "none"),
         **criterion_delta_metadata(context, df),

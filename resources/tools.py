@@ -13,7 +13,7 @@ import os
 
 import dagster as dg
 
-from argus_dagster.cache import EvidenceCache
+from argus_dagster.cache import ContentCache
 from argus_dagster.evidence.tools.registry import OCR_BACKENDS, ToolSuite, model_suite
 from argus_dagster.settings import load_settings
 
@@ -36,19 +36,21 @@ class ToolsResource(dg.ConfigurableResource):
     web_search_key: str = ""
     ocr_backend: str = "rapidocr"
     vlm_only: bool = False
-    # Evidence cache folder; empty: $ARGUS_HOME/cache/evidence. "off" disables it.
+    # The content cache of tool evidence and judgments: a folder or s3://bucket/prefix; empty:
+    # $ARGUS_HOME/cache; "off" caches nothing (every rerun pays again).
     cache_dir: str = ""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        # Load the models once per process up front and say which tools run, fall back or are missing.
-        for name, state in self.suite().describe().items():
-            if state != "available":
-                context.log.info(f"tool {name}: {state}")
+        # Load the models once per process up front and say (in one line) which tools fall back or are missing.
+        states = [f"{name}: {state}" for name, state in self.suite().describe().items() if state != "available"]
+        if states:
+            context.log.info("tools not available as configured: " + "; ".join(states))
 
-    def evidence_cache(self) -> EvidenceCache:
+    def cache(self, namespace: str) -> ContentCache:
+        """The ``evidence`` or ``judgments`` namespace of the content cache (fresh counters)."""
         if self.cache_dir == "off":
-            return EvidenceCache(None)
-        return EvidenceCache(self.cache_dir or load_settings().home / "cache" / "evidence")
+            return ContentCache(None, namespace)
+        return ContentCache(self.cache_dir or str(load_settings().home / "cache"), namespace)
 
     def suite(self) -> ToolSuite:
         if self.ocr_backend not in OCR_BACKENDS:
@@ -62,10 +64,11 @@ class ToolsResource(dg.ConfigurableResource):
 
 def tools_from_env(device: str, vlm_only: bool = False) -> ToolsResource:
     """The tools resource from ``ARGUS_MODELS_DIR``, ``ARGUS_DEVICE`` (overrides ``device``),
-    ``ARGUS_OCR_BACKEND``, ``ARGUS_WEB_SEARCH_URL`` and ``ARGUS_WEB_SEARCH_KEY``."""
+    ``ARGUS_OCR_BACKEND``, ``ARGUS_WEB_SEARCH_URL``, ``ARGUS_WEB_SEARCH_KEY`` and ``ARGUS_CACHE``."""
     env = os.environ.get
     # dg.EnvVar keeps the key's value out of the run config the UI shows and the instance stores.
     key = dg.EnvVar("ARGUS_WEB_SEARCH_KEY") if env("ARGUS_WEB_SEARCH_KEY") else ""
     return ToolsResource(device=env("ARGUS_DEVICE") or device, models_dir=env("ARGUS_MODELS_DIR", ""),
                          web_search_url=env("ARGUS_WEB_SEARCH_URL", ""), web_search_key=key,
-                         ocr_backend=env("ARGUS_OCR_BACKEND") or "rapidocr", vlm_only=vlm_only)
+                         ocr_backend=env("ARGUS_OCR_BACKEND") or "rapidocr", vlm_only=vlm_only,
+                         cache_dir=env("ARGUS_CACHE", ""))

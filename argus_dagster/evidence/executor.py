@@ -1,43 +1,120 @@
-"""Runs one criterion's normalized plan against a candidate's media and records the trace."""
+"""Runs one criterion's normalized plan against a candidate's media and records the trace.
+
+With a cache, every step is content-addressed (:mod:`argus_dagster.cache`): its key is the tool's name
+and version, its arguments, the content hash of each medium it reads, the keys of the earlier steps
+it depends on, and the sampling policies. A step that reads a crop depends on the ``crop_compare``
+that cut it; a ``crop_compare`` depends on the earlier ``sam_track`` on its medium (whose best box it
+uses). A cached step is not run; when a step has to run and a step it depends on came from the cache,
+that dependency is run first (unrecorded) so the crop or track it leaves behind exists.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from ..media import MediaError
+from ..cache import ContentCache, cache_key
+from ..media import SAMPLING_ID, MediaError
 from .media_store import MediaStore
 from .plan import NormalizedPlan
 from .tools.registry import ToolSuite
-from .vocabulary import TOOL_SPECS, crop_id_for
+from .vocabulary import DERIVED_MEDIA, TOOL_SPECS, crop_id_for
 
 
-def run_plan(plan: NormalizedPlan, media: MediaStore, tools: ToolSuite) -> list[dict[str, Any]]:
-    """Execute every step in order. A step never raises: failures become ``ok: false`` records."""
+def _produces(step: dict[str, Any]) -> str | None:
+    if step["tool"] == "crop_compare":
+        return crop_id_for(step["args"].get("crop_from", "output_video"))
+    if step["tool"] == "web_search":
+        return "reference"
+    return None
+
+
+def dependencies(steps: list[dict[str, Any]], i: int) -> list[int]:
+    """Indices of the earlier steps whose side effects step ``i`` reads."""
+    step = steps[i]
+    deps = []
+    for a in TOOL_SPECS[step["tool"]].media_args:
+        m = step["args"].get(a)
+        if m in DERIVED_MEDIA:
+            makers = [j for j in range(i) if _produces(steps[j]) == m]
+            if makers:
+                deps.append(makers[-1])
+    if step["tool"] == "crop_compare":
+        src = step["args"].get("crop_from", "output_video")
+        deps += [j for j in range(i) if steps[j]["tool"] == "sam_track" and steps[j]["args"].get("on") == src]
+    return sorted(set(deps))
+
+
+def _run_step(step: dict[str, Any], media: MediaStore, tools: ToolSuite) -> dict[str, Any]:
+    name, args = step["tool"], step["args"]
+    tool = tools.get(name)
+    t0 = time.perf_counter()
+    try:
+        missing = [args[a] for a in TOOL_SPECS[name].media_args if args.get(a) is not None and not media.has(args[a])]
+        if missing:
+            result = {"ok": False, "error": f"media {missing} not available for this candidate"}
+        else:
+            result = tool.run(args, media)
+            if name == "crop_compare" and result.get("ok"):
+                result.setdefault("registered", crop_id_for(args.get("crop_from", "output_video")))
+    except MediaError as exc:
+        result = {"ok": False, "error": str(exc)}
+    except Exception as exc:  # a tool bug must not take down the candidate
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"tool": name, "tool_version": getattr(tool, "version", ""), "args": args,
+            "seconds": round(time.perf_counter() - t0, 4), **result}
+
+
+def _keep(record: dict[str, Any]) -> bool:
+    # A step that failed (not merely unavailable) may succeed next time: it is not stored.
+    return bool(record.get("ok") or record.get("unavailable"))
+
+
+def run_plan(plan: NormalizedPlan, media: MediaStore, tools: ToolSuite, cache: ContentCache | None = None,
+             hits: list[bool] | None = None) -> list[dict[str, Any]]:
+    """Execute every step in order. A step never raises: failures become ``ok: false`` records.
+
+    A record from the cache is the record as first computed; ``hits`` (when given) gets, per step,
+    whether it came from the cache.
+    """
+    steps = plan.steps
+    keys: list[str | None] = []
+    executed: set[int] = set()
+
+    def execute(j: int) -> dict[str, Any]:
+        for d in dependencies(steps, j):
+            if d not in executed:
+                execute(d)
+        executed.add(j)
+        return _run_step(steps[j], media, tools)
+
     records: list[dict[str, Any]] = []
-    for i, step in enumerate(plan.steps):
-        name, args = step["tool"], step["args"]
-        tool = tools.get(name)
-        t0 = time.perf_counter()
-        try:
-            missing = [a for a in TOOL_SPECS[name].media_args
-                       if args.get(a) is not None and not media.has(args[a])]
-            if missing:
-                result = {"ok": False, "error": f"media {[args[a] for a in missing]} not available for this candidate"}
-            else:
-                result = tool.run(args, media)
-                if name == "crop_compare" and result.get("ok"):
-                    result.setdefault("registered", crop_id_for(args.get("crop_from", "output_video")))
-        except MediaError as exc:
-            result = {"ok": False, "error": str(exc)}
-        except Exception as exc:  # a tool bug must not take down the candidate
-            result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        records.append({
-            "step": i,
-            "tool": name,
-            "tool_version": getattr(tool, "version", ""),
-            "args": args,
-            "seconds": round(time.perf_counter() - t0, 4),
-            **result,
-        })
+    for i, step in enumerate(steps):
+        key = step_key(step, media, tools, [keys[d] for d in dependencies(steps, i)]) if cache is not None else None
+        keys.append(key)
+        if key is None or not cache.enabled:
+            rec, hit = execute(i), False
+        else:
+            rec, hit = cache.get_or_compute(key, lambda i=i: execute(i), keep=_keep)
+        records.append({"step": i, **rec})
+        if hits is not None:
+            hits.append(hit)
     return records
+
+
+def step_key(step: dict[str, Any], media: MediaStore, tools: ToolSuite, dep_keys: list[str | None]) -> str | None:
+    """The content key of one step, or None when a medium it reads has no content hash."""
+    if any(k is None for k in dep_keys):
+        return None
+    digests = {}
+    for a in TOOL_SPECS[step["tool"]].media_args:
+        m = step["args"].get(a)
+        if m is None or m in DERIVED_MEDIA:
+            continue
+        d = media.digest(m)
+        if d is None:
+            return None
+        digests[a] = d
+    tool = tools.get(step["tool"])
+    return cache_key(kind="step", tool=step["tool"], version=getattr(tool, "version", ""), args=step["args"],
+                     media=digests, after=dep_keys, sampling=SAMPLING_ID)

@@ -1,61 +1,100 @@
 """The media one candidate's evidence plans work on, decoded once per medium and sampling policy.
 
 All criteria of a candidate share one store, so a video is decoded once per policy however many
-criteria and tools read it; crops registered by ``crop_compare`` live here too.
+criteria and tools read it, and the criteria may run on several threads at once. With content
+digests (``digests``: media id -> hash), decoded frames live in the process's
+:data:`~argus_dagster.media.FRAME_POOL` under (digest, policy), so the judge stage reads the frames
+the evidence stage decoded, and their JPEGs. Crops registered by ``crop_compare`` belong to one
+criterion: :meth:`MediaStore.scope` gives each criterion its own.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-from ..media import Frames, MediaError, SamplingPolicy, VideoReader, is_image, load_image
+from ..media import FRAME_POOL, FramePool, Frames, MediaError, SamplingPolicy, VideoReader, is_image, load_image
+
+
+class _Shared:
+    """What every scope of one candidate's store shares: URIs, digests, readers, decoded frames."""
+
+    def __init__(self, uris: dict[str, str], digests: dict[str, str]):
+        self.uris = dict(uris)
+        self.digests = dict(digests)
+        self.readers: dict[str, VideoReader] = {}
+        self.frames: dict[tuple[str, str], Frames] = {}
+        self.own_pool = FramePool(budget_bytes=1 << 62)  # media without a digest: this candidate only
+        self.lock = threading.RLock()
+        self.decode_count = 0
 
 
 class MediaStore:
-    def __init__(self, uris: dict[str, str]):
-        self._uris = dict(uris)
-        self._readers: dict[str, VideoReader] = {}
-        self._frames: dict[tuple[str, str], Frames] = {}
-        self._derived: dict[str, np.ndarray] = {}
-        self.decode_count = 0
+    def __init__(self, uris: dict[str, str], digests: dict[str, str] | None = None, *, _shared: _Shared | None = None):
+        self._shared = _shared or _Shared(uris, digests or {})
+        self._derived: dict[str, Frames] = {}
+
+    def scope(self) -> "MediaStore":
+        """A view for one criterion: the same decoded media, its own derived stills."""
+        return MediaStore({}, _shared=self._shared)
+
+    @property
+    def decode_count(self) -> int:
+        return self._shared.decode_count
 
     def has(self, media_id: str) -> bool:
-        return media_id in self._uris or media_id in self._derived
+        return media_id in self._shared.uris or media_id in self._derived
 
     def uri(self, media_id: str) -> str | None:
-        return self._uris.get(media_id)
+        return self._shared.uris.get(media_id)
+
+    def digest(self, media_id: str) -> str | None:
+        """The content hash of an input medium, when the store was given one."""
+        return self._shared.digests.get(media_id)
 
     def is_video(self, media_id: str) -> bool:
         if media_id in self._derived:
             return False
-        uri = self._uris.get(media_id)
+        uri = self._shared.uris.get(media_id)
         if uri is None:
             raise MediaError(f"media id {media_id!r} does not exist for this candidate")
         return not is_image(uri)
 
     def reader(self, media_id: str) -> VideoReader:
-        if media_id not in self._readers:
-            uri = self._uris.get(media_id)
-            if uri is None:
-                raise MediaError(f"media id {media_id!r} does not exist for this candidate")
-            self._readers[media_id] = VideoReader(uri)
-        return self._readers[media_id]
+        with self._shared.lock:
+            if media_id not in self._shared.readers:
+                uri = self._shared.uris.get(media_id)
+                if uri is None:
+                    raise MediaError(f"media id {media_id!r} does not exist for this candidate")
+                self._shared.readers[media_id] = VideoReader(uri)
+            return self._shared.readers[media_id]
+
+    def _decode(self, media_id: str, policy: SamplingPolicy) -> Frames:
+        if self.is_video(media_id):
+            reader = self.reader(media_id)
+            with self._shared.lock:  # one decord reader is not safe to seek from two threads
+                frames = reader.sample(policy)
+                self._shared.decode_count += 1
+            return frames
+        arr = load_image(self._shared.uris[media_id])[None]
+        return Frames(arr, (0,), (0.0,))
 
     def frames(self, media_id: str, policy: SamplingPolicy) -> Frames:
         """Frames of ``media_id`` under ``policy``; an image or crop is a one-frame clip."""
+        if media_id in self._derived:
+            return self._derived[media_id]
         key = (media_id, policy.name)
-        if key not in self._frames:
-            if media_id in self._derived:
-                arr = self._derived[media_id][None]
-                self._frames[key] = Frames(arr, (0,), (0.0,))
-            elif self.is_video(media_id):
-                self._frames[key] = self.reader(media_id).sample(policy)
-                self.decode_count += 1
-            else:
-                arr = load_image(self._uris[media_id])[None]
-                self._frames[key] = Frames(arr, (0,), (0.0,))
-        return self._frames[key]
+        with self._shared.lock:
+            got = self._shared.frames.get(key)
+        if got is not None:
+            return got
+        digest = self._shared.digests.get(media_id)
+        pool, pool_key = (FRAME_POOL, (digest, policy.name)) if digest else (self._shared.own_pool, key)
+        got = pool.get(pool_key, lambda: self._decode(media_id, policy))
+        with self._shared.lock:  # held here as long as the candidate is, whatever the pool evicts
+            return self._shared.frames.setdefault(key, got)
 
     def register(self, media_id: str, image: np.ndarray) -> None:
         """Register a derived still (a crop, a retrieved reference) under ``media_id``."""
-        self._derived[media_id] = image
+        self._derived[media_id] = Frames(image[None], (0,), (0.0,))

@@ -117,7 +117,7 @@ def input_message(inst: InputInstance) -> dict[str, Any]:
         frames = VideoReader(inst.source_video).sample(RUBRIC_POLICY)
         times = ", ".join(f"{t:.1f}s" for t in frames.timestamps)
         parts.append(f"[source_video] {len(frames.array)} frames sampled at 2 fps (t = {times}):")
-        parts += list(frames.array)
+        parts += frames.images()
     parts.append("Write the rubric for this input now, as one JSON object.")
     return {"role": "user", "content": parts}
 

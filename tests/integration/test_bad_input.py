@@ -84,7 +84,7 @@ def test_bad_inputs_and_rubrics_get_errors_on_their_rows(bad_bench):
 
 
 def test_rerun_resumes_from_stored_evidence(bad_bench):
-    """A second materialization of the same partition reruns no tool: every criterion is a cache hit."""
+    """A second materialization of the same partition reruns no tool: every step is a cache hit."""
     from assets import CANDIDATE_ASSETS, TASK_ASSETS
 
     resources, instance = bad_bench
@@ -95,7 +95,9 @@ def test_rerun_resumes_from_stored_evidence(bad_bench):
     assert res.success
     mat = [m for m in res.get_asset_materialization_events() if m.asset_key == dg.AssetKey("criterion_evidence")][0]
     meta = mat.materialization.metadata
-    assert meta["cache_misses"].value == 0 and meta["cache_hits"].value == before.height > 0
+    n_steps = int(before["tools"].list.len().sum())
+    assert meta["cache_misses"].value == 0 and meta["cache_hits"].value == n_steps > before.height > 0
+    assert meta["tool_steps_run"].value == 0 and meta["tool_steps_cached"].value == n_steps
     after = load("criterion_evidence", resources, instance, key)
     assert after["cache_hit"].all() and not before["cache_hit"].any()
     assert after.sort(["input_id", "criterion_id"])["evidence"].to_list() == \
@@ -104,7 +106,7 @@ def test_rerun_resumes_from_stored_evidence(bad_bench):
 
 def test_failed_evidence_is_not_cached(tmp_path):
     """A tool failure (here: a source the output cannot be compared with) is retried on the next run."""
-    from argus_dagster.cache import EvidenceCache
+    from argus_dagster.cache import ContentCache
     from argus_dagster.evidence.tools.registry import embedded_suite
     from argus_dagster.instances import InputInstance
     from argus_dagster.pipeline import collect_evidence
@@ -119,7 +121,7 @@ def test_failed_evidence_is_not_cached(tmp_path):
              {"tool": "change_probe", "args": {"a": "source_video", "b": "output_video"}}]}},
         {"id": "stable", "dimension": 12, "criterion": "stable", "type": "soft", "importance": "low",
          "scoring_rule": "0-10", "evidence_plan": {"tool_sequence": [{"tool": "flicker_probe", "args": {}}]}}]})
-    cache = EvidenceCache(tmp_path / "cache")
+    cache = ContentCache(tmp_path / "cache", "evidence")
     rows = collect_evidence(inst, rubric, str(tmp_path / "out.mp4"), embedded_suite(), cache=cache, video_sha256="v")
     assert [r["n_ok"] for r in rows] == [0, 1]
     again = collect_evidence(inst, rubric, str(tmp_path / "out.mp4"), embedded_suite(), cache=cache, video_sha256="v")

@@ -102,10 +102,11 @@ def test_calls_are_in_the_metadata_of_the_stage_that_made_them(vlm_run):
     rub = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("rubrics"),
                                                                 asset_partitions=["T2V"]), limit=1).records
     assert rub[0].asset_materialization.metadata["vlm_calls"].value == 3
-    # The dead endpoint was tried, failed to connect, and was excluded.
+    # The dead endpoint was tried (by whichever stage called first), failed to connect, and was excluded.
     dead_counts = [r.asset_materialization.metadata["vlm_requests_by_endpoint"].value.get(vlm_run["dead"], 0)
-                   for r in instance.fetch_materializations(dg.AssetKey("criterion_scores"), limit=100).records]
-    assert sum(dead_counts) >= 1
+                   for stage in ("criterion_evidence", "criterion_scores")
+                   for r in instance.fetch_materializations(dg.AssetKey(stage), limit=100).records]
+    assert 1 <= sum(dead_counts) <= 8
 
 
 def test_the_api_key_is_in_no_file_log_or_metadata(vlm_run):

