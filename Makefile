@@ -1,5 +1,6 @@
 # make demo: set up, build the demo bench and materialize every asset on the embedded default.
 # make test: set up and run the test suite, then the easyocr tests in their own venv (.venv-ocr).
+# make bench: cost at benchmark scale (cold, warm and forced runs against a loopback VLM) and decoding speed.
 # make ui: the Dagster UI on the same instance.
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -12,7 +13,7 @@ OCR_VENV ?= .venv-ocr
 OCR_BIN  := $(OCR_VENV)/bin
 OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 
-.PHONY: setup demo test test-ocr ui clean
+.PHONY: setup demo test test-ocr bench ui clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,10 @@ $(OCR_BIN)/.installed: pyproject.toml
 test-ocr: $(OCR_BIN)/.installed
 	@# -p no:warnings: the project's warning filters name dagster modules this venv does not have.
 	ARGUS_OCR_TESTS=1 $(OCR_BIN)/python -m pytest -q -p no:warnings tests/ocr
+
+bench: setup
+	$(BIN)/python -m benchmarks.scale
+	$(BIN)/python -m benchmarks.decoding
 
 ui: setup
 	DAGSTER_HOME=$(ARGUS_HOME)/dagster_home; mkdir -p $$DAGSTER_HOME; export DAGSTER_HOME; \

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .instances import InputInstance, Task, infer_task, instance_hash
-from .media import sha256_file
+from .media import file_digest
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
 _ALIASES = {
@@ -71,9 +71,9 @@ def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
     first_frame = resolve_media(base, ff, input_id=input_id, field="first_frame") if ff else None
     subjects = tuple(resolve_media(base, s, input_id=input_id, field="subject_images") for s in subj_list)
     source = resolve_media(base, src, input_id=input_id, field="source_video") if src else None
-    hashes = {"first_frame": sha256_file(first_frame) if first_frame else None,
-              "subject_images": [sha256_file(s) for s in subjects],
-              "source_video": sha256_file(source) if source else None}
+    hashes = {"first_frame": file_digest(first_frame) if first_frame else None,
+              "subject_images": [file_digest(s) for s in subjects],
+              "source_video": file_digest(source) if source else None}
     return InputInstance(input_id, prompt, first_frame, subjects, source, instance_hash(prompt, hashes))
 
 

@@ -23,7 +23,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _print(f"argus demo: ARGUS_HOME={home}")
     bench, cands = build_demo_bench(home, force=args.rebuild, progress=_print)
     record_active_bench(bench, cands)
-    return _evaluate(None, None, t0)
+    return _evaluate(None, None, t0, force=args.force)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -35,7 +35,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             return 2
     os.environ["ARGUS_VLM_ONLY"] = "1" if args.vlm_only else os.environ.get("ARGUS_VLM_ONLY", "")
     record_active_bench(args.bench, args.candidates)
-    return _evaluate(args.task, args.model, time.perf_counter())
+    return _evaluate(args.task, args.model, time.perf_counter(), force=args.force)
 
 
 def _backbones() -> str:
@@ -55,13 +55,13 @@ def _backbones() -> str:
     return f"{judge}; {gen}{mode}"
 
 
-def _evaluate(tasks, models, t0: float) -> int:
+def _evaluate(tasks, models, t0: float, force: bool = False) -> int:
     from .leaderboard import format_leaderboard
     from .runner import run_all
     from .settings import load_settings
 
     _print(_backbones())
-    lb = run_all(tasks=tasks, models=models, progress=_print)
+    lb = run_all(tasks=tasks, models=models, progress=_print, force=force)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(lb))
     _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
@@ -105,11 +105,16 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0 if table.height else 1
 
 
+FORCE_HELP = ("re-materialize partitions that are up to date too (tool steps and judgments still come "
+              "from the content cache)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="argus", description="VideoArgus evaluation on Dagster (state in $ARGUS_HOME, default .argus)")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="build the demo bench from shipped media and evaluate it")
     d.add_argument("--rebuild", action="store_true", help="rebuild the demo bench media")
+    d.add_argument("--force", action="store_true", help=FORCE_HELP)
     d.set_defaults(func=cmd_demo)
     e = sub.add_parser("evaluate", help="evaluate a bench folder and its candidate videos")
     e.add_argument("--bench", required=True, help="folder with <TASK>/manifest.jsonl (or the released layout)")
@@ -117,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--task", action="append", choices=ALL_TASKS, help="only this task (repeatable)")
     e.add_argument("--model", action="append", help="only this model (repeatable)")
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa")
+    e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.set_defaults(func=cmd_evaluate)
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
     lb.add_argument("--task", action="append", choices=ALL_TASKS)

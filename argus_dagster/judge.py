@@ -131,6 +131,7 @@ class EvidenceOnlyJudge:
     name = "evidence-only"
     version = "1"
     needs_frames = False
+    deterministic = True  # an unscored criterion stays unscored on a rerun
 
     @property
     def identity(self) -> str:
@@ -217,11 +218,16 @@ def parse_judgment(text: str) -> tuple[int, str]:
     return int(np.clip(round(float(raw)), 0, 10)), rationale
 
 
+def vlm_judge_identity(backend: str, model: str) -> str:
+    return f"vlm/{backend}/{model}/{JUDGE_PROMPT_VERSION}"
+
+
 class VlmJudge:
     """The criterion judge of method §7 on a VLM: the judge view, the evidence and ~8 output frames."""
 
     name = "vlm"
     needs_frames = True
+    deterministic = False  # an unscored criterion (a failed or unusable answer) is asked again next run
 
     def __init__(self, client, *, stats=None, parse_retries: int = 2):
         self.client = client
@@ -230,7 +236,7 @@ class VlmJudge:
 
     @property
     def identity(self) -> str:
-        return f"{self.name}/{self.client.backend}/{self.client.model}/{JUDGE_PROMPT_VERSION}"
+        return vlm_judge_identity(self.client.backend, self.client.model)
 
     def messages(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> list[dict]:
         parts: list[Any] = [

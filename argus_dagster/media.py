@@ -45,7 +45,7 @@ POLICIES = {p.name: p for p in (RUBRIC_POLICY, JUDGE_POLICY, DENSE_POLICY)}
 JPEG_QUALITY = 85
 # Which frames every consumer sees and how they are sized and encoded: part of every cache key, so a
 # changed policy recomputes what was computed under the old one.
-SAMPLING_ID = hashlib.sha256(repr((sorted(POLICIES.items()), MAX_SIDE, JPEG_QUALITY)).encode()).hexdigest()[:12]
+SAMPLING_ID = hashlib.sha256(repr((sorted(POLICIES.items()), MAX_SIDE, JPEG_QUALITY, "decoder-scaled")).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -239,10 +239,20 @@ def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:
     return idx
 
 
-class VideoReader:
-    """One opened video. decord first; OpenCV when decord cannot open the file."""
+def _scaled_size(w: int, h: int, max_side: int) -> tuple[int, int]:
+    """``(w, h)`` with the longest side at most ``max_side``, as :func:`resize_longest` makes it."""
+    scale = max_side / max(h, w)
+    return (max(1, round(w * scale)), max(1, round(h * scale))) if scale < 1.0 else (w, h)
 
-    def __init__(self, uri: str):
+
+class VideoReader:
+    """One opened video. decord first; OpenCV when decord cannot open the file.
+
+    With ``max_side``, decord decodes straight to that size (the decoder scales; no full-size frame
+    is materialized); ``info`` keeps the video's own geometry.
+    """
+
+    def __init__(self, uri: str, max_side: int | None = None):
         self.uri = uri
         path = local_path(uri)
         if not Path(path).exists():
@@ -254,9 +264,17 @@ class VideoReader:
         try:
             import decord
 
-            self._decord = decord.VideoReader(path, num_threads=1)
+            cap = cv2.VideoCapture(path)  # the geometry from the container, without decoding a frame
+            w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH) or 0), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT) or 0)
+            cap.release()
+            size = {}
+            if max_side and w and h and max(w, h) > max_side:
+                sw, sh = _scaled_size(w, h, max_side)
+                size = {"width": sw, "height": sh}
+            self._decord = decord.VideoReader(path, num_threads=1, **size)
             n, fps = len(self._decord), float(self._decord.get_avg_fps())
-            h, w = self._decord[0].shape[:2] if n else (0, 0)
+            if not (w and h):
+                h, w = self._decord[0].shape[:2] if n else (0, 0)
             self.backend = "decord"
         except Exception:  # decord raises its own DECORDError and RuntimeError types
             self._decord = None

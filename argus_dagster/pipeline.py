@@ -60,6 +60,8 @@ def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore,
         "seconds": round(time.perf_counter() - t0, 4),
         "n_cached": sum(hits),
         "cache_hit": bool(hits) and all(hits),
+        # failed steps are not stored, so a rerun runs them again
+        "n_failed": sum(1 for r in records if not (r.get("ok") or r.get("unavailable"))),
         "error": None,
     }
 
@@ -106,10 +108,10 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
 
     def one(c: Criterion) -> dict[str, Any]:
         ev = by_id.get(c.id)
-        hit = False
+        hit, retry = False, False
         if ev is None or ev.get("error"):
             reason = ev["error"] if ev else "no evidence row"
-            score, rationale, judge_id = None, f"unscored: {reason}", judge.identity
+            score, rationale, judge_id, retry = None, f"unscored: {reason}", judge.identity, True
         else:
             view, evidence = judge_view(c), judgment_evidence(json.loads(ev["evidence"]))
 
@@ -123,10 +125,12 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
             else:
                 res = ask()
             score, rationale, judge_id = res["score"], res["rationale"], res["judge"]
+            retry = score is None and not getattr(judge, "deterministic", False)
         return {
             "criterion_id": c.id, "dimension": c.dimension, "type": c.type, "importance": c.importance,
             "hard_cap": c.hard_cap, "fail_threshold": float(c.fail_threshold),
             "score": score, "rationale": rationale, "judge": judge_id, "cache_hit": hit,
+            "retry": retry,  # unscored for a reason a rerun may not meet again
         }
 
     if pool is None:

@@ -3,7 +3,16 @@
 The CLI is a thin launcher: it registers models as ``candidate_models`` partitions and materializes
 the same assets the UI shows, in the SQLite instance under ``$ARGUS_HOME/dagster_home``.
 
-Partitions run as concurrent in-process runs (``ARGUS_PARALLEL_RUNS``, default 4): a task's model
+A partition that is up to date is not run again: after each successful run the CLI tags the run
+with a fingerprint of everything its outputs depend on (the assets' code versions, the judge, rubric
+generator, tool versions, sampling and aggregation settings, and the content hashes of the task's
+bench files, frozen rubrics and the partition's candidate videos), and skips a partition whose
+latest materialization carries the fingerprint it would get now. A run that left work to retry (a
+rubric that could not be generated, a tool step that failed, a judgment the VLM did not answer) is
+not tagged, so the next run does that work. ``force=True`` (``--force``)
+re-materializes every partition; the content cache then answers every tool step and judgment.
+
+Partitions run as concurrent in-process runs (``ARGUS_PARALLEL_RUNS``, default 5): a task's model
 partitions start as soon as its rubrics exist, so one partition's Dagster bookkeeping and tools
 overlap another's VLM waits, and all of them share one VLM client and its bound. These runs write
 their events to the instance like any other; their stdout is not captured into compute-log files
@@ -17,27 +26,29 @@ import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
 from typing import Callable
 
 import dagster as dg
 import polars as pl
 
-from .bench import discover_models
+from .bench import discover_models, task_dir
+from .cache import cache_key
+from .media import file_digest
 from .settings import load_settings
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
-# Concurrent in-process runs: no stdout capture, and no DEBUG lines in the event log (Dagster's own
-# events are stored whatever the level; the IO manager's "Loading partition ..." lines are not).
+# Concurrent in-process runs: no stdout capture. (Not ``python_logs`` either: with it, every run
+# reconfigures Python logging while the others log, which deadlocks.)
 _CLI_OVERRIDES = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
-                                   "class": "NoOpComputeLogManager"},
-                  "python_logs": {"python_log_level": "INFO"}}
+                                   "class": "NoOpComputeLogManager"}}
 
 
 def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
     """The instance under ``$ARGUS_HOME/dagster_home``; ``capture_stdout=False`` for concurrent
-    in-process runs (the same storage, no compute-log capture, INFO and above in the event log)."""
+    in-process runs (the same storage, no compute-log capture)."""
     settings = load_settings()
     settings.dagster_home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
@@ -50,17 +61,17 @@ def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
-            parallel: int | None = None) -> pl.DataFrame:
+            parallel: int | None = None, force: bool = False) -> pl.DataFrame:
     """Materialize every asset for the selected tasks and models; returns the leaderboard.
 
-    Up to ``parallel`` partition runs at once (``ARGUS_PARALLEL_RUNS``, default 4; 1 runs them one
-    after another).
+    Up to ``parallel`` partition runs at once (``ARGUS_PARALLEL_RUNS``, default 5; 1 runs them one
+    after another). Up-to-date partitions are skipped unless ``force``.
     """
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
     from resources import resources_for
 
-    parallel = max(1, parallel or int(os.environ.get("ARGUS_PARALLEL_RUNS") or 4))
+    parallel = max(1, parallel or int(os.environ.get("ARGUS_PARALLEL_RUNS") or 5))
     instance = instance or local_instance(capture_stdout=parallel == 1)
     settings = load_settings()
     found = discover_models(settings.candidates_dir)
@@ -81,25 +92,47 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     candidate_checks = [c for c in partitioned if c not in task_checks]
     t_start = time.perf_counter()
     say_lock = threading.Lock()
+    evaluator = evaluator_identity(resources)
+    ran: list[str] = []
 
     def say(msg: str) -> None:
         with say_lock:
             progress(msg)
 
-    def task_run(task: str) -> None:
+    def task_run(task: str) -> bool:
+        """Whether the task's assets ran (False: up to date)."""
         t0 = time.perf_counter()
-        _check(dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
-                              instance=instance, resources=resources, run_config=QUIET,
-                              tags={"argus/launcher": "cli"}), say)
+        if not force and _up_to_date(instance, "rubrics", task, fingerprint(evaluator, settings, task)):
+            say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics up to date")
+            return False
+        res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
+                             instance=instance, resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
+        _check(res, say)
+        if not res.output_for_node("rubrics")["error"].drop_nulls().len():  # else the next run tries again
+            instance.add_run_tags(res.run_id, {FINGERPRINT_TAG: fingerprint(evaluator, settings, task)})
+        ran.append(task)
         say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
+        return True
 
     def model_run(task: str, model: str) -> None:
         t0 = time.perf_counter()
         key = dg.MultiPartitionKey({"task": task, "model": model})
-        _check(dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
-                              selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
-                              resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"}), say)
-        say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)")
+        if not force and _up_to_date(instance, "diagnostic_reports", str(key),
+                                                   fingerprint(evaluator, settings, task, model)):
+            say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: up to date")
+            return
+        res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
+                             selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
+                             resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
+        _check(res, say)
+        meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
+        retry = (meta["criterion_evidence"]["tool_steps_failed"].value
+                 + meta["criterion_scores"]["n_unscored_retryable"].value)
+        if not retry:  # a partition with failed steps or unanswered judgments is run again next time
+            instance.add_run_tags(res.run_id, {FINGERPRINT_TAG: fingerprint(evaluator, settings, task, model)})
+        ran.append(f"{task} x {model}")
+        say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)"
+            + (f"; {retry} failed tool steps or unanswered judgments, retried on the next run" if retry else ""))
 
     # Each task's model partitions are submitted when its rubrics are done; the first failure stops
     # the submission of new runs and is raised once the running ones finish.
@@ -117,16 +150,29 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                         pending[pool.submit(model_run, task, model)] = None
         if failure is not None:
             raise failure
-    result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
-                            instance=instance, resources=resources, run_config=QUIET)
-    _check(result, progress)
-    progress(f"[{time.perf_counter() - t_start:6.1f}s] leaderboard")
+    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources)
+
+    def stored(asset: str) -> pl.DataFrame | None:  # nothing ran: what is stored is current
+        if ran or instance.get_latest_materialization_event(dg.AssetKey(asset)) is None:
+            return None
+        return defs.load_asset_value(asset, instance=instance)
+
+    board = stored("leaderboard")
+    if board is None:
+        result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
+                                instance=instance, resources=resources, run_config=QUIET)
+        _check(result, progress)
+        board = result.output_for_node("leaderboard")
+        progress(f"[{time.perf_counter() - t_start:6.1f}s] leaderboard")
+    else:
+        progress(f"[{time.perf_counter() - t_start:6.1f}s] every partition up to date (--force re-materializes)")
     human = sorted((settings.home / "human").glob("*.csv"))
     if human:  # people's ratings are there: say how well the scores agree with them
         from assets.alignment import human_alignment
 
         from .alignment import ALIGNMENT_COLUMNS, format_alignment
 
+        # Always recomputed (one short run): the ratings themselves may have changed.
         res = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[human_alignment], instance=instance,
                              resources=resources, run_config=QUIET)
         _check(res)
@@ -135,7 +181,59 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                  f"(ratings: {', '.join(p.name for p in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
-    return result.output_for_node("leaderboard")
+    return board
+
+
+FINGERPRINT_TAG = "argus/fingerprint"
+
+
+def evaluator_identity(resources: dict) -> dict:
+    """What, besides the data, determines every output: code versions and the evaluator's settings."""
+    from argus_dagster import __version__
+    from argus_dagster.evidence.tools.vlm_qa import qa_version
+    from assets import CANDIDATE_ASSETS, TASK_ASSETS
+
+    from .media import SAMPLING_ID
+
+    vlm, rubric_vlm, tools = resources["vlm"], resources["rubric_vlm"], resources["tools"]
+    return {
+        "version": __version__,
+        "code": {k.to_user_string(): v for a in TASK_ASSETS + CANDIDATE_ASSETS for k, v in a.code_versions_by_key.items()},
+        "rubric_generator": resources["rubric_generator"].identity(rubric_vlm),
+        "judge": resources["judge"].identity(vlm),
+        "tools": {**tools.suite().versions(), **({"vlm_qa": qa_version(vlm.backend, vlm.model_name())}
+                                                 if vlm.configured else {})},
+        "tool_flags": {"vlm_only": tools.vlm_only, "web_search": tools.web_search},
+        "sampling": SAMPLING_ID,
+        "cap_alpha": resources["scoring"].cap_alpha,
+    }
+
+
+def _files(root: Path | None) -> dict[str, str]:
+    if root is None or not root.is_dir():
+        return {}
+    return {str(p.relative_to(root)): file_digest(str(p)) for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.endswith(".part")}
+
+
+def fingerprint(evaluator: dict, settings, task: str, model: str | None = None) -> str:
+    """A task's (or a task x model partition's) inputs and evaluator, as one hash."""
+    parts = {"evaluator": evaluator, "bench": _files(task_dir(settings.bench_dir, task)),
+             "frozen": _files(settings.frozen_rubrics_dir / task)}
+    if model is not None:
+        d = task_dir(settings.candidates_dir, task)
+        parts["candidates"] = _files(d / model if d else None)
+    return cache_key(kind="fingerprint", task=task, model=model, **parts)
+
+
+def _up_to_date(instance: dg.DagsterInstance, asset: str, partition: str, fp: str) -> bool:
+    """Whether the latest materialization of ``asset``'s ``partition`` came from a run with ``fp``."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
+    if not records:
+        return False
+    run = instance.get_run_by_id(records[0].run_id)
+    return run is not None and run.tags.get(FINGERPRINT_TAG) == fp
 
 
 def _check(result: dg.ExecuteInProcessResult, progress: Callable[[str], None] = print) -> None:

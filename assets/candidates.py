@@ -119,7 +119,8 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
             return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
                                                      vlm_only=tools.vlm_only, cache=cache)}
         except Exception as exc:  # the criterion gets the error; the partition goes on
-            return {**base, "criterion_id": c.id, "error": f"evidence failed: {type(exc).__name__}: {exc}"}
+            return {**base, "criterion_id": c.id, "n_failed": 1,
+                    "error": f"evidence failed: {type(exc).__name__}: {exc}"}
         finally:
             with lock:
                 left[iid] -= 1
@@ -149,6 +150,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                      metadata={
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
+                         "tool_steps_failed": sum(r.get("n_failed", 0) for r in rows),
                          "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
                          "cache": cache.location or "off",
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
@@ -200,6 +202,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
                .sort("len", descending=True).head(8).to_dicts()) if unscored.height else []
     return dg.Output(df, data_version=_version(df, ["input_id", "criterion_id", "score", "judge"]), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
+        "n_unscored_retryable": sum(1 for r in rows if r["retry"]),
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
         "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,

@@ -14,17 +14,16 @@ import re
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import polars as pl
 
-from argus_dagster.media import MediaError, VideoReader, load_image
+from argus_dagster.evidence.media_store import MediaStore
+from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.settings import load_settings
 
 from .partitions import task_and_model, task_model_partitions
 
-N_FRAMES = 6
 REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "path": pl.String, "error": pl.String}
 
 
@@ -32,15 +31,17 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:120] or "_"
 
 
-def video_frames(uri: str | None, n: int = N_FRAMES) -> FrameRow:
-    """``n`` frames spread over the video, with their times; the error instead when it cannot be read."""
+def video_frames(uri: str | None, digest: str | None = None) -> FrameRow:
+    """The frames the judge sees (its sampling policy), with their times; the error instead when the
+    video cannot be read. With the video's hash they come from the process's frame pool, JPEGs
+    included, so a video the judge stage just looked at is neither decoded nor encoded again."""
     if not uri:
         return FrameRow("output", error="no video")
     try:
-        r = VideoReader(uri)
-        idx = sorted({int(round(i)) for i in np.linspace(0, r.info.n_frames - 1, min(n, r.info.n_frames))})
-        frames = r.get(idx)
-        return FrameRow("", [jpeg(f) for f in frames], [f"{i / r.info.fps:.1f}s" for i in idx])
+        if digest is None:
+            digest = file_digest(uri)
+        frames = MediaStore({"v": uri}, {"v": digest}).frames("v", JUDGE_POLICY)
+        return FrameRow("", [im.jpeg() for im in frames.images()], [f"{t:.1f}s" for t in frames.timestamps])
     except MediaError as exc:
         return FrameRow("", error=str(exc))
 
@@ -109,8 +110,8 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         inp = inputs.get(iid, {})
         name = f"{safe_name(iid)}.html"
         try:
-            output = video_frames(cands.get(iid, {}).get("uri"))
-            output.label = "output frames"
+            output = video_frames(cands.get(iid, {}).get("uri"), cands.get(iid, {}).get("sha256"))
+            output.label = "output frames (as the judge saw them)"
             criteria = _criteria(rubric_rows.get(iid), criterion_evidence.filter(pl.col("input_id") == iid),
                                  criterion_scores.filter(pl.col("input_id") == iid))
             page = render_video_report(task=task, model=model, input_id=iid, prompt=inp.get("prompt") or "",

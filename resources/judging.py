@@ -9,7 +9,7 @@ judge is never used.
 import dagster as dg
 
 from argus_dagster.instances import InputInstance
-from argus_dagster.judge import EvidenceOnlyJudge, VlmJudge
+from argus_dagster.judge import EvidenceOnlyJudge, VlmJudge, vlm_judge_identity
 from argus_dagster.rubric.generate import generate_with_vlm, generator_identity
 from argus_dagster.rubric.offline import GENERATOR, generate_offline
 from argus_dagster.rubric.schema import Rubric
@@ -47,6 +47,12 @@ class JudgeResource(dg.ConfigurableResource):
     """The criterion judge: ``auto``, ``vlm`` or ``evidence-only`` (measurable evidence only)."""
 
     backend: str = "auto"
+
+    def identity(self, vlm: VlmResource) -> str:
+        """The identity of the judge :meth:`judge` builds (without building a client)."""
+        if _uses_vlm(self.backend, vlm, "judge", "evidence-only"):
+            return vlm_judge_identity(vlm.backend, vlm.model_name())
+        return EvidenceOnlyJudge().identity
 
     def judge(self, vlm: VlmResource, stats: CallStats | None = None):
         if _uses_vlm(self.backend, vlm, "judge", "evidence-only"):

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from ..media import FRAME_POOL, FramePool, Frames, MediaError, SamplingPolicy, VideoReader, is_image, load_image
+from ..media import MAX_SIDE, FRAME_POOL, FramePool, Frames, MediaError, SamplingPolicy, VideoReader, is_image, load_image
 
 
 class _Shared:
@@ -67,7 +67,7 @@ class MediaStore:
                 uri = self._shared.uris.get(media_id)
                 if uri is None:
                     raise MediaError(f"media id {media_id!r} does not exist for this candidate")
-                self._shared.readers[media_id] = VideoReader(uri)
+                self._shared.readers[media_id] = VideoReader(uri, max_side=MAX_SIDE)
             return self._shared.readers[media_id]
 
     def _decode(self, media_id: str, policy: SamplingPolicy) -> Frames:

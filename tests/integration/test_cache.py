@@ -301,3 +301,70 @@ def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path):
     assert len(again) == 36 - 20  # a cold run of this bench asks 36 (4 rubrics, 12 vlm_qa, 20 judgments)
     # And the rerun finished the job: every candidate scored.
     assert "leaderboard" in done.stdout
+
+
+# ------------------------------------------------------------------------------ the CLI's reruns
+
+
+def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_own(tmp_path, monkeypatch):
+    from argus_dagster.runner import local_instance, run_all
+
+    bench, cands = _bench(tmp_path, n_inputs=2)
+    for i in range(2):
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", _clip(20 + i), 12)
+    with FakeVlmServer() as srv:
+        for k, v in {"ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
+                     "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands),
+                     "ARGUS_VLM_BASE_URL": srv.base_url, "ARGUS_VLM_MODEL": "judge"}.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
+
+        def run(**kw) -> tuple[list[str], int, int]:
+            lines, n0 = [], len(srv.requests)
+            n_runs = len(local_instance().get_runs())
+            board = run_all(progress=lines.append, **kw)
+            assert set(board["model"]) >= {"m", "n"}
+            return lines, len(srv.requests) - n0, len(local_instance().get_runs()) - n_runs
+
+        lines, calls, runs = run()
+        assert calls == 2 + 2 * (5 + 3) * 2 and runs == 4  # rubrics, then per video 5 judgments + 3 vlm_qa
+        lines, calls, runs = run()
+        assert (calls, runs) == (0, 0)
+        assert sum("up to date" in x for x in lines) == 4, lines
+        write_video(cands / "T2V" / "o" / "p0.mp4", _clip(30), 12)  # a new model
+        lines, calls, runs = run()
+        assert calls == 5 + 3 and runs == 2  # its partition and the leaderboard
+        assert any("T2V x o: scored" in x for x in lines) and any("T2V x m: up to date" in x for x in lines)
+        lines, calls, runs = run(force=True)
+        assert calls == 0 and runs == 5  # every partition again, every answer from the cache
+
+
+def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatch):
+    """The VLM is down while a model is added: its partition records the failures and is run again
+    by the next `argus evaluate`, which asks only for what failed."""
+    from argus_dagster.runner import run_all
+
+    bench, cands = _bench(tmp_path, n_inputs=2)
+    with FakeVlmServer() as srv:
+        for k, v in {"ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
+                     "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands),
+                     "ARGUS_VLM_BASE_URL": srv.base_url, "ARGUS_VLM_MODEL": "judge",
+                     "ARGUS_VLM_MAX_RETRIES": "0"}.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
+        run_all(progress=lambda m: None)
+        for i in range(2):
+            write_video(cands / "T2V" / "o" / f"p{i}.mp4", _clip(40 + i), 12)
+        srv.error_rate = 1.0  # every request answers 500
+        lines = []
+        run_all(progress=lines.append)
+        assert any("T2V x o: scored" in x and "retried on the next run" in x for x in lines), lines
+        srv.error_rate = 0.0
+        n0, lines = len(srv.requests), []
+        run_all(progress=lines.append)
+        assert any("T2V x o: scored" in x and "retried" not in x for x in lines), lines
+        assert any("T2V x m: up to date" in x for x in lines)
+        assert len(srv.requests) - n0 == 2 * (5 + 3)  # the failed vlm_qa steps and judgments of model o
+        lines = []
+        run_all(progress=lines.append)
+        assert sum("up to date" in x for x in lines) == 4  # the task, both partitions, the whole run

@@ -38,6 +38,11 @@ def _answer(text: str) -> str:
     return answer
 
 
+def qa_version(backend: str, model: str) -> str:
+    """Part of the evidence cache key: another model or prompt gives other answers."""
+    return f"{backend}:{model}:{QA_PROMPT_VERSION}"
+
+
 class VlmQa:
     """``vlm_qa`` on a VLM: the question and ~8 frames of the named media (an image is one frame)."""
 
@@ -47,8 +52,7 @@ class VlmQa:
         self.client = client
         self.stats = stats
         self.parse_retries = parse_retries
-        # Part of the evidence cache key: another model or prompt gives other answers.
-        self.version = f"{client.backend}:{client.model}:{QA_PROMPT_VERSION}"
+        self.version = qa_version(client.backend, client.model)
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         from ...media import JUDGE_POLICY
