@@ -133,7 +133,8 @@ def main() -> None:
                     help="models per task (partitions per task)")
     ap.add_argument("--latency", type=float, default=0.2, help="server latency per request, seconds")
     ap.add_argument("--concurrency", type=int, default=8, help="the VLM resource's bound (ARGUS_VLM_CONCURRENCY)")
-    ap.add_argument("--timeline", action="store_true", help="print the cold run's requests per second")
+    ap.add_argument("--timeline", action="store_true",
+                    help="print the cold run's progress and its requests started per second")
     ap.add_argument("--parallel-runs", type=int, default=int(os.environ.get("ARGUS_PARALLEL_RUNS") or 5))
     args = ap.parse_args()
 
@@ -163,7 +164,8 @@ def main() -> None:
         n0 = 0
         for name, force in (("cold", False), ("warm", False), ("forced", True)):
             w0, c0, m0 = time.perf_counter(), time.process_time(), time.monotonic()
-            run_all(progress=lambda m: None, parallel=args.parallel_runs, force=force)
+            run_all(progress=print if args.timeline and name == "cold" else (lambda m: None),
+                    parallel=args.parallel_runs, force=force)
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
             conn.send(("log", n0))
             log = conn.recv()

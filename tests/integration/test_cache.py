@@ -368,3 +368,35 @@ def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatc
         lines = []
         run_all(progress=lines.append)
         assert sum("up to date" in x for x in lines) == 4  # the task, both partitions, the whole run
+
+
+def test_a_frame_is_decoded_and_encoded_once_for_every_criterion_of_its_video(tmp_path, monkeypatch):
+    """Five criteria judged on one video: one decode, eight JPEG encodings (one per frame), and every
+    request carries the same eight images."""
+    import argus_dagster.media as media_mod
+    from argus_dagster.judge import VlmJudge
+    from argus_dagster.pipeline import judge_criteria, output_frames
+    from argus_dagster.rubric.schema import parse_rubric
+    from argus_dagster.vlm import OpenAICompatibleClient
+
+    encoded = []
+    real = media_mod.encode_jpeg
+    monkeypatch.setattr(media_mod, "encode_jpeg", lambda f, *a, **k: encoded.append(1) or real(f, *a, **k))
+    write_video(tmp_path / "v.mp4", _clip(6, n=36), 12)
+    rubric = parse_rubric({"criteria": [
+        {"id": f"c{i}", "dimension": 12, "criterion": f"check {i}", "type": "soft", "importance": "low",
+         "scoring_rule": "0-10", "evidence_plan": {"tool_sequence": [{"tool": "flicker_probe", "args": {}}]}}
+        for i in range(5)]})
+    rows = [{"criterion_id": f"c{i}", "evidence": "[]", "error": None} for i in range(5)]
+    store = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-enc"})
+    with FakeVlmServer() as srv:
+        judge = VlmJudge(OpenAICompatibleClient(srv.base_url, "judge", concurrency=4))
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(4) as pool:
+            got = judge_criteria(rubric, rows, judge, frames=output_frames(store), pool=pool)
+        images = [[p["image_url"]["url"] for m in r["body"]["messages"] if isinstance(m["content"], list)
+                   for p in m["content"] if p.get("type") == "image_url"] for r in srv.requests]
+    assert all(r["score"] is not None for r in got) and len(images) == 5
+    assert len(images[0]) == 8 and all(im == images[0] for im in images)
+    assert store.decode_count == 1 and len(encoded) == 8
