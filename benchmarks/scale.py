@@ -23,6 +23,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -133,6 +134,7 @@ def main() -> None:
                     help="models per task (partitions per task)")
     ap.add_argument("--latency", type=float, default=0.2, help="server latency per request, seconds")
     ap.add_argument("--concurrency", type=int, default=8, help="the VLM resource's bound (ARGUS_VLM_CONCURRENCY)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary ARGUS_HOME (bench, cache, reports)")
     ap.add_argument("--timeline", action="store_true",
                     help="print the cold run's progress and its requests started per second")
     ap.add_argument("--parallel-runs", type=int, default=int(os.environ.get("ARGUS_PARALLEL_RUNS") or 5))
@@ -179,6 +181,8 @@ def main() -> None:
     finally:
         conn.send("stop")
         server.join(timeout=10)
+        if not args.keep:
+            shutil.rmtree(home, ignore_errors=True)
     print(f"{'run':<6}{'requests':>9}{'judge':>7}{'qa':>6}{'rubric':>8}{'bound s':>9}{'wall s':>8}{'ratio':>7}"
           f"{'cpu s':>7}{'s/video':>9}{'peak MB':>9}")
     cold_wall = runs[0][2]
