@@ -10,7 +10,10 @@ that dependency is run first (unrecorded) so the crop or track it leaves behind 
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from ..cache import ContentCache, cache_key
@@ -19,6 +22,13 @@ from .media_store import MediaStore
 from .plan import NormalizedPlan
 from .tools.registry import ToolSuite
 from .vocabulary import DERIVED_MEDIA, TOOL_SPECS, crop_id_for
+
+
+# Tools that compute (on the CPU, or a device) run at most this many at once in a process, however
+# many criteria run concurrently: more than the cores only adds memory, each holding its own float
+# copies of the frames. Tools that wait on the network (a VLM, a search API) do not take a slot.
+TOOL_SLOTS = threading.BoundedSemaphore(max(1, int(os.environ.get("ARGUS_TOOL_THREADS") or os.cpu_count() or 1)))
+WAITING_TOOLS = frozenset({"vlm_qa", "web_search"})
 
 
 def _produces(step: dict[str, Any]) -> str | None:
@@ -54,7 +64,8 @@ def _run_step(step: dict[str, Any], media: MediaStore, tools: ToolSuite) -> dict
         if missing:
             result = {"ok": False, "error": f"media {missing} not available for this candidate"}
         else:
-            result = tool.run(args, media)
+            with nullcontext() if name in WAITING_TOOLS else TOOL_SLOTS:
+                result = tool.run(args, media)
             if name == "crop_compare" and result.get("ok"):
                 result.setdefault("registered", crop_id_for(args.get("crop_from", "output_video")))
     except MediaError as exc:
