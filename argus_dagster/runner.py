@@ -99,26 +99,26 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         with say_lock:
             progress(msg)
 
-    def task_run(task: str) -> bool:
-        """Whether the task's assets ran (False: up to date)."""
+    def task_run(task: str) -> None:
         t0 = time.perf_counter()
         if not force and _up_to_date(instance, "rubrics", task, fingerprint(evaluator, settings, task)):
             say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics up to date")
-            return False
+            return
         res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
                              instance=instance, resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
         _check(res, say)
-        if not res.output_for_node("rubrics")["error"].drop_nulls().len():  # else the next run tries again
+        # Taken after the run: the rubrics it froze are part of the task's files. A rubric that could
+        # not be written leaves the task untagged, so the next run tries again.
+        if not res.output_for_node("rubrics")["error"].drop_nulls().len():
             instance.add_run_tags(res.run_id, {FINGERPRINT_TAG: fingerprint(evaluator, settings, task)})
         ran.append(task)
         say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
-        return True
 
     def model_run(task: str, model: str) -> None:
         t0 = time.perf_counter()
         key = dg.MultiPartitionKey({"task": task, "model": model})
-        if not force and _up_to_date(instance, "diagnostic_reports", str(key),
-                                                   fingerprint(evaluator, settings, task, model)):
+        fp = fingerprint(evaluator, settings, task, model)  # the state this run starts from
+        if not force and _up_to_date(instance, "diagnostic_reports", str(key), fp):
             say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: up to date")
             return
         res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
@@ -129,7 +129,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         retry = (meta["criterion_evidence"]["tool_steps_failed"].value
                  + meta["criterion_scores"]["n_unscored_retryable"].value)
         if not retry:  # a partition with failed steps or unanswered judgments is run again next time
-            instance.add_run_tags(res.run_id, {FINGERPRINT_TAG: fingerprint(evaluator, settings, task, model)})
+            instance.add_run_tags(res.run_id, {FINGERPRINT_TAG: fp})
         ran.append(f"{task} x {model}")
         say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)"
             + (f"; {retry} failed tool steps or unanswered judgments, retried on the next run" if retry else ""))
