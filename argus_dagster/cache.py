@@ -131,13 +131,6 @@ class ContentCache:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return None  # a damaged entry is recomputed and overwritten
 
-    def get(self, key: str) -> Any | None:
-        if self.store is None:
-            return None
-        value = self._read(key)
-        self._count(value is not None)
-        return value
-
     def put(self, key: str, value: Any) -> None:
         if self.store is None:
             return

@@ -68,16 +68,11 @@ def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore,
 
 def collect_evidence(inst: InputInstance, rubric: Rubric, video_uri: str, suite: ToolSuite, *,
                      web_search: bool = False, vlm_only: bool = False, cache: ContentCache | None = None,
-                     video_sha256: str = "", pool: Executor | None = None) -> list[dict[str, Any]]:
-    """Evidence rows for every criterion of one candidate (with ``pool``, criteria run concurrently)."""
+                     video_sha256: str = "") -> list[dict[str, Any]]:
+    """Evidence rows for every criterion of one candidate, one after another."""
     media = candidate_media(inst, video_uri, video_sha256)
-
-    def one(c: Criterion) -> dict[str, Any]:
-        return criterion_evidence_row(inst, c, media, suite, web_search=web_search, vlm_only=vlm_only, cache=cache)
-
-    if pool is None:
-        return [one(c) for c in rubric.criteria]
-    return [f.result() for f in [pool.submit(one, c) for c in rubric.criteria]]
+    return [criterion_evidence_row(inst, c, media, suite, web_search=web_search, vlm_only=vlm_only, cache=cache)
+            for c in rubric.criteria]
 
 
 def judgment_key(judge, view: dict[str, Any], evidence: list[dict[str, Any]], video_sha256: str) -> str:

@@ -100,10 +100,11 @@ def run_plan(plan: NormalizedPlan, media: MediaStore, tools: ToolSuite, cache: C
         return _run_step(steps[j], media, tools)
 
     records: list[dict[str, Any]] = []
+    caching = cache is not None and cache.enabled
     for i, step in enumerate(steps):
-        key = step_key(step, media, tools, [keys[d] for d in dependencies(steps, i)]) if cache is not None else None
+        key = step_key(step, media, tools, [keys[d] for d in dependencies(steps, i)]) if caching else None
         keys.append(key)
-        if key is None or not cache.enabled:
+        if key is None:
             rec, hit = execute(i), False
         else:
             rec, hit = cache.get_or_compute(key, lambda i=i: execute(i), keep=_keep)
