@@ -22,12 +22,14 @@ tangle), so the CLI's runs show no raw stdout in the UI.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import dagster as dg
 import polars as pl
@@ -36,27 +38,40 @@ from .bench import discover_models, task_dir
 from .cache import cache_key
 from .media import file_digest
 from .settings import load_settings
+from .vlm import request_priority
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 # Concurrent in-process runs: no stdout capture. (Not ``python_logs`` either: with it, every run
 # reconfigures Python logging while the others log, which deadlocks.)
-_CLI_OVERRIDES = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
-                                   "class": "NoOpComputeLogManager"}}
+_NO_CAPTURE = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
+                                "class": "NoOpComputeLogManager"}}
+_STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
 
 def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
     """The instance under ``$ARGUS_HOME/dagster_home``; ``capture_stdout=False`` for concurrent
-    in-process runs (the same storage, no compute-log capture)."""
-    settings = load_settings()
-    settings.dagster_home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
-    if capture_stdout:
-        return dg.DagsterInstance.get()
+    in-process runs (no compute-log capture).
+
+    Unless a ``dagster.yaml`` there configures storage, it is the default SQLite storage through
+    ``argus_dagster.storage`` (the same files, engines kept between connections).
+    """
+    import yaml
     from dagster._core.instance.ref import InstanceRef
 
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(settings.dagster_home), overrides=_CLI_OVERRIDES))
+    from .storage import sqlite_storage_overrides
+
+    settings = load_settings()
+    home = settings.dagster_home
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+    config = home / "dagster.yaml"
+    configured = yaml.safe_load(config.read_text()) or {} if config.is_file() else {}
+    overrides = {} if any(k in configured for k in _STORAGE_KEYS) else sqlite_storage_overrides(str(home))
+    if not capture_stdout:
+        overrides.update(_NO_CAPTURE)
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
@@ -65,8 +80,33 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     """Materialize every asset for the selected tasks and models; returns the leaderboard.
 
     Up to ``parallel`` partition runs at once (``ARGUS_PARALLEL_RUNS``, default 5; 1 runs them one
-    after another). Up-to-date partitions are skipped unless ``force``.
+    after another). Up-to-date partitions are skipped unless ``force``. The runs' event logs keep
+    INFO and above (see ``info_and_above``).
     """
+    with info_and_above():
+        return _run_all(tasks, models, progress, instance, parallel, force)
+
+
+@contextmanager
+def info_and_above() -> Iterator[None]:
+    """No DEBUG records in this process while the block runs.
+
+    In a run, every log record becomes an event in the instance's event log. The IO manager's DEBUG
+    lines ("Loading partition ...", "Writing file at ...") are a third of a partition run's events
+    and say what the materialization's metadata already says (its path), so the CLI's runs leave
+    them out. Dagster's own events (steps, materializations, checks) are not log records and are
+    all kept.
+    """
+    before = logging.root.manager.disable
+    logging.disable(max(before, logging.DEBUG))
+    try:
+        yield
+    finally:
+        logging.disable(before)
+
+
+def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callable[[str], None],
+             instance: dg.DagsterInstance | None, parallel: int | None, force: bool) -> pl.DataFrame:
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
     from resources import resources_for
@@ -94,6 +134,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     say_lock = threading.Lock()
     evaluator = evaluator_identity(resources)
     ran: list[str] = []
+    # A task's runs (its rubrics, then its models) send their VLM requests ahead of later tasks'
+    # runs: the first task is scored while later tasks' rubrics fill the VLM's idle slots, and runs
+    # finish one after another, so one run's Dagster work overlaps the others' VLM waits.
+    urgency = {t: i for i, t in enumerate(task_list)}
 
     def say(msg: str) -> None:
         with say_lock:
@@ -104,8 +148,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         if not force and _up_to_date(instance, "rubrics", task, fingerprint(evaluator, settings, task)):
             say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics up to date")
             return
-        res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
-                             instance=instance, resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
+        with request_priority(urgency[task]):
+            res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
+                                 instance=instance, resources=resources, run_config=QUIET,
+                                 tags={"argus/launcher": "cli"})
         _check(res, say)
         # Taken after the run: the rubrics it froze are part of the task's files. A rubric that could
         # not be written leaves the task untagged, so the next run tries again.
@@ -121,9 +167,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         if not force and _up_to_date(instance, "diagnostic_reports", str(key), fp):
             say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: up to date")
             return
-        res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
-                             selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
-                             resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
+        with request_priority(urgency[task]):
+            res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
+                                 selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
+                                 resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
         _check(res, say)
         meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
         retry = (meta["criterion_evidence"]["tool_steps_failed"].value

@@ -20,6 +20,9 @@ metadata. The API key is sent in a header and never appears in an error, a log o
 from __future__ import annotations
 
 import base64
+import contextvars
+import heapq
+import itertools
 import json
 import random
 import re
@@ -27,13 +30,39 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol, TypeVar
 
 import numpy as np
 
 from .media import JPEG_QUALITY, MAX_SIDE, FrameImage, MediaError, encode_jpeg, resize_longest
 
 T = TypeVar("T")
+
+
+# The urgency of the current context's requests: lower is served first when requests wait for a
+# slot. Concurrent runs in one process share a client; the CLI gives each run its launch order, so
+# requests of runs launched earlier go first and runs finish one after another instead of all at
+# the end (one run's Dagster work then overlaps the others' VLM waits).
+REQUEST_PRIORITY: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_priority", default=0)
+
+
+@contextmanager
+def request_priority(priority: int) -> Iterator[None]:
+    """Requests made in this block (and by the threads of a :func:`request_pool` made in it) wait
+    with ``priority``."""
+    token = REQUEST_PRIORITY.set(priority)
+    try:
+        yield
+    finally:
+        REQUEST_PRIORITY.reset(token)
+
+
+def request_pool(max_workers: int) -> ThreadPoolExecutor:
+    """A thread pool whose threads make their requests with the caller's ``request_priority``."""
+    return ThreadPoolExecutor(max_workers=max_workers, initializer=REQUEST_PRIORITY.set,
+                              initargs=(REQUEST_PRIORITY.get(),))
 
 
 class VlmError(RuntimeError):
@@ -239,6 +268,14 @@ class _Endpoint:
     local: threading.local = field(default_factory=threading.local)
 
 
+@dataclass(order=True)
+class _Waiter:
+    priority: int
+    arrival: int
+    ready: threading.Event = field(default_factory=threading.Event, compare=False)
+    endpoint: _Endpoint | None = field(default=None, compare=False)
+
+
 class OpenAICompatibleClient:
     """``POST {base_url}/chat/completions`` over a pool of endpoints.
 
@@ -272,28 +309,50 @@ class OpenAICompatibleClient:
         self.exclude_after = exclude_after
         self.exclude_for_s = exclude_for_s
         self.endpoints = [_Endpoint(u) for u in urls]
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._waiting: list[_Waiter] = []  # a heap: (priority, arrival)
+        self._arrivals = itertools.count()
         self._rng = random.Random(seed)
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAICompatibleClient(model={self.model!r}, endpoints={[e.url for e in self.endpoints]})"
 
     # -- endpoint choice ------------------------------------------------------------------------
+    def _pick(self) -> _Endpoint | None:
+        """The endpoint the next request should use, or None when every usable one is full (under the lock)."""
+        now = time.monotonic()
+        healthy = [e for e in self.endpoints if e.excluded_until <= now]
+        pool = healthy or [min(self.endpoints, key=lambda e: e.excluded_until)]
+        free = [e for e in pool if e.in_flight < self.concurrency]
+        return min(free, key=lambda e: (e.in_flight, e.consecutive_failures)) if free else None
+
+    def _dispatch(self) -> None:
+        """Hand free slots to waiting requests, most urgent first (under the lock)."""
+        while self._waiting:
+            ep = self._pick()
+            if ep is None:
+                return
+            waiter = heapq.heappop(self._waiting)
+            ep.in_flight += 1
+            waiter.endpoint = ep
+            waiter.ready.set()
+
     def _acquire(self) -> _Endpoint:
-        with self._cond:
-            while True:
-                now = time.monotonic()
-                healthy = [e for e in self.endpoints if e.excluded_until <= now]
-                pool = healthy or [min(self.endpoints, key=lambda e: e.excluded_until)]
-                free = [e for e in pool if e.in_flight < self.concurrency]
-                if free:
-                    ep = min(free, key=lambda e: (e.in_flight, e.consecutive_failures))
-                    ep.in_flight += 1
-                    return ep
-                self._cond.wait(timeout=0.05)
+        """A slot on an endpoint. Requests that wait are served by ``request_priority`` (lower first),
+        then in arrival order."""
+        with self._lock:
+            waiter = _Waiter(REQUEST_PRIORITY.get(), next(self._arrivals))
+            heapq.heappush(self._waiting, waiter)
+            self._dispatch()
+        # A release hands the slot over; the timeout only matters when an endpoint's exclusion ends
+        # while every other one is full.
+        while not waiter.ready.wait(timeout=0.25):
+            with self._lock:
+                self._dispatch()
+        return waiter.endpoint
 
     def _release(self, ep: _Endpoint, connect_failed: bool) -> None:
-        with self._cond:
+        with self._lock:
             ep.in_flight -= 1
             if connect_failed:
                 ep.consecutive_failures += 1
@@ -302,7 +361,7 @@ class OpenAICompatibleClient:
             else:
                 ep.consecutive_failures = 0
                 ep.excluded_until = 0.0
-            self._cond.notify_all()
+            self._dispatch()
 
     def _session(self, ep: _Endpoint):
         import requests

@@ -1,9 +1,7 @@
 """Output-blind assets, partitioned by task: input instances and their frozen rubrics."""
 
-
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 import polars as pl
@@ -12,7 +10,7 @@ from argus_dagster import bench as bench_lib
 from argus_dagster.instances import InputInstance
 from argus_dagster.rubric.schema import RubricError
 from argus_dagster.rubric.store import resolve_rubric
-from argus_dagster.vlm import CallStats
+from argus_dagster.vlm import CallStats, request_pool
 from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
 from resources.bench import BenchResource
 from resources.judging import RubricGeneratorResource
@@ -69,7 +67,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
                 "error": None}
 
     # Inputs are independent: with a VLM generator their calls overlap up to its concurrency bound.
-    with ThreadPoolExecutor(max_workers=rubric_vlm.workers() if rubric_vlm.configured else 1) as pool:
+    with request_pool(rubric_vlm.workers() if rubric_vlm.configured else 1) as pool:
         rows = list(pool.map(one, input_instances.iter_rows(named=True)))
     df = frame(rows, RUBRICS)
     ok = df.filter(pl.col("error").is_null())

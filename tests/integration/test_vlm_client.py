@@ -2,6 +2,7 @@
 
 import json
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from argus_dagster.vlm import (CallStats, OpenAICompatibleClient, ParseError, VlmError, chat_json, encode_image,
-                               extract_json, strip_think)
+                               extract_json, request_pool, request_priority, strip_think)
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
 
 pytestmark = pytest.mark.integration
@@ -107,6 +108,35 @@ def test_concurrency_never_exceeds_the_bound_per_endpoint():
         assert a.max_in_flight <= 3 and b.max_in_flight <= 3
         assert a.max_in_flight == 3 and b.max_in_flight == 3  # and the bound is used
         assert len(a.requests) + len(b.requests) == 48
+
+
+def test_waiting_requests_are_served_by_priority_then_arrival():
+    """One slot, held by a first request: the ones that queue behind it go most urgent first, and in
+    arrival order within a priority, whatever order they arrived in; threads of a request_pool made
+    under a priority carry it."""
+    with FakeVlmServer(latency_s=0.3) as srv:
+        c = client(srv.base_url, concurrency=1)
+
+        def ask(name: str, priority: int) -> None:
+            with request_priority(priority):
+                c.chat([{"role": "user", "content": [name]}])
+
+        threads = [threading.Thread(target=ask, args=("first", 9))]
+        threads[0].start()
+        time.sleep(0.1)  # "first" holds the slot
+        for name, priority in [("p5", 5), ("p1-a", 1), ("p3", 3), ("p1-b", 1)]:
+            threads.append(threading.Thread(target=ask, args=(name, priority)))
+            threads[-1].start()
+            time.sleep(0.03)
+        with request_priority(0), request_pool(2) as pool:  # arrives last, most urgent
+            time.sleep(0.02)
+            pooled = pool.submit(c.chat, [{"role": "user", "content": ["p0-pool"]}])
+            pooled.result()
+        for t in threads:
+            t.join()
+        order = [r["body"]["messages"][0]["content"] for r in srv.requests]
+        assert order == ["first", "p0-pool", "p1-a", "p1-b", "p3", "p5"]
+        assert srv.max_in_flight == 1
 
 
 def test_images_go_as_small_jpeg_data_urls(server):

@@ -4,7 +4,7 @@ It answers the three kinds of request the project makes, told apart by their sys
 generation (a valid rubric for the task named in the request, written here from a template, not by
 the project's code), criterion judging (a score and a rationale) and ``vlm_qa`` (a short answer).
 A test can queue scripted replies (status, body, headers, delay) that are served first, and set a
-fixed latency and random rates of 500s and unparseable answers, and hold every request after the
+fixed latency (the time from receiving a request to answering it) and random rates of 500s and unparseable answers, and hold every request after the
 next N until released (to stop a client midway). Every request is recorded (path, headers, body);
 the peak number of requests in flight (received and not yet answered) and the number answered are
 tracked.
@@ -167,6 +167,9 @@ class FakeVlmServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes: with Nagle's algorithm the body would wait
+            # for the client's delayed ACK (about 40 ms on Linux), on top of the latency set here.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):  # quiet
                 pass
@@ -208,6 +211,7 @@ class FakeVlmServer:
 
     # -- one request ------------------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        t_received = time.monotonic()  # the latency runs from here: reading, parsing and answering are part of it
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         try:
             body = json.loads(raw)
@@ -237,7 +241,7 @@ class FakeVlmServer:
                     item = Scripted(content="I would rather not say. {broken")
                 else:
                     item = Scripted(content=self.answer(body))
-            time.sleep(self.latency_s + item.delay_s)
+            time.sleep(max(0.0, t_received + self.latency_s + item.delay_s - time.monotonic()))
             if held:
                 self._released.wait()
             if not h.path.endswith("/chat/completions"):
