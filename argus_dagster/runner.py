@@ -14,7 +14,8 @@ re-materializes every partition; the content cache then answers every tool step 
 
 Partitions run as concurrent in-process runs (``ARGUS_PARALLEL_RUNS``, default 5): a task's model
 partitions start as soon as its rubrics exist, so one partition's Dagster bookkeeping and tools
-overlap another's VLM waits, and all of them share one VLM client and its bound. These runs write
+overlap another's VLM waits, and all of them share one VLM client and its bound (requests that wait
+for it are served by stage, then by task order: ``argus_dagster.vlm.request_priority``). These runs write
 their events to the instance like any other; their stdout is not captured into compute-log files
 (that capture redirects the process's file descriptors, which concurrent runs in one process would
 tangle), so the CLI's runs show no raw stdout in the UI.
@@ -134,9 +135,9 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     say_lock = threading.Lock()
     evaluator = evaluator_identity(resources)
     ran: list[str] = []
-    # A task's runs (its rubrics, then its models) send their VLM requests ahead of later tasks'
-    # runs: the first task is scored while later tasks' rubrics fill the VLM's idle slots, and runs
-    # finish one after another, so one run's Dagster work overlaps the others' VLM waits.
+    # Within a stage (rubrics, evidence, judgments: see ``argus_dagster.vlm``), a task's runs send
+    # their VLM requests ahead of later tasks' runs, so tasks finish one after another and one run's
+    # Dagster work overlaps the others' VLM waits.
     urgency = {t: i for i, t in enumerate(task_list)}
 
     def say(msg: str) -> None:

@@ -41,28 +41,39 @@ from .media import JPEG_QUALITY, MAX_SIDE, FrameImage, MediaError, encode_jpeg, 
 T = TypeVar("T")
 
 
-# The urgency of the current context's requests: lower is served first when requests wait for a
-# slot. Concurrent runs in one process share a client; the CLI gives each run its launch order, so
-# requests of runs launched earlier go first and runs finish one after another instead of all at
-# the end (one run's Dagster work then overlaps the others' VLM waits).
+# When requests wait for a slot, the client serves them by (stage, priority, arrival), lowest first.
+# Concurrent runs in one process share a client. The stage is the pipeline's: rubrics (0) before
+# evidence (1) before judgments (2), because earlier stages unblock later ones, so no partition sits
+# at the evidence/scoring boundary while others' judgments hold the VLM. The priority is the run's:
+# the CLI gives each task's runs the task's order, so tasks finish one after another and one run's
+# Dagster work overlaps the others' VLM waits.
+REQUEST_STAGE: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_stage", default=0)
 REQUEST_PRIORITY: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_priority", default=0)
+STAGE_RUBRICS, STAGE_EVIDENCE, STAGE_JUDGMENTS = 0, 1, 2
 
 
 @contextmanager
-def request_priority(priority: int) -> Iterator[None]:
+def request_priority(priority: int | None = None, *, stage: int | None = None) -> Iterator[None]:
     """Requests made in this block (and by the threads of a :func:`request_pool` made in it) wait
-    with ``priority``."""
-    token = REQUEST_PRIORITY.set(priority)
+    with this ``priority`` and/or ``stage`` (``None`` keeps the current one)."""
+    tokens = [(var, var.set(value)) for var, value in ((REQUEST_PRIORITY, priority), (REQUEST_STAGE, stage))
+              if value is not None]
     try:
         yield
     finally:
-        REQUEST_PRIORITY.reset(token)
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+def _carry(stage: int, priority: int) -> None:
+    REQUEST_STAGE.set(stage)
+    REQUEST_PRIORITY.set(priority)
 
 
 def request_pool(max_workers: int) -> ThreadPoolExecutor:
-    """A thread pool whose threads make their requests with the caller's ``request_priority``."""
-    return ThreadPoolExecutor(max_workers=max_workers, initializer=REQUEST_PRIORITY.set,
-                              initargs=(REQUEST_PRIORITY.get(),))
+    """A thread pool whose threads make their requests with the caller's stage and priority."""
+    return ThreadPoolExecutor(max_workers=max_workers, initializer=_carry,
+                              initargs=(REQUEST_STAGE.get(), REQUEST_PRIORITY.get()))
 
 
 class VlmError(RuntimeError):
@@ -270,6 +281,7 @@ class _Endpoint:
 
 @dataclass(order=True)
 class _Waiter:
+    stage: int
     priority: int
     arrival: int
     ready: threading.Event = field(default_factory=threading.Event, compare=False)
@@ -338,10 +350,10 @@ class OpenAICompatibleClient:
             waiter.ready.set()
 
     def _acquire(self) -> _Endpoint:
-        """A slot on an endpoint. Requests that wait are served by ``request_priority`` (lower first),
-        then in arrival order."""
+        """A slot on an endpoint. Requests that wait are served by stage, then priority (lower first;
+        see ``request_priority``), then in arrival order."""
         with self._lock:
-            waiter = _Waiter(REQUEST_PRIORITY.get(), next(self._arrivals))
+            waiter = _Waiter(REQUEST_STAGE.get(), REQUEST_PRIORITY.get(), next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
             self._dispatch()
         # A release hands the slot over; the timeout only matters when an endpoint's exclusion ends

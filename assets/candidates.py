@@ -18,7 +18,7 @@ from argus_dagster.instances import InputInstance
 from argus_dagster.media import MediaError, file_digest, probe_video
 from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.vlm import CallStats, request_pool
+from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority
 from argus_dagster.tables import CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, ScoringResource
@@ -129,7 +129,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     workers = (vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1)
     rows: list[dict] = []
     last_said = time.perf_counter()
-    with request_pool(workers) as pool:
+    with request_priority(stage=STAGE_EVIDENCE), request_pool(workers) as pool:
         futures = [(cand, [pool.submit(one, cand, c) for c in rubric_of[cand["input_id"]].criteria]) for cand in todo]
         for n, (cand, fs) in enumerate(futures, start=1):
             got = [f.result() for f in fs]
@@ -191,7 +191,8 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
             context.log.warning(f"{task}/{model}/{input_id}: the judge saw no frames (the video cannot be decoded)")
         return [{"task": task, "model": model, "input_id": input_id, **s} for s in got]
 
-    with request_pool(workers) as calls, request_pool(min(max(4, workers), max(1, len(groups)))) as per_video:
+    with request_priority(stage=STAGE_JUDGMENTS), request_pool(workers) as calls, \
+            request_pool(min(max(4, workers), max(1, len(groups)))) as per_video:
         rows = [r for got in per_video.map(one, groups) for r in got]
     df = frame(rows, CRITERION_SCORES)
     scored = df.filter(pl.col("score").is_not_null())

@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from argus_dagster.vlm import (CallStats, OpenAICompatibleClient, ParseError, VlmError, chat_json, encode_image,
-                               extract_json, request_pool, request_priority, strip_think)
+from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, OpenAICompatibleClient,
+                               ParseError, VlmError, chat_json, encode_image, extract_json, request_pool,
+                               request_priority, strip_think)
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
 
 pytestmark = pytest.mark.integration
@@ -110,32 +111,30 @@ def test_concurrency_never_exceeds_the_bound_per_endpoint():
         assert len(a.requests) + len(b.requests) == 48
 
 
-def test_waiting_requests_are_served_by_priority_then_arrival():
-    """One slot, held by a first request: the ones that queue behind it go most urgent first, and in
-    arrival order within a priority, whatever order they arrived in; threads of a request_pool made
-    under a priority carry it."""
+def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
+    """One slot, held by a first request: the ones that queue behind it go by stage, then priority,
+    then arrival, whatever order they arrived in; threads of a request_pool carry both."""
     with FakeVlmServer(latency_s=0.3) as srv:
         c = client(srv.base_url, concurrency=1)
 
-        def ask(name: str, priority: int) -> None:
-            with request_priority(priority):
+        def ask(name: str, priority: int, stage: int) -> None:
+            with request_priority(priority, stage=stage):
                 c.chat([{"role": "user", "content": [name]}])
 
-        threads = [threading.Thread(target=ask, args=("first", 9))]
-        threads[0].start()
-        time.sleep(0.1)  # "first" holds the slot
-        for name, priority in [("p5", 5), ("p1-a", 1), ("p3", 3), ("p1-b", 1)]:
-            threads.append(threading.Thread(target=ask, args=(name, priority)))
+        queued = [("first", 9, 0), ("judge-p0", 0, STAGE_JUDGMENTS), ("p5", 5, STAGE_EVIDENCE),
+                  ("p1-a", 1, STAGE_EVIDENCE), ("p3", 3, STAGE_EVIDENCE), ("p1-b", 1, STAGE_EVIDENCE)]
+        threads = []
+        for args in queued:
+            threads.append(threading.Thread(target=ask, args=args))
             threads[-1].start()
-            time.sleep(0.03)
-        with request_priority(0), request_pool(2) as pool:  # arrives last, most urgent
+            time.sleep(0.1 if len(threads) == 1 else 0.03)  # "first" holds the slot; the rest queue
+        with request_priority(9, stage=STAGE_RUBRICS), request_pool(2) as pool:  # arrives last, earliest stage
             time.sleep(0.02)
-            pooled = pool.submit(c.chat, [{"role": "user", "content": ["p0-pool"]}])
-            pooled.result()
+            pool.submit(c.chat, [{"role": "user", "content": ["rubric-pool"]}]).result()
         for t in threads:
             t.join()
         order = [r["body"]["messages"][0]["content"] for r in srv.requests]
-        assert order == ["first", "p0-pool", "p1-a", "p1-b", "p3", "p5"]
+        assert order == ["first", "rubric-pool", "p1-a", "p1-b", "p3", "p5", "judge-p0"]
         assert srv.max_in_flight == 1
 
 
