@@ -116,11 +116,14 @@ class EngineCachingSqliteEventLogStorage(SqliteEventLogStorage):
             self._tables.add(table_name)
         return found
 
-    def wipe(self) -> None:
+    def _close_engines(self) -> None:
         with self._db_lock:
             for engine in self._engines.values():
                 engine.dispose()
             self._engines.clear()
+
+    def wipe(self) -> None:
+        self._close_engines()  # the run databases are deleted: no connection may stay open on them
         super().wipe()
 
     def upgrade(self) -> None:
@@ -128,10 +131,7 @@ class EngineCachingSqliteEventLogStorage(SqliteEventLogStorage):
         self._tables.clear()
 
     def dispose(self) -> None:
-        with self._db_lock:
-            for engine in self._engines.values():
-                engine.dispose()
-            self._engines.clear()
+        self._close_engines()
         super().dispose()
 
 
