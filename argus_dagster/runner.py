@@ -14,11 +14,11 @@ re-materializes every partition; the content cache then answers every tool step 
 
 Partitions run as concurrent in-process runs (``ARGUS_PARALLEL_RUNS``, default 5): a task's model
 partitions start as soon as its rubrics exist, so one partition's Dagster bookkeeping and tools
-overlap another's VLM waits, and all of them share one VLM client and its bound (requests that wait
-for it are served by stage, then by task order: ``argus_dagster.vlm.request_priority``). These runs write
-their events to the instance like any other; their stdout is not captured into compute-log files
-(that capture redirects the process's file descriptors, which concurrent runs in one process would
-tangle), so the CLI's runs show no raw stdout in the UI.
+overlap another's VLM waits, and all of them share one VLM client and its bound (requests that
+wait for a slot are served by stage, then by task order: ``argus_dagster.vlm.request_priority``).
+These runs write their events to the instance like any other; their stdout is not captured into
+compute-log files (that capture redirects the process's file descriptors, which concurrent runs in
+one process would tangle), so the CLI's runs show no raw stdout in the UI.
 """
 
 from __future__ import annotations

@@ -28,10 +28,10 @@ import random
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, TypeVar
 
 import numpy as np
@@ -286,6 +286,7 @@ class _Waiter:
     arrival: int
     ready: threading.Event = field(default_factory=threading.Event, compare=False)
     endpoint: _Endpoint | None = field(default=None, compare=False)
+    gone: bool = field(default=False, compare=False)  # stopped waiting (interrupted): skipped
 
 
 class OpenAICompatibleClient:
@@ -322,7 +323,7 @@ class OpenAICompatibleClient:
         self.exclude_for_s = exclude_for_s
         self.endpoints = [_Endpoint(u) for u in urls]
         self._lock = threading.Lock()
-        self._waiting: list[_Waiter] = []  # a heap: (priority, arrival)
+        self._waiting: list[_Waiter] = []  # a heap: (stage, priority, arrival)
         self._arrivals = itertools.count()
         self._rng = random.Random(seed)
 
@@ -345,6 +346,8 @@ class OpenAICompatibleClient:
             if ep is None:
                 return
             waiter = heapq.heappop(self._waiting)
+            if waiter.gone:
+                continue
             ep.in_flight += 1
             waiter.endpoint = ep
             waiter.ready.set()
@@ -358,9 +361,17 @@ class OpenAICompatibleClient:
             self._dispatch()
         # A release hands the slot over; the timeout only matters when an endpoint's exclusion ends
         # while every other one is full.
-        while not waiter.ready.wait(timeout=0.25):
+        try:
+            while not waiter.ready.wait(timeout=0.25):
+                with self._lock:
+                    self._dispatch()
+        except BaseException:  # interrupted while waiting: give back a slot handed over meanwhile
             with self._lock:
-                self._dispatch()
+                waiter.gone = True
+                if waiter.endpoint is not None:
+                    waiter.endpoint.in_flight -= 1
+                    self._dispatch()
+            raise
         return waiter.endpoint
 
     def _release(self, ep: _Endpoint, connect_failed: bool) -> None:
