@@ -10,7 +10,7 @@ from argus_dagster import bench as bench_lib
 from argus_dagster.instances import InputInstance
 from argus_dagster.rubric.schema import RubricError
 from argus_dagster.rubric.store import resolve_rubric
-from argus_dagster.vlm import CallStats, request_pool
+from argus_dagster.vlm import STAGE_RUBRICS, CallStats, request_pool, request_priority
 from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
 from resources.bench import BenchResource
 from resources.judging import RubricGeneratorResource
@@ -67,7 +67,8 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
                 "error": None}
 
     # Inputs are independent: with a VLM generator their calls overlap up to its concurrency bound.
-    with request_pool(rubric_vlm.workers() if rubric_vlm.configured else 1) as pool:
+    workers = rubric_vlm.workers() if rubric_vlm.configured else 1
+    with request_priority(stage=STAGE_RUBRICS), request_pool(workers) as pool:
         rows = list(pool.map(one, input_instances.iter_rows(named=True)))
     df = frame(rows, RUBRICS)
     ok = df.filter(pl.col("error").is_null())

@@ -4,10 +4,10 @@ It answers the three kinds of request the project makes, told apart by their sys
 generation (a valid rubric for the task named in the request, written here from a template, not by
 the project's code), criterion judging (a score and a rationale) and ``vlm_qa`` (a short answer).
 A test can queue scripted replies (status, body, headers, delay) that are served first, and set a
-fixed latency (the time from receiving a request to answering it) and random rates of 500s and unparseable answers, and hold every request after the
-next N until released (to stop a client midway). Every request is recorded (path, headers, body);
-the peak number of requests in flight (received and not yet answered) and the number answered are
-tracked.
+fixed latency (the time from receiving a request to answering it) and random rates of 500s and
+unparseable answers, and hold every request after the next N until released (to stop a client
+midway). Every request is recorded (path, headers, body); the peak number of requests in flight
+(received and not yet answered) and the number answered are tracked.
 """
 
 from __future__ import annotations
