@@ -56,7 +56,7 @@ def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
     in-process runs (no compute-log capture).
 
     Unless a ``dagster.yaml`` there configures storage, it is the default SQLite storage through
-    ``argus_dagster.storage`` (the same files, engines kept between connections).
+    ``argus_dagster.storage`` (the same files, with connections kept open).
     """
     import yaml
     from dagster._core.instance.ref import InstanceRef
@@ -95,8 +95,8 @@ def info_and_above() -> Iterator[None]:
     In a run, every log record becomes an event in the instance's event log. The IO manager's DEBUG
     lines ("Loading partition ...", "Writing file at ...") are a third of a partition run's events
     and say what the materialization's metadata already says (its path), so the CLI's runs leave
-    them out. Dagster's own events (steps, materializations, checks) are not log records and are
-    all kept.
+    them out. Dagster's own events (steps, materializations, checks) are logged whatever the level,
+    so every one of them is kept.
     """
     before = logging.root.manager.disable
     logging.disable(max(before, logging.DEBUG))

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from sqlalchemy import event as sa_event
+from sqlalchemy.pool import Pool
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
@@ -66,6 +68,29 @@ def test_runs_written_by_the_cli_storage_are_read_by_dagsters_own(home):
     again = dg.materialize([numbers], partition_key="b", instance=stock)
     inst2 = local_instance(capture_stdout=False)
     assert inst2.get_latest_materialization_event(numbers.key).run_id == again.run_id
+
+
+def test_events_reuse_open_connections_that_commit_with_synchronous_normal(home):
+    """The point of the storage: writing a run's events opens a handful of SQLite connections, not
+    one per event, and they commit with synchronous=NORMAL (1)."""
+    inst = local_instance(capture_stdout=False)
+    dg.materialize([numbers], partition_key="a", instance=inst)  # databases created, engines warm
+    opened: list[object] = []
+
+    def on_connect(dbapi_conn, _record) -> None:
+        opened.append(dbapi_conn)
+
+    sa_event.listen(Pool, "connect", on_connect)
+    try:
+        runs = [dg.materialize([numbers, numbers_positive], partition_key=k, instance=inst) for k in ("a", "b")]
+    finally:
+        sa_event.remove(Pool, "connect", on_connect)
+    n_events = sum(len(inst.all_logs(r.run_id)) for r in runs)
+    assert n_events > 40
+    assert len(opened) <= 8, f"{len(opened)} connections opened for {n_events} events"
+    for storage_connection in (inst.event_log_storage.index_connection(), inst.run_storage.connect()):
+        with storage_connection as conn:
+            assert conn.exec_driver_sql("pragma synchronous").scalar() == 1
 
 
 def test_a_runs_database_has_the_stock_schema_and_revision(tmp_path):

@@ -1,5 +1,6 @@
 """The OpenAI-compatible client against a loopback server: retries, exclusions, bounds, parsing."""
 
+import ctypes
 import json
 import logging
 import threading
@@ -136,6 +137,41 @@ def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
         order = [r["body"]["messages"][0]["content"] for r in srv.requests]
         assert order == ["first", "rubric-pool", "p1-a", "p1-b", "p3", "p5", "judge-p0"]
         assert srv.max_in_flight == 1
+
+
+def test_a_request_interrupted_while_it_waits_leaves_no_slot_taken():
+    """A thread that stops waiting (here: an exception raised in it while it waits) must not keep
+    the slot a release would hand it, or the next request would wait for ever."""
+
+    class Interrupted(Exception):
+        pass
+
+    with FakeVlmServer(latency_s=0.4) as srv:
+        c = client(srv.base_url, concurrency=1)
+        holder = threading.Thread(target=c.chat, args=(HELLO,))
+        holder.start()
+        time.sleep(0.1)  # the only slot is taken
+        outcome: list[str] = []
+
+        def wait_then_get_interrupted() -> None:
+            try:
+                c.chat(HELLO)
+                outcome.append("answered")
+            except Interrupted:
+                outcome.append("interrupted")
+
+        waiter = threading.Thread(target=wait_then_get_interrupted)
+        waiter.start()
+        time.sleep(0.1)  # queued behind the holder
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(waiter.ident), ctypes.py_object(Interrupted))
+        waiter.join(timeout=5)
+        holder.join(timeout=5)
+        assert outcome == ["interrupted"]
+        later = threading.Thread(target=c.chat, args=(HELLO,))
+        later.start()
+        later.join(timeout=3)
+        assert not later.is_alive(), "the interrupted request kept the slot"
+        assert len(srv.requests) == 2 and sum(e.in_flight for e in c.endpoints) == 0
 
 
 def test_images_go_as_small_jpeg_data_urls(server):

@@ -211,7 +211,7 @@ class FakeVlmServer:
 
     # -- one request ------------------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
-        t_received = time.monotonic()  # the latency runs from here: reading, parsing and answering are part of it
+        t_received = time.monotonic()  # the latency runs from here: reading and answering are part of it
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         try:
             body = json.loads(raw)
