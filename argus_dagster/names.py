@@ -1,0 +1,98 @@
+"""Names that come from data (input ids, model names, bench and profile names) and the file and key
+names made from them.
+
+Ids and model names are data, never path fragments. Every file name made from one goes through
+:func:`file_name`, an injective mapping onto names that are safe on every file system and in every
+object store: a name of plain characters (``[A-Za-z0-9][A-Za-z0-9._+-]*``, at most 100 characters,
+not ending in a dot) stays as it is; any other name becomes ``~`` followed by its percent-encoded
+UTF-8 (or, when that would be long, ``~~`` and its SHA-256). ``~`` never starts a plain name, so two
+different names never share a file, whatever an adversary chooses.
+
+What each kind of name may contain:
+
+* an **input id**: 1-200 characters, no control characters, not blank;
+* a **model name** (a folder of the candidate store, and a Dagster partition key): 1-100
+  characters, no control characters, no ``| , [ ]`` (Dagster's multi-partition separators), no
+  ``...`` (its range separator), no ``/`` or ``\\``, and no leading or trailing space;
+* a **bench** or **profile** name: letters, digits and ``_ . = + -``; its asset-key prefix and
+  Dagster names use :func:`dagster_name`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from urllib.parse import quote
+
+PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+MAX_ID = 200
+MAX_MODEL = 100
+FORBIDDEN_IN_MODEL = ("|", ",", "[", "]", "...", "/", "\\")
+PROFILE_OR_BENCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=+-]{0,63}")
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in text)
+
+
+def is_plain(name: str) -> bool:
+    return bool(PLAIN.fullmatch(name)) and not name.endswith(".")
+
+
+def file_name(name: str) -> str:
+    """An injective, file-system-safe name for ``name`` (see the module docstring)."""
+    if is_plain(name):
+        return name
+    encoded = quote(name, safe="")
+    if len(encoded) <= 150:
+        return "~" + encoded
+    return "~~" + hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+def input_id_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an input id, or None."""
+    if not isinstance(value, str):
+        return f"the id must be a string, got {type(value).__name__}"
+    if not value.strip():
+        return "the id is empty"
+    if len(value) > MAX_ID:
+        return f"the id has {len(value)} characters (at most {MAX_ID})"
+    if _has_control(value):
+        return "the id contains control characters"
+    return None
+
+
+def model_name_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a model name (a candidate-store folder and partition key), or None."""
+    if not value or not value.strip():
+        return "the model name is empty"
+    if value != value.strip():
+        return "the model name starts or ends with a space"
+    if len(value) > MAX_MODEL:
+        return f"the model name has {len(value)} characters (at most {MAX_MODEL})"
+    if _has_control(value):
+        return "the model name contains control characters"
+    bad = [s for s in FORBIDDEN_IN_MODEL if s in value]
+    if bad:
+        return f"the model name contains {' and '.join(repr(s) for s in bad)} (not allowed: | , [ ] ... / \\)"
+    if value in (".", ".."):
+        return "the model name is a relative folder name"
+    return None
+
+
+def profile_or_bench_problem(value: str, what: str = "name") -> str | None:
+    if not PROFILE_OR_BENCH.fullmatch(value or ""):
+        return (f"{what} {value!r}: use letters, digits and _ . = + - (at most 64 characters, "
+                "starting with a letter or digit)")
+    return None
+
+
+def dagster_name(name: str) -> str:
+    """The Dagster name (``[A-Za-z0-9_]+``, no ``__``) of a bench or profile: every run of other
+    characters becomes one ``_`` (``judge=qwen2.5-vl-72b`` -> ``judge_qwen2_5_vl_72b``).
+
+    Not injective by itself: the registry of evaluations refuses a new name whose Dagster name is
+    taken. Without ``__`` inside, joining keys with ``__`` (as Dagster's op names do) is unambiguous.
+    """
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") or "x"
