@@ -6,17 +6,17 @@ and configuration and shared by every asset and thread that uses them.
 """
 
 
-import functools
 import os
 
 import dagster as dg
 
+from argus_dagster.memo import once_per_key
 from argus_dagster.vlm import OpenAICompatibleClient, TransformersClient, VlmClient
 
 BACKENDS = ("none", "openai", "transformers")
 
 
-@functools.lru_cache(maxsize=8)
+@once_per_key(maxsize=8)
 def _client(backend: str, base_urls: str, model: str, api_key: str, concurrency: int, timeout_s: float,
             max_retries: int, model_path: str, device: str, max_new_tokens: int) -> VlmClient:
     if backend == "openai":

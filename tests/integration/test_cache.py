@@ -400,3 +400,53 @@ def test_a_frame_is_decoded_and_encoded_once_for_every_criterion_of_its_video(tm
     assert all(r["score"] is not None for r in got) and len(images) == 5
     assert len(images[0]) == 8 and all(im == images[0] for im in images)
     assert store.decode_count == 1 and len(encoded) == 8
+
+
+def test_concurrent_partition_runs_share_one_bound(tmp_path, monkeypatch):
+    """Partition runs that start together (three tasks, two models) build one VLM client between them:
+    the server never sees more requests in flight than the configured concurrency."""
+    from argus_dagster.runner import run_all
+    from resources.vlm import _client
+
+    bench, cands = tmp_path / "bench", tmp_path / "cands"
+    for t, task in enumerate(("T2V", "TI2V", "TS2V")):
+        (bench / task).mkdir(parents=True)
+        rows = []
+        for i in range(2):
+            row = {"id": f"{task.lower()}{i}", "prompt": f"A textured pattern slides to the left, take {i}."}
+            if task == "TI2V":
+                row["first_frame"] = f"ff{i}.png"
+                cv2_frame = _clip(40 + i)[0]
+                import cv2
+
+                cv2.imwrite(str(bench / task / f"ff{i}.png"), cv2_frame)
+            if task == "TS2V":
+                row["subject_images"] = [f"s{i}.png"]
+                import cv2
+
+                cv2.imwrite(str(bench / task / f"s{i}.png"), _clip(50 + i)[0][:48, :48])
+            rows.append(row)
+        (bench / task / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for model in ("m", "n"):
+            for i in range(2):
+                write_video(cands / task / model / f"{task.lower()}{i}.mp4", _clip(10 * t + i + (model == "n")), 12)
+    _client.cache_clear()  # a client built by another test would hide the first-build race
+    from argus_dagster.vlm import OpenAICompatibleClient
+
+    real_init = OpenAICompatibleClient.__init__
+
+    def slow_init(self, *args, **kwargs):  # widens the window in which concurrent runs ask for it
+        time.sleep(0.5)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(OpenAICompatibleClient, "__init__", slow_init)
+    with FakeVlmServer(latency_s=0.05) as srv:
+        for k, v in {"ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
+                     "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands),
+                     "ARGUS_VLM_BASE_URL": srv.base_url, "ARGUS_VLM_MODEL": "judge-bound",
+                     "ARGUS_VLM_CONCURRENCY": "2"}.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
+        board = run_all(progress=lambda _msg: None, parallel=5)
+    assert board.height == 6
+    assert srv.max_in_flight == 2, srv.max_in_flight  # the bound is used and never passed
