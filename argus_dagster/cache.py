@@ -28,6 +28,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from .files import WriteError, write_atomic
+
 
 def cache_key(**parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
@@ -53,11 +55,7 @@ class LocalStore:
             return None
 
     def write(self, name: str, data: bytes) -> None:
-        p = self.root / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f"{p.name}.{os.getpid()}.{threading.get_ident()}.part")
-        tmp.write_bytes(data)
-        tmp.replace(p)
+        write_atomic(self.root / name, data)
 
 
 class S3Store:
@@ -101,6 +99,7 @@ class ContentCache:
         self.hits = 0
         self.misses = 0
         self.writes = 0
+        self.write_errors: list[str] = []
         self._lock = threading.Lock()  # counters and in-flight keys are shared by a stage's threads
         self._in_flight: dict[str, threading.Event] = {}
 
@@ -132,9 +131,16 @@ class ContentCache:
             return None  # a damaged entry is recomputed and overwritten
 
     def put(self, key: str, value: Any) -> None:
+        """Store ``value``. A local write that fails (a full disk) is recorded in ``write_errors``
+        and costs only the reuse: the value computed is still the answer."""
         if self.store is None:
             return
-        self.store.write(self._name(key), json.dumps(value, default=float).encode())
+        try:
+            self.store.write(self._name(key), json.dumps(value, default=float).encode())
+        except WriteError as exc:
+            with self._lock:
+                self.write_errors.append(str(exc))
+            return
         with self._lock:
             self.writes += 1
 
@@ -157,6 +163,17 @@ class ContentCache:
                     done = self._in_flight[key] = threading.Event()
                     break
             waiting.wait()  # then read what it stored (or compute, if it kept nothing)
+        # The miss above may predate another thread's publish: it stored the value and left the
+        # in-flight table between our read and our taking the key. Look again before computing.
+        try:
+            value = self._read(key)
+        except BaseException:
+            self._finish(key, done)
+            raise
+        if value is not None:
+            self._finish(key, done)
+            self._count(True)
+            return value, True
         try:
             self._count(False)
             value = compute()
@@ -164,9 +181,13 @@ class ContentCache:
                 self.put(key, value)
             return value, False
         finally:
-            with self._lock:
-                self._in_flight.pop(key, None)
-            done.set()
+            self._finish(key, done)
+
+    def _finish(self, key: str, done: threading.Event) -> None:
+        """Leave the in-flight table (after the value, if kept, is readable) and wake the waiters."""
+        with self._lock:
+            self._in_flight.pop(key, None)
+        done.set()
 
     def stats(self) -> dict[str, int]:
         with self._lock:

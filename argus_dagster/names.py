@@ -50,6 +50,23 @@ def file_name(name: str) -> str:
     return "~~" + hashlib.sha256(name.encode("utf-8")).hexdigest()
 
 
+def is_single_component(name: str) -> bool:
+    """Whether ``name`` names an entry of one folder: not empty, ``.`` or ``..``, no separator, no NUL.
+
+    A folder joined with such a name (and a suffix) stays in that folder, whatever the name holds.
+    """
+    return bool(name) and name not in (".", "..") and not any(c in name for c in ("/", "\\", "\0"))
+
+
+def lookup_names(name: str) -> list[str]:
+    """The file stems under which data named ``name`` may be found in a folder: its own name when
+    that is a single folder entry (released benches name rubrics and videos by id), then its
+    :func:`file_name`. Never a name that leaves the folder."""
+    out = [name] if is_single_component(name) else []
+    safe = file_name(name)
+    return out + ([safe] if safe not in out else [])
+
+
 def input_id_problem(value: object) -> str | None:
     """Why ``value`` cannot be an input id, or None."""
     if not isinstance(value, str):
