@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
+from .files import write_atomic
 from .rubric.taxonomy import DIMENSIONS
 
 DEFAULT_DIMENSION = "overall"
@@ -182,12 +183,9 @@ def average_raters(ratings: pl.DataFrame) -> pl.DataFrame:
 
 def write_human_csv(ratings: pl.DataFrame, path: str | Path) -> Path:
     """Ratings in the storage layout's ``human/<TASK>.csv`` form (``input_id, model, dimension, score[, rater]``)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     cols = ["input_id", "model", "dimension", "score"] + (
         ["rater"] if "rater" in ratings.columns and ratings["rater"].drop_nulls().len() else [])
-    ratings.select(cols).write_csv(p)
-    return p
+    return write_atomic(path, ratings.select(cols).write_csv())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -275,7 +273,7 @@ def aigve_bench(src: str | Path, bench_dir: str | Path, candidates_dir: str | Pa
                 os.symlink(video.resolve(), dest)
             except OSError:
                 shutil.copyfile(video, dest)
-    (task_bench / "manifest.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_atomic(task_bench / "manifest.jsonl", "\n".join(lines) + "\n")
     return aigve_ratings(data, source=str(src / "annotations.json"))
 
 

@@ -34,7 +34,7 @@ def _fmt(x: float | None) -> str:
 
 
 def _vlm_metadata(vlm: VlmResource, stats: CallStats) -> dict:
-    """The VLM calls a stage made (never the endpoint's key)."""
+    """The VLM calls a stage made (never the endpoint's key; endpoints as ``redact_url`` shows them)."""
     if not vlm.configured:
         return {"vlm": "none"}
     meta = stats.as_metadata()
@@ -55,8 +55,10 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
     rows = []
     for r in input_instances.iter_rows(named=True):
         row = {"task": task, "model": model, "input_id": r["input_id"]}
-        path = bench_lib.find_candidate(bench.candidates_path(), task, model, r["input_id"])
-        if path is None:
+        path = None if r["error"] else bench_lib.find_candidate(bench.candidates_path(), task, model, r["input_id"])
+        if r["error"]:  # a bad manifest row (a duplicate id among them) is never looked up or judged
+            row["error"] = f"input invalid: {r['error']}"
+        elif path is None:
             row["error"] = (f"missing: no video for input {r['input_id']!r} under "
                             f"{bench.candidates_path()}/{task}/{model}/")
         else:
