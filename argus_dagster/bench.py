@@ -80,6 +80,9 @@ def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
     ff = _field(raw, "first_frame")
     subj = _field(raw, "subject_images")
     src = _field(raw, "source_video")
+    if subj is not None and not isinstance(subj, (str, list)):
+        raise ValueError(f"input {input_id!r} field 'subject_images': expected a relative path or a list of "
+                         f"them, got {type(subj).__name__}")
     subj_list = [subj] if isinstance(subj, str) else list(subj or [])
     first_frame = resolve_media(base, ff, input_id=input_id, field="first_frame") if ff else None
     subjects = tuple(resolve_media(base, s, input_id=input_id, field="subject_images") for s in subj_list)
@@ -135,7 +138,7 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
             if inferred != task:
                 raise ValueError(f"input {inst.id!r}: listed under {task} but its conditions make it {inferred}")
             rows.append({**inst.to_row(), "task": task, "error": None})
-        except (ValueError, MediaError, OSError) as exc:
+        except (ValueError, TypeError, MediaError, OSError) as exc:
             rows.append({**empty, "input_id": rid or empty["input_id"], "task": task, "error": str(exc)})
     return rows
 
