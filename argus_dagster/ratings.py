@@ -28,6 +28,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from .files import write_atomic
+from .names import file_name, model_name_problem
 from .rubric.taxonomy import DIMENSIONS
 
 DEFAULT_DIMENSION = "overall"
@@ -265,8 +266,11 @@ def aigve_bench(src: str | Path, bench_dir: str | Path, candidates_dir: str | Pa
         video = src / "videos_5frame" / rec["video_path_pd"]
         if not video.is_file():
             raise FileNotFoundError(f"AIGVE clip {iid}: {video} not found")
+        problem = model_name_problem(model)
+        if problem:
+            raise ValueError(f"AIGVE clip {iid} field 'model': {problem}")
         lines.append(json.dumps({"id": iid, "prompt": rec["prompt_gt"]}))
-        dest = Path(candidates_dir) / "T2V" / model / f"{iid}{video.suffix}"
+        dest = Path(candidates_dir) / "T2V" / model / f"{file_name(iid)}{video.suffix}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         if not dest.exists():
             try:

@@ -16,6 +16,7 @@ from argus_dagster.media import write_video
 from argus_dagster.names import file_name
 
 from .helpers import graph_resources, load, materialize_task
+from .test_cache import s3_endpoint  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -273,3 +274,47 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
     for secret in ("pa55word-XYZ", "qkey-XYZ", "hkey-XYZ"):
         assert secret not in blob
     assert "vlm_requests_by_endpoint" in blob and "api_key=***" in blob
+
+
+def test_s3_keys_never_write_outside_the_media_cache(tmp_path, s3_endpoint):
+    """``s3://bkt/../../../x`` and keys that start with ``/`` are fetched into the cache folder."""
+    import boto3
+
+    from argus_dagster.media import local_path
+
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="bkt")
+    cache = tmp_path / "deep" / "er" / "cache"
+    outside_abs = tmp_path / "abs_target.png"
+    keys = {"../../../../x.png": b"dots", str(outside_abs): b"absolute", "/etc-like/y.png": b"slash",
+            "ok/z.png": b"plain"}
+    for key, body in keys.items():
+        client.put_object(Bucket="bkt", Key=key, Body=body)
+    before = {p for p in tmp_path.rglob("*")}
+    for key, body in keys.items():
+        got = Path(local_path(f"s3://bkt/{key}", cache_dir=str(cache)))
+        assert cache in got.parents and got.read_bytes() == body
+    new = {p for p in tmp_path.rglob("*")} - before
+    assert new and all(p == cache or cache in p.parents or p in cache.parents for p in new)
+    assert not outside_abs.exists() and not (tmp_path / "x.png").exists()
+
+
+def test_align_names_the_file_it_cannot_read(tmp_path, capsys):
+    from argus_dagster.cli import main
+
+    human = tmp_path / "human.csv"
+    human.write_text("input_id,model,score\np0,m,3\np1,m,4\n")
+    scores = tmp_path / "scores.csv"
+    scores.write_text("input_id,model,evaluator,score\np0,m,e,1\np1,m,e,2\n")
+    broken_parquet = tmp_path / "video_scores.parquet"
+    broken_parquet.write_bytes(b"PAR1 this is not a parquet file")
+    broken_json = tmp_path / "ratings.json"
+    broken_json.write_bytes(b"\xff\xfe not json")
+    for args, bad in ((["--human", str(human), "--scores", str(broken_parquet)], broken_parquet),
+                      (["--human", str(broken_json), "--scores", str(scores)], broken_json)):
+        assert main(["align", *args]) == 2
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1 and str(bad) in out[0] and out[0].startswith("argus align: --")
+    out_csv = tmp_path / "out" / "table.csv"
+    assert main(["align", "--human", str(human), "--scores", str(scores), "--out", str(out_csv)]) in (0, 1)
+    assert out_csv.is_file() and not [p for p in out_csv.parent.iterdir() if p.name.endswith(".part")]
