@@ -236,9 +236,35 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
         assert added == ["m"]
 
 
+def _run_database_text(root: Path) -> list[str]:
+    """Every text value in the instance's SQLite databases (snapshots are stored zlib-compressed)."""
+    import sqlite3
+    import zlib
+
+    out = []
+    for db in root.rglob("*.db"):
+        con = sqlite3.connect(db)
+        try:
+            for (table,) in con.execute("select name from sqlite_master where type='table'").fetchall():
+                for row in con.execute(f'select * from "{table}"'):
+                    for v in row:
+                        if isinstance(v, bytes):
+                            try:
+                                v = zlib.decompress(v).decode("utf-8", "replace")
+                            except zlib.error:
+                                v = v.decode("latin-1")
+                        if isinstance(v, str):
+                            out.append(v)
+        finally:
+            con.close()
+    assert out, f"no run database under {root}"
+    return out
+
+
 def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, capsys):
-    """The judge's URL carries a password and a query key: the run's events, metadata, tables and
-    the CLI's output show the endpoint without them, and the calls still reach the server."""
+    """The judge's URL carries a password and a query key: the run's events, metadata, tables, the
+    run database (its job snapshots included) and the CLI's output show the endpoint without them,
+    and the calls still reach the server."""
     from argus_dagster.cli import _backbones
     from resources import VlmResource
     from tests.servers.openai_server import FakeVlmServer
@@ -269,6 +295,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
                     everything.append(repr(e))
             for asset in ("criterion_evidence", "criterion_scores"):
                 everything.append(repr(load(asset, resources, instance, _key("T2V", "m")).to_dicts()))
+            everything += _run_database_text(Path(instance.root_directory))
     blob = "\n".join(everything) + capsys.readouterr().out
     assert "127.0.0.1" in shown and "***" in shown
     for secret in ("pa55word-XYZ", "qkey-XYZ", "hkey-XYZ"):
