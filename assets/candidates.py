@@ -42,6 +42,12 @@ def _vlm_metadata(vlm: VlmResource, stats: CallStats) -> dict:
             **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in meta.items()}}
 
 
+def _cache_write_errors(cache) -> dict:
+    """Cache entries that could not be stored (a full disk): the results stand, only their reuse is lost."""
+    errors = cache.write_errors
+    return {"cache_write_errors": len(errors), "cache_write_error": errors[0]} if errors else {}
+
+
 def _version(df: pl.DataFrame, cols: list[str]) -> dg.DataVersion:
     text = df.select(cols).sort(cols[:3]).write_csv()
     return dg.DataVersion(hashlib.sha256(text.encode()).hexdigest()[:16])
@@ -153,7 +159,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
                          "tool_steps_failed": sum(r.get("n_failed", 0) for r in rows),
                          "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
-                         "cache": cache.location or "off",
+                         "cache": cache.location or "off", **_cache_write_errors(cache),
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
                          "tool_steps_by_tool": dg.MetadataValue.json({d["tools"]: d["count"] for d in tool_calls if d["tools"]}),
                          "tool_versions": dg.MetadataValue.json(suite.versions()),
@@ -207,7 +213,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
         "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
-        "cache": cache.location or "off",
+        "cache": cache.location or "off", **_cache_write_errors(cache),
         **_vlm_metadata(vlm, stats),
         "unscored_reasons": dg.MetadataValue.md("\n".join(f"- {d['len']} x {d['rationale']}" for d in reasons) or "none"),
         **criterion_delta_metadata(context, df),
