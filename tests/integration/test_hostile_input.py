@@ -196,7 +196,7 @@ def test_a_full_disk_is_one_line_on_each_report_row_and_leaves_old_pages_whole(h
 
 
 def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypatch, capsys):
-    """`a|b` is Dagster's key separator and `model[1]` a glob to polars: both are skipped with a
+    """`a|b` is Dagster's key separator, `model[1]` and `m*` globs to polars: each is skipped with a
     message, the sensor adds only the good model, and `argus evaluate` still makes the leaderboard."""
     from argus_dagster.cli import main
     from assets.sensors import candidate_store_sensor
@@ -204,7 +204,7 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
     bench, cands, home = tmp_path / "bench", tmp_path / "cands", tmp_path / "home"
     (bench / "T2V").mkdir(parents=True)
     (bench / "T2V" / "manifest.jsonl").write_text(json.dumps({"id": "p0", "prompt": "A pattern slides left."}) + "\n")
-    for model in ("a|b", "model[1]", "m"):
+    for model in ("a|b", "model[1]", "m*", "m"):  # a table at .../m*/T2V.parquet would be read as a glob
         write_video(cands / "T2V" / model / "p0.mp4", _clip(3), 12)
     write_video(cands / "T2V" / "m" / "stray.mp4", _clip(4), 12)
     write_video(cands / "TV2V" / "m" / "e0.mp4", _clip(5), 12)
@@ -224,7 +224,7 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
     found = discover(cands, bench)
     assert found.models == {"m": ["T2V"]}  # TV2V: no bench manifest, said below
     text = "\n".join(found.problems)
-    assert "a|b" in text and "'|'" in text and "model[1]" in text and "'['" in text
+    assert "a|b" in text and "'|'" in text and "model[1]" in text and "'['" in text and "m*" in text
     assert "stray.mp4" in text and "does not list" in text
     assert "no TV2V manifest" in text and "T2v2" in text and "not a task folder" in text
 
