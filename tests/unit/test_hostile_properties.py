@@ -218,3 +218,32 @@ def test_a_rubric_is_frozen_inside_the_bench_whatever_the_id(input_id):
         assert source == "generated" and new and all(_inside(p, bench / "T2V" / "rubrics") for p in new)
         again, source2, _ = resolve_rubric(inst, "T2V", bench, frozen, dict(rubric.generator), generate_offline)
         assert source2 == "loaded" and again.content_hash() == rubric.content_hash()
+
+
+# ------------------------------------------------------------------------------------ model names
+
+model_names = st.one_of(names, st.text(alphabet="ab*?[]{}|,. -_\\", min_size=1, max_size=8))
+
+
+@SETTINGS
+@given(model=model_names)
+def test_an_acceptable_model_name_is_a_partition_key_and_a_literal_table_path(model):
+    """What a model name must survive: Dagster's multi-partition key string, and polars reading the
+    table stored under ``<asset>/<model>/<task>.parquet`` (a path it treats as a glob)."""
+    import dagster as dg
+    import polars as pl
+
+    from assets.partitions import task_model_partitions
+
+    if model_name_problem(model) is not None:
+        return
+    key = dg.MultiPartitionKey({"task": "T2V", "model": model})
+    assert task_model_partitions.get_partition_key_from_str(str(key)).keys_by_dimension == {"task": "T2V",
+                                                                                            "model": model}
+    with tempfile.TemporaryDirectory() as d:
+        for i, folder in enumerate([model, model + "x", "ab", "a", "b", "x" + model]):
+            if is_single_component(folder) and not (Path(d) / folder).exists():
+                (Path(d) / folder).mkdir()
+                pl.DataFrame({"model": [folder], "i": [i]}).write_parquet(Path(d) / folder / "T2V.parquet")
+        got = pl.read_parquet(Path(d) / model / "T2V.parquet")
+        assert got["model"].to_list() == [model]
