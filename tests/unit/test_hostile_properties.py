@@ -19,7 +19,8 @@ from argus_dagster.names import file_name, input_id_problem, is_single_component
 from argus_dagster.rubric.schema import RubricError, load_rubric_file, parse_rubric
 from argus_dagster.rubric.store import resolve_rubric
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No example database: a run leaves nothing behind in the working tree.
+SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Names an adversary would try, mixed with anything Hypothesis makes up.
 NASTY = ["..", ".", "../../../escaped", "/etc/passwd", "a/b", "a\\b", "~x", "~~x", "CON", "a|b", "model[1]",
