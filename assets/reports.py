@@ -37,6 +37,11 @@ def safe_name(text: str) -> str:
     return file_name(text)
 
 
+def _md_text(text: str) -> str:
+    """An id as link text in Markdown metadata: shown as written, never as markup."""
+    return "".join("\\" + c if c in "\\`*_[]()<>#|!" else c for c in " ".join(text.split()))
+
+
 def video_frames(uri: str | None, digest: str | None = None) -> FrameRow:
     """The frames the judge sees (its sampling policy), with their times; the error instead when the
     video cannot be read. With the video's hash they come from the process's frame pool, JPEGs
@@ -156,7 +161,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         "index": dg.MetadataValue.path(str(index)),
         "index_url": dg.MetadataValue.url(index.as_uri()),
         "reports": dg.MetadataValue.md("\n".join(
-            f"- [{safe_name(r['input_id'])}]({Path(r['path']).as_uri()})" if r["path"]
+            f"- [{_md_text(r['input_id'])}]({Path(r['path']).as_uri()})" if r["path"]
             else f"- `{r['input_id']}`: {r['error']}"
             for r in df.iter_rows(named=True)) or "none"),
     })
