@@ -14,10 +14,9 @@ lines (its row is keyed ``line-<n>``), so no video is judged or counted twice.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from dataclasses import dataclass, field
 
 from .instances import InputInstance, Task, infer_task, instance_hash
 from .media import MediaError, check_image, file_digest

@@ -16,7 +16,8 @@ The location is a local folder or ``s3://bucket/prefix`` (``ARGUS_S3_ENDPOINT_UR
 compatible endpoint); the code above the store is the same for both.
 
 :meth:`ContentCache.get_or_compute` is single-flight: threads asking for the same key at the same
-time compute it once.
+time compute it once. A thread that takes a key looks in the store once more before computing, since
+its first miss may predate another thread's publish.
 """
 
 from __future__ import annotations
@@ -163,18 +164,13 @@ class ContentCache:
                     done = self._in_flight[key] = threading.Event()
                     break
             waiting.wait()  # then read what it stored (or compute, if it kept nothing)
-        # The miss above may predate another thread's publish: it stored the value and left the
-        # in-flight table between our read and our taking the key. Look again before computing.
         try:
+            # The miss above may predate another thread's publish: it stored the value and left the
+            # in-flight table between our read and our taking the key. Look again before computing.
             value = self._read(key)
-        except BaseException:
-            self._finish(key, done)
-            raise
-        if value is not None:
-            self._finish(key, done)
-            self._count(True)
-            return value, True
-        try:
+            if value is not None:
+                self._count(True)
+                return value, True
             self._count(False)
             value = compute()
             if keep(value):
