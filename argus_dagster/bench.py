@@ -7,8 +7,9 @@ the rest of the task proceeds.
 
 Ids are data, never path fragments (:mod:`.names`): a rubric or a candidate is looked up under the id
 itself only when the id is a single folder entry, else under its :func:`~.names.file_name`. An id
-listed twice in a manifest: the first line stands, and every later line is a row error naming both
-lines (its row is keyed ``line-<n>``), so no video is judged or counted twice.
+listed twice in a manifest: the first line stands (as an input, or as the error it has), and every
+later line is a row error naming both lines (its row is keyed ``line-<n>``), so no video is judged or
+counted twice.
 """
 
 from __future__ import annotations
@@ -123,10 +124,11 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
             rows.append({**empty, "task": task, "error": f"line {n}: not valid JSON ({msg})"})
             continue
         rid = _field(raw, "id") if isinstance(raw, dict) else None
-        rid = str(rid) if isinstance(rid, (str, int)) and input_id_problem(str(rid)) is None else None
+        ok_type = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+        rid = str(rid) if ok_type and input_id_problem(str(rid)) is None else None
         if rid is not None and rid in first_line:
             rows.append({**empty, "task": task, "error": (
-                f"line {n}: input {rid!r} is listed again (first on line {first_line[rid]}, which stands); "
+                f"line {n}: input {rid!r} is listed again (first on line {first_line[rid]}); "
                 "ids must be unique: rename or remove this line")})
             continue
         if rid is not None:

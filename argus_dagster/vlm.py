@@ -101,7 +101,7 @@ def redact_url(url: str) -> str:
         port = f":{parts.port}" if parts.port else ""
     except ValueError:
         return "<unparseable URL>"
-    netloc = (f"***@" if "@" in parts.netloc else "") + (f"[{host}]" if ":" in host else host) + port
+    netloc = ("***@" if "@" in parts.netloc else "") + (f"[{host}]" if ":" in host else host) + port
     query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
