@@ -38,14 +38,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _backbones(vlm_only: bool = False) -> str:
-    """Which judge and rubric generator this run uses (never the key)."""
+    """Which judge and rubric generator this run uses (never the key, nor credentials in a URL)."""
     from resources import resources_for
 
     res = resources_for(vlm_only=vlm_only)
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
 
     def name(v) -> str:
-        where = f" at {v.base_urls}" if v.backend == "openai" else (f" from {v.model_path}" if v.model_path else "")
+        where = f" at {v.shown_urls()}" if v.backend == "openai" else (f" from {v.model_path}" if v.model_path else "")
         return f"{v.backend}:{v.model_name()}{where}"
 
     judge = f"VLM judge {name(vlm)}" if vlm.configured else "evidence-only judge (no VLM configured)"
@@ -101,9 +101,21 @@ def cmd_align(args: argparse.Namespace) -> int:
     from .alignment import ALIGNMENT_LEGEND, format_alignment
     from .ratings import alignment_report, merge_human, merge_scores, read_human, read_scores
 
+    from .files import WriteError, write_atomic
+
+    def read(reader, option: str, path: str, **kw):
+        """One input file; whatever goes wrong reading it is said with its option and path."""
+        try:
+            return reader(path, **kw)
+        except Exception as exc:  # a corrupt parquet, bad JSON, wrong encoding: name the file
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if path not in text:
+                text = f"{path}: {type(exc).__name__}: {text}"
+            raise ValueError(f"{option} {text}") from None
+
     try:
-        human = merge_human([read_human(h) for h in args.human])
-        scores = merge_scores([read_scores(s, task=args.task) for s in args.scores])
+        human = merge_human([read(read_human, "--human", h) for h in args.human])
+        scores = merge_scores([read(read_scores, "--scores", s, task=args.task) for s in args.scores])
         table = alignment_report(human, scores, dimensions=args.dimension, n_boot=args.n_boot,
                                  human_scale=tuple(args.human_scale) if args.human_scale else None)
     except (OSError, ValueError) as exc:
@@ -115,8 +127,11 @@ def cmd_align(args: argparse.Namespace) -> int:
     if table.height:
         _print("\n" + ALIGNMENT_LEGEND)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        table.write_csv(args.out)
+        try:
+            write_atomic(args.out, table.write_csv())
+        except WriteError as exc:
+            _print(f"argus align: --out {exc}")
+            return 2
         _print(f"\nwrote {table.height} rows to {args.out}")
     return 0 if table.height else 1
 

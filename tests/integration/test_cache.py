@@ -205,19 +205,66 @@ def test_a_changed_tool_version_or_sampling_recomputes_that_step(tmp_path, monke
 
 
 def test_concurrent_criteria_asking_the_same_step_compute_it_once(tmp_path):
+    """Many rounds, every thread released at once by a barrier: under load, a step still runs once."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     write_video(tmp_path / "v.mp4", _clip(4), 12)
     base = embedded_suite()
-    tool = CountingTool(base.get("flicker_probe"), "1")
-    suite = ToolSuite({**base.tools, "flicker_probe": tool})
-    media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-w"})
-    cache = ContentCache(tmp_path / "cache", "evidence")
     plan = NormalizedPlan(steps=[{"tool": "flicker_probe", "args": {"on": "output_video"}}])
-    with ThreadPoolExecutor(8) as pool:
-        recs = list(pool.map(lambda _: run_plan(plan, media.scope(), suite, cache=cache), range(8)))
-    assert tool.runs == 1 and all(r[0]["ok"] for r in recs)
-    assert media.decode_count <= 1
+    n_threads = 8
+    for round_ in range(25):
+        tool = CountingTool(base.get("flicker_probe"), "1")
+        suite = ToolSuite({**base.tools, "flicker_probe": tool})
+        media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": f"sha-w{round_}"})
+        cache = ContentCache(tmp_path / f"cache{round_}", "evidence")
+        start = threading.Barrier(n_threads)
+
+        def one(_):
+            start.wait()
+            return run_plan(plan, media.scope(), suite, cache=cache)
+
+        with ThreadPoolExecutor(n_threads) as pool:
+            recs = list(pool.map(one, range(n_threads)))
+        assert tool.runs == 1, f"round {round_}: the step ran {tool.runs} times"
+        assert all(r[0]["ok"] for r in recs) and media.decode_count <= 1
+
+
+def test_a_miss_read_just_before_another_thread_publishes_is_not_computed_again(tmp_path):
+    """The interleaving behind a step once computed twice: thread B reads the key (a miss), thread A
+    computes, publishes and leaves the in-flight table, then B goes on. B must use A's value."""
+    import threading
+
+    from argus_dagster.cache import LocalStore
+
+    b_missed, a_done = threading.Event(), threading.Event()
+
+    class SlowForB(LocalStore):
+        """A store whose first read by thread B answers late (a slow object store)."""
+
+        def read(self, name):
+            data = super().read(name)
+            if threading.current_thread().name == "B" and not b_missed.is_set():
+                b_missed.set()
+                a_done.wait(10)
+            return data
+
+    cache = ContentCache(SlowForB(tmp_path / "cache"), "evidence")
+    runs = []
+
+    def compute(who):
+        runs.append(who)
+        return {"value": 1}
+
+    got = {}
+    b = threading.Thread(target=lambda: got.setdefault("B", cache.get_or_compute("k", lambda: compute("B"))),
+                         name="B")
+    b.start()
+    assert b_missed.wait(10)
+    got["A"] = cache.get_or_compute("k", lambda: compute("A"))
+    a_done.set()
+    b.join(10)
+    assert runs == ["A"] and got["A"] == ({"value": 1}, False) and got["B"] == ({"value": 1}, True)
 
 
 @pytest.fixture
