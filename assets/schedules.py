@@ -16,11 +16,11 @@ running is not requested again.
 """
 
 
-import os
 
 import dagster as dg
 
 from argus_dagster.candidate_store import partition_hashes, scan
+from argus_dagster.settings import environment
 from resources.bench import BenchResource
 
 from . import CANDIDATE_ASSETS
@@ -33,14 +33,7 @@ CODE_VERSION_TAG = "dagster/code_version"
 
 
 def max_partitions() -> int:
-    raw = os.environ.get("ARGUS_RECONCILE_MAX_PARTITIONS", "100")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"ARGUS_RECONCILE_MAX_PARTITIONS={raw!r}: expected a whole number of partitions") from None
-    if value < 1:
-        raise ValueError(f"ARGUS_RECONCILE_MAX_PARTITIONS={value}: must be at least 1")
-    return value
+    return int(environment().number("ARGUS_RECONCILE_MAX_PARTITIONS", 100, minimum=1))
 
 
 def partition_status(instance: dg.DagsterInstance, task: str, model: str, hashes: dict[str, str]) -> str | None:

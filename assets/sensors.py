@@ -19,13 +19,12 @@ re-score what is already scored.
 
 import hashlib
 import json
-import os
 import time
 
 import dagster as dg
 
 from argus_dagster.candidate_store import LocalCandidateStore, S3CandidateStore, partition_hashes, scan
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import environment, load_settings
 from resources.bench import BenchResource
 
 from . import CANDIDATE_ASSETS, TASK_ASSETS
@@ -41,7 +40,7 @@ def open_store(location: str):
     """The candidate store at a local folder or an ``s3://bucket/prefix``."""
     if location.startswith("s3://"):
         bucket, _, prefix = location[len("s3://"):].partition("/")
-        return S3CandidateStore(bucket, prefix, endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
+        return S3CandidateStore(bucket, prefix, endpoint_url=environment().get("ARGUS_S3_ENDPOINT_URL") or None)
     return LocalCandidateStore(location)
 
 
