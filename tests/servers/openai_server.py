@@ -138,10 +138,13 @@ class FakeVlmServer:
     """``with FakeVlmServer(latency_s=0.2) as srv: srv.base_url``; see the module doc."""
 
     def __init__(self, *, latency_s: float = 0.0, error_rate: float = 0.0, unparseable_rate: float = 0.0,
+                 stall_rate: float = 0.0, stall_s: float = 2.0,
                  seed: int = 0, answer: Callable[[dict], str] = default_answer, usage: bool = True):
         self.latency_s = latency_s
         self.error_rate = error_rate
         self.unparseable_rate = unparseable_rate
+        self.stall_rate = stall_rate  # a share of requests answered stall_s late (a slow replica)
+        self.stall_s = stall_s
         self.answer = answer
         self.usage = usage
         self.script: list[Scripted] = []
@@ -223,7 +226,8 @@ class FakeVlmServer:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             item = self.script.pop(0) if self.script else None
-            roll_error, roll_garbage = self._rng.random(), self._rng.random()
+            roll_error, roll_garbage, roll_stall = self._rng.random(), self._rng.random(), self._rng.random()
+            record = self.requests[-1]
             held = self._hold_after is not None and len(self.requests) > self._hold_after
         counted = [True]
 
@@ -237,10 +241,16 @@ class FakeVlmServer:
             if item is None:
                 if roll_error < self.error_rate:
                     item = Scripted(status=500, raw=b'{"error": "injected"}')
+                    record["outcome"] = "error"
                 elif roll_garbage < self.unparseable_rate:
                     item = Scripted(content="I would rather not say. {broken")
+                    record["outcome"] = "garbage"
                 else:
                     item = Scripted(content=self.answer(body))
+                    record["outcome"] = "ok"
+                if roll_stall < self.stall_rate:
+                    item = Scripted(status=item.status, content=item.content, raw=item.raw, headers=item.headers,
+                                    delay_s=item.delay_s + self.stall_s)
             time.sleep(max(0.0, t_received + self.latency_s + item.delay_s - time.monotonic()))
             if held:
                 self._released.wait()
