@@ -163,6 +163,10 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
     if not found:
         raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
+    sweep_dead_runs(instance, progress)
+    notice = pool_notice(instance)
+    if notice:
+        progress(notice)
     instance.add_dynamic_partitions("candidate_models", sorted(found))
     resources = resources_for(vlm_only=vlm_only or None)  # built now, so they follow this process's ARGUS_HOME
     # The partitioned checks run with the assets they guard; a failed one is reported, not fatal.
@@ -191,7 +195,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         with request_priority(urgency[task]):
             res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
                                  instance=instance, resources=resources, run_config=QUIET,
-                                 tags={"argus/launcher": "cli"})
+                                 tags=launcher_tags())
         _check(res, say)
         # Taken after the run: the rubrics it froze are part of the task's files. A rubric that could
         # not be written leaves the task untagged, so the next run tries again.
@@ -210,7 +214,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         with request_priority(urgency[task]):
             res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
                                  selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
-                                 resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
+                                 resources=resources, run_config=QUIET, tags=launcher_tags())
         _check(res, say)
         meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
         retry = (meta["criterion_evidence"]["tool_steps_failed"].value
@@ -332,6 +336,75 @@ def error_summary(errors: list[tuple[str, str, str]], first: int = 3) -> str:
 
 
 FINGERPRINT_TAG = "argus/fingerprint"
+PROCESS_TAG = "argus/process"  # host:pid:start of the process that executes a CLI run
+IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
+
+
+def _process_id(pid: int | None = None) -> str:
+    """``host:pid:start``: the start time (in clock ticks since boot) tells a reused pid apart."""
+    import socket
+
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def _start_ticks(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def launcher_tags() -> dict[str, str]:
+    return {"argus/launcher": "cli", PROCESS_TAG: _process_id()}
+
+
+def _alive(process: str) -> bool:
+    import socket
+
+    host, _, rest = process.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's run: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return start in ("?", _start_ticks(int(pid)))
+
+
+def sweep_dead_runs(instance: dg.DagsterInstance, progress: Callable[[str], None] = print) -> list[str]:
+    """Runs this CLI started in a process that is gone (killed, out of memory) are marked failed and
+    give back the concurrency-pool slots they held, so no later run waits on them forever.
+
+    A run launched by the daemon or the UI is watched by Dagster's run monitoring instead.
+    """
+    swept = []
+    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={"argus/launcher": "cli"})):
+        run = record.dagster_run
+        process = run.tags.get(PROCESS_TAG)
+        if process is None or _alive(process):
+            continue
+        instance.report_run_failed(run, message=f"the process that ran it ({process}) is gone; argus evaluate "
+                                                "marked it failed and freed its pool slots")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        swept.append(run.run_id)
+        progress(f"run {run.run_id[:8]} was left started by a process that is gone: marked failed, pool slots freed")
+    return swept
+
+
+def pool_notice(instance: dg.DagsterInstance, pool: str = "gpu") -> str | None:
+    """What a run about to take ``pool`` waits for, when every slot is held by another run."""
+    if pool not in instance.event_log_storage.get_concurrency_keys():
+        return None
+    info = instance.event_log_storage.get_concurrency_info(pool)
+    if info.slot_count <= 0 or len(info.claimed_slots) < info.slot_count:
+        return None
+    holders = sorted({c.run_id[:8] for c in info.claimed_slots})
+    return (f"the {pool!r} pool's {info.slot_count} slot(s) are held by run(s) {', '.join(holders)}: "
+            "this run's evidence step waits for them")
 
 
 def evaluator_identity(resources: dict) -> dict:
