@@ -56,6 +56,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
+import polars as pl
+
 from .cache import ContentCache, cache_key
 from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json
 
@@ -833,6 +835,12 @@ def unscored_offline() -> dict[str, DimensionResult]:
             WC: DimensionResult(WC, reason=reason.format("world coherence"))}
 
 
+def evaluate_offline(records: Iterable[dict], *, width: int | None = None,
+                     height: int | None = None) -> dict[str, DimensionResult]:
+    """All three dimensions of one video without a VLM: PQ from the CPU tool records, IF and WC unscored."""
+    return {**unscored_offline(), PQ: pq_offline(records, width=width, height=height)}
+
+
 # ----------------------------------------------------------------------------------------------------
 # Tables and the reward-model export
 # ----------------------------------------------------------------------------------------------------
@@ -840,12 +848,35 @@ def unscored_offline() -> dict[str, DimensionResult]:
 
 def checklist_rows(input_id: str, checklist: Checklist) -> list[dict]:
     """``firm_checklists`` rows: input_id, dimension, item_id, target, aspect, question, importance,
-    weight (the seed's serialized two-decimal weight), checklist_hash."""
+    weight (the seed's serialized two-decimal weight), checklist_hash, maker (JSON: who planned it)."""
     weights = serialized_weights([i.importance for i in checklist.items]) if checklist.dimension == IF else \
         [None] * len(checklist.items)
     return [{"input_id": input_id, "dimension": checklist.dimension, "item_id": i.id, "target": i.target,
              "aspect": i.aspect, "question": i.question, "importance": i.importance, "weight": w,
-             "checklist_hash": checklist.content_hash} for i, w in zip(checklist.items, weights)]
+             "checklist_hash": checklist.content_hash, "maker": json.dumps(checklist.maker, sort_keys=True)}
+            for i, w in zip(checklist.items, weights)]
+
+
+def checklist_from_rows(rows: Sequence[dict]) -> Checklist:
+    """The checklist that :func:`checklist_rows` stored (rows of one input and dimension, any order):
+    the ``firm_checklists`` table is the frozen store the verifiers of every model read. Raises
+    :class:`ChecklistError` when the rows disagree on the hash or do not reproduce it."""
+    if not rows:
+        raise ChecklistError("no checklist rows for this input (fix: materialize firm_checklists first)")
+    hashes = {r["checklist_hash"] for r in rows}
+    dims = {r["dimension"] for r in rows}
+    if len(hashes) != 1 or len(dims) != 1:
+        raise ChecklistError(f"input {rows[0].get('input_id')!r}: rows of {len(hashes)} checklists and "
+                             f"{len(dims)} dimensions mixed (fix: pass one input's rows of one dimension)")
+    order = sorted(rows, key=lambda r: int(re.sub(r"\D", "", r["item_id"]) or 0))
+    maker = json.loads(order[0].get("maker") or "{}")
+    items = tuple(ChecklistItem(r["item_id"], r["question"], int(r["importance"]), r.get("target") or "",
+                                r.get("aspect") or "") for r in order)
+    c = Checklist(dims.pop(), items, maker)
+    if c.content_hash != hashes.pop():
+        raise ChecklistError(f"input {rows[0].get('input_id')!r}: the stored rows do not reproduce their "
+                             "checklist_hash (fix: re-materialize firm_checklists)")
+    return c
 
 
 def verdict_rows(input_id: str, results: dict[str, DimensionResult]) -> list[dict]:
@@ -867,6 +898,28 @@ def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
         row[f"{s}_rationale"] = r.rationale if r else ""
         row[f"{s}_reason"] = (r.reason if r else "not evaluated") if not (r and r.scored) else ""
     return row
+
+
+FIRM_EVALUATORS = {"if": "firm_if", "wc": "firm_wc", "pq": "firm_pq"}
+FIRM_RANGES = {name: (1.0, 5.0) for name in FIRM_EVALUATORS.values()}
+
+
+def firm_evaluator_scores(firm_scores: pl.DataFrame, dimensions: dict[str, str | None] | None = None) -> pl.DataFrame:
+    """``firm_scores`` as evaluator scores for :func:`~argus_dagster.alignment.alignment_table`:
+    ``input_id, model, evaluator (firm_if/firm_wc/firm_pq), dimension, score`` (the 1-5 rating; pass
+    :data:`FIRM_RANGES` as its ``evaluator_ranges``). ``dimensions`` names the human dimension each one
+    is compared with (default: the FIRM names; ``None`` as a value compares it with every dimension)."""
+    dims = {"if": IF, "wc": WC, "pq": PQ} if dimensions is None else dimensions
+    parts = []
+    for short, name in FIRM_EVALUATORS.items():
+        col = f"{short}_rating"
+        if col not in firm_scores.columns:
+            raise ValueError(f"firm_scores has no {col!r} column (it has {firm_scores.columns})")
+        parts.append(firm_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
+                                        pl.lit(name).alias("evaluator"),
+                                        pl.lit(dims.get(short), dtype=pl.String).alias("dimension"),
+                                        pl.col(col).cast(pl.Float64).alias("score")))
+    return pl.concat(parts).filter(pl.col("score").is_not_null())
 
 
 def frame_refs(video_uri: str, frames: Any) -> list[str]:

@@ -170,3 +170,18 @@ def test_two_models_share_one_checklist_and_export_one_record_per_video_and_dime
     assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
         (f"T2V/{m}/{p}", d) for m in ("model_a", "model_b") for p in prompts for d in (IF, WC, PQ))
     assert all(len(r["frames"]) == 8 and r["frames"][0].endswith("#frame=0&t=0.000") for r in lines)
+
+
+def test_condition_references_reach_planner_and_verifier_and_the_key(server, client, tmp_path):
+    """TI2V: the first frame goes to the planner and the verifier, labelled; its digest is in the key."""
+    cache = ContentCache(tmp_path / "cache", "firm")
+    ev = FirmEvaluator(client, cache=cache)
+    refs = {"first_frame": [frames(7).array[0]]}
+    cl = ev.plan_if("The kite from the first frame rises", references=refs, reference_digests={"first_frame": "d1"})
+    plan = server.bodies("firm_if_plan")[0]
+    assert n_images(plan) == 1 and "[first_frame] 1 frames" in request_text(plan)
+    ev.plan_if("The kite from the first frame rises", references=refs, reference_digests={"first_frame": "d2"})
+    assert len(server.bodies("firm_if_plan")) == 2  # another condition image is another checklist
+    ev.verify_if(cl, "The kite from the first frame rises", frames(8), references=refs)
+    verify = server.bodies("firm_if_verify")[0]
+    assert n_images(verify) == 9 and "[first_frame]" in request_text(verify)

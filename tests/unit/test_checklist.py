@@ -312,3 +312,46 @@ def test_instructions_are_the_seed_appendix():
     text = fc.instruction(WC, "P", 8)
     assert "'world_consistency'" in text and "Text prompt (context only):\nP" in text
     assert text.rstrip().endswith("DO NOT include anything before or after the JSON object.")
+
+
+def test_checklist_rows_are_the_frozen_store():
+    cl = Checklist(IF, _if_checklist().items, {"backend": "openai", "model": "m", "prompt_version": "v"})
+    rows = fc.checklist_rows("p1", cl)
+    back = fc.checklist_from_rows(list(reversed(rows)))
+    assert back == cl and back.content_hash == cl.content_hash and back.maker["model"] == "m"
+    rows[1] = {**rows[1], "importance": 1}
+    with pytest.raises(ChecklistError, match="do not reproduce"):
+        fc.checklist_from_rows(rows)
+    with pytest.raises(ChecklistError, match="materialize firm_checklists"):
+        fc.checklist_from_rows([])
+    wc = Checklist(WC, (ChecklistItem("q1", "Does it deform?", 4, "kite", "structure"),))
+    assert fc.checklist_from_rows(fc.checklist_rows("p1", wc)) == wc
+
+
+def test_evaluate_offline():
+    out = fc.evaluate_offline([{"tool": "motion_probe", "ok": True, "static_fraction": 0.95}])
+    assert out[PQ].rating == 4 and not out[IF].scored and not out[WC].scored
+    row = fc.score_row("p1", out)
+    assert row["pq_rating"] == 4 and "needs a VLM" in row["if_reason"] and row["wc_score"] is None
+
+
+def test_firm_scores_as_evaluators_in_alignment():
+    import polars as pl
+
+    from argus_dagster.alignment import alignment_table
+
+    firm = pl.DataFrame({"input_id": ["p1", "p1", "p1"], "model": ["a", "b", "c"], "if_rating": [5, 3, 1],
+                         "wc_rating": [2, None, 4], "pq_rating": [4, 4, 4]})
+    ev = fc.firm_evaluator_scores(firm)
+    assert ev.height == 8 and set(ev["evaluator"]) == {"firm_if", "firm_wc", "firm_pq"}
+    human = pl.DataFrame({"input_id": ["p1"] * 6, "model": ["a", "b", "c"] * 2,
+                          "dimension": [IF] * 3 + [PQ] * 3, "score": [5.0, 3, 1, 4, 3, 5]})
+    table = alignment_table(human, ev, evaluator_ranges=fc.FIRM_RANGES, human_ranges={IF: (1, 5), PQ: (1, 5)},
+                            n_boot=0)
+    r = {(x["evaluator"], x["dimension"]): x for x in table.iter_rows(named=True)}
+    assert set(r) == {("firm_if", IF), ("firm_pq", PQ)}  # no human WC ratings: no row
+    assert r[("firm_if", IF)]["mae"] == 0.0 and r[("firm_if", IF)]["preference_acc"] == 1.0
+    # PQ: all 4; humans 4, 3, 5 -> every pair is a human preference the evaluator calls a tie
+    assert r[("firm_pq", PQ)]["preference_acc"] == 0.0 and r[("firm_pq", PQ)]["accuracy"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="'pq_rating'"):
+        fc.firm_evaluator_scores(firm.drop("pq_rating"))
