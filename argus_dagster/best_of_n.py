@@ -8,8 +8,10 @@ samples of one model. Both sample layouts are read (:func:`discover_candidates`)
 - ``<model>/<id>__<k>.mp4``: the sample number after a double underscore.
 
 A stem ``x__3`` is the sample 3 of ``x`` unless ``x__3`` is itself an input id of the bench (pass
-``known_ids``), so an id that happens to contain ``__<digits>`` keeps working. The single-video layout
-is sample ``""``. A candidate is named by ``model`` and ``sample``.
+``known_ids``), so an id that happens to contain ``__<digits>`` keeps working. With ``known_ids``, a
+file or folder named by an id's :func:`~argus_dagster.names.file_name` (ids that are not plain names)
+is read as that id. The single-video layout is sample ``""``. A candidate is named by ``model`` and
+``sample``.
 
 The evaluator is a score column (``final`` for VideoArgus, ``if``/``wc``/``pq`` for FIRM-Video
 ratings) or a weighted mix of columns; a mix puts every column on [0, 1] by its scale
@@ -33,7 +35,9 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
-VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi", ".gif")
+from .bench import VIDEO_SUFFIXES
+from .names import lookup_names, model_name_problem
+
 SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.0, 5.0), "pq": (1.0, 5.0),
           "if_rating": (1.0, 5.0), "wc_rating": (1.0, 5.0), "pq_rating": (1.0, 5.0), "if_score": (0.0, 1.0),
           "wc_score": (0.0, 1.0)}
@@ -51,18 +55,23 @@ def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = 
     """``(model, input_id, sample, uri)`` rows under ``candidates/<TASK>/``, and the entries left out
     with the reason (a file that is not a video, a sample folder entry that is not ``<digits>.<ext>``)."""
     root = Path(task_dir)
-    known = set(known_ids) if known_ids is not None else None
+    known = {n: i for i in known_ids for n in lookup_names(i)} if known_ids is not None else None
+    ident = (lambda stem: known.get(stem, stem)) if known is not None else (lambda stem: stem)
     rows, problems = [], []
     if not root.is_dir():
         return pl.DataFrame(schema=CANDIDATE_SCHEMA), [f"{root}: no such folder"]
     for model_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        bad = model_name_problem(model_dir.name)
+        if bad:
+            problems.append(f"{model_dir}: left out, {bad}")
+            continue
         for entry in sorted(model_dir.iterdir()):
             if entry.name.startswith("."):
                 continue
             if entry.is_dir():  # <model>/<id>/<k>.mp4
                 for f in sorted(entry.iterdir()):
                     if f.suffix.lower() in VIDEO_SUFFIXES and _SAMPLE_NAME.fullmatch(f.stem):
-                        rows.append((model_dir.name, entry.name, str(int(f.stem)), str(f)))
+                        rows.append((model_dir.name, ident(entry.name), str(int(f.stem)), str(f)))
                     elif not f.name.startswith("."):
                         problems.append(f"{f}: not a sample (expected <k>.mp4 with k a number)")
                 continue
@@ -71,9 +80,9 @@ def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = 
                 continue
             m = _SAMPLE_STEM.fullmatch(entry.stem)
             if m and not (known is not None and entry.stem in known):
-                rows.append((model_dir.name, m.group(1), str(int(m.group(2))), str(entry)))
+                rows.append((model_dir.name, ident(m.group(1)), str(int(m.group(2))), str(entry)))
             else:
-                rows.append((model_dir.name, entry.stem, "", str(entry)))
+                rows.append((model_dir.name, ident(entry.stem), "", str(entry)))
     df = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row")
     dup = df.group_by("model", "input_id", "sample").len().filter(pl.col("len") > 1)
     for r in dup.iter_rows(named=True):

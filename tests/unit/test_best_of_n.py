@@ -13,13 +13,14 @@ def test_discover_both_sample_layouts(tmp_path):
     t = tmp_path / "T2V"
     for rel in ("model_a/p1.mp4", "model_a/p2__0.mp4", "model_a/p2__1.mp4", "model_a/clip__3.mp4",
                 "model_a/readme.txt", "model_b/p1/0.mp4", "model_b/p1/01.mp4", "model_b/p1/1.mp4",
-                "model_b/p1/notes.txt", "model_b/p2.mp4"):
+                "model_b/p1/notes.txt", "model_b/p2.mp4", "model_b/~a%2Fb__2.mp4", "bad|model/p1.mp4"):
         (t / rel).parent.mkdir(parents=True, exist_ok=True)
         (t / rel).write_bytes(b"")
-    df, problems = bon.discover_candidates(t, known_ids=["p1", "p2", "clip__3"])
+    df, problems = bon.discover_candidates(t, known_ids=["p1", "p2", "clip__3", "a/b"])
     got = sorted((r["model"], r["input_id"], r["sample"]) for r in df.iter_rows(named=True))
     assert got == [("model_a", "clip__3", ""), ("model_a", "p1", ""), ("model_a", "p2", "0"), ("model_a", "p2", "1"),
-                   ("model_b", "p1", "0"), ("model_b", "p1", "1"), ("model_b", "p2", "")]
+                   ("model_b", "a/b", "2"), ("model_b", "p1", "0"), ("model_b", "p1", "1"), ("model_b", "p2", "")]
+    assert any("bad|model: left out" in p for p in problems)
     assert any("readme.txt: not a video" in p for p in problems)
     assert any("notes.txt: not a sample" in p for p in problems)
     assert any("model_b/p1 sample 1: 2 files" in p for p in problems)  # 01.mp4 and 1.mp4
