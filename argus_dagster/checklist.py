@@ -54,7 +54,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import polars as pl
 
@@ -688,6 +688,92 @@ class FirmEvaluator:
             r_if = self.verify_if(checklist, prompt, frames, video_digest=video_digest, references=references)
         return {IF: r_if, WC: self.evaluate_wc(prompt, frames, video_digest=video_digest),
                 PQ: self.evaluate_pq(prompt, frames, video_digest=video_digest)}
+
+
+# ----------------------------------------------------------------------------------------------------
+# A task's inputs and a model's videos (what the assets call)
+# ----------------------------------------------------------------------------------------------------
+
+
+def plan_checklists(evaluator: FirmEvaluator, prompts: dict[str, str], *,
+                    references: dict[str, tuple[dict[str, Any], dict[str, str]]] | None = None,
+                    max_workers: int = 4) -> tuple[list[dict], dict[str, Checklist | str]]:
+    """``firm_checklists`` rows and, per input, its checklist or the reason it has none. ``references``
+    maps an input id to ``(condition frames by label, their digests)`` for TI2V/TS2V/TV2V/TSV2V."""
+    from .vlm import request_pool
+
+    def one(iid: str) -> Checklist | str:
+        refs, digests = (references or {}).get(iid, (None, None))
+        try:
+            return evaluator.plan_if(prompts[iid], references=refs, reference_digests=digests)
+        except (ParseError, VlmError) as exc:
+            return f"IF planner: {exc}"
+
+    with request_pool(max(1, max_workers)) as pool:
+        out = dict(zip(prompts, pool.map(one, list(prompts))))
+    rows = [r for iid, c in out.items() if isinstance(c, Checklist) for r in checklist_rows(iid, c)]
+    return rows, out
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    """One candidate video to evaluate. ``load_frames`` returns its sampled frames (a
+    :class:`~argus_dagster.media.Frames`) and may raise: the row then records why."""
+
+    input_id: str
+    prompt: str
+    video_uri: str
+    video_digest: str
+    load_frames: Callable[[], Any]
+    references: dict[str, Any] | None = None
+
+
+@dataclass
+class FirmTables:
+    verdicts: list[dict] = field(default_factory=list)
+    scores: list[dict] = field(default_factory=list)
+    export: list[dict] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # videos without export records, and why
+
+
+def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
+                    checklists: dict[str, Checklist | str], *, video_prefix: str = "", max_workers: int = 4,
+                    offline_records: Callable[[VideoJob], tuple[list[dict], int | None, int | None]] | None = None
+                    ) -> FirmTables:
+    """Every job's verdict rows, score row and export records; a video that fails (its frames, a call)
+    gets its reasons in the row and the rest proceeds. ``evaluator=None`` is the offline path:
+    ``offline_records(job)`` gives the CPU tool records and the video's width and height."""
+    from .vlm import request_pool
+
+    def one(job: VideoJob) -> tuple[VideoJob, dict[str, DimensionResult], list[str]]:
+        try:
+            frames = job.load_frames()
+        except Exception as exc:  # a video that cannot be read: every dimension says so
+            why = f"video {job.video_uri}: {exc}"
+            return job, {d: DimensionResult(d, reason=why) for d in DIMENSIONS}, []
+        refs = frame_refs(job.video_uri, frames)
+        if evaluator is None:
+            if offline_records is None:
+                return job, {**unscored_offline(), PQ: DimensionResult(PQ, reason="PQ offline: no CPU tool records")}, refs
+            recs, w, h = offline_records(job)
+            return job, evaluate_offline(recs, width=w, height=h), refs
+        cl = checklists.get(job.input_id, "no IF checklist for this input")
+        res = evaluator.evaluate(job.prompt, frames, cl if isinstance(cl, Checklist) else None,
+                                 video_digest=job.video_digest, references=job.references,
+                                 if_reason=cl if isinstance(cl, str) else "")
+        return job, res, refs
+
+    out = FirmTables()
+    with request_pool(max(1, max_workers)) as pool:
+        done = list(pool.map(one, jobs))
+    for job, res, refs in done:
+        out.verdicts += verdict_rows(job.input_id, res)
+        out.scores.append(score_row(job.input_id, res))
+        recs, why = export_records(f"{video_prefix}{job.input_id}", job.prompt, refs, res)
+        out.export += recs
+        if why:
+            out.left_out.append(why)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -185,3 +185,34 @@ def test_condition_references_reach_planner_and_verifier_and_the_key(server, cli
     ev.verify_if(cl, "The kite from the first frame rises", frames(8), references=refs)
     verify = server.bodies("firm_if_verify")[0]
     assert n_images(verify) == 9 and "[first_frame]" in request_text(verify)
+
+
+def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path):
+    from argus_dagster.media import MediaError
+
+    ev = FirmEvaluator(client, cache=ContentCache(tmp_path / "cache", "firm"))
+    server.queue(*[Scripted(content="{nope") for _ in range(3)])  # the first input's planner fails
+    rows, checklists = fc.plan_checklists(ev, {"p_bad": "a cat", "p1": PROMPT}, max_workers=1)
+    assert isinstance(checklists["p_bad"], str) and checklists["p_bad"].startswith("IF planner:")
+    assert {r["input_id"] for r in rows} == {"p1"} and rows[0]["checklist_hash"] == checklists["p1"].content_hash
+
+    def broken():
+        raise MediaError("/c/m/p1b.mp4: cannot decode")
+
+    jobs = [fc.VideoJob("p1", PROMPT, "/c/m/p1.mp4", "d1", lambda: frames(1)),
+            fc.VideoJob("p_bad", "a cat", "/c/m/p_bad.mp4", "d2", lambda: frames(2)),
+            fc.VideoJob("p1", PROMPT, "/c/m/p1b.mp4", "d3", broken)]
+    out = fc.evaluate_videos(ev, jobs, checklists, video_prefix="T2V/m/", max_workers=2)
+    s = {(r["input_id"], i): r for i, r in enumerate(out.scores)}
+    assert s[("p1", 0)]["if_rating"] in range(1, 6) and s[("p1", 0)]["if_reason"] == ""
+    assert s[("p_bad", 1)]["if_rating"] is None and s[("p_bad", 1)]["if_reason"].startswith("IF planner:")
+    assert s[("p_bad", 1)]["wc_rating"] is not None  # the other dimensions still ran
+    assert all("cannot decode" in s[("p1", 2)][f"{d}_reason"] for d in ("if", "wc", "pq"))
+    assert [r["video_id"] for r in out.export] == ["T2V/m/p1"] * 3 and len(out.left_out) == 2
+    # IF verdicts of p1 match its stored checklist rows one to one
+    if_items = sorted(r["item_id"] for r in out.verdicts if r["dimension"] == IF)
+    assert if_items == sorted(r["item_id"] for r in rows)
+    # offline: PQ from the records given, IF and WC unscored with the reason
+    off = fc.evaluate_videos(None, jobs[:1], {}, offline_records=lambda j: (
+        [{"tool": "motion_probe", "ok": True, "static_fraction": 1.0}], 1280, 720))
+    assert off.scores[0]["pq_rating"] == 4 and "needs a VLM" in off.scores[0]["wc_reason"] and off.export == []
