@@ -216,3 +216,23 @@ def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path
     off = fc.evaluate_videos(None, jobs[:1], {}, offline_records=lambda j: (
         [{"tool": "motion_probe", "ok": True, "static_fraction": 1.0}], 1280, 720))
     assert off.scores[0]["pq_rating"] == 4 and "needs a VLM" in off.scores[0]["wc_reason"] and off.export == []
+
+
+def test_grounding_and_pq_garbage_is_asked_again(server, client):
+    stats = CallStats()
+    ev = FirmEvaluator(client, stats=stats, parse_retries=2)
+    server.queue(Scripted(content='{"scene_summary": "x", "entities": [{"name": "a", "importance": 0}], "actions": []}'))
+    res = ev.evaluate_wc(PROMPT, frames(6))
+    assert res.scored and stats.parse_retries == 1
+    assert "importance 0 is not an integer 1-5" in request_text(server.bodies("firm_wc_ground")[1])
+    server.queue(Scripted(content='{"defects": [], "rationale": "fine", "score": 7}'),
+                 Scripted(content="<think>hmm</think>"))
+    pq = ev.evaluate_pq(PROMPT, frames(6))
+    assert pq.scored and stats.parse_retries == 3 and len(server.bodies("firm_pq")) == 3
+    server.queue(*[Scripted(content='{"defects": [], "rationale": "fine", "score": "five"}') for _ in range(3)])
+    pq = ev.evaluate_pq(PROMPT, frames(6))
+    assert not pq.scored and pq.reason.startswith("PQ evaluator:") and "integer 1-5" in pq.reason
+    server.queue(*[Scripted(status=500, raw=b"{}") for _ in range(6)])
+    wc = FirmEvaluator(OpenAICompatibleClient(server.base_url, "m", max_retries=1, backoff_s=0.01)).evaluate_wc(
+        PROMPT, frames(6))
+    assert not wc.scored and wc.reason.startswith("WC checklist:") and "server error 500" in wc.reason
