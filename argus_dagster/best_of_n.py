@@ -231,8 +231,10 @@ def format_best_of_n(picks: pl.DataFrame, humans: dict | None = None) -> str:
     if humans:
         lo, hi = humans["gain_ci"]
         lines += ["", f"against people ({humans['n_inputs']} inputs with every candidate rated):",
-                  f"  pick is a human-best candidate: {_f(humans['hit_rate'])} (random: {_f(humans['random_hit_rate'])})",
-                  f"  mean human score: picks {_f(humans['mean_human_pick'])}, random {_f(humans['mean_human_random'])},"
+                  f"  pick is a human-best candidate: {_f(humans['hit_rate'])} "
+                  f"(random: {_f(humans['random_hit_rate'])})",
+                  f"  mean human score: picks {_f(humans['mean_human_pick'])}, "
+                  f"random {_f(humans['mean_human_random'])},"
                   f" gain {_f(humans['gain'])} [95% CI {_f(lo)}, {_f(hi)}]"]
     return "\n".join(lines)
 

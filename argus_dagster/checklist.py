@@ -373,7 +373,8 @@ def parse_pq(text: str) -> dict:
         present = str(d.get("present", "")).strip().lower()
         if present not in ("yes", "no"):
             raise ParseError(f'defect {d["id"]}: "present" must be "yes" or "no"')
-        found.append({"id": d["id"], "present": present == "yes", "evidence": " ".join(str(d.get("evidence") or "").split())})
+        evidence = " ".join(str(d.get("evidence") or "").split())
+        found.append({"id": d["id"], "present": present == "yes", "evidence": evidence})
     return {"score": int(raw), "rationale": rationale, "defects": found}
 
 
@@ -754,7 +755,8 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
         refs = frame_refs(job.video_uri, frames)
         if evaluator is None:
             if offline_records is None:
-                return job, {**unscored_offline(), PQ: DimensionResult(PQ, reason="PQ offline: no CPU tool records")}, refs
+                no_pq = DimensionResult(PQ, reason="PQ offline: no CPU tool records")
+                return job, {**unscored_offline(), PQ: no_pq}, refs
             recs, w, h = offline_records(job)
             return job, evaluate_offline(recs, width=w, height=h), refs
         cl = checklists.get(job.input_id, "no IF checklist for this input")

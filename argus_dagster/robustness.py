@@ -68,7 +68,8 @@ def rank_agreement(video_scores: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame,
             rows = [{"task": task, "profile_a": a, "profile_b": b, "model": k, "mean_a": ma[k], "mean_b": mb[k],
                      "rank_a": ra[k], "rank_b": rb[k], "rank_change": rb[k] - ra[k]} for k in ma]
             moves += sorted(rows, key=lambda r: (-abs(r["rank_change"]), -abs(r["mean_b"] - r["mean_a"]), r["model"]))
-    return (pl.DataFrame(ranks, schema=RANK_SCHEMA, orient="row"), pl.DataFrame(moves, schema=MOVES_SCHEMA, orient="row"))
+    return (pl.DataFrame(ranks, schema=RANK_SCHEMA, orient="row"),
+            pl.DataFrame(moves, schema=MOVES_SCHEMA, orient="row"))
 
 
 def criterion_agreement(criterion_scores: dict[str, pl.DataFrame], key: str = "criterion") -> pl.DataFrame:
