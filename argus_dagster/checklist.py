@@ -34,8 +34,9 @@ the same instance as ``messages``/``images`` for SFT frameworks.
 
 Every VLM call goes through :func:`~argus_dagster.vlm.chat_json` with a strict parser (a malformed
 answer is shown back and asked again, at most ``parse_retries`` times) and every prompt carries a
-version string that enters the cache keys. A failed call never raises out of this module: the
-dimension is unscored and the row says why.
+version string that enters the cache keys, beside the client's backend and model, the video's digest,
+the condition media's digests and the frame sampling (``media.SAMPLING_ID``). A failed call never
+raises out of the per-video functions: the dimension is unscored and the row says why.
 
 **Other tasks.** The definitions are the seed's for T2V. What carries over, and what is done here:
 TI2V and TS2V: IF's planner and verifier also receive the condition images (first frame, subject
@@ -59,6 +60,7 @@ from typing import Any, Callable, Iterable, Sequence
 import polars as pl
 
 from .cache import ContentCache, cache_key
+from .media import SAMPLING_ID
 from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json
 
 # ----------------------------------------------------------------------------------------------------
@@ -565,9 +567,11 @@ class FirmEvaluator:
         return Checklist.from_json(data)
 
     def verify_if(self, checklist: Checklist, prompt: str, frames: Any, *, video_digest: str = "",
-                  references: dict[str, Any] | None = None) -> DimensionResult:
+                  references: dict[str, Any] | None = None,
+                  reference_digests: dict[str, str] | None = None) -> DimensionResult:
         res = DimensionResult(IF, checklist_hash=checklist.content_hash)
         key = cache_key(kind="firm_if_verify", checklist=checklist.content_hash, prompt=prompt, video=video_digest,
+                        references=reference_digests or {}, sampling=SAMPLING_ID,
                         **_identity(self.client, IF_VERIFY_VERSION))
         ids = [i.id for i in checklist.items]
 
@@ -587,7 +591,8 @@ class FirmEvaluator:
     # -- WC -------------------------------------------------------------------------------------------
     def ground_wc(self, frames: Any, *, video_digest: str = "") -> dict:
         """Scene summary and targets of the video, without the prompt."""
-        key = cache_key(kind="firm_wc_ground", video=video_digest, **_identity(self.client, WC_GROUND_VERSION))
+        key = cache_key(kind="firm_wc_ground", video=video_digest, sampling=SAMPLING_ID,
+                        **_identity(self.client, WC_GROUND_VERSION))
 
         def compute() -> dict:
             parts = [*_frame_parts("video", frames), "Ground this video now."]
@@ -640,6 +645,7 @@ class FirmEvaluator:
         res.checklist_hash = checklist.content_hash
         ids = [i.id for i in checklist.items]
         key = cache_key(kind="firm_wc_verify", checklist=checklist.content_hash, video=video_digest,
+                        sampling=SAMPLING_ID,
                         **_identity(self.client, WC_VERIFY_VERSION))
 
         def compute() -> list[dict]:
@@ -660,7 +666,8 @@ class FirmEvaluator:
     # -- PQ -------------------------------------------------------------------------------------------
     def evaluate_pq(self, prompt: str, frames: Any, *, video_digest: str = "") -> DimensionResult:
         res = DimensionResult(PQ)
-        key = cache_key(kind="firm_pq", prompt=prompt, video=video_digest, **_identity(self.client, PQ_VERSION))
+        key = cache_key(kind="firm_pq", prompt=prompt, video=video_digest, checklist=PQ_CHECKLIST, sampling=SAMPLING_ID,
+                        **_identity(self.client, PQ_VERSION))
         listing = json.dumps([{"id": d, "defect": text} for d, text in PQ_CHECKLIST], indent=1)
 
         def compute() -> dict:
@@ -680,13 +687,15 @@ class FirmEvaluator:
 
     # -- one video ------------------------------------------------------------------------------------
     def evaluate(self, prompt: str, frames: Any, checklist: Checklist | None, *, video_digest: str = "",
-                 references: dict[str, Any] | None = None, if_reason: str = "") -> dict[str, DimensionResult]:
+                 references: dict[str, Any] | None = None, reference_digests: dict[str, str] | None = None,
+                 if_reason: str = "") -> dict[str, DimensionResult]:
         """All three dimensions of one video; ``checklist`` is the input's frozen IF checklist (None
         with ``if_reason`` when planning failed: IF is then unscored with that reason)."""
         if checklist is None:
             r_if = DimensionResult(IF, reason=if_reason or "no IF checklist for this input")
         else:
-            r_if = self.verify_if(checklist, prompt, frames, video_digest=video_digest, references=references)
+            r_if = self.verify_if(checklist, prompt, frames, video_digest=video_digest, references=references,
+                                  reference_digests=reference_digests)
         return {IF: r_if, WC: self.evaluate_wc(prompt, frames, video_digest=video_digest),
                 PQ: self.evaluate_pq(prompt, frames, video_digest=video_digest)}
 
@@ -727,6 +736,7 @@ class VideoJob:
     video_digest: str
     load_frames: Callable[[], Any]
     references: dict[str, Any] | None = None
+    reference_digests: dict[str, str] | None = None
 
 
 @dataclass
@@ -762,6 +772,7 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
         cl = checklists.get(job.input_id, "no IF checklist for this input")
         res = evaluator.evaluate(job.prompt, frames, cl if isinstance(cl, Checklist) else None,
                                  video_digest=job.video_digest, references=job.references,
+                                 reference_digests=job.reference_digests,
                                  if_reason=cl if isinstance(cl, str) else "")
         return job, res, refs
 

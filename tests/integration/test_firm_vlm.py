@@ -185,6 +185,10 @@ def test_condition_references_reach_planner_and_verifier_and_the_key(server, cli
     ev.verify_if(cl, "The kite from the first frame rises", frames(8), references=refs)
     verify = server.bodies("firm_if_verify")[0]
     assert n_images(verify) == 9 and "[first_frame]" in request_text(verify)
+    for digest in ("d1", "d1", "d2"):  # cached per condition digest: the repeat is free, another digest is not
+        ev.verify_if(cl, "The kite from the first frame rises", frames(8), video_digest="v8", references=refs,
+                     reference_digests={"first_frame": digest})
+    assert len(server.bodies("firm_if_verify")) == 3
 
 
 def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path):
