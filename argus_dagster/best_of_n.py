@@ -91,6 +91,46 @@ def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = 
     return df.unique(["model", "input_id", "sample"], keep="first", maintain_order=True), problems
 
 
+def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) -> pl.DataFrame:
+    """``scores`` with a ``sample`` column: an ``input_id`` of the form ``<id>__<k>`` (the flat layout, as
+    the candidate store lists it) becomes ``<id>`` and sample ``k``, unless it is itself a known id."""
+    known = set(known_ids) if known_ids is not None else None
+
+    def split(iid: str) -> tuple[str, str]:
+        m = _SAMPLE_STEM.fullmatch(iid)
+        if m and not (known is not None and (iid in known or m.group(1) not in known)):
+            return m.group(1), str(int(m.group(2)))
+        return iid, ""
+
+    pairs = [split(i) for i in scores["input_id"].cast(pl.String).to_list()]
+    base = scores.drop("sample") if "sample" in scores.columns else scores
+    return base.with_columns(pl.Series("input_id", [p[0] for p in pairs], dtype=pl.String),
+                             pl.Series("sample", [p[1] for p in pairs], dtype=pl.String))
+
+
+def selection_table(video_scores: pl.DataFrame | None = None, firm_scores: pl.DataFrame | None = None,
+                    known_ids: Iterable[str] | None = None) -> pl.DataFrame:
+    """``input_id, model, sample, final, if, wc, pq``: VideoArgus finals (``video_scores``) and FIRM
+    ratings (``firm_scores``) of the same candidates side by side (an outer join: a column is null
+    where its evaluator did not score the video), samples split from the ids."""
+    parts = []
+    if video_scores is not None:
+        parts.append(video_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
+                                         pl.col("final_score").cast(pl.Float64).alias("final")))
+    if firm_scores is not None:
+        parts.append(firm_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
+                                        *[pl.col(f"{d}_rating").cast(pl.Float64).alias(d) for d in ("if", "wc", "pq")]))
+    if not parts:
+        raise ValueError("best-of-N: give video_scores, firm_scores or both")
+    out = parts[0]
+    for other in parts[1:]:
+        out = out.join(other, on=["input_id", "model"], how="full", coalesce=True)
+    for col in ("final", "if", "wc", "pq"):
+        if col not in out.columns:
+            out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
+    return split_samples(out, known_ids).select("input_id", "model", "sample", "final", "if", "wc", "pq")
+
+
 def evaluator_score(scores: pl.DataFrame, by: str | dict[str, float],
                     scales: dict[str, tuple[float, float]] | None = None) -> tuple[pl.Series, str]:
     """The selection score of every row, and the evaluator's name. A column is used as it is; a mix
@@ -134,7 +174,7 @@ def select_best(scores: pl.DataFrame, by: str | dict[str, float] = "final", *, t
                "runner_up_sample": None, "runner_up_score": None, "margin": None, "n_tied": 0, "tied": [],
                "reason": ""}
         if scored.height == 0:
-            row["reason"] = f"no candidate of {g.height} has a {name} score"
+            row["reason"] = f"no candidate of {g.height} has a score by {name}"
             rows.append(row)
             continue
         ranked = scored.sort(["_s", "model", "sample"], descending=[True, False, False])
@@ -155,7 +195,7 @@ def select_best(scores: pl.DataFrame, by: str | dict[str, float] = "final", *, t
             row["reason"] = "one scored candidate: no runner-up"
         if scored.height < g.height:
             row["reason"] = (row["reason"] + "; " if row["reason"] else "") + \
-                f"{g.height - scored.height} candidate(s) without a {name} score not considered"
+                f"{g.height - scored.height} candidate(s) without a score by {name} not considered"
         rows.append(row)
     return pl.DataFrame(rows, schema=PICK_SCHEMA, orient="row") if rows else pl.DataFrame(schema=PICK_SCHEMA)
 

@@ -49,7 +49,7 @@ def test_pick_margin_ties_and_unscored():
     assert (p1["runner_up_sample"], p1["runner_up_score"]) == ("2", 9.0)
     p2 = picks["p2"]
     assert (p2["pick_model"], p2["runner_up_model"], p2["margin"], p2["n_tied"]) == ("a", "b", 1.5, 0)
-    assert picks["p3"]["pick_model"] is None and "no candidate of 2 has a final score" in picks["p3"]["reason"]
+    assert picks["p3"]["pick_model"] is None and "no candidate of 2 has a score by final" in picks["p3"]["reason"]
     assert picks["p4"]["pick_model"] == "a" and picks["p4"]["margin"] is None and "no runner-up" in picks["p4"]["reason"]
 
 
@@ -102,3 +102,22 @@ def test_against_humans_by_hand():
     assert "gain   0.500" in text and "best of N by final" in text
     one = bon.against_humans(picks.filter(pl.col("input_id") == "p2"), human)
     assert one["hit_rate"] == 1.0 and all(math.isnan(x) for x in one["gain_ci"])
+
+
+def test_selection_table_joins_evaluators_and_splits_samples():
+    vs = pl.DataFrame({"task": "T2V", "model": ["gen", "gen", "gen", "other"],
+                       "input_id": ["p1__0", "p1__1", "x__2", "p1"], "final_score": [6.0, 8.0, 5.0, 7.0]})
+    fs = pl.DataFrame({"model": ["gen", "gen"], "input_id": ["p1__0", "p1__1"], "if_rating": [5, 2],
+                       "wc_rating": [4, 4], "pq_rating": [3, 5]})
+    t = bon.selection_table(vs, fs, known_ids=["p1", "x__2"])
+    rows = sorted(t.iter_rows(named=True), key=lambda r: (r["model"], r["input_id"], r["sample"]))
+    assert [(r["model"], r["input_id"], r["sample"], r["final"], r["if"]) for r in rows] == [
+        ("gen", "p1", "0", 6.0, 5.0), ("gen", "p1", "1", 8.0, 2.0), ("gen", "x__2", "", 5.0, None),
+        ("other", "p1", "", 7.0, None)]
+    by_final = bon.select_best(t.filter(pl.col("input_id") == "p1"), "final").row(0, named=True)
+    by_if = bon.select_best(t.filter(pl.col("input_id") == "p1"), "if").row(0, named=True)
+    assert (by_final["pick_model"], by_final["pick_sample"]) == ("gen", "1")
+    assert (by_if["pick_model"], by_if["pick_sample"], by_if["n_scored"]) == ("gen", "0", 2)
+    assert "1 candidate(s) without a score by if" in by_if["reason"]
+    with pytest.raises(ValueError, match="give video_scores"):
+        bon.selection_table()
