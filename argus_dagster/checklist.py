@@ -26,8 +26,10 @@ Three dimensions, each rated 1-5 from verified checklist decisions rather than f
   without measurable evidence do in the VideoArgus path.
 
 Rationales (:func:`if_rationale`, :func:`wc_rationale`) are written from the verified decisions after
-the score is fixed: a template verbalizes them, so no rationale can move a score (the seed uses an
-LLM for this wording; the decisions it verbalizes are the same). :func:`export_records` writes the
+the score is fixed: a template verbalizes them, so no rationale can move a score. With
+``word_rationales=True`` the model rewords the decisions (the seed's LLM step,
+:meth:`FirmEvaluator.reword`): it never sees the score, a wording that states one is refused, and the
+score and rating stay as computed. :func:`export_records` writes the
 reward-model training instances of §3.3: one per video and dimension, with the prompt, frame
 references, the evaluation instruction of Appendix 4 and the target ``{"reasoning", "score"}``, plus
 the same instance as ``messages``/``images`` for SFT frameworks.
@@ -353,6 +355,20 @@ def parse_wc_questions(text: str, target_names: Sequence[str]) -> dict[str, list
     return out
 
 
+# A stated score: "score of 4", "rating: 2", "rated 5", "0.85" (a checklist score). Counts such as
+# "3 out of 5 requirements" are decisions, not scores, and pass.
+_SCORE_WORDS = re.compile(r"\b((score|rating)\s*(of|is|:|=)?\s*[0-5](\.\d+)?\b|rated\s+[1-5]|0\.\d{2,4})",
+                          re.IGNORECASE)
+
+
+def parse_rationale(text: str) -> str:
+    """``{"rationale": "..."}``; a rationale that states a score is refused (the score is fixed elsewhere)."""
+    out = _text(_obj(text, "rationale"), "rationale")
+    if _SCORE_WORDS.search(out):
+        raise ParseError("the rationale states a score or rating: verbalize the decisions only")
+    return out
+
+
 def parse_pq(text: str) -> dict:
     """``{"defects": [{"id", "present": "yes"|"no", "evidence"}], "rationale", "score": 1-5}``."""
     data = extract_json(text)
@@ -390,8 +406,10 @@ WC_GROUND_VERSION = "firm-wc-ground-1"
 WC_QUESTIONS_VERSION = "firm-wc-questions-1"
 WC_VERIFY_VERSION = "firm-wc-verify-1"
 PQ_VERSION = "firm-pq-1"
+RATIONALE_VERSION = "firm-rationale-1"
 PROMPT_VERSIONS = {"if_plan": IF_PLAN_VERSION, "if_verify": IF_VERIFY_VERSION, "wc_ground": WC_GROUND_VERSION,
-                   "wc_questions": WC_QUESTIONS_VERSION, "wc_verify": WC_VERIFY_VERSION, "pq": PQ_VERSION}
+                   "wc_questions": WC_QUESTIONS_VERSION, "wc_verify": WC_VERIFY_VERSION, "pq": PQ_VERSION,
+                   "rationale": RATIONALE_VERSION}
 
 IF_PLAN_SYSTEM = (
     "You decompose a video-generation prompt into atomic requirements. List every visual element the "
@@ -442,6 +460,14 @@ PQ_SYSTEM = (
     "not a defect, and how well the video follows it is not judged here. Answer with one JSON object and "
     'nothing else: {"defects": [{"id": "<defect id>", "present": "yes|no", "evidence": "<short>"}], '
     '"rationale": "<checklist-based rationale>", "score": <1-5>}'
+)
+
+RATIONALE_SYSTEM = (
+    "You turn the verified decisions of a video evaluation into a concise rationale. For instruction "
+    "following, first summarize the requirements that are met, then explain the unmet or incorrectly "
+    "fulfilled ones. For world coherence, start with a brief scene summary, then the major violations "
+    "organized by target and aspect. Use only the decisions given; add nothing, and do not state a score. "
+    'Answer with one JSON object and nothing else: {"rationale": "<3-6 sentences>"}'
 )
 
 PQ_CHECKLIST: tuple[tuple[str, str], ...] = (
@@ -537,11 +563,12 @@ class FirmEvaluator:
     and by every rerun, with no second planner call."""
 
     def __init__(self, client: Any, *, cache: ContentCache | None = None, stats: CallStats | None = None,
-                 parse_retries: int = 2):
+                 parse_retries: int = 2, word_rationales: bool = False):
         self.client = client
         self.cache = cache or ContentCache(None, "firm")
         self.stats = stats
         self.parse_retries = parse_retries
+        self.word_rationales = word_rationales
 
     def _ask(self, system: str, parts: list[Any], parse, max_tokens: int = 1500):
         msgs = [{"role": "system", "content": [system]}, {"role": "user", "content": parts}]
@@ -696,8 +723,36 @@ class FirmEvaluator:
         else:
             r_if = self.verify_if(checklist, prompt, frames, video_digest=video_digest, references=references,
                                   reference_digests=reference_digests)
-        return {IF: r_if, WC: self.evaluate_wc(prompt, frames, video_digest=video_digest),
-                PQ: self.evaluate_pq(prompt, frames, video_digest=video_digest)}
+        out = {IF: r_if, WC: self.evaluate_wc(prompt, frames, video_digest=video_digest),
+               PQ: self.evaluate_pq(prompt, frames, video_digest=video_digest)}
+        if self.word_rationales:
+            for d in (IF, WC):
+                if out[d].scored:
+                    self.reword(out[d])
+        return out
+
+    # -- rationales -----------------------------------------------------------------------------------
+    def reword(self, result: DimensionResult) -> None:
+        """Replace a scored IF/WC result's template rationale with the model's wording of the same
+        decisions (seed §3.3). The model gets the decisions only, never the score or the rating, and the
+        result's score and rating are not touched; a failed call keeps the template and says so."""
+        template = result.rationale
+        decisions = template.rsplit(" Importance-weighted", 1)[0]  # the decisions, without the numbers
+        key = cache_key(kind="firm_rationale", dimension=result.dimension, decisions=decisions,
+                        **_identity(self.client, RATIONALE_VERSION))
+
+        def compute() -> str:
+            parts = [f"Dimension: {result.dimension}", "Verified decisions:\n" + decisions,
+                     "Write the rationale now."]
+            return self._ask(RATIONALE_SYSTEM, parts, parse_rationale, max_tokens=600)
+
+        try:
+            text, _ = self.cache.get_or_compute(key, compute)
+        except (ParseError, VlmError) as exc:
+            result.detail["rationale_source"] = f"template ({exc})"
+            return
+        result.rationale = text
+        result.detail["rationale_source"] = "model"
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -240,3 +240,22 @@ def test_grounding_and_pq_garbage_is_asked_again(server, client):
     wc = FirmEvaluator(OpenAICompatibleClient(server.base_url, "m", max_retries=1, backoff_s=0.01)).evaluate_wc(
         PROMPT, frames(6))
     assert not wc.scored and wc.reason.startswith("WC checklist:") and "server error 500" in wc.reason
+
+
+def test_reworded_rationales_never_see_or_move_the_score(server, client):
+    ev = FirmEvaluator(client, word_rationales=True)
+    cl = ev.plan_if(PROMPT)
+    plain = FirmEvaluator(client).evaluate(PROMPT, frames(9), cl)
+    n_before = len(server.bodies("firm_rationale"))
+    worded = ev.evaluate(PROMPT, frames(9), cl)
+    bodies = server.bodies("firm_rationale")[n_before:]
+    assert len(bodies) == 2 and all("rating" not in request_text(b).split("Verified decisions:")[1] for b in bodies)
+    for d in (IF, WC):
+        assert (worded[d].score, worded[d].rating) == (plain[d].score, plain[d].rating)
+        assert worded[d].rationale.startswith("In short: ") and worded[d].detail["rationale_source"] == "model"
+    # a wording that states a score is refused and asked again; exhausted, the template stays
+    r = fc.score_if(cl, worded[IF].verdicts)
+    server.queue(*[Scripted(content='{"rationale": "All met, so the score is 5/5."}') for _ in range(3)])
+    ev.reword(r)
+    assert r.rationale == fc.score_if(cl, worded[IF].verdicts).rationale
+    assert r.detail["rationale_source"].startswith("template (") and "states a score" in r.detail["rationale_source"]

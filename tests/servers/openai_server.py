@@ -68,6 +68,7 @@ FIRM_KINDS = {
     "You write verification questions": "firm_wc_questions",
     "You inspect a video for violations": "firm_wc_verify",
     "You inspect a video for perceptual defects": "firm_pq",
+    "You turn the verified decisions of a video evaluation": "firm_rationale",
 }
 
 
@@ -170,6 +171,9 @@ def firm_answer(kind: str, body: dict) -> str:
         return json.dumps({"targets": [{"target": n, "questions": [
             {"question": f"Does {n} change shape or identity?", "aspect": "temporal_consistency"},
             {"question": f"Is {n} deformed?", "aspect": "structure"}]} for n in names]})
+    if kind == "firm_rationale":
+        decisions = text.split("Verified decisions:", 1)[-1].split("Write the rationale now.")[0].strip()
+        return json.dumps({"rationale": f"In short: {decisions}"})
     if kind == "firm_pq":
         defect_ids = ids
         score = 1 + _digest(n_images(body), "pq") % 5

@@ -355,3 +355,24 @@ def test_firm_scores_as_evaluators_in_alignment():
     assert r[("firm_pq", PQ)]["preference_acc"] == 0.0 and r[("firm_pq", PQ)]["accuracy"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="'pq_rating'"):
         fc.firm_evaluator_scores(firm.drop("pq_rating"))
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("The kite is there; the score board in the back is blurry.", True),
+    ("Rating the scene: a kite flies.", True),
+    ("3 out of 5 requirements are met; 4/5 of the frames show the kite.", True),
+    ("All met, so the score is 5/5.", False),
+    ("It deserves a score of 4.", False),
+    ("Rating: 2", False),
+    ("It is rated 3.", False),
+    ("Share met is 0.85.", False),
+])
+def test_parse_rationale_refuses_stated_scores(text, ok):
+    import json as _json
+
+    answer = _json.dumps({"rationale": text})
+    if ok:
+        assert fc.parse_rationale(answer) == text
+    else:
+        with pytest.raises(ParseError, match="states a score"):
+            fc.parse_rationale(answer)
