@@ -836,7 +836,7 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
         done = list(pool.map(one, jobs))
     for job, res, refs in done:
         out.verdicts += verdict_rows(job.input_id, res)
-        out.scores.append(score_row(job.input_id, res))
+        out.scores.append({**score_row(job.input_id, res), "frames": refs})
         recs, why = export_records(f"{video_prefix}{job.input_id}", job.prompt, refs, res)
         out.export += recs
         if why:
@@ -1110,6 +1110,29 @@ def export_records(video_id: str, prompt: str, refs: Sequence[str], results: dic
                                  {"role": "assistant", "content": json.dumps(target, ensure_ascii=False)}],
                     "images": list(refs)})
     return out, ""
+
+
+def export_from_rows(rows: Iterable[dict], prompts: dict[str, str], *, video_prefix: str = "",
+                     require_all: bool = True) -> tuple[list[dict], list[str]]:
+    """Training instances rebuilt from stored ``firm_scores`` rows (with their ``frames`` column), so
+    an export reads the table and calls nothing. Returns the instances and the videos left out, with why."""
+    records, left_out = [], []
+    for r in rows:
+        iid = r["input_id"]
+        if iid not in prompts:
+            left_out.append(f"{video_prefix}{iid}: no prompt for this input")
+            continue
+        res = {}
+        for d in DIMENSIONS:
+            s = SHORT[d]
+            res[d] = DimensionResult(d, r.get(f"{s}_score"), r.get(f"{s}_rating"), r.get(f"{s}_rationale") or "",
+                                     r.get(f"{s}_reason") or "")
+        recs, why = export_records(f"{video_prefix}{iid}", prompts[iid], list(r.get("frames") or []), res,
+                                   require_all=require_all)
+        records += recs
+        if why:
+            left_out.append(why)
+    return records, left_out
 
 
 def write_export(path: Any, records: Iterable[dict]) -> int:

@@ -213,6 +213,11 @@ def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path
     assert s[("p_bad", 1)]["wc_rating"] is not None  # the other dimensions still ran
     assert all("cannot decode" in s[("p1", 2)][f"{d}_reason"] for d in ("if", "wc", "pq"))
     assert [r["video_id"] for r in out.export] == ["T2V/m/p1"] * 3 and len(out.left_out) == 2
+    # the stored score rows rebuild the same export without a call
+    n = len(server.requests)
+    again, left = fc.export_from_rows(out.scores, {"p1": PROMPT, "p_bad": "a cat"}, video_prefix="T2V/m/")
+    assert again == out.export and left == out.left_out and len(server.requests) == n
+    assert fc.export_from_rows(out.scores[:1], {})[1] == ["p1: no prompt for this input"]
     # IF verdicts of p1 match its stored checklist rows one to one
     if_items = sorted(r["item_id"] for r in out.verdicts if r["dimension"] == IF)
     assert if_items == sorted(r["item_id"] for r in rows)
