@@ -43,7 +43,7 @@ def plot_metadata(lb: pl.DataFrame) -> dict:
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Mean final score per task and model, with a bootstrap 95% interval and the video count."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
-    scores = pl.concat(frames) if frames else frame([], VIDEO_SCORES)
+    scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
     lb = build_leaderboard(scores)
     version = dg.DataVersion(hashlib.sha256(lb.write_csv().encode()).hexdigest()[:16])
     return dg.Output(lb, data_version=version, metadata={

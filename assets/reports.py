@@ -90,7 +90,7 @@ def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str) -> P
     return path
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="reports", kinds={"html"},
+@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="reports", kinds={"html"},
           automation_condition=dg.AutomationCondition.eager())
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
@@ -120,6 +120,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             (out_dir / name).write_text(page, encoding="utf-8")
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
             card = {"model": model, "final_score": v["final_score"], "base_score": v["base_score"],
+                    **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{safe_name(model)}/{name}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
