@@ -145,7 +145,9 @@ class MotionProbe:
     apart in a window (a clip in order well below 1; frames in broken order about 1); ``jump_times`` are neighbours that differ far more
     than the clip's usual step (cuts, dropped stretches); ``duplicate_fraction`` the share of
     neighbours that are copies while the clip otherwise moves, ``longest_freeze_s`` the longest run of
-    copies. ``static_fraction`` is the share of steps with no change at all (a frozen video: 1.0).
+    copies. From the flow: ``reversal_fraction``, steps whose motion turns back on the next one (frames
+    out of order), and ``speed_surplus``, how far steps exceed 1.5x the usual step (a stretch of frames
+    left out). ``static_fraction`` is the share of steps with no change at all (a frozen video: 1.0).
     """
 
     name = "motion_probe"
@@ -163,22 +165,32 @@ class MotionProbe:
             return not_measurable("every frame is one flat colour: nothing to track", n_frames=len(fr.array))
         fps = max(media.reader(args.get("on", "output_video"), TEMPORAL_POLICY.max_side).info.fps, 1e-6) \
             if media.is_video(args.get("on", "output_video")) else 1.0
-        mags, d1, dl, times = [], [], [], []
+        mags, d1, dl, times, aligns = [], [], [], [], []
         for w in wins:
             g128 = [cv2.cvtColor(resize_longest(fr.array[i], 128), cv2.COLOR_RGB2GRAY) for i in w]
             scale = 256.0 / max(g128[0].shape)  # flow in pixels of a 256-px longest side
+            prev_flow = None
             for a, b in zip(g128[:-1], g128[1:]):
                 flow = cv2.calcOpticalFlowFarneback(a, b, None, 0.5, 3, 15, 3, 5, 1.2, 0)
-                mags.append(float(np.linalg.norm(flow, axis=2).mean()) * scale * fps)
+                mag = np.linalg.norm(flow, axis=2)
+                mags.append(float(mag.mean()) * scale * fps)
+                if prev_flow is not None:
+                    pm = np.linalg.norm(prev_flow, axis=2)
+                    if mag.mean() > 0.1 and pm.mean() > 0.1:  # direction is noise below 0.1 px/step
+                        aligns.append(float((flow * prev_flow).sum() / ((mag * pm).sum() + 1e-9)))
+                prev_flow = flow
             g = g64[w]
             d1 += [float(x) for x in np.abs(np.diff(g, axis=0)).mean(axis=(1, 2))]
             times += [fr.timestamps[i] for i in w[1:]]
             for lag in range(2, len(w)):
                 dl += [float(x) for x in np.abs(g[lag:] - g[:-lag]).mean(axis=(1, 2))]
         m, d = np.asarray(mags), np.asarray(d1)
-        med = float(np.median(d))
-        moving = med >= 1.0
         dup = d < self.dup_level
+        med = float(np.median(d))
+        moving = bool((~dup).any()) and float(np.median(d[~dup])) >= 1.0  # the clip moves where it is not frozen
+        # A step far larger than the clip's usual one: a cut, or a stretch of frames left out.
+        step_med = float(np.median(m[m > 0.05 * fps])) if (m > 0.05 * fps).any() else 0.0
+        surplus = np.maximum(m / step_med - 1.5, 0.0) if step_med > 0 else np.zeros_like(m)
         jumps = [round(t, 3) for t, x in zip(times, d) if x > max(3.0 * med, 4.0)]
         longest, run_len = 0, 0
         for x in dup:
@@ -203,6 +215,10 @@ class MotionProbe:
             "jump_times": jumps,
             "jump_fraction": round(len(jumps) / len(d), 4),
             "duplicate_fraction": round(float(dup.mean()), 4) if moving else 0.0,
+            # motion that turns back on the next step (frames out of order), share of steps
+            "reversal_fraction": round(float(np.mean(np.asarray(aligns) < 0.0)), 4) if aligns else 0.0,
+            # how far steps exceed 1.5x the usual step, summed and divided by the steps (dropped frames)
+            "speed_surplus": round(float(surplus.sum() / len(m)), 4),
             "longest_freeze_s": round(longest / fps, 3),
         }
 
@@ -221,7 +237,7 @@ QUALITY_POINTS = {
     "colour_cast": (60.0, 10.0),  # Lab distance of the mean colour from grey (warm real scenes reach 40)
 }
 QUALITY_WEIGHTS = {"sharpness": 0.35, "edge_strength": 0.1, "noise_sigma": 0.2, "blockiness": 0.15,
-                   "exposure": 0.15, "colour_cast": 0.05}
+                   "exposure": 0.15, "colour_cast": 0.15}
 # A scene may be warm or cold by intent: a colour cast lowers the mean but is never "the worst defect".
 WORST_OF = ("sharpness", "edge_strength", "noise_sigma", "blockiness", "exposure")
 
@@ -278,6 +294,7 @@ def frame_quality(frame: np.ndarray) -> dict[str, float] | None:
     textured, flat = _tiles(g)
     ratios, strengths = [], []
     for t in textured:
+        t = cv2.medianBlur(t.astype(np.uint8), 3).astype(np.float64)  # noise is not detail
         half = cv2.resize(t, (max(1, t.shape[1] // 2), max(1, t.shape[0] // 2)), interpolation=cv2.INTER_AREA)
         gh = _top_gradient(half)
         strengths.append(gh)
