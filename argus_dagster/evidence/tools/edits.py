@@ -137,10 +137,12 @@ def fulfilment(req: EditRequest, src: np.ndarray, out: np.ndarray) -> tuple[floa
     ls, lo = _lab(src), _lab(out)
     cs, co = _chroma(ls), _chroma(lo)
     if req.kind == "grayscale":
-        coloured = cs >= 8.0
-        if coloured.mean() < 0.01:  # the source is already grey: the output only has to stay grey
+        # Shares, not pixel positions: a zoom or shift must not count as "made grey".
+        grey_src, grey_out = float((cs < 5.0).mean()), float((co < 5.0).mean())
+        if grey_src > 0.97:  # the source is already grey: the output only has to stay grey
             return _lin(float(co.mean()), 8.0, 3.0), "output chroma (the source is nearly grey)"
-        return float((co[coloured] < np.maximum(4.0, 0.25 * cs[coloured])).mean()), "share of coloured pixels made grey"
+        return (float(np.clip((grey_out - grey_src) / (1.0 - grey_src), 0.0, 1.0)),
+                "share of the source's coloured area that is grey in the output")
     if req.kind == "colourize":
         return _lin(float(co.mean() - cs.mean()), 0.0, 10.0), "mean chroma gained"
     if req.kind == "sepia":
