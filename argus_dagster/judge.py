@@ -13,7 +13,7 @@ flicker_probe  the larger of block-coherent luma and colour jitter on consecutiv
 motion_probe   coherence: the lowest of jump share (<= 0.03 -> 10, >= 0.25 -> 0),
                duplicated-frame share in a moving clip (0 -> 10, >= 0.4 -> 0), motion
                reversals (<= 0.3 -> 10, >= 0.8 -> 0; real to-and-fro motion reaches 0.5), speed
-               surplus (<= 0.3 -> 10, >= 1.5 -> 0)
+               surplus against neighbouring steps (<= 0.05 -> 10, >= 0.6 -> 0)
                and incoherence (<= 0.75 -> 10, >= 1.05 -> 0). For a temporal-quality
                criterion (dimension 12) that is the score; otherwise it is capped by
                the amount of motion: mean flow 0 -> 0, >= 4 px/s (256 px) -> 10,
@@ -94,7 +94,7 @@ def _flicker(r: dict, view: dict | None = None) -> tuple[float, str]:
 
 def _coherence(r: dict) -> tuple[float, str]:
     parts = [10 * _lin(r.get("jump_fraction", 0.0), 0.25, 0.03), 10 * _lin(r.get("duplicate_fraction", 0.0), 0.4, 0.0),
-             10 * _lin(r.get("reversal_fraction", 0.0), 0.8, 0.3), 10 * _lin(r.get("speed_surplus", 0.0), 1.5, 0.3)]
+             10 * _lin(r.get("reversal_fraction", 0.0), 0.8, 0.3), 10 * _lin(r.get("speed_surplus", 0.0), 0.6, 0.05)]
     if r.get("incoherence") is not None:
         parts.append(10 * _lin(r["incoherence"], 1.05, 0.75))
     return min(parts), (f"{len(r.get('jump_times', []))} jumps ({r.get('jump_fraction', 0.0):.0%} of steps), "

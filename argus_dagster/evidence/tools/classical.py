@@ -147,7 +147,7 @@ class MotionProbe:
     neighbours that are copies while the clip otherwise moves, ``longest_freeze_s`` the longest run of
     copies. From the flow: ``reversal_fraction``, steps whose motion turns back on the next one (frames
     out of order), and ``speed_surplus``, how far steps exceed 1.5x the usual step (a stretch of frames
-    left out). ``static_fraction`` is the share of steps with no change at all (a frozen video: 1.0).
+    left out; each step against its neighbours). ``static_fraction`` is the share of steps with no change at all (a frozen video: 1.0).
     """
 
     name = "motion_probe"
@@ -189,8 +189,11 @@ class MotionProbe:
         med = float(np.median(d))
         moving = bool((~dup).any()) and float(np.median(d[~dup])) >= 1.0  # the clip moves where it is not frozen
         # A step far larger than the clip's usual one: a cut, or a stretch of frames left out.
-        step_med = float(np.median(m[m > 0.05 * fps])) if (m > 0.05 * fps).any() else 0.0
-        surplus = np.maximum(m / step_med - 1.5, 0.0) if step_med > 0 else np.zeros_like(m)
+        # Against the neighbouring steps (3 either side), so a gradual acceleration (a zoom) is not one.
+        floor = 0.05 * fps
+        local = np.array([np.median(np.r_[m[max(0, t - 3):t], m[t + 1:t + 4]]) if len(m) > 1 else m[t]
+                          for t in range(len(m))])
+        surplus = np.where((local > floor) & (m > floor), np.maximum(m / np.maximum(local, floor) - 1.5, 0.0), 0.0)
         jumps = [round(t, 3) for t, x in zip(times, d) if x > max(3.0 * med, 4.0)]
         longest, run_len = 0, 0
         for x in dup:
@@ -217,7 +220,7 @@ class MotionProbe:
             "duplicate_fraction": round(float(dup.mean()), 4) if moving else 0.0,
             # motion that turns back on the next step (frames out of order), share of steps
             "reversal_fraction": round(float(np.mean(np.asarray(aligns) < 0.0)), 4) if aligns else 0.0,
-            # how far steps exceed 1.5x the usual step, summed and divided by the steps (dropped frames)
+            # how far steps exceed 1.5x their neighbours, summed and divided by the steps (dropped frames)
             "speed_surplus": round(float(surplus.sum() / len(m)), 4),
             "longest_freeze_s": round(longest / fps, 3),
         }
