@@ -11,7 +11,8 @@ calibration, per tool (each maps to 0-10, linear between the stated points, clam
 flicker_probe  the larger of block-coherent luma and colour jitter on consecutive
                frames: <= 0.5 -> 10, >= 10 -> 0
 motion_probe   coherence: the lowest of jump share (<= 0.03 -> 10, >= 0.25 -> 0),
-               duplicated-frame share in a moving clip (0 -> 10, >= 0.4 -> 0), motion
+               duplicated-frame share in a moving clip (<= 0.1 -> 10, >= 0.6 -> 0; a film
+               cadence repeats 20%), longest freeze (<= 0.1 s -> 10, >= 1 s -> 0), motion
                reversals (<= 0.3 -> 10, >= 0.8 -> 0; real to-and-fro motion reaches 0.5), speed
                surplus against neighbouring steps (<= 0.05 -> 10, >= 0.6 -> 0)
                and incoherence (<= 0.75 -> 10, >= 1.05 -> 0). For a temporal-quality
@@ -93,7 +94,8 @@ def _flicker(r: dict, view: dict | None = None) -> tuple[float, str]:
 
 
 def _coherence(r: dict) -> tuple[float, str]:
-    parts = [10 * _lin(r.get("jump_fraction", 0.0), 0.25, 0.03), 10 * _lin(r.get("duplicate_fraction", 0.0), 0.4, 0.0),
+    parts = [10 * _lin(r.get("jump_fraction", 0.0), 0.25, 0.03), 10 * _lin(r.get("duplicate_fraction", 0.0), 0.6, 0.1),
+             10 * _lin(r.get("longest_freeze_s", 0.0), 1.0, 0.1),
              10 * _lin(r.get("reversal_fraction", 0.0), 0.8, 0.3), 10 * _lin(r.get("speed_surplus", 0.0), 0.6, 0.05)]
     if r.get("incoherence") is not None:
         parts.append(10 * _lin(r["incoherence"], 1.05, 0.75))

@@ -152,7 +152,8 @@ class MotionProbe:
 
     name = "motion_probe"
     version = "2"
-    dup_level = 0.3  # mean |difference| (0-255) below which two neighbouring frames are copies
+    dup_level = 0.3  # mean |difference| (0-255) below which two neighbouring frames may be copies
+    dup_flow = 0.03  # and mean flow (px per step at 128 px) below which they are
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), TEMPORAL_POLICY)
@@ -165,7 +166,7 @@ class MotionProbe:
             return not_measurable("every frame is one flat colour: nothing to track", n_frames=len(fr.array))
         fps = max(media.reader(args.get("on", "output_video"), TEMPORAL_POLICY.max_side).info.fps, 1e-6) \
             if media.is_video(args.get("on", "output_video")) else 1.0
-        mags, d1, dl, times, aligns = [], [], [], [], []
+        mags, raw, d1, dl, times, aligns = [], [], [], [], [], []
         for w in wins:
             g128 = [cv2.cvtColor(resize_longest(fr.array[i], 128), cv2.COLOR_RGB2GRAY) for i in w]
             scale = 256.0 / max(g128[0].shape)  # flow in pixels of a 256-px longest side
@@ -174,6 +175,7 @@ class MotionProbe:
                 flow = cv2.calcOpticalFlowFarneback(a, b, None, 0.5, 3, 15, 3, 5, 1.2, 0)
                 mag = np.linalg.norm(flow, axis=2)
                 mags.append(float(mag.mean()) * scale * fps)
+                raw.append(float(mag.mean()))
                 if prev_flow is not None:
                     pm = np.linalg.norm(prev_flow, axis=2)
                     if mag.mean() > 0.1 and pm.mean() > 0.1:  # direction is noise below 0.1 px/step
@@ -185,7 +187,8 @@ class MotionProbe:
             for lag in range(2, len(w)):
                 dl += [float(x) for x in np.abs(g[lag:] - g[:-lag]).mean(axis=(1, 2))]
         m, d = np.asarray(mags), np.asarray(d1)
-        dup = d < self.dup_level
+        # A copy: no visible difference and no measurable flow (a slow zoom has both, just small).
+        dup = (d < self.dup_level) & (np.asarray(raw) < self.dup_flow)
         med = float(np.median(d))
         moving = bool((~dup).any()) and float(np.median(d[~dup])) >= 1.0  # the clip moves where it is not frozen
         # A step far larger than the clip's usual one: a cut, or a stretch of frames left out.
