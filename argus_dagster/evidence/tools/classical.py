@@ -223,6 +223,7 @@ class MotionProbe:
             "duplicate_fraction": round(float(dup.mean()), 4) if moving else 0.0,
             # motion that turns back on the next step (frames out of order), share of steps
             "reversal_fraction": round(float(np.mean(np.asarray(aligns) < 0.0)), 4) if aligns else 0.0,
+            "reversal_steps": len(aligns),
             # how far steps exceed 1.5x their neighbours, summed and divided by the steps (dropped frames)
             "speed_surplus": round(float(surplus.sum() / len(m)), 4),
             "longest_freeze_s": round(longest / fps, 3),
