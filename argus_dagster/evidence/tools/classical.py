@@ -135,10 +135,17 @@ class FlickerProbe:
         }
 
 
+def _normalized(gray: np.ndarray) -> np.ndarray:
+    """Gray levels brought to one mean and contrast, so a brightness flicker is not read as motion."""
+    g = gray.astype(np.float32)
+    return np.clip((g - g.mean()) / max(float(g.std()), 5.0) * 50.0 + 128.0, 0, 255).astype(np.uint8)
+
+
 class MotionProbe:
     """Motion amount, smoothness and temporal coherence on consecutive frames of the source rate.
 
-    Flow (Farneback, OpenCV) at a 128-px longest side; ``mean_flow`` is in pixels per second at a
+    Flow (Farneback, OpenCV) at a 128-px longest side, each frame's levels normalized first (flicker
+    is the flicker probe's to measure); ``mean_flow`` is in pixels per second at a
     256-px longest side, so clips of different sizes and rates compare. Coherence from frame
     differences at 64 px (``frames_read`` says which source frames): ``incoherence`` is the median
     difference of neighbouring frames over the median difference of all pairs two or more frames
@@ -168,7 +175,7 @@ class MotionProbe:
             if media.is_video(args.get("on", "output_video")) else 1.0
         mags, raw, d1, dl, times, aligns = [], [], [], [], [], []
         for w in wins:
-            g128 = [cv2.cvtColor(resize_longest(fr.array[i], 128), cv2.COLOR_RGB2GRAY) for i in w]
+            g128 = [_normalized(cv2.cvtColor(resize_longest(fr.array[i], 128), cv2.COLOR_RGB2GRAY)) for i in w]
             scale = 256.0 / max(g128[0].shape)  # flow in pixels of a 256-px longest side
             prev_flow = None
             for a, b in zip(g128[:-1], g128[1:]):
