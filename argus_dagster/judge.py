@@ -9,7 +9,8 @@ calibration, per tool (each maps to 0-10, linear between the stated points, clam
 
 =============  =====================================================================
 flicker_probe  the larger of block-coherent luma and colour jitter on consecutive
-               frames: <= 0.5 -> 10, >= 10 -> 0
+               frames, on a log scale: <= 1 -> 10, 6.9 -> 5, >= 48 -> 0 (an alternation of
+               +-3 levels every frame: jitter 12 -> 3.6)
 motion_probe   coherence: the lowest of jump share (<= 0.03 -> 10, >= 0.25 -> 0),
                duplicated-frame share in a moving clip (<= 0.1 -> 10, >= 0.6 -> 0; a film
                cadence repeats 20%), longest freeze (<= 0.1 s -> 10, >= 1 s -> 0), motion
@@ -89,7 +90,8 @@ def _lin(x: float, lo: float, hi: float) -> float:
 
 def _flicker(r: dict, view: dict | None = None) -> tuple[float, str]:
     x = max(r["jitter"], r.get("color_jitter", 0.0))
-    s = 10 * _lin(x, 10.0, 0.5)
+    # On a log scale: doubling the flicker costs the same at any level, so strengths stay apart.
+    s = 10 * _lin(float(np.log(max(x, 1e-3))), float(np.log(48.0)), 0.0)
     return s, (f"flicker_probe: luma jitter {r['jitter']:.2f}, colour jitter {r.get('color_jitter', 0.0):.2f} "
                f"on consecutive frames, {len(r['flagged_frames'])} flagged frames")
 

@@ -267,7 +267,7 @@ def test_judge_no_evidence_is_unscored():
     assert j.score is None and "no evidence" in j.rationale
 
 
-@pytest.mark.parametrize("jitter, expected", [(0.3, 10), (0.5, 10), (5.25, 5), (10.0, 0), (12.0, 0)])
+@pytest.mark.parametrize("jitter, expected", [(0.3, 10), (1.0, 10), (6.93, 5), (48.0, 0), (60.0, 0)])
 def test_judge_flicker_calibration(jitter, expected):
     assert EvidenceOnlyJudge().judge(view(), [flicker_rec(jitter)]).score == expected
 
