@@ -6,7 +6,7 @@ stretches, blur, noise, JPEG compression and colour casts. Every variant is scor
 (offline rubric, CPU tools, evidence-only judge; prompt "a video"). For edits, source clips get the
 instruction "Make the video black and white." and the candidates: the correct edit (clean), the source
 unchanged, a wrong edit (a colour zoom-in) and partial edits (only the left half, only the first half
-of the frames) are scored as TV2V. Prints, per degradation and strength, how often the clean clip
+of the frames) are scored as TV2V. Variants are written losslessly (FFV1). Prints, per degradation and strength, how often the clean clip
 scores strictly above the degraded one and the mean scores; then whether the mean falls with strength.
 
     .venv/bin/python -m benchmarks.degradations [--frames 48] [--clips N]
@@ -131,9 +131,18 @@ class Scorer:
         self.workdir, self.suite, self.judge, self.n = workdir, embedded_suite(), EvidenceOnlyJudge(), 0
 
     def write(self, frames: np.ndarray, fps: float) -> str:
+        """Losslessly (FFV1), so a score measures the degradation, not the codec's reaction to it."""
         self.n += 1
-        path = self.workdir / f"v{self.n}.mp4"
-        write_video(path, frames, fps)
+        path = self.workdir / f"v{self.n}.mkv"
+        h, w = frames.shape[1:3]
+        writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), float(fps), (w, h))
+        if not writer.isOpened():  # an OpenCV build without FFV1: the project's MP4 writer
+            path = path.with_suffix(".mp4")
+            write_video(path, frames, fps)
+            return str(path)
+        for f in frames:
+            writer.write(cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2BGR))
+        writer.release()
         return str(path)
 
     def score(self, inst: InputInstance, frames: np.ndarray, fps: float) -> float:
