@@ -145,16 +145,17 @@ class MotionProbe:
     """Motion amount, smoothness and temporal coherence on consecutive frames of the source rate.
 
     Flow (Farneback, OpenCV) at a 128-px longest side, each frame's levels normalized first (flicker
-    is the flicker probe's to measure); ``mean_flow`` is in pixels per second at a
-    256-px longest side, so clips of different sizes and rates compare. Coherence from frame
-    differences at 64 px (``frames_read`` says which source frames): ``incoherence`` is the median
-    difference of neighbouring frames over the median difference of all pairs two or more frames
-    apart in a window (a clip in order well below 1; frames in broken order about 1); ``jump_times`` are neighbours that differ far more
-    than the clip's usual step (cuts, dropped stretches); ``duplicate_fraction`` the share of
-    neighbours that are copies while the clip otherwise moves, ``longest_freeze_s`` the longest run of
-    copies. From the flow: ``reversal_fraction``, steps whose motion turns back on the next one (frames
-    out of order), and ``speed_surplus``, how far steps exceed 1.5x the usual step (a stretch of frames
-    left out; each step against its neighbours). ``static_fraction`` is the share of steps with no change at all (a frozen video: 1.0).
+    is the flicker probe's to measure); ``mean_flow`` is in pixels per second at a 256-px longest
+    side, so clips of different sizes and rates compare. Coherence from frame differences at 64 px
+    (``frames_read`` says which source frames): ``incoherence`` is the median difference of
+    neighbouring frames over the median difference of all pairs two or more frames apart in a window
+    (a clip in order well below 1, frames in broken order about 1); ``jump_times`` are neighbours
+    that differ far more than the clip's usual step (cuts, dropped stretches); ``duplicate_fraction``
+    the share of neighbours that are copies while the clip otherwise moves, ``longest_freeze_s`` the
+    longest run of copies. From the flow: ``reversal_fraction``, steps whose motion turns back on the
+    next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
+    neighbouring steps (a stretch of frames left out). ``static_fraction`` is the share of steps with
+    no change at all (a frozen video: 1.0).
     """
 
     name = "motion_probe"
