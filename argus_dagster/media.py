@@ -30,18 +30,27 @@ class SamplingPolicy:
     """Which frames of a video a consumer sees.
 
     ``fps`` samples at that rate (None: uniformly over the whole clip); the result is then thinned
-    uniformly to at most ``max_frames``.
+    uniformly to at most ``max_frames``. With ``windows``, frames are instead consecutive frames of the
+    source rate in that many windows spread over the clip (``max_frames`` in all): what a temporal
+    probe needs to see a per-frame alternation that any subsampling would hide. ``max_side`` bounds
+    the decoded size (None: native resolution, for measures that a resize would falsify).
     """
 
     name: str
     fps: float | None
     max_frames: int
+    windows: int = 0
+    max_side: int | None = 768
 
 
 RUBRIC_POLICY = SamplingPolicy("rubric", fps=2.0, max_frames=8)
 JUDGE_POLICY = SamplingPolicy("judge", fps=None, max_frames=8)
 DENSE_POLICY = SamplingPolicy("dense", fps=6.0, max_frames=48)
-POLICIES = {p.name: p for p in (RUBRIC_POLICY, JUDGE_POLICY, DENSE_POLICY)}
+# Flicker, temporal coherence and motion smoothness: 3 windows of 32 consecutive frames at 256 px.
+TEMPORAL_POLICY = SamplingPolicy("temporal", fps=None, max_frames=96, windows=3, max_side=256)
+# Frame quality: 4 frames at the clip's own resolution (the measures read a few tiles of each).
+NATIVE_POLICY = SamplingPolicy("native", fps=None, max_frames=4, max_side=None)
+POLICIES = {p.name: p for p in (RUBRIC_POLICY, JUDGE_POLICY, DENSE_POLICY, TEMPORAL_POLICY, NATIVE_POLICY)}
 JPEG_QUALITY = 85
 # Which frames every consumer sees and how they are sized and encoded: part of every cache key, so a
 # changed policy recomputes what was computed under the old one.
@@ -270,6 +279,8 @@ def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:
     n = info.n_frames
     if n <= 0:
         return []
+    if policy.windows:
+        return window_indices(n, policy.max_frames, policy.windows)
     if policy.fps and info.fps > 0:
         step = max(info.fps / policy.fps, 1.0)
         idx = [int(round(i * step)) for i in range(int(np.ceil(n / step)))]
@@ -280,6 +291,27 @@ def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:
         pick = np.linspace(0, len(idx) - 1, policy.max_frames).round().astype(int)
         idx = [idx[i] for i in pick]
     return idx
+
+
+def window_indices(n: int, max_frames: int, windows: int) -> list[int]:
+    """Consecutive frame indices: all ``n`` when they fit, else ``windows`` runs of equal length
+    starting at evenly spaced points (the first at frame 0, the last ending at the last frame)."""
+    if n <= max_frames:
+        return list(range(n))
+    length = max_frames // windows
+    starts = np.linspace(0, n - length, windows).round().astype(int)
+    return sorted({int(s) + k for s in starts for k in range(length)})
+
+
+def runs(indices: list[int] | tuple[int, ...]) -> list[list[int]]:
+    """``indices`` split where they are not consecutive: the windows a temporal probe may difference."""
+    out: list[list[int]] = []
+    for pos, i in enumerate(indices):
+        if out and i == indices[pos - 1] + 1:
+            out[-1].append(pos)
+        else:
+            out.append([pos])
+    return out
 
 
 def _scaled_size(w: int, h: int, max_side: int) -> tuple[int, int]:
@@ -349,10 +381,10 @@ class VideoReader:
         assert self._cv_frames is not None
         return self._cv_frames[indices]
 
-    def sample(self, policy: SamplingPolicy, max_side: int = MAX_SIDE) -> Frames:
+    def sample(self, policy: SamplingPolicy, max_side: int | None = MAX_SIDE) -> Frames:
         idx = sample_indices(self.info, policy)
         arr = self.get(idx)
-        if max(arr.shape[1:3]) > max_side:
+        if max_side and max(arr.shape[1:3]) > max_side:
             arr = np.stack([resize_longest(f, max_side) for f in arr])
         return Frames(arr, tuple(idx), tuple(i / self.info.fps for i in idx))
 

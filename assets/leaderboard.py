@@ -40,15 +40,16 @@ def plot_metadata(lb: pl.DataFrame) -> dict:
     return meta
 
 
-@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="3", group_name="reports", kinds={"polars"},
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Mean final score per task and model, with a bootstrap 95% interval and the video count."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
-    scores = pl.concat(frames) if frames else frame([], VIDEO_SCORES)
+    scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
     lb = build_leaderboard(scores)
-    version = dg.DataVersion(hashlib.sha256(lb.write_csv().encode()).hexdigest()[:16])
+    flat = lb.with_columns(pl.col("needs_vlm").list.join(","))  # CSV holds no lists
+    version = dg.DataVersion(hashlib.sha256(flat.write_csv().encode()).hexdigest()[:16])
     return dg.Output(lb, data_version=version, metadata={
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),

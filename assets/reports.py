@@ -102,7 +102,7 @@ def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str) -> P
     return write_atomic(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards))
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="reports", kinds={"html"},
+@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="reports", kinds={"html"},
           automation_condition=dg.AutomationCondition.eager())
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
@@ -131,6 +131,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             write_atomic(out_dir / name, page)
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
             card = {"model": model, "final_score": v["final_score"], "base_score": v["base_score"],
+                    **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{safe_name(model)}/{name}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
