@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OPEN_BAD = """
 import sys
 from argus_dagster.media import MediaError, VideoReader, write_video
+import numpy as np
 try:
     VideoReader(sys.argv[1])
 except MediaError as exc:
