@@ -1,4 +1,4 @@
-"""``argus``: demo, evaluate, leaderboard (thin launchers of Dagster materializations) and align."""
+"""``argus``: demo, evaluate, leaderboard (thin launchers of Dagster materializations), align and open."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
     lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
-    _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
+    _print(f"\nOverview: {load_settings().reports_dir / 'index.html'} (`argus open` serves it); the Dagster UI: make ui")
     return 0
 
 
@@ -88,6 +88,37 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
         return 1
     _print(format_leaderboard(_only(lb, args.task)))
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    """Serve ``$ARGUS_HOME/reports`` on loopback and print the overview's URL; read-only like ``leaderboard``."""
+    from pathlib import Path
+
+    from .serve import make_server, url_of
+    from .settings import find_home, reports_port
+
+    home = find_home()
+    if home is None:
+        _print(f"no ARGUS_HOME: no .argus folder in {Path.cwd()} or its parents, and ARGUS_HOME is not set; "
+               "run `argus demo` or `argus evaluate` there first")
+        return 1
+    reports = home / "reports"
+    if not (reports / "index.html").is_file():
+        _print(f"no overview yet in {reports}: run `argus demo` or `argus evaluate` first")
+        return 1
+    try:
+        server = make_server(reports, reports_port() if args.port is None else args.port)
+    except (OSError, ValueError) as exc:
+        _print(f"argus open: {exc}")
+        return 2
+    _print(f"serving {reports} at {url_of(server, 'index.html')} (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -160,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
     lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
     lb.set_defaults(func=cmd_leaderboard)
+    op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
+                        "and print the URL")
+    op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
+    op.set_defaults(func=cmd_open)
     from .alignment import ALIGNMENT_LEGEND
 
     al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)",

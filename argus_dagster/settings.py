@@ -75,3 +75,39 @@ def record_active_bench(bench_dir: str | Path, candidates_dir: str | Path) -> No
         "bench_dir": str(Path(bench_dir).expanduser().resolve()),
         "candidates_dir": str(Path(candidates_dir).expanduser().resolve()),
     }, indent=2))
+
+
+# --- The reports server (`argus open`, `make ui`) --------------------------------------------------
+REPORTS_PORT = 3030
+
+
+def reports_port() -> int:
+    """The loopback port `argus open` serves the reports folder on: ``ARGUS_REPORTS_PORT``, else 3030."""
+    raw = os.environ.get("ARGUS_REPORTS_PORT", "").strip()
+    if not raw:
+        return REPORTS_PORT
+    if not raw.isdigit() or not 0 <= int(raw) <= 65535:
+        raise ValueError(f"ARGUS_REPORTS_PORT={raw!r}: give a port number 0-65535 (0 picks a free one)")
+    return int(raw)
+
+
+def reports_base_url() -> str:
+    """Where a browser finds ``$ARGUS_HOME/reports``: ``ARGUS_REPORTS_URL`` (e.g. behind a proxy), else
+    the `argus open` server on loopback. Metadata links use it because a page of the Dagster UI,
+    served over HTTP, may not open ``file://`` links."""
+    url = os.environ.get("ARGUS_REPORTS_URL", "").strip() or f"http://127.0.0.1:{reports_port()}/"
+    return url if url.endswith("/") else url + "/"
+
+
+def report_url(path: str | Path, reports_dir: Path | None = None) -> str:
+    """The URL of a file under the reports folder (its path segments percent-encoded, so the
+    ``~%E7...`` names of :func:`argus_dagster.names.file_name` resolve); ``file://`` for one outside."""
+    from urllib.parse import quote
+
+    root = (reports_dir or load_settings().reports_dir).resolve()
+    p = Path(path).resolve()
+    try:
+        rel = p.relative_to(root)
+    except ValueError:
+        return p.as_uri()
+    return reports_base_url() + quote(rel.as_posix())

@@ -12,8 +12,9 @@ import polars as pl
 
 from argus_dagster.files import WriteError, write_atomic
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
+from argus_dagster.overview import write_overview
 from argus_dagster.report import leaderboard_png
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import load_settings, report_url
 from argus_dagster.tables import VIDEO_SCORES, frame
 
 
@@ -21,6 +22,18 @@ from argus_dagster.tables import VIDEO_SCORES, frame
 # legitimately absent (a model need not have videos for every task).
 FOLLOWS_PARTITIONS = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()).with_label(
     "eager, over the partitions that exist")
+
+
+def overview_metadata(context: dg.AssetExecutionContext, **tables: pl.DataFrame) -> dict:
+    """Rewrite the overview site (``$ARGUS_HOME/reports/index.html``) and link it over HTTP. A page that
+    cannot be written is said in the metadata and the log; the table stands."""
+    settings = load_settings()
+    try:
+        index = write_overview(settings.reports_dir, settings.storage_dir, **tables)
+    except Exception as exc:  # a full disk, an unreadable stored table: the asset's own table still counts
+        context.log.warning(f"overview {settings.reports_dir / 'index.html'} not written: {exc}")
+        return {"overview_error": f"{type(exc).__name__}: {exc}"}
+    return {"overview": dg.MetadataValue.path(str(index)), "overview_url": dg.MetadataValue.url(report_url(index))}
 
 
 def plot_metadata(lb: pl.DataFrame) -> dict:
@@ -35,6 +48,7 @@ def plot_metadata(lb: pl.DataFrame) -> dict:
         try:  # the table is the leaderboard; a plot that cannot be written is said, not fatal
             write_atomic(path, png)
             meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
+            meta[f"plot_{task}_url"] = dg.MetadataValue.url(report_url(path))
         except WriteError as exc:
             meta[f"plot_{task}_error"] = str(exc)
     return meta
@@ -54,6 +68,7 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb),
+        **overview_metadata(context, leaderboard=lb),
     })
 
 
