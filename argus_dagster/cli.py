@@ -23,7 +23,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _print(f"argus demo: ARGUS_HOME={home}")
     bench, cands = build_demo_bench(home, force=args.rebuild, progress=_print)
     record_active_bench(bench, cands)
-    return _evaluate(None, None, t0, force=args.force)
+    return _overview_hint(_evaluate(None, None, t0, force=args.force))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -34,7 +34,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             _print(f"{label} {path}: not a folder")
             return 2
     record_active_bench(args.bench, args.candidates)
-    return _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only)
+    return _overview_hint(_evaluate(args.task, args.model, time.perf_counter(), force=args.force,
+                                    vlm_only=args.vlm_only))
+
+
+def _overview_hint(status: int) -> int:
+    """After a run: where the overview of every result is, and how to look at it in a browser."""
+    from .settings import load_settings
+
+    from .settings import reports_port
+
+    index = load_settings().reports_dir / "index.html"
+    if status == 0 and index.is_file():
+        try:
+            where = f" at http://127.0.0.1:{reports_port()}/index.html"
+        except ValueError:
+            where = ""
+        _print(f"Overview of every task: {index}; `argus open` serves it{where}")
+    return status
 
 
 def _backbones(vlm_only: bool = False) -> str:
@@ -63,7 +80,7 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
     lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
-    _print(f"\nOverview: {load_settings().reports_dir / 'index.html'} (`argus open` serves it); the Dagster UI: make ui")
+    _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
     return 0
 
 
@@ -72,7 +89,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .leaderboard import format_leaderboard
-    from .runner import current_leaderboard
+    from .runner import current_leaderboard, info_and_above
     from .settings import find_home
 
     home = find_home()
@@ -83,7 +100,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if not (home / "dagster_home").is_dir():
         _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
         return 1
-    lb = current_leaderboard()
+    with info_and_above():  # reading the stored table logs the IO manager's DEBUG lines
+        lb = current_leaderboard()
     if lb is None:
         _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
         return 1
@@ -104,7 +122,7 @@ def cmd_open(args: argparse.Namespace) -> int:
                "run `argus demo` or `argus evaluate` there first")
         return 1
     reports = home / "reports"
-    if not (reports / "index.html").is_file():
+    if not args.before_results and not (reports / "index.html").is_file():
         _print(f"no overview yet in {reports}: run `argus demo` or `argus evaluate` first")
         return 1
     try:
@@ -194,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
                         "and print the URL")
     op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
+    op.add_argument("--before-results", action="store_true",
+                    help="serve even before the first results (make ui: pages appear as runs write them)")
     op.set_defaults(func=cmd_open)
     from .alignment import ALIGNMENT_LEGEND
 

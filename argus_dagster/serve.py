@@ -19,6 +19,13 @@ class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (the stdlib's signature)
         pass
 
+    def do_GET(self) -> None:
+        if self.path == "/favicon.ico":  # pages carry no icon; a 404 would be an error in the browser's console
+            self.send_response(204)
+            self.end_headers()
+            return
+        super().do_GET()
+
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-cache")  # a re-materialized page shows on reload
         super().end_headers()
