@@ -249,3 +249,12 @@ def test_dagster_ui_leaderboard_asset_links_to_the_reports_over_http(site, brows
     assert not [h for h in hrefs if h.startswith("file:")], hrefs
     assert errors == [], errors
     page.close()
+
+
+def test_cli_leaderboard_is_quiet(site):
+    """`argus leaderboard` prints the tables and nothing of Dagster's DEBUG logging."""
+    out = subprocess.run([sys.executable, "-m", "argus_dagster.cli", "leaderboard"], cwd=site["root"],
+                         env=site["env"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "DEBUG" not in out.stdout + out.stderr, out.stdout + out.stderr
+    assert all(f"{task}\n" in out.stdout for task in ALL_TASKS)
