@@ -33,7 +33,8 @@ BASE_COLUMNS = ("task", "model", "mean_final", "ci_low", "ci_high", "n_videos", 
 ALIGNMENT_SHOWN = ("task", "dimension", "evaluator", "n_videos", "srcc", "krcc", "plcc", "pairwise_acc",
                    "within_input_srcc", "mae")
 OVERVIEW_STYLE = """
-nav a{margin-right:12px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
+nav a{margin-right:12px} h2{font-size:18px} h3{font-size:14px;margin:16px 0 6px}
+table.leaderboard,table.heat,table.inputs,table.alignment{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
 """
@@ -110,6 +111,8 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
     scored = criteria.filter((pl.col("task") == task) & pl.col("score").is_not_null())
     if scored.height == 0:
         return '<p class="muted">no criterion of this task was scored</p>'
+    judges = sorted({str(j) for j in scored["judge"].drop_nulls().unique().to_list()}) if "judge" in scored.columns else []
+    judged_by = f'<div class="muted judge">judged by: {esc(", ".join(judges))}</div>' if judges else ""
     means = scored.group_by("model", "dimension").agg(pl.col("score").cast(pl.Float64).mean().alias("mean"),
                                                       pl.len().alias("n"))
     cell = {(r["model"], r["dimension"]): r for r in means.iter_rows(named=True)}
@@ -125,7 +128,7 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
             tds.append(f'<td class="score" style="background:{_heat_colour(c["mean"])}" title="{c["n"]} scores">'
                        f'{_num(c["mean"], 1)}</td>' if c else '<td class="score muted">–</td>')
         rows.append(f'<tr data-model="{esc(model)}"><td>{esc(model)}</td>{"".join(tds)}</tr>')
-    return f'<table class="heat">{head}{"".join(rows)}</table>'
+    return f'<table class="heat">{head}{"".join(rows)}</table>{judged_by}'
 
 
 def _inputs_grid(reports_dir: Path, task: str, models: list[str], videos: pl.DataFrame | None) -> str:
