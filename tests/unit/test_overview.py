@@ -134,3 +134,23 @@ def test_report_url_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_REPORTS_PORT", "http")
     with pytest.raises(ValueError, match="ARGUS_REPORTS_PORT"):
         report_url(tmp_path / "reports" / "index.html", tmp_path / "reports")
+
+
+def test_human_alignment_table_and_scatter_plots(tmp_path):
+    import cv2
+    import numpy as np
+
+    from argus_dagster.alignment import ALIGNMENT_SCHEMA
+
+    reports, videos, criteria = _site(tmp_path)
+    row = {c: None for c in ALIGNMENT_SCHEMA}
+    row.update(evaluator="argus:final", dimension="overall", n_videos=12, srcc=0.81, krcc=0.66, mae=0.9)
+    alignment = pl.DataFrame([{"task": "T2V", **row}], schema={"task": pl.String, **ALIGNMENT_SCHEMA})
+    ok, png = cv2.imencode(".png", np.full((20, 30, 3), 200, np.uint8))
+    write_atomic(reports / "alignment" / "T2V" / "argus-final.png", png.tobytes())
+    page = render_overview(reports, _lb(), video_scores=videos, alignment=alignment)
+    parsed = _Links()
+    parsed.feed(page)
+    assert "<td>0.81</td>" in page and "<td>argus:final</td>" in page
+    assert len(parsed.imgs) == 3  # two leaderboard plots and the scatter plot
+    assert "no human ratings" not in page
