@@ -9,6 +9,7 @@ Chromium is installed by ``make test`` where missing (``apt-get install -y chrom
 these tests skip with that advice, and fail under ``CI=true``.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -93,6 +94,11 @@ def site(tmp_path_factory, browser):
         for d in (cands / task).iterdir():
             if d.name not in (BEST_MODEL, bad[0]):
                 shutil.rmtree(d)
+    # People's ratings of T2V: the overview then shows the human-alignment table and scatter plots.
+    ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
+    (home / "human").mkdir()
+    (home / "human" / "T2V.csv").write_text("input_id,model,score\n" + "".join(
+        f"{i},{m},{s}\n" for i in ids for m, s in ((BEST_MODEL, 5), (KNOWN_BAD["T2V"][0], 1))))
     # The evaluation runs as a user runs it: the CLI, in its own process, with these settings.
     script = ("from argus_dagster.runner import run_all; from argus_dagster.settings import record_active_bench; "
               f"record_active_bench({str(bench)!r}, {str(cands)!r}); run_all(progress=lambda m: None)")
@@ -155,7 +161,12 @@ def test_overview_every_task_and_model(site, browser, tmp_path):
         heat = section.locator("table.heat tr[data-model]").evaluate_all("rs => rs.map(r => r.dataset.model)")
         assert sorted(heat) == sorted(expected)
         assert section.locator("a.compare").count() == 3 and section.locator("a.report").count() == 3 * len(expected)
-    assert _images_loaded(page) == len(ALL_TASKS)  # one leaderboard plot per task
+    alignment = page.locator("section#alignment")
+    assert alignment.locator("table.alignment tr").count() >= 2  # a header and at least argus:final
+    assert "argus:final" in alignment.inner_text()
+    n_scatter = alignment.locator("img").count()
+    assert n_scatter >= 1
+    assert _images_loaded(page) == len(ALL_TASKS) + n_scatter  # a leaderboard plot per task, the scatter plots
     links = _links_resolve(page, site["base"])
     assert len(links) >= len(ALL_TASKS) * (2 + 3 + 6)
     assert errors == [], errors
