@@ -29,6 +29,7 @@ from argus_dagster.instances import ALL_TASKS
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
+ODD_MODEL = "faithful 猫 #2"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
                   "--disable-background-networking", "--disable-component-update"]
 
@@ -94,6 +95,8 @@ def site(tmp_path_factory, browser):
         for d in (cands / task).iterdir():
             if d.name not in (BEST_MODEL, bad[0]):
                 shutil.rmtree(d)
+    # A model whose name is not a plain file name: its pages are "~%..." files, and links must say so.
+    shutil.copytree(cands / "T2V" / BEST_MODEL, cands / "T2V" / ODD_MODEL)
     # People's ratings of T2V: the overview then shows the human-alignment table and scatter plots.
     ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
     (home / "human").mkdir()
@@ -209,6 +212,28 @@ def test_report_page_from_the_overview(site, browser, tmp_path):
     links = _links_resolve(page, site["base"])
     assert any("/compare/" in u for u in links) and any(u.endswith("/index.html") for u in links)
     assert errors == [], errors
+    page.close()
+
+
+def test_pages_of_a_model_with_an_odd_name_link_back(site, browser, tmp_path):
+    overview, _ = _open(browser, site["base"] + "index.html", tmp_path, "overview")
+    link = overview.locator('section[data-task="T2V"] table.leaderboard a', has_text=ODD_MODEL)
+    assert link.count() == 1
+    index_url = urljoin(overview.url, link.get_attribute("href"))
+    overview.close()
+    index, errors = _open(browser, index_url, tmp_path, "odd_model_index")
+    assert ODD_MODEL in index.locator("h1").inner_text()
+    reports = _links_resolve(index, site["base"])
+    assert len(reports) == 3
+    index.close()
+    page, more = _open(browser, reports[0], tmp_path, "odd_model_report")
+    links = _links_resolve(page, site["base"])
+    assert urlsplit(index_url).path in {urlsplit(u).path for u in links} and any("/compare/" in u for u in links)
+    compare = next(u for u in links if "/compare/" in u)
+    page.goto(compare, wait_until="load")
+    assert ODD_MODEL in page.locator("h2 a").all_inner_texts()
+    assert len(_links_resolve(page, site["base"])) >= 2
+    assert errors == [] and more == [], errors + more
     page.close()
 
 
