@@ -175,7 +175,7 @@ def _alignment(reports_dir: Path, alignment: pl.DataFrame | None) -> str:
 
 def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
                     video_scores: pl.DataFrame | None = None, alignment: pl.DataFrame | None = None,
-                    title: str = "argus-dagster results") -> str:
+                    title: str = "argus-dagster results", bench: str | None = None) -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir``."""
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
     tasks = sorted(lb["task"].unique().to_list()) if lb.height else []
@@ -194,7 +194,8 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     if not sections:
         sections.append('<p class="muted">no leaderboard yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = (f"<h1>{esc(title)}</h1><div class=\"muted\">updated {esc(stamp)}; mean final score 0-10 with a "
+    where = f"bench {esc(bench)}; " if bench else ""
+    body = (f"<h1>{esc(title)}</h1><div class=\"muted\">{where}updated {esc(stamp)}; mean final score 0-10 with a "
             f"bootstrap 95% interval over videos; n videos scored, errors not scored</div><nav>{nav}</nav>"
             + "".join(sections)
             + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, alignment)}</section>')
@@ -203,7 +204,7 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
 
 
 def write_overview(reports_dir: Path, storage_dir: Path, *, leaderboard: pl.DataFrame | None = None,
-                   alignment: pl.DataFrame | None = None) -> Path:
+                   alignment: pl.DataFrame | None = None, bench: str | None = None) -> Path:
     """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``.
 
     Raises :class:`argus_dagster.files.WriteError` when the page cannot be written."""
@@ -212,5 +213,6 @@ def write_overview(reports_dir: Path, storage_dir: Path, *, leaderboard: pl.Data
     if alignment is None:
         alignment = stored_table(storage_dir, "human_alignment")
     page = render_overview(reports_dir, leaderboard, criterion_scores=stored_table(storage_dir, "criterion_scores"),
-                           video_scores=stored_table(storage_dir, "video_scores"), alignment=alignment)
+                           video_scores=stored_table(storage_dir, "video_scores"), alignment=alignment,
+                           bench=bench)
     return write_atomic(reports_dir / "index.html", page)

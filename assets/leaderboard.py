@@ -29,7 +29,7 @@ def overview_metadata(context: dg.AssetExecutionContext, **tables: pl.DataFrame)
     cannot be written is said in the metadata and the log; the table stands."""
     settings = load_settings()
     try:
-        index = write_overview(settings.reports_dir, settings.storage_dir, **tables)
+        index = write_overview(settings.reports_dir, settings.storage_dir, bench=str(settings.bench_dir), **tables)
     except Exception as exc:  # a full disk, an unreadable stored table: the asset's own table still counts
         context.log.warning(f"overview {settings.reports_dir / 'index.html'} not written: {exc}")
         return {"overview_error": f"{type(exc).__name__}: {exc}"}

@@ -96,6 +96,7 @@ def test_write_overview_reads_stored_tables(tmp_path):
     assert stored_table(storage, "leaderboard").height == 3 and stored_table(storage, "human_alignment") is None
     index = write_overview(reports, storage)
     page = index.read_text(encoding="utf-8")
+    assert "bench" not in page.split("<nav>")[0]
     assert index == reports / "index.html" and 'href="T2V/good/a.html"' in page and ">9.0</td>" in page
     assert "no human ratings" in page
 
@@ -154,3 +155,9 @@ def test_human_alignment_table_and_scatter_plots(tmp_path):
     assert "<td>0.81</td>" in page and "<td>argus:final</td>" in page
     assert len(parsed.imgs) == 3  # two leaderboard plots and the scatter plot
     assert "no human ratings" not in page
+
+
+def test_the_bench_is_named(tmp_path):
+    page = write_overview(tmp_path / "reports", tmp_path / "storage", leaderboard=_lb(),
+                          bench="/data/<my> bench").read_text(encoding="utf-8")
+    assert "bench /data/&lt;my&gt; bench;" in page
