@@ -164,9 +164,9 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         "n_reports": ok.height, "n_errors": df.height - ok.height,
         **({"index_error": index_error} if index_error else {}),
         "index": dg.MetadataValue.path(str(index)),
-        "index_url": dg.MetadataValue.url(report_url(index)),
+        "index_url": dg.MetadataValue.url(report_url(index, task_dir.parent)),
         "reports": dg.MetadataValue.md("\n".join(
-            f"- [{_md_text(r['input_id'])}]({report_url(r['path'])})" if r["path"]
+            f"- [{_md_text(r['input_id'])}]({report_url(r['path'], task_dir.parent)})" if r["path"]
             else f"- `{r['input_id']}`: {r['error']}"
             for r in df.iter_rows(named=True)) or "none"),
     })

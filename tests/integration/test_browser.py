@@ -305,3 +305,30 @@ def test_cli_leaderboard_is_quiet(site):
     assert out.returncode == 0, out.stderr
     assert "DEBUG" not in out.stdout + out.stderr, out.stdout + out.stderr
     assert all(f"{task}\n" in out.stdout for task in ALL_TASKS)
+
+
+def test_report_links_in_metadata_are_http_and_resolve(site, dagster_ui):
+    """Every URL in the reports' and leaderboard's latest metadata points at the reports server and answers."""
+    query = ("query($k: AssetKeyInput!) { assetOrError(assetKey: $k) { ... on Asset { "
+             "assetMaterializations(limit: 50) { partition metadataEntries { label "
+             "... on UrlMetadataEntry { url } ... on MarkdownMetadataEntry { mdStr } } } } } }")
+    urls = []
+    for asset in ("diagnostic_reports", "leaderboard", "human_alignment"):
+        req = urllib.request.Request(dagster_ui + "graphql", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"query": query, "variables": {"k": {"path": [asset]}}}).encode())
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            body = json.loads(resp.read())
+        mats = body["data"]["assetOrError"]["assetMaterializations"]
+        assert mats, asset
+        for mat in mats:
+            for entry in mat["metadataEntries"]:
+                if entry.get("url"):
+                    urls.append(entry["url"])
+                for part in (entry.get("mdStr") or "").split("](")[1:]:  # Markdown links to pages
+                    if part.startswith("http"):
+                        urls.append(part.split(")")[0])
+    assert any(u.endswith("/index.html") for u in urls) and len(urls) > 10
+    for url in sorted(set(urls)):
+        assert url.startswith(site["base"]), url
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            assert resp.status == 200, url
