@@ -18,7 +18,7 @@ from argus_dagster.instances import ALL_TASKS
 from argus_dagster.ratings import alignment_report, project_scores, read_human
 from argus_dagster.settings import load_settings, report_url
 
-from .leaderboard import overview_metadata
+from .overview import overview_metadata
 
 ALIGNMENT_TABLE = {"task": pl.String, **ALIGNMENT_SCHEMA}
 

@@ -12,28 +12,17 @@ import polars as pl
 
 from argus_dagster.files import WriteError, write_atomic
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
-from argus_dagster.overview import write_overview
 from argus_dagster.report import leaderboard_png
 from argus_dagster.settings import load_settings, report_url
 from argus_dagster.tables import VIDEO_SCORES, frame
+
+from .overview import overview_metadata
 
 
 # eager(), except that missing upstream partitions do not hold it back: most task x model pairs are
 # legitimately absent (a model need not have videos for every task).
 FOLLOWS_PARTITIONS = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()).with_label(
     "eager, over the partitions that exist")
-
-
-def overview_metadata(context: dg.AssetExecutionContext, **tables: pl.DataFrame) -> dict:
-    """Rewrite the overview site (``$ARGUS_HOME/reports/index.html``) and link it over HTTP. A page that
-    cannot be written is said in the metadata and the log; the table stands."""
-    settings = load_settings()
-    try:
-        index = write_overview(settings.reports_dir, settings.storage_dir, bench=str(settings.bench_dir), **tables)
-    except Exception as exc:  # a full disk, an unreadable stored table: the asset's own table still counts
-        context.log.warning(f"overview {settings.reports_dir / 'index.html'} not written: {exc}")
-        return {"overview_error": f"{type(exc).__name__}: {exc}"}
-    return {"overview": dg.MetadataValue.path(str(index)), "overview_url": dg.MetadataValue.url(report_url(index))}
 
 
 def plot_metadata(lb: pl.DataFrame) -> dict:
