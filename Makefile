@@ -2,7 +2,8 @@
 # make test: set up and run the test suite (the default install; what CI runs, with make test-ocr).
 # make test-ocr: the easyocr tests in a venv of their own (.venv-ocr, about 6 GB).
 # make bench: cost at benchmark scale (cold, warm and forced runs against a loopback VLM) and decoding speed.
-# make ui: the Dagster UI on the same instance, and the reports server (`argus open`) beside it.
+# make ui: the Dagster UI on the same instance, and the reports server (`argus open`) beside it
+#   (without `dagster dev`'s advice to use `dg dev`, a CLI this install does not include).
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -68,7 +69,7 @@ ui: setup
 	DAGSTER_HOME=$(ARGUS_HOME)/dagster_home; mkdir -p $$DAGSTER_HOME; export DAGSTER_HOME; \
 	test -f $$DAGSTER_HOME/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $$DAGSTER_HOME/dagster.yaml; \
 	$(BIN)/argus open --before-results & reports=$$!; trap 'kill $$reports 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/dagster dev -w workspace.yaml
+	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
 
 clean:
 	rm -rf $(VENV) $(OCR_VENV) .argus
