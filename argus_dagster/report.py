@@ -82,9 +82,14 @@ def _json_list(text: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
+# Every page here lives at reports/<TASK>/<model or compare>/, two folders below the overview site.
+OVERVIEW_HREF = "../../index.html"
+
+
 def _page(title: str, body: str) -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+            f'<style>{STYLE}</style></head><body><div class="muted"><a class="overview" href="{OVERVIEW_HREF}">'
+            f"all results</a></div>{body}</body></html>\n")
 
 
 def _steps(plan: list, evidence: list) -> str:
