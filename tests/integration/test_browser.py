@@ -79,8 +79,9 @@ def browser():
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, browser):
-    """The demo, two models per task (the faithful one and a known-bad one), evaluated as `argus demo`
-    does, with `argus open` serving its reports on a free loopback port."""
+    """The demo with two models per task (the faithful one and a known-bad one) and a third T2V model
+    with an odd name, evaluated as `argus demo` does, with `argus open` serving its reports on a free
+    loopback port."""
     root = tmp_path_factory.mktemp("browser")
     home = root / "argus"
     port = _free_port()
@@ -102,7 +103,7 @@ def site(tmp_path_factory, browser):
     (home / "human").mkdir()
     (home / "human" / "T2V.csv").write_text("input_id,model,score\n" + "".join(
         f"{i},{m},{s}\n" for i in ids for m, s in ((BEST_MODEL, 5), (KNOWN_BAD["T2V"][0], 1))))
-    # The evaluation runs as a user runs it: the CLI, in its own process, with these settings.
+    # The evaluation runs in its own process with these settings, through the runner `argus demo` uses.
     script = ("from argus_dagster.runner import run_all; from argus_dagster.settings import record_active_bench; "
               f"record_active_bench({str(bench)!r}, {str(cands)!r}); run_all(progress=lambda m: None)")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -144,6 +145,7 @@ def _links_resolve(page, base: str) -> list[str]:
     """Every link on the page that stays on the reports server answers 200; returns them."""
     hrefs = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
     local = sorted({h.split("#")[0] for h in hrefs if h.startswith(base)})
+    assert not [h for h in hrefs if not h.startswith(base)], hrefs  # nothing off the server, no file:// links
     for url in local:
         with urllib.request.urlopen(url, timeout=30) as resp:
             assert resp.status == 200, url
