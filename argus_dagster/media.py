@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import sys
 import tempfile
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import cv2
 import numpy as np
@@ -23,6 +27,52 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"}
 
 class MediaError(RuntimeError):
     """A medium that cannot be read: missing, corrupt or empty. The message names the URI."""
+
+
+# FFmpeg's log prefix ("[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55...] ") and decord's ("[21:22:01] /src/x.cc:83: ").
+_NATIVE_PREFIX = re.compile(r"^(\[[^\]]* @ 0x[0-9a-f]+\]\s*|\[\d\d:\d\d:\d\d\]\s*\S+\.(cc|cpp|h):\d+:\s*)+")
+_NATIVE_LOCK = threading.Lock()
+
+
+def native_messages(text: str) -> list[str]:
+    """What FFmpeg and decord said, without their pointers, clock times and C++ source paths, each once."""
+    out: list[str] = []
+    for line in text.splitlines():
+        msg = _NATIVE_PREFIX.sub("", line.strip()).strip()
+        if msg.startswith("ERROR opening:"):  # decord's line repeats the path; keep FFmpeg's reason
+            msg = msg.rsplit(",", 1)[-1].strip()
+        if msg and msg not in out:
+            out.append(msg)
+    return out
+
+
+@contextmanager
+def captured_native_stderr() -> Iterator[list[str]]:
+    """Collect what native decoders write to file descriptor 2 while the block runs.
+
+    FFmpeg (inside decord and OpenCV) prints "moov atom not found" and decord a C++ source path for
+    each file it cannot open, straight to fd 2, past Python's ``sys.stderr``: a person running a
+    command sees that for every bad video. Here it goes into the yielded list (see
+    :func:`native_messages`), which the caller puts in the video's error. fd 2 is per process, so
+    captures are serialized by a lock; lines that are not native log lines are written back.
+    """
+    lines: list[str] = []
+    with _NATIVE_LOCK, tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
+            native = [ln for ln in text.splitlines() if _NATIVE_PREFIX.match(ln.strip())]
+            other = [ln for ln in text.splitlines() if ln.strip() and not _NATIVE_PREFIX.match(ln.strip())]
+            lines.extend(native_messages("\n".join(native)))
+            if other:
+                sys.stderr.write("\n".join(other) + "\n")
 
 
 @dataclass(frozen=True)
@@ -329,6 +379,7 @@ class VideoReader:
 
     def __init__(self, uri: str, max_side: int | None = None):
         self.uri = uri
+        self._max_side = max_side
         path = local_path(uri)
         if not Path(path).exists():
             raise MediaError(f"{uri}: file not found")
@@ -336,6 +387,18 @@ class VideoReader:
             raise MediaError(f"{uri}: empty file (0 bytes)")
         self._decord = None
         self._cv_frames: np.ndarray | None = None
+        with captured_native_stderr() as said:
+            n, fps, w, h = self._open(path)
+        if n is None:
+            reason = f": {'; '.join(said)}" if said else ""
+            raise MediaError(f"{uri}: cannot be decoded (not a video, or corrupt){reason}")
+        if n == 0:
+            raise MediaError(f"{uri}: the video has zero decodable frames")
+        self.info = VideoInfo(n_frames=n, fps=fps if fps > 0 else 25.0, width=int(w), height=int(h))
+
+    def _open(self, path: str) -> tuple:
+        """``(n_frames, fps, width, height)``, all None when neither decoder can open the file."""
+        max_side = self._max_side
         try:
             import decord
 
@@ -355,7 +418,7 @@ class VideoReader:
             self._decord = None
             cap = cv2.VideoCapture(path)
             if not cap.isOpened():
-                raise MediaError(f"{uri}: cannot be decoded (not a video, or corrupt)") from None
+                return None, None, None, None
             fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
             frames = []
             while True:
@@ -368,9 +431,7 @@ class VideoReader:
             n = len(frames)
             h, w = self._cv_frames.shape[1:3] if n else (0, 0)
             self.backend = "opencv"
-        if n == 0:
-            raise MediaError(f"{uri}: the video has zero decodable frames")
-        self.info = VideoInfo(n_frames=n, fps=fps if fps > 0 else 25.0, width=int(w), height=int(h))
+        return n, fps, w, h
 
     def get(self, indices: list[int]) -> np.ndarray:
         if self._decord is not None:

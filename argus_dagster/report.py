@@ -82,9 +82,14 @@ def _json_list(text: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
+# Every page here lives at reports/<TASK>/<model or compare>/, two folders below the overview site.
+OVERVIEW_HREF = "../../index.html"
+
+
 def _page(title: str, body: str) -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+            f'<style>{STYLE}</style></head><body><div class="muted"><a class="overview" href="{OVERVIEW_HREF}">'
+            f"all results</a></div>{body}</body></html>\n")
 
 
 def _steps(plan: list, evidence: list) -> str:
@@ -179,8 +184,11 @@ def render_index(*, task: str, model: str, rows: Iterable[dict]) -> str:
     return _page(f"{task} {model}", body)
 
 
-def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dict]) -> str:
-    """Every model's output of one input side by side, then criterion scores in one table.
+def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dict],
+                      conditions: list[FrameRow] | None = None) -> str:
+    """The input (prompt and its conditions: first frame, subject images, source frames), every
+    model's output of it below, then criterion scores in one table: what was asked next to what
+    each model made of it.
 
     ``models``: per model ``model``, ``final_score``, ``base_score``, ``caps_fired``, ``error``,
     ``frames`` (JPEG bytes), ``href`` and ``scores`` ({criterion_id: score or None}).
@@ -202,8 +210,11 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
 
     rows = "".join(f"<tr><td><code>{esc(c)}</code></td>" + "".join(cell(m, c) for m in models) + "</tr>"
                    for c in criteria)
-    body = (f"<h1>{esc(task)} · {esc(input_id)}: models compared</h1><div class=\"prompt\">{esc(prompt)}</div>"
-            + "".join(blocks) + f"<h2>Criterion scores</h2><table><tr><th>criterion</th>{head}</tr>{rows}</table>")
+    body = (f"<h1>{esc(task)} · {esc(input_id)}: models compared</h1>"
+            f'<h2>Input</h2><div class="prompt">{esc(prompt)}</div>'
+            + "".join(_frame_row(r) for r in conditions or [])
+            + '<h2 class="outputs">Outputs</h2>' + "".join(blocks)
+            + f"<h2>Criterion scores</h2><table><tr><th>criterion</th>{head}</tr>{rows}</table>")
     return _page(f"{task} {input_id} compared", body)
 
 

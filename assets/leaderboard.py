@@ -13,8 +13,10 @@ import polars as pl
 from argus_dagster.files import WriteError, write_atomic
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.report import leaderboard_png
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import load_settings, report_url
 from argus_dagster.tables import VIDEO_SCORES, frame
+
+from .overview import overview_metadata
 
 
 # eager(), except that missing upstream partitions do not hold it back: most task x model pairs are
@@ -35,6 +37,7 @@ def plot_metadata(lb: pl.DataFrame) -> dict:
         try:  # the table is the leaderboard; a plot that cannot be written is said, not fatal
             write_atomic(path, png)
             meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
+            meta[f"plot_{task}_url"] = dg.MetadataValue.url(report_url(path))
         except WriteError as exc:
             meta[f"plot_{task}_error"] = str(exc)
     return meta
@@ -55,6 +58,7 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb),
+        **overview_metadata(context, leaderboard=lb),
     })
 
 
