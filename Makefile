@@ -15,7 +15,7 @@ OCR_VENV ?= .venv-ocr
 OCR_BIN  := $(OCR_VENV)/bin
 OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 
-.PHONY: setup demo test test-ocr bench ui clean chromium
+.PHONY: setup demo test test-ocr bench ui clean chromium postgres
 
 $(BIN)/.installed: pyproject.toml
 	@echo "setting up $(VENV): the pinned dependencies (Dagster, torch CPU, transformers, OpenCV, ...), about 2.6 GB and 3 minutes"
@@ -32,10 +32,18 @@ setup: $(BIN)/.installed
 demo: setup
 	$(BIN)/argus demo
 
-test: setup chromium
+test: setup chromium postgres
 	$(BIN)/python -m pytest -q
 
 # The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).
+# The Postgres tests start a real server from Debian's package on a temporary data directory.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's postgresql for the Postgres tests (about 50 MB)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  else echo "postgresql is not installed: the Postgres tests skip (sudo apt-get install postgresql)"; fi; }
+
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
