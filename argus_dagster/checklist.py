@@ -921,19 +921,25 @@ def wc_rationale(checklist: Checklist, verdicts: Sequence[Verdict], score: float
 # ----------------------------------------------------------------------------------------------------
 
 # Documented calibration of the measurable defects (numbers as FlickerProbe, MotionProbe and
-# ClassicalAesthetic report them, frames at their analysis sizes).
+# ClassicalAesthetic report them; the quality components are ClassicalAesthetic's native-resolution
+# measures on 0-1, where clean real clips sit near 1).
 PQ_OFFLINE_LIMITS = {
     "low_resolution": "shorter side < 360 px",
-    "blur": "sharpness (top-10% Sobel magnitude) < 40",
-    "noise": "noise sigma > 6",
-    "exposure": "mean luma < 40 or > 215, or clipped share > 0.10",
+    "blur": "sharpness component < 0.35",
+    "noise": "noise component < 0.35",
+    "exposure": "exposure component < 0.35",
+    "compression": "blockiness component < 0.35",
     "brightness_instability": "luma jitter > 3.0 levels",
     "color_instability": "colour jitter > 3.0 levels",
     "flicker": "share of flagged frames > 0.10",
-    "frozen": "static share of steps > 0.90",
+    "frozen": "static share of steps > 0.90, over 60% repeated frames, or a freeze of 1 s or more",
 }
-OFFLINE_UNMEASURED = ("compression", "distortion")
-PQ_OFFLINE_VERSION = "firm-pq-offline-1"
+OFFLINE_UNMEASURED = ("distortion",)
+PQ_OFFLINE_VERSION = "firm-pq-offline-2"
+
+
+# A native-resolution quality component (0-1, 1 = a clean real clip) under this is a defect.
+DEFECT_BELOW = 0.35
 
 
 def pq_offline(records: Iterable[dict], *, width: int | None = None, height: int | None = None) -> DimensionResult:
@@ -948,14 +954,14 @@ def pq_offline(records: Iterable[dict], *, width: int | None = None, height: int
         if min(width, height) < 360:
             found["low_resolution"] = f"{width}x{height}"
     a = recs.get("aesthetic")
-    if a and "sharpness" in a:
-        measured += ["blur", "noise", "exposure"]
-        if a["sharpness"] < 40:
-            found["blur"] = f"sharpness {a['sharpness']:.1f}"
-        if a["noise_sigma"] > 6:
-            found["noise"] = f"noise sigma {a['noise_sigma']:.2f}"
-        if a["mean_luma"] < 40 or a["mean_luma"] > 215 or a["clipped_fraction"] > 0.10:
-            found["exposure"] = f"mean luma {a['mean_luma']:.0f}, clipped {a['clipped_fraction']:.0%}"
+    c = (a or {}).get("components") or {}
+    if c:  # the native-resolution measures, each on 0-1 (1 = clean): a defect below DEFECT_BELOW
+        for defect, comp in (("blur", "sharpness"), ("noise", "noise_sigma"), ("exposure", "exposure"),
+                             ("compression", "blockiness")):
+            if comp in c:
+                measured.append(defect)
+                if c[comp] < DEFECT_BELOW:
+                    found[defect] = f"{comp} {a.get(comp, c[comp]):.2f} ({c[comp]:.2f} of clean)"
     f = recs.get("flicker_probe")
     if f:
         measured += ["brightness_instability", "color_instability", "flicker"]
@@ -968,8 +974,10 @@ def pq_offline(records: Iterable[dict], *, width: int | None = None, height: int
     m = recs.get("motion_probe")
     if m:
         measured.append("frozen")
-        if m["static_fraction"] > 0.90:
-            found["frozen"] = f"static share {m['static_fraction']:.2f}"
+        freeze, copies = m.get("longest_freeze_s", 0.0), m.get("duplicate_fraction", 0.0)
+        if m.get("static_fraction", 0.0) > 0.90 or copies > 0.6 or freeze >= 1.0:
+            found["frozen"] = (f"static share {m.get('static_fraction', 0.0):.2f}, {copies:.0%} repeated frames, "
+                               f"longest freeze {freeze:.1f}s")
     unmeasured = [d for d, _ in PQ_CHECKLIST if d not in measured]
     if not measured:
         return DimensionResult(PQ, reason="PQ offline: no usable CPU tool record (flicker_probe, motion_probe, "

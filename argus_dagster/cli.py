@@ -6,11 +6,14 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from argus_dagster.instances import ALL_TASKS
 
 
 def _print(msg: str) -> None:
+    if sys.stderr.isatty():  # over the progress line, not after it
+        sys.stderr.write("\r\033[2K")
     print(msg, flush=True)
 
 
@@ -33,16 +36,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if not os.path.isdir(path):
             _print(f"{label} {path}: not a folder")
             return 2
+    from .settings import argus_home
+
+    recorded = argus_home() / "argus.json"
+    before = recorded.read_bytes() if recorded.is_file() else None
     record_active_bench(args.bench, args.candidates)
-    return _overview_hint(_evaluate(args.task, args.model, time.perf_counter(), force=args.force,
-                                    vlm_only=args.vlm_only))
+    _print(f"active bench: {Path(args.bench).resolve()} (candidates {Path(args.candidates).resolve()}), "
+           f"recorded in {recorded} for later runs, the UI and the sensor")
+    status = 1
+    try:
+        status = _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only)
+    finally:
+        if status != 0:  # a run that scored nothing leaves the previously active bench in place
+            recorded.unlink(missing_ok=True) if before is None else recorded.write_bytes(before)
+    return _overview_hint(status)
 
 
 def _overview_hint(status: int) -> int:
     """After a run: where the overview of every result is, and how to look at it in a browser."""
-    from .settings import load_settings
-
-    from .settings import reports_port
+    from .settings import load_settings, reports_port
 
     index = load_settings().reports_dir / "index.html"
     if status == 0 and index.is_file():
@@ -77,7 +89,10 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
     from .settings import load_settings
 
     _print(_backbones(vlm_only))
-    lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
+    from .progress import TerminalLine
+
+    with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
+        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
     summary = error_summary(row_errors(tasks, models))
@@ -92,8 +107,6 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Read-only: finds the home like git finds its repository, and creates nothing."""
-    from pathlib import Path
-
     from .leaderboard import format_leaderboard
     from .runner import current_leaderboard, info_and_above
     from .settings import find_home
@@ -117,8 +130,6 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_open(args: argparse.Namespace) -> int:
     """Serve ``$ARGUS_HOME/reports`` on loopback and print the overview's URL; read-only like ``leaderboard``."""
-    from pathlib import Path
-
     from .serve import make_server, url_of
     from .settings import find_home, reports_port
 
