@@ -265,7 +265,37 @@ def main(argv: list[str] | None = None) -> int:
     en = sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")
     en.set_defaults(func=cmd_env)
     args = p.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Exception as exc:
+        full = disk_full(exc)
+        if full is None:
+            raise
+        _print(f"argus {args.command}: {full}")
+        return 2
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """One line for a full disk, wherever it surfaced (a file write, or the Dagster instance's
+    SQLite database under ``$ARGUS_HOME``); None for any other error."""
+    import errno
+
+    from .files import WriteError
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, WriteError) and "No space left" in str(exc):
+            return str(exc)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return f"no space left on the disk holding {exc.filename or 'ARGUS_HOME'}: free space there and run again"
+        if "database or disk is full" in str(exc):
+            from .settings import load_settings
+
+            return (f"no space left on the disk holding the Dagster instance ({load_settings().dagster_home}): "
+                    "free space there and run again (what was computed is kept in the content cache)")
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 if __name__ == "__main__":
