@@ -14,8 +14,9 @@ from typing import Callable
 
 from ..bench import bench_rubric_path
 from ..instances import InputInstance
+from .lenient import read_rubric_file
 from .postprocess import postprocess
-from .schema import Rubric, load_rubric_file
+from .schema import Rubric
 
 
 def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
@@ -46,23 +47,24 @@ def resolve_rubric(
     frozen_dir: str | Path,
     generator: dict,
     generate: Callable[[InputInstance], Rubric],
-) -> tuple[Rubric, str, list[str]]:
-    """``(rubric, source, postprocess_log)``; source is ``loaded`` or ``generated``.
+) -> tuple[Rubric, str, list[str], list[str]]:
+    """``(rubric, source, postprocess_log, load_log)``; source is ``loaded`` or ``generated``.
 
-    Raises :class:`RubricError` for a frozen rubric that does not validate.
+    A frozen rubric is read leniently (:mod:`.lenient`): ``load_log`` lists each coercion and each
+    criterion left out. Raises :class:`RubricError` only for a rubric with nothing readable.
     """
     has_subject, has_source = bool(inst.subject_images), inst.source_video is not None
     bench_path = bench_rubric_path(bench_dir, task, inst.id)
     home_path = Path(frozen_dir) / task / f"{inst.id}.json"
     for path in (bench_path, home_path):
         if path is not None and path.is_file():
-            rubric = load_rubric_file(str(path))
+            rubric, load_log = read_rubric_file(str(path))
             if _stale(rubric, inst, generator):
                 continue
             rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
-            return rubric, "loaded", log
+            return rubric, "loaded", log, load_log
     rubric = generate(inst)
     rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
     if not (bench_path is not None and _write(bench_path, rubric)):
         _write(home_path, rubric)
-    return rubric, "generated", log
+    return rubric, "generated", log, []
