@@ -8,7 +8,7 @@ import pytest
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
-from argus_dagster.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.evidence.tools.vlm_qa import QA_PROMPT_VERSION, VlmQa
 from argus_dagster.instances import InputInstance
 from argus_dagster.judge import JUDGE_PROMPT_VERSION, VlmJudge, judge_view
 from argus_dagster.media import JUDGE_POLICY, write_video
@@ -182,7 +182,7 @@ def test_vlm_qa_answers_on_the_frames_of_the_media_it_names(server, client, medi
     assert rec["ok"] and rec["answer"].startswith("Yes") and rec["n_frames"] == 8
     rec = qa.run({"question": "What is shown?", "on": "subject_image"}, store)
     assert rec["n_frames"] == 1 and n_images(server.requests[-1]["body"]) == 1
-    assert qa.version == "openai:judge-model:qa-1"
+    assert qa.version == f"openai:judge-model:{QA_PROMPT_VERSION}"
     server.queue(*[Scripted(content="") for _ in range(3)])
     rec = qa.run({"question": "Anything?", "on": "output_video"}, store)
     assert not rec["ok"] and "unusable answer after 3 attempts" in rec["error"]
