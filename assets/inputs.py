@@ -39,7 +39,7 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource) -> 
     })
 
 
-@dg.asset(partitions_def=task_partitions, code_version="2", group_name="inputs", kinds={"polars"})
+@dg.asset(partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"})
 def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
             rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource) -> dg.Output[pl.DataFrame]:
     """One frozen rubric per input: loaded if the bench (or ARGUS_HOME) has it, else generated once."""
