@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from argus_dagster.judge import JUDGE_PROMPT_VERSION, VlmJudge
+from argus_dagster.rubric.generate import PROMPT_VERSION
 from argus_dagster.vlm import CallStats, TransformersClient, VlmError
 
 CHAT_TEMPLATE = (
@@ -102,7 +103,7 @@ def test_the_resources_wire_the_local_model_into_the_judge(tiny_vlm, monkeypatch
     judge = JudgeResource().judge(vlm)
     assert isinstance(judge, VlmJudge) and judge.identity == f"vlm/transformers/tiny-llava/{JUDGE_PROMPT_VERSION}"
     assert RubricGeneratorResource().identity(vlm) == {"backend": "transformers", "model": "tiny-llava",
-                                                      "prompt_version": "rubric-1"}
+                                                      "prompt_version": PROMPT_VERSION}
     # Without a VLM, the embedded default stays.
     monkeypatch.delenv("ARGUS_VLM_PATH")
     none = vlm_from_env("ARGUS_VLM")
