@@ -61,7 +61,7 @@ def _dimension(v: Any) -> int | None:
         m = re.fullmatch(r"\s*(?:dim(?:ension)?\.?\s*|d)?(\d{1,2})(?:\s*[:.\-)].*)?\s*", v, re.IGNORECASE)
         if m and 1 <= int(m.group(1)) <= 22:
             return int(m.group(1))
-        return _DIMENSION_NAMES.get(v.strip().lower().replace("-", "–").replace("–", "-"))
+        return _DIMENSION_NAMES.get(v.strip().lower())
     return None
 
 

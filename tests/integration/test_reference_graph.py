@@ -55,7 +55,10 @@ def graph(tmp_path_factory):
         (bench / task / "manifest.jsonl").write_text(json.dumps({"id": "case", "prompt": "A pattern slides.",
                                                                   field: value}) + "\n")
         ref = "first_frame" if task == "TI2V" else "subject_image"
-        (bench / task / "rubrics" / "case.json").write_text(json.dumps({"criteria": [_criterion(ref)]}))
+        crit = _criterion(ref)
+        if task == "TS2V":  # written loosely, as released rubrics are: read, and each coercion logged
+            crit.update(importance="High", failure_modes="a different look", derivable_from="reference image")
+        (bench / task / "rubrics" / "case.json").write_text(json.dumps({"criteria": [crit]}))
         write_video(cands / task / "m" / "case.mp4", _clip(seed), 12)
     resources = {**graph_resources(bench, cands, home),
                  "tools": ToolsResource(models_dir=str(models), cache_dir=str(home / "cache"))}
@@ -89,3 +92,17 @@ def test_dino_sim_against_the_inputs_medium(graph, task, medium, image):
 
     scores = load("criterion_scores", resources, instance, dg.MultiPartitionKey({"task": task, "model": "m"}))
     assert scores["score"][0] is not None  # the evidence-only judge scores a dino_sim measure
+
+
+def test_loose_fields_are_coerced_and_logged_on_the_rubric_row(graph):
+    resources, instance, *_ = graph
+    ti2v = load("rubrics", resources, instance, "TI2V").row(0, named=True)
+    ts2v = load("rubrics", resources, instance, "TS2V").row(0, named=True)
+    assert ti2v["error"] is None and json.loads(ti2v["load_log"]) == []
+    assert ts2v["error"] is None
+    log = json.loads(ts2v["load_log"])
+    assert [line.split(" field ")[1].split(":")[0] for line in log] == ["'importance'", "'failure_modes'",
+                                                                        "'derivable_from'"]
+    rubric = json.loads(ts2v["rubric_json"])["criteria"][0]
+    assert (rubric["importance"], rubric["failure_modes"], rubric["derivable_from"]) == (
+        "high", ["a different look"], "input_bundle")
