@@ -1,5 +1,6 @@
 # make demo: set up, build the demo bench and materialize every asset on the embedded default.
-# make test: set up and run the test suite, then the easyocr tests in their own venv (.venv-ocr).
+# make test: set up and run the test suite (the default install; what CI runs, with make test-ocr).
+# make test-ocr: the easyocr tests in a venv of their own (.venv-ocr, about 6 GB).
 # make bench: cost at benchmark scale (cold, warm and forced runs against a loopback VLM) and decoding speed.
 # make ui: the Dagster UI on the same instance.
 PYTHON ?= python3.11
@@ -16,6 +17,7 @@ OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 .PHONY: setup demo test test-ocr bench ui clean
 
 $(BIN)/.installed: pyproject.toml
+	@echo "setting up $(VENV): the pinned dependencies (Dagster, torch CPU, transformers, OpenCV, ...), about 2.6 GB and 3 minutes"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
 	@# rapidocr declares the GUI build of OpenCV, which clashes with opencv-python-headless: its
@@ -31,10 +33,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
-	$(MAKE) test-ocr
 
 # The ocr extra's torch replaces the base pin; of the base dependencies only what tests/ocr imports goes in.
 $(OCR_BIN)/.installed: pyproject.toml
+	@echo "setting up $(OCR_VENV) for the easyocr extra: torch 2.14.1 + torchvision (a CUDA build), about 6 GB and 2 minutes"
 	$(PYTHON) -m venv $(OCR_VENV)
 	$(OCR_BIN)/python -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 	  keep = ('numpy', 'opencv-python-headless', 'pillow', 'decord', 'pytest', 'pytest-timeout'); \
@@ -56,6 +58,7 @@ bench: setup
 
 ui: setup
 	DAGSTER_HOME=$(ARGUS_HOME)/dagster_home; mkdir -p $$DAGSTER_HOME; export DAGSTER_HOME; \
+	test -f $$DAGSTER_HOME/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $$DAGSTER_HOME/dagster.yaml; \
 	$(BIN)/dagster dev -w workspace.yaml
 
 clean:

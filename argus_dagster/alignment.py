@@ -564,6 +564,22 @@ def _ci(lo, hi) -> str:
     return f"[{lo:6.3f},{hi:6.3f}]"
 
 
+ALIGNMENT_LEGEND = """\
+columns:
+  videos          videos rated by people and scored by the evaluator (the figures use these)
+  inputs          inputs (prompts) those videos belong to
+  srcc, krcc      Spearman and Kendall rank correlation over all videos (raw scores)
+  srcc 95% CI     bootstrap interval of srcc, resampling whole inputs
+  plcc, rmse      Pearson correlation and root-mean-square error after the four-parameter logistic fit
+  pair            pairwise accuracy: share of video pairs of one input ordered as people ordered them
+                  (VEFX-Bench tie rules)
+  wi_n            inputs with at least two distinct human scores (the within-input figures use these)
+  wi_srcc/krcc    within-input Spearman / Kendall, averaged over those inputs (VideoArgus), with interval
+  mae, std        mean and standard deviation of the absolute error on the human scale (FIRM-Video)
+  acc, acc±1      share of videos whose rounded score equals the human one, or is within one point
+  -               undefined (too few videos, or no spread)"""
+
+
 def format_alignment(table: pl.DataFrame) -> str:
     """A plain-text table: one line per evaluator and dimension, the main figures with their 95% intervals."""
     if table.height == 0:

@@ -6,6 +6,7 @@ discrete evaluators whose scores pile up on a handful of values.
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from .alignment import paired_scores
+from .files import write_atomic
 
 
 def slug(name: str) -> str:
@@ -53,8 +55,7 @@ def scatter_png(path: str | Path, human: pl.DataFrame, scores: pl.DataFrame, eva
         ax.tick_params(labelsize=6)
     fig.suptitle(title or evaluator, fontsize=9)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
-    return out
+    return write_atomic(path, buf.getvalue())

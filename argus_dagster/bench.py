@@ -4,16 +4,24 @@ The released VideoArgusBench layout (``<task>/manifest.jsonl`` with lower-case t
 ``<task>/rubrics/<id>.json``) reads unchanged; common field spellings of other releases are accepted.
 Every row comes back, bad ones with an ``error`` that names the input, the field and the problem, so
 the rest of the task proceeds.
+
+Ids are data, never path fragments (:mod:`.names`): a rubric or a candidate is looked up under the id
+itself only when the id is a single folder entry, else under its :func:`~.names.file_name`. An id
+listed twice in a manifest: the first line stands (as an input, or as the error it has), and every
+later line is a row error naming both lines (its row is keyed ``line-<n>``), so no video is judged or
+counted twice.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .instances import InputInstance, Task, infer_task, instance_hash
-from .media import file_digest
+from .media import MediaError, check_image, file_digest
+from .names import input_id_problem, lookup_names, model_name_problem
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
 _ALIASES = {
@@ -60,16 +68,29 @@ def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
     input_id = _field(raw, "id")
     if input_id is None:
         raise ValueError(f"line {line_no}: missing field 'id'")
-    input_id = str(input_id)
+    if isinstance(input_id, int) and not isinstance(input_id, bool):
+        input_id = str(input_id)  # released benches number their inputs
+    problem = input_id_problem(input_id)
+    if problem:
+        raise ValueError(f"line {line_no} field 'id': {problem}; use a non-empty string of at most 200 "
+                         f"characters without control characters")
     prompt = _field(raw, "prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError(f"input {input_id!r} field 'prompt': missing or empty")
     ff = _field(raw, "first_frame")
     subj = _field(raw, "subject_images")
     src = _field(raw, "source_video")
+    if subj is not None and not isinstance(subj, (str, list)):
+        raise ValueError(f"input {input_id!r} field 'subject_images': expected a relative path or a list of "
+                         f"them, got {type(subj).__name__}")
     subj_list = [subj] if isinstance(subj, str) else list(subj or [])
     first_frame = resolve_media(base, ff, input_id=input_id, field="first_frame") if ff else None
     subjects = tuple(resolve_media(base, s, input_id=input_id, field="subject_images") for s in subj_list)
+    for fld, img in [("first_frame", first_frame)] * bool(first_frame) + [("subject_images", s) for s in subjects]:
+        try:
+            check_image(img)
+        except MediaError as exc:
+            raise ValueError(f"input {input_id!r} field {fld!r}: {exc}; give a PNG, JPEG or WebP image") from None
     source = resolve_media(base, src, input_id=input_id, field="source_video") if src else None
     hashes = {"first_frame": file_digest(first_frame) if first_frame else None,
               "subject_images": [file_digest(s) for s in subjects],
@@ -83,7 +104,14 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
     if d is None or not (d / "manifest.jsonl").is_file():
         return []
     rows: list[dict[str, Any]] = []
-    lines = (d / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
+    manifest = d / "manifest.jsonl"
+    try:  # utf-8-sig: a byte-order mark some editors write is not part of the first row
+        lines = manifest.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        return [{"input_id": "line-1", "prompt": "", "first_frame": None, "subject_images": [],
+                 "source_video": None, "content_hash": "", "task": task,
+                 "error": f"{manifest}: not UTF-8 text (byte {exc.start}); save the manifest as UTF-8"}]
+    first_line: dict[str, int] = {}
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -91,48 +119,125 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
                  "source_video": None, "content_hash": ""}
         try:
             raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rows.append({**empty, "task": task, "error": f"line {n}: not valid JSON ({exc.msg})"})
+        except (json.JSONDecodeError, RecursionError) as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            rows.append({**empty, "task": task, "error": f"line {n}: not valid JSON ({msg})"})
             continue
+        rid = _field(raw, "id") if isinstance(raw, dict) else None
+        ok_type = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+        rid = str(rid) if ok_type and input_id_problem(str(rid)) is None else None
+        if rid is not None and rid in first_line:
+            rows.append({**empty, "task": task, "error": (
+                f"line {n}: input {rid!r} is listed again (first on line {first_line[rid]}); "
+                "ids must be unique: rename or remove this line")})
+            continue
+        if rid is not None:
+            first_line[rid] = n
         try:
             inst = parse_manifest_row(raw, d, n)
             inferred = inst.task.value
             if inferred != task:
                 raise ValueError(f"input {inst.id!r}: listed under {task} but its conditions make it {inferred}")
             rows.append({**inst.to_row(), "task": task, "error": None})
-        except ValueError as exc:
-            rid = str(_field(raw, "id")) if isinstance(raw, dict) and _field(raw, "id") is not None else empty["input_id"]
-            rows.append({**empty, "input_id": rid, "task": task, "error": str(exc)})
+        except (ValueError, TypeError, MediaError, OSError) as exc:
+            rows.append({**empty, "input_id": rid or empty["input_id"], "task": task, "error": str(exc)})
     return rows
 
 
-def bench_rubric_path(bench_dir: str | Path, task: str, input_id: str) -> Path | None:
+def bench_rubric_paths(bench_dir: str | Path, task: str, input_id: str) -> list[Path]:
+    """Where the bench may hold the rubric of ``input_id``: ``<TASK>/rubrics/<id>.json`` (inside the
+    rubrics folder, whatever the id holds), and the first is where a new one is frozen."""
     d = task_dir(bench_dir, task)
-    return (d / "rubrics" / f"{input_id}.json") if d is not None else None
+    if d is None:
+        return []
+    return [d / "rubrics" / f"{name}.json" for name in reversed(lookup_names(input_id))]
+
+
+def bench_rubric_path(bench_dir: str | Path, task: str, input_id: str) -> Path | None:
+    """The bench's rubric file of ``input_id``: an existing one, else where a new one is frozen."""
+    paths = bench_rubric_paths(bench_dir, task, input_id)
+    return next((p for p in paths if p.is_file()), paths[0] if paths else None)
 
 
 def find_candidate(candidates_dir: str | Path, task: str, model: str, input_id: str) -> Path | None:
+    """``<TASK>/<model>/<id>.<ext>`` (or the id's file name); None for a model name that is not a
+    folder name of the store, and never a file outside the model's folder."""
     d = task_dir(candidates_dir, task)
-    if d is None:
+    if d is None or model_name_problem(model):
         return None
-    for suffix in VIDEO_SUFFIXES:
-        p = d / model / f"{input_id}{suffix}"
-        if p.exists():
-            return p
+    for name in lookup_names(input_id):
+        for suffix in VIDEO_SUFFIXES:
+            p = d / model / f"{name}{suffix}"
+            if p.is_file():
+                return p
     return None
 
 
-def discover_models(candidates_dir: str | Path) -> dict[str, list[str]]:
-    """``{model: [tasks it has videos for]}`` from ``candidates/<TASK>/<model>/``."""
-    found: dict[str, list[str]] = {}
+@dataclass
+class Discovery:
+    """What the candidate store holds: ``{model: [tasks]}``, and why anything in it is left out."""
+
+    models: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _has_videos(folder: Path) -> bool:
+    return any(f.suffix.lower() in VIDEO_SUFFIXES for f in folder.iterdir())
+
+
+def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) -> Discovery:
+    """Models with videos under ``candidates/<TASK>/<model>/``, and a message for each thing left out:
+    a model folder whose name cannot be a model name, a folder that is no task (or a second spelling
+    of one), and, with ``bench_dir``, a task the bench does not have and videos of inputs its
+    manifest does not list."""
+    root = Path(candidates_dir)
+    out = Discovery()
+    if not root.is_dir():
+        return out
+    tasks = {t.value.lower(): t.value for t in Task}
+    used: dict[str, Path] = {}
     for task in Task:
-        d = task_dir(candidates_dir, task.value)
-        if d is None:
+        d = task_dir(root, task.value)
+        if d is not None:
+            used[task.value] = d
+    for entry in sorted(p for p in root.iterdir() if p.is_dir()):
+        task = tasks.get(entry.name.lower())
+        if task is None:
+            out.problems.append(f"{entry}: not a task folder (expected one of {', '.join(tasks.values())}); "
+                                "its videos are ignored")
+        elif used.get(task) != entry:
+            out.problems.append(f"{entry}: a second folder for {task} beside {used.get(task)}; its videos are "
+                                f"ignored (use one folder named {task})")
+    for task, d in used.items():
+        bench_task = task_dir(bench_dir, task) if bench_dir is not None else None
+        if bench_dir is not None and (bench_task is None or not (bench_task / "manifest.jsonl").is_file()):
+            out.problems.append(f"{d}: the bench {bench_dir} has no {task} manifest, so these candidates "
+                                f"are not scored (add {task}/manifest.jsonl to the bench)")
             continue
+        listed: set[str] | None = None
+        if bench_dir is not None:
+            listed = {name for r in read_task(bench_dir, task) for name in lookup_names(r["input_id"])}
         for m in sorted(p for p in d.iterdir() if p.is_dir()):
-            if any(f.suffix.lower() in VIDEO_SUFFIXES for f in m.iterdir()):
-                found.setdefault(m.name, []).append(task.value)
-    return found
+            if not _has_videos(m):
+                continue
+            problem = model_name_problem(m.name)
+            if problem:
+                out.problems.append(f"{m}: skipped: {problem}; rename the folder")
+                continue
+            out.models.setdefault(m.name, []).append(task)
+            if listed is not None:
+                extra = sorted(f.name for f in m.iterdir()
+                               if f.suffix.lower() in VIDEO_SUFFIXES and f.stem not in listed)
+                if extra:
+                    out.problems.append(f"{m}: {len(extra)} videos of inputs the {task} manifest does not list, "
+                                        f"not scored: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+    return out
 
 
-__all__ = ["read_task", "discover_models", "find_candidate", "bench_rubric_path", "infer_task"]
+def discover_models(candidates_dir: str | Path) -> dict[str, list[str]]:
+    """``{model: [tasks it has videos for]}`` from ``candidates/<TASK>/<model>/``; model folders whose
+    names cannot be model names are left out (:func:`discover` says why)."""
+    return discover(candidates_dir).models
+
+
+__all__ = ["read_task", "discover", "discover_models", "find_candidate", "bench_rubric_path", "infer_task"]

@@ -16,7 +16,8 @@ The location is a local folder or ``s3://bucket/prefix`` (``ARGUS_S3_ENDPOINT_UR
 compatible endpoint); the code above the store is the same for both.
 
 :meth:`ContentCache.get_or_compute` is single-flight: threads asking for the same key at the same
-time compute it once.
+time compute it once. A thread that takes a key looks in the store once more before computing, since
+its first miss may predate another thread's publish.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import os
 import threading
 from pathlib import Path
 from typing import Any, Callable, Protocol
+
+from .files import WriteError, write_atomic
 
 
 def cache_key(**parts: Any) -> str:
@@ -53,11 +56,7 @@ class LocalStore:
             return None
 
     def write(self, name: str, data: bytes) -> None:
-        p = self.root / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f"{p.name}.{os.getpid()}.{threading.get_ident()}.part")
-        tmp.write_bytes(data)
-        tmp.replace(p)
+        write_atomic(self.root / name, data)
 
 
 class S3Store:
@@ -101,6 +100,7 @@ class ContentCache:
         self.hits = 0
         self.misses = 0
         self.writes = 0
+        self.write_errors: list[str] = []
         self._lock = threading.Lock()  # counters and in-flight keys are shared by a stage's threads
         self._in_flight: dict[str, threading.Event] = {}
 
@@ -132,9 +132,16 @@ class ContentCache:
             return None  # a damaged entry is recomputed and overwritten
 
     def put(self, key: str, value: Any) -> None:
+        """Store ``value``. A local write that fails (a full disk) is recorded in ``write_errors``
+        and costs only the reuse: the value computed is still the answer."""
         if self.store is None:
             return
-        self.store.write(self._name(key), json.dumps(value, default=float).encode())
+        try:
+            self.store.write(self._name(key), json.dumps(value, default=float).encode())
+        except WriteError as exc:
+            with self._lock:
+                self.write_errors.append(str(exc))
+            return
         with self._lock:
             self.writes += 1
 
@@ -158,15 +165,25 @@ class ContentCache:
                     break
             waiting.wait()  # then read what it stored (or compute, if it kept nothing)
         try:
+            # The miss above may predate another thread's publish: it stored the value and left the
+            # in-flight table between our read and our taking the key. Look again before computing.
+            value = self._read(key)
+            if value is not None:
+                self._count(True)
+                return value, True
             self._count(False)
             value = compute()
             if keep(value):
                 self.put(key, value)
             return value, False
         finally:
-            with self._lock:
-                self._in_flight.pop(key, None)
-            done.set()
+            self._finish(key, done)
+
+    def _finish(self, key: str, done: threading.Event) -> None:
+        """Leave the in-flight table (after the value, if kept, is readable) and wake the waiters."""
+        with self._lock:
+            self._in_flight.pop(key, None)
+        done.set()
 
     def stats(self) -> dict[str, int]:
         with self._lock:

@@ -4,18 +4,21 @@ A store lists entries with a *cheap change token* (local files: size and mtime; 
 gives a *content hash* on demand (local: sha256 of the bytes; S3: the ETag, already content-derived).
 :func:`scan` hashes only entries whose token moved since the previous scan, so a scan of an
 unchanged store reads directory listings and nothing else. The sensor and the nightly reconcile
-share this code; a store on S3 is :class:`S3CandidateStore` with the same interface.
+share this code; a store on S3 is :class:`S3CandidateStore` with the same interface. A model folder
+whose name cannot be a model name (:func:`~argus_dagster.names.model_name_problem`) is left out of
+the scan with a message in :attr:`ScanResult.problems`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
 from .bench import VIDEO_SUFFIXES, task_dir
 from .instances import Task
+from .names import model_name_problem
 
 # Previous scan: {entry key: [token, content hash]}.
 Known = dict[str, list[str]]
@@ -97,6 +100,7 @@ class ScanResult:
     changed: set[tuple[str, str]]  # (task, model) partitions with a new, changed or removed video
     n_entries: int = 0
     n_hashed: int = 0
+    problems: list[str] = field(default_factory=list)  # model folders left out, and why
 
 
 def scan(store: CandidateStore, previous: Known | None) -> ScanResult:
@@ -107,7 +111,13 @@ def scan(store: CandidateStore, previous: Known | None) -> ScanResult:
     changed: set[tuple[str, str]] = set()
     where: dict[str, tuple[str, str]] = {}
     n = n_hashed = 0
+    problems: dict[tuple[str, str], str] = {}
     for e in store.entries():
+        problem = model_name_problem(e.model)
+        if problem:  # never a partition key: Dagster would reject it, and the other models go on
+            problems.setdefault((e.task, e.model), f"{e.task}/{e.model}: model folder skipped: {problem}; "
+                                                   "rename the folder")
+            continue
         n += 1
         models.setdefault(e.model, set()).add(e.task)
         where[e.key] = (e.task, e.model)
@@ -126,7 +136,7 @@ def scan(store: CandidateStore, previous: Known | None) -> ScanResult:
             task = next((t.value for t in Task if t.value.lower() == parts[-3].lower()), None)
             if task is not None and parts[-2] in models:
                 changed.add((task, parts[-2]))  # a removed video: the partition now lacks it
-    return ScanResult(known, models, changed, n, n_hashed)
+    return ScanResult(known, models, changed, n, n_hashed, [problems[k] for k in sorted(problems)])
 
 
 def partition_hashes(known: Known, task: str, model: str) -> dict[str, str]:

@@ -33,20 +33,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if not os.path.isdir(path):
             _print(f"{label} {path}: not a folder")
             return 2
-    os.environ["ARGUS_VLM_ONLY"] = "1" if args.vlm_only else os.environ.get("ARGUS_VLM_ONLY", "")
     record_active_bench(args.bench, args.candidates)
-    return _evaluate(args.task, args.model, time.perf_counter(), force=args.force)
+    return _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only)
 
 
-def _backbones() -> str:
-    """Which judge and rubric generator this run uses (never the key)."""
+def _backbones(vlm_only: bool = False) -> str:
+    """Which judge and rubric generator this run uses (never the key, nor credentials in a URL)."""
     from resources import resources_for
 
-    res = resources_for()
+    res = resources_for(vlm_only=vlm_only)
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
 
     def name(v) -> str:
-        where = f" at {v.base_urls}" if v.backend == "openai" else (f" from {v.model_path}" if v.model_path else "")
+        where = f" at {v.shown_urls()}" if v.backend == "openai" else (f" from {v.model_path}" if v.model_path else "")
         return f"{v.backend}:{v.model_name()}{where}"
 
     judge = f"VLM judge {name(vlm)}" if vlm.configured else "evidence-only judge (no VLM configured)"
@@ -55,41 +54,68 @@ def _backbones() -> str:
     return f"{judge}; {gen}{mode}"
 
 
-def _evaluate(tasks, models, t0: float, force: bool = False) -> int:
+def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = False) -> int:
     from .leaderboard import format_leaderboard
     from .runner import run_all
     from .settings import load_settings
 
-    _print(_backbones())
-    lb = run_all(tasks=tasks, models=models, progress=_print, force=force)
+    _print(_backbones(vlm_only))
+    lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
-    _print(format_leaderboard(lb))
+    _print(format_leaderboard(_only(lb, tasks)))
     _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
     return 0
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Read-only: finds the home like git finds its repository, and creates nothing."""
+    from pathlib import Path
+
     from .leaderboard import format_leaderboard
     from .runner import current_leaderboard
+    from .settings import find_home
 
+    home = find_home()
+    if home is None:
+        _print(f"no ARGUS_HOME: no .argus folder in {Path.cwd()} or its parents, and ARGUS_HOME is not set; "
+               "run `argus demo` or `argus evaluate` there first")
+        return 1
+    if not (home / "dagster_home").is_dir():
+        _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
+        return 1
     lb = current_leaderboard()
     if lb is None:
-        _print("no leaderboard yet: run `argus demo` or `argus evaluate` first")
+        _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
         return 1
-    if args.task:
-        lb = lb.filter(lb["task"].is_in(args.task))
-    _print(format_leaderboard(lb))
+    _print(format_leaderboard(_only(lb, args.task)))
     return 0
+
+
+def _only(lb, tasks: list[str] | None):
+    """The leaderboard of the tasks asked for (all without ``--task``)."""
+    return lb.filter(lb["task"].is_in(tasks)) if tasks else lb
 
 
 def cmd_align(args: argparse.Namespace) -> int:
     """Human alignment of evaluator scores: the same computation as the ``human_alignment`` asset."""
-    from .alignment import format_alignment
+    from .alignment import ALIGNMENT_LEGEND, format_alignment
     from .ratings import alignment_report, merge_human, merge_scores, read_human, read_scores
 
+    from .files import WriteError, write_atomic
+
+    def read(reader, option: str, path: str, **kw):
+        """One input file; whatever goes wrong reading it is said with its option and path."""
+        try:
+            return reader(path, **kw)
+        except Exception as exc:  # a corrupt parquet, bad JSON, wrong encoding: name the file
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if path not in text:
+                text = f"{path}: {type(exc).__name__}: {text}"
+            raise ValueError(f"{option} {text}") from None
+
     try:
-        human = merge_human([read_human(h) for h in args.human])
-        scores = merge_scores([read_scores(s, task=args.task) for s in args.scores])
+        human = merge_human([read(read_human, "--human", h) for h in args.human])
+        scores = merge_scores([read(read_scores, "--scores", s, task=args.task) for s in args.scores])
         table = alignment_report(human, scores, dimensions=args.dimension, n_boot=args.n_boot,
                                  human_scale=tuple(args.human_scale) if args.human_scale else None)
     except (OSError, ValueError) as exc:
@@ -98,9 +124,14 @@ def cmd_align(args: argparse.Namespace) -> int:
     for problem in (human.problems + scores.problems)[:20]:
         _print(f"skipped: {problem}")
     _print(format_alignment(table))
+    if table.height:
+        _print("\n" + ALIGNMENT_LEGEND)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        table.write_csv(args.out)
+        try:
+            write_atomic(args.out, table.write_csv())
+        except WriteError as exc:
+            _print(f"argus align: --out {exc}")
+            return 2
         _print(f"\nwrote {table.height} rows to {args.out}")
     return 0 if table.height else 1
 
@@ -110,7 +141,8 @@ FORCE_HELP = ("re-materialize partitions that are up to date too (tool steps and
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="argus", description="VideoArgus evaluation on Dagster (state in $ARGUS_HOME, default .argus)")
+    p = argparse.ArgumentParser(prog="argus", description="VideoArgus evaluation on Dagster. State lives in $ARGUS_HOME; "
+                                "unset, the nearest .argus folder here or in a parent folder, else ./.argus")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="build the demo bench from shipped media and evaluate it")
     d.add_argument("--rebuild", action="store_true", help="rebuild the demo bench media")
@@ -119,15 +151,19 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("evaluate", help="evaluate a bench folder and its candidate videos")
     e.add_argument("--bench", required=True, help="folder with <TASK>/manifest.jsonl (or the released layout)")
     e.add_argument("--candidates", required=True, help="folder with <TASK>/<model>/<input_id>.mp4")
-    e.add_argument("--task", action="append", choices=ALL_TASKS, help="only this task (repeatable)")
+    e.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS,
+                   help="only this task (repeatable; any case)")
     e.add_argument("--model", action="append", help="only this model (repeatable)")
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.set_defaults(func=cmd_evaluate)
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
-    lb.add_argument("--task", action="append", choices=ALL_TASKS)
+    lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
     lb.set_defaults(func=cmd_leaderboard)
-    al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)")
+    from .alignment import ALIGNMENT_LEGEND
+
+    al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)",
+                        epilog=ALIGNMENT_LEGEND, formatter_class=argparse.RawDescriptionHelpFormatter)
     al.add_argument("--human", action="append", required=True,
                     help="human ratings: CSV/JSONL/parquet with input_id, model, score[, dimension][, rater], "
                          "or T2VScore's / AIGVE's annotation JSON (repeatable)")
@@ -135,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="evaluator scores: video_scores/criterion_scores parquet (or their storage folder), "
                          "or a table input_id, model, evaluator, score (repeatable)")
     al.add_argument("--dimension", action="append", help="only this human dimension (repeatable)")
-    al.add_argument("--task", choices=ALL_TASKS, help="the task, where the scores hold several")
+    al.add_argument("--task", type=str.upper, choices=ALL_TASKS, help="the task, where the scores hold several (any case)")
     al.add_argument("--human-scale", nargs=2, type=float, metavar=("LO", "HI"),
                     help="the human rating scale (default: the observed range per dimension)")
     al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")

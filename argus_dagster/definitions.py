@@ -7,5 +7,13 @@ from assets.schedules import nightly_reconcile
 from assets.sensors import candidate_store_sensor
 from resources import resources_for
 
+# Declarative automation (the leaderboard follows ``video_scores``) is evaluated by this sensor. It is
+# declared here, running by default, because Dagster's implicit one starts stopped: without it a
+# model that ``candidate_store_sensor`` scores would never reach the leaderboard under ``make ui``.
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "default_automation_condition_sensor", target=dg.AssetSelection.all(),
+    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
+    description="Materializes what follows a materialization (the leaderboard after video_scores).")
+
 defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources_for(),
-                      sensors=[candidate_store_sensor], schedules=[nightly_reconcile])
+                      sensors=[candidate_store_sensor, automation_sensor], schedules=[nightly_reconcile])

@@ -138,6 +138,24 @@ class FramePool:
 FRAME_POOL = FramePool(int(float(os.environ.get("ARGUS_FRAME_POOL_MB", "512")) * 2**20))
 
 
+def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
+    """Where the local copy of ``s3://bucket/key`` lives under ``cache_dir``: always inside it.
+
+    The bucket and key are data: each is mapped through :func:`~.names.file_name` as one entry
+    (``..``, a leading ``/`` or a separator in a key cannot leave the folder), and the key's suffix
+    is kept so decoders still know the format.
+    """
+    from .names import file_name
+
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    if not bucket or not key:
+        raise MediaError(f"{uri}: expected s3://bucket/key")
+    name, suffix = file_name(key), Path(key).suffix
+    if suffix and len(suffix) <= 8 and not name.endswith(suffix):
+        name += suffix
+    return Path(cache_dir) / "s3" / file_name(bucket) / name
+
+
 def local_path(uri: str, cache_dir: str | None = None) -> str:
     """A local file for ``uri``; ``s3://`` objects are downloaded once into ``cache_dir``."""
     if uri.startswith("s3://"):
@@ -145,13 +163,13 @@ def local_path(uri: str, cache_dir: str | None = None) -> str:
 
         bucket, _, key = uri[5:].partition("/")
         cache = Path(cache_dir or os.environ.get("ARGUS_MEDIA_CACHE") or tempfile.gettempdir())
-        target = cache / "s3" / bucket / key
+        target = s3_cache_path(uri, cache)
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             client = boto3.client("s3", endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
-            tmp = target.with_suffix(target.suffix + ".part")
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident():x}.part")
             client.download_file(bucket, key, str(tmp))
-            tmp.rename(target)
+            os.replace(tmp, target)
         return str(target)
     return uri
 
@@ -220,6 +238,16 @@ def load_image(uri: str, max_side: int = MAX_SIDE) -> np.ndarray:
     if bgr is None:
         raise MediaError(f"{uri}: not a readable image")
     return resize_longest(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), max_side)
+
+
+def check_image(uri: str) -> None:
+    """Raise :class:`MediaError` unless ``uri`` decodes as an image (a text file named ``.png`` does not)."""
+    path = local_path(uri)
+    if not Path(path).is_file():
+        raise MediaError(f"{uri}: file not found")
+    img = cv2.imread(path, cv2.IMREAD_REDUCED_GRAYSCALE_8)
+    if img is None or img.size == 0:
+        raise MediaError(f"{uri}: not a readable image")
 
 
 def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:

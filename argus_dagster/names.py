@@ -13,7 +13,8 @@ What each kind of name may contain:
 * an **input id**: 1-200 characters, no control characters, not blank;
 * a **model name** (a folder of the candidate store, and a Dagster partition key): 1-100
   characters, no control characters, no ``| , [ ]`` (Dagster's multi-partition separators), no
-  ``...`` (its range separator), no ``/`` or ``\\``, and no leading or trailing space;
+  ``...`` (its range separator), no ``* ?`` (polars reads a stored table's path as a glob, so
+  ``a*`` would read ``ab``'s table too), no ``/`` or ``\\``, and no leading or trailing space;
 * a **bench** or **profile** name: letters, digits and ``_ . = + -``; its asset-key prefix and
   Dagster names use :func:`dagster_name`.
 """
@@ -28,7 +29,7 @@ from urllib.parse import quote
 PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 MAX_ID = 200
 MAX_MODEL = 100
-FORBIDDEN_IN_MODEL = ("|", ",", "[", "]", "...", "/", "\\")
+FORBIDDEN_IN_MODEL = ("|", ",", "[", "]", "...", "*", "?", "/", "\\")
 PROFILE_OR_BENCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=+-]{0,63}")
 
 
@@ -48,6 +49,23 @@ def file_name(name: str) -> str:
     if len(encoded) <= 150:
         return "~" + encoded
     return "~~" + hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+def is_single_component(name: str) -> bool:
+    """Whether ``name`` names an entry of one folder: not empty, ``.`` or ``..``, no separator, no NUL.
+
+    A folder joined with such a name (and a suffix) stays in that folder, whatever the name holds.
+    """
+    return bool(name) and name not in (".", "..") and not any(c in name for c in ("/", "\\", "\0"))
+
+
+def lookup_names(name: str) -> list[str]:
+    """The file stems under which data named ``name`` may be found in a folder: its own name when
+    that is a single folder entry (released benches name rubrics and videos by id), then its
+    :func:`file_name`. Never a name that leaves the folder."""
+    out = [name] if is_single_component(name) else []
+    safe = file_name(name)
+    return out + ([safe] if safe not in out else [])
 
 
 def input_id_problem(value: object) -> str | None:
@@ -75,7 +93,7 @@ def model_name_problem(value: str) -> str | None:
         return "the model name contains control characters"
     bad = [s for s in FORBIDDEN_IN_MODEL if s in value]
     if bad:
-        return f"the model name contains {' and '.join(repr(s) for s in bad)} (not allowed: | , [ ] ... / \\)"
+        return f"the model name contains {' and '.join(repr(s) for s in bad)} (not allowed: | , [ ] ... * ? / \\)"
     if value in (".", ".."):
         return "the model name is a relative folder name"
     return None

@@ -27,6 +27,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
+from .files import write_atomic
+from .names import file_name, model_name_problem
 from .rubric.taxonomy import DIMENSIONS
 
 DEFAULT_DIMENSION = "overall"
@@ -182,12 +184,9 @@ def average_raters(ratings: pl.DataFrame) -> pl.DataFrame:
 
 def write_human_csv(ratings: pl.DataFrame, path: str | Path) -> Path:
     """Ratings in the storage layout's ``human/<TASK>.csv`` form (``input_id, model, dimension, score[, rater]``)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     cols = ["input_id", "model", "dimension", "score"] + (
         ["rater"] if "rater" in ratings.columns and ratings["rater"].drop_nulls().len() else [])
-    ratings.select(cols).write_csv(p)
-    return p
+    return write_atomic(path, ratings.select(cols).write_csv())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -267,15 +266,18 @@ def aigve_bench(src: str | Path, bench_dir: str | Path, candidates_dir: str | Pa
         video = src / "videos_5frame" / rec["video_path_pd"]
         if not video.is_file():
             raise FileNotFoundError(f"AIGVE clip {iid}: {video} not found")
+        problem = model_name_problem(model)
+        if problem:
+            raise ValueError(f"AIGVE clip {iid} field 'model': {problem}")
         lines.append(json.dumps({"id": iid, "prompt": rec["prompt_gt"]}))
-        dest = Path(candidates_dir) / "T2V" / model / f"{iid}{video.suffix}"
+        dest = Path(candidates_dir) / "T2V" / model / f"{file_name(iid)}{video.suffix}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         if not dest.exists():
             try:
                 os.symlink(video.resolve(), dest)
             except OSError:
                 shutil.copyfile(video, dest)
-    (task_bench / "manifest.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_atomic(task_bench / "manifest.jsonl", "\n".join(lines) + "\n")
     return aigve_ratings(data, source=str(src / "annotations.json"))
 
 

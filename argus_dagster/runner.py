@@ -48,6 +48,12 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 # reconfigures Python logging while the others log, which deadlocks.)
 _NO_CAPTURE = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
                                 "class": "NoOpComputeLogManager"}}
+INSTANCE_YAML = """\
+# The Dagster instance of this ARGUS_HOME (argus evaluate, argus demo, make ui).
+# Dagster's anonymous usage statistics: set enabled to true to send them.
+telemetry:
+  enabled: false
+"""
 _STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
 
@@ -68,7 +74,9 @@ def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     config = home / "dagster.yaml"
-    configured = yaml.safe_load(config.read_text()) or {} if config.is_file() else {}
+    if not config.is_file():  # the instance's own file: no telemetry unless the user turns it on there
+        config.write_text(INSTANCE_YAML)
+    configured = yaml.safe_load(config.read_text()) or {}
     overrides = {} if any(k in configured for k in _STORAGE_KEYS) else sqlite_storage_overrides(str(home))
     if not capture_stdout:
         overrides.update(_NO_CAPTURE)
@@ -77,15 +85,16 @@ def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
-            parallel: int | None = None, force: bool = False) -> pl.DataFrame:
+            parallel: int | None = None, force: bool = False, vlm_only: bool = False) -> pl.DataFrame:
     """Materialize every asset for the selected tasks and models; returns the leaderboard.
 
     Up to ``parallel`` partition runs at once (``ARGUS_PARALLEL_RUNS``, default 5; 1 runs them one
-    after another). Up-to-date partitions are skipped unless ``force``. The runs' event logs keep
+    after another). Up-to-date partitions are skipped unless ``force``. ``vlm_only``: the VLM-only
+    ablation (every plan one ``vlm_qa``), else as ``ARGUS_VLM_ONLY`` says. The runs' event logs keep
     INFO and above (see ``info_and_above``).
     """
     with info_and_above():
-        return _run_all(tasks, models, progress, instance, parallel, force)
+        return _run_all(tasks, models, progress, instance, parallel, force, vlm_only)
 
 
 @contextmanager
@@ -107,7 +116,8 @@ def info_and_above() -> Iterator[None]:
 
 
 def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callable[[str], None],
-             instance: dg.DagsterInstance | None, parallel: int | None, force: bool) -> pl.DataFrame:
+             instance: dg.DagsterInstance | None, parallel: int | None, force: bool,
+             vlm_only: bool = False) -> pl.DataFrame:
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
     from resources import resources_for
@@ -125,7 +135,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     if not found:
         raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
     instance.add_dynamic_partitions("candidate_models", sorted(found))
-    resources = resources_for()  # built now, so they follow this process's ARGUS_HOME
+    resources = resources_for(vlm_only=vlm_only or None)  # built now, so they follow this process's ARGUS_HOME
     # The partitioned checks run with the assets they guard; a failed one is reported, not fatal.
     task_keys = {a.key for a in TASK_ASSETS}
     partitioned = [c for c in ALL_CHECKS if c.partitions_def is not None]

@@ -1,6 +1,8 @@
 """Where argus-dagster keeps its state, in one place.
 
-Everything lives under ``ARGUS_HOME`` (default ``.argus`` in the working directory). The active bench
+Everything lives under ``ARGUS_HOME``. Unset, the home is the nearest ``.argus`` folder in the working
+directory or one of its parents (as git finds its repository), else ``.argus`` in the working
+directory, which commands that write create and read-only commands never do. The active bench
 and candidate store are, in order: ``ARGUS_BENCH_DIR`` / ``ARGUS_CANDIDATES_DIR``, then what
 ``argus evaluate`` last recorded in ``$ARGUS_HOME/argus.json``, then ``$ARGUS_HOME/bench`` and
 ``$ARGUS_HOME/candidates`` (the demo bench).
@@ -37,8 +39,21 @@ class Settings:
         return self.home / "reports"
 
 
+def find_home(start: Path | None = None) -> Path | None:
+    """``ARGUS_HOME``, else the nearest ``.argus`` folder in ``start`` (the working directory) or a
+    parent of it; None when there is none."""
+    if os.environ.get("ARGUS_HOME"):
+        return Path(os.environ["ARGUS_HOME"]).expanduser().resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".argus").is_dir():
+            return folder / ".argus"
+    return None
+
+
 def argus_home() -> Path:
-    return Path(os.environ.get("ARGUS_HOME") or ".argus").expanduser().resolve()
+    """The home found by :func:`find_home`, else ``.argus`` in the working directory."""
+    return find_home() or (Path.cwd() / ".argus").resolve()
 
 
 def load_settings() -> Settings:

@@ -14,7 +14,8 @@ JPEG so a frame sent in many requests is encoded once). Backends turn parts into
 :func:`chat_json` adds the bounded parse-retry (empty or unparseable answers are asked again, with
 the parse error) and strips ``<think>…</think>`` blocks. Every call is counted in a
 :class:`CallStats` (latency, tokens, retries, bytes, outcome) that the calling stage turns into
-metadata. The API key is sent in a header and never appears in an error, a log or a record.
+metadata. The API key is sent in a header and never appears in an error, a log or a record; an
+endpoint is shown everywhere as :func:`redact_url` makes it (no userinfo, no query secrets).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -82,6 +84,38 @@ class VlmError(RuntimeError):
 
 class ParseError(ValueError):
     """An answer that is empty or does not contain what the caller asked for."""
+
+
+# ----------------------------------------------------------------------------------- endpoints
+
+_SECRET_PARAM = re.compile(r"(key|token|secret|password|passwd|pwd|signature|sig|auth|credential)", re.I)
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown, logged or stored: userinfo (``user:secret@``) and the values of
+    query parameters that look like secrets (``key``, ``api_key``, ``token``, ``sig``...) become
+    ``***``. Anything that does not parse as a URL is shown as ``<unparseable URL>``."""
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = ("***@" if "@" in parts.netloc else "") + (f"[{host}]" if ":" in host else host) + port
+    query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v)
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def redact_urls(urls: str) -> str:
+    """A comma-separated endpoint pool, each one redacted."""
+    return ",".join(redact_url(u) for u in urls.split(",") if u.strip())
+
+
+def _route(base_url: str, route: str) -> str:
+    """``route`` appended to the base URL's path (a query, e.g. ``?api-version=``, stays a query)."""
+    p = urlsplit(base_url)
+    return urlunsplit((p.scheme, p.netloc, p.path.rstrip("/") + route, p.query, ""))
 
 
 # ----------------------------------------------------------------------------------------- records
@@ -276,6 +310,7 @@ def chat_json(client: VlmClient, messages: list[dict], parse: Callable[[str], T]
 class _Endpoint:
     url: str
     in_flight: int = 0
+    shown: str = ""  # the URL as errors, stats and replies show it (redact_url)
     consecutive_failures: int = 0
     excluded_until: float = 0.0
     # The server answered 400 to ``chat_template_kwargs`` and accepted the request without it.
@@ -330,14 +365,14 @@ class OpenAICompatibleClient:
         self.backoff_max_s = backoff_max_s
         self.exclude_after = exclude_after
         self.exclude_for_s = exclude_for_s
-        self.endpoints = [_Endpoint(u) for u in urls]
+        self.endpoints = [_Endpoint(u, shown=redact_url(u)) for u in urls]
         self._lock = threading.Lock()
         self._waiting: list[_Waiter] = []  # a heap: (stage, priority, arrival)
         self._arrivals = itertools.count()
         self._rng = random.Random(seed)
 
     def __repr__(self) -> str:  # never the key
-        return f"OpenAICompatibleClient(model={self.model!r}, endpoints={[e.url for e in self.endpoints]})"
+        return f"OpenAICompatibleClient(model={self.model!r}, endpoints={[e.shown for e in self.endpoints]})"
 
     # -- endpoint choice ------------------------------------------------------------------------
     def _pick(self) -> _Endpoint | None:
@@ -404,7 +439,13 @@ class OpenAICompatibleClient:
         return s
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        """``text`` without the key or any endpoint's raw URL (a server may echo either)."""
+        if self._key:
+            text = text.replace(self._key, "***")
+        for e in self.endpoints:
+            if e.url != e.shown:
+                text = text.replace(e.url, e.shown)
+        return text
 
     # -- one call ---------------------------------------------------------------------------------
     def body(self, messages: list[dict], max_tokens: int, temperature: float, thinking: bool | None = None) -> dict:
@@ -443,25 +484,25 @@ class OpenAICompatibleClient:
             connect_failed = False
             sent = plain if ep.rejects_thinking_switch else payload
             try:
-                resp = self._session(ep).post(f"{ep.url}/chat/completions", data=sent, headers=headers,
+                resp = self._session(ep).post(_route(ep.url, "/chat/completions"), data=sent, headers=headers,
                                               timeout=(min(10.0, self.timeout_s), self.timeout_s))
                 if resp.status_code == 400 and sent is not plain:
                     # Perhaps the switch itself was refused: the same request without it, at once.
                     if stats is not None:
-                        stats.add_request(ep.url, time.perf_counter() - t0, len(sent), "http_400_thinking_switch")
+                        stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), "http_400_thinking_switch")
                     t0 = time.perf_counter()
                     sent = plain
-                    resp = self._session(ep).post(f"{ep.url}/chat/completions", data=sent, headers=headers,
+                    resp = self._session(ep).post(_route(ep.url, "/chat/completions"), data=sent, headers=headers,
                                                   timeout=(min(10.0, self.timeout_s), self.timeout_s))
                     if resp.status_code != 400:
                         ep.rejects_thinking_switch = True
             except requests.exceptions.ConnectionError as exc:
                 connect_failed = True
-                outcome, last_error = "connection_error", f"{ep.url}: connection failed ({type(exc).__name__})"
+                outcome, last_error = "connection_error", f"{ep.shown}: connection failed ({type(exc).__name__})"
             except requests.exceptions.Timeout:
-                outcome, last_error = "timeout", f"{ep.url}: no answer within {self.timeout_s:g}s"
+                outcome, last_error = "timeout", f"{ep.shown}: no answer within {self.timeout_s:g}s"
             except requests.exceptions.RequestException as exc:
-                outcome, last_error = "request_error", f"{ep.url}: {type(exc).__name__}"
+                outcome, last_error = "request_error", f"{ep.shown}: {type(exc).__name__}"
             else:
                 status = resp.status_code
                 if status == 200:
@@ -470,23 +511,23 @@ class OpenAICompatibleClient:
                         text = data["choices"][0]["message"].get("content") or ""
                         usage = data.get("usage") or {}
                         reply = Reply(text=text if isinstance(text, str) else json.dumps(text),
-                                      latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.url,
+                                      latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.shown,
                                       prompt_tokens=usage.get("prompt_tokens"),
                                       completion_tokens=usage.get("completion_tokens"))
                         outcome = "ok"
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                        outcome, last_error = "bad_body", f"{ep.url}: 200 with a body that is not a chat completion"
+                        outcome, last_error = "bad_body", f"{ep.shown}: 200 with a body that is not a chat completion"
                 elif status == 429:
-                    outcome, last_error = "http_429", f"{ep.url}: 429 rate limited"
+                    outcome, last_error = "http_429", f"{ep.shown}: 429 rate limited"
                     wait = _retry_after(resp.headers.get("Retry-After"))
                 elif status >= 500:
-                    outcome, last_error = f"http_{status}", f"{ep.url}: server error {status}"
+                    outcome, last_error = f"http_{status}", f"{ep.shown}: server error {status}"
                 else:  # a bad request does not get better by repeating it
                     outcome = f"http_{status}"
-                    fatal = f"{ep.url}: HTTP {status} (not retried): {self._redact(resp.text[:200])}"
+                    fatal = f"{ep.shown}: HTTP {status} (not retried): {self._redact(resp.text[:200])}"
             self._release(ep, connect_failed)
             if stats is not None:
-                stats.add_request(ep.url, time.perf_counter() - t0, len(sent), outcome)
+                stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), outcome)
             if outcome == "ok":
                 return reply
             if fatal:

@@ -34,12 +34,18 @@ def _fmt(x: float | None) -> str:
 
 
 def _vlm_metadata(vlm: VlmResource, stats: CallStats) -> dict:
-    """The VLM calls a stage made (never the endpoint's key)."""
+    """The VLM calls a stage made (never the endpoint's key; endpoints as ``redact_url`` shows them)."""
     if not vlm.configured:
         return {"vlm": "none"}
     meta = stats.as_metadata()
     return {"vlm": f"{vlm.backend}:{vlm.model_name()}",
             **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in meta.items()}}
+
+
+def _cache_write_errors(cache) -> dict:
+    """Cache entries that could not be stored (a full disk): the results stand, only their reuse is lost."""
+    errors = cache.write_errors
+    return {"cache_write_errors": len(errors), "cache_write_error": errors[0]} if errors else {}
 
 
 def _version(df: pl.DataFrame, cols: list[str]) -> dg.DataVersion:
@@ -55,8 +61,10 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
     rows = []
     for r in input_instances.iter_rows(named=True):
         row = {"task": task, "model": model, "input_id": r["input_id"]}
-        path = bench_lib.find_candidate(bench.candidates_path(), task, model, r["input_id"])
-        if path is None:
+        path = None if r["error"] else bench_lib.find_candidate(bench.candidates_path(), task, model, r["input_id"])
+        if r["error"]:  # a bad manifest row (a duplicate id among them) is never looked up or judged
+            row["error"] = f"input invalid: {r['error']}"
+        elif path is None:
             row["error"] = (f"missing: no video for input {r['input_id']!r} under "
                             f"{bench.candidates_path()}/{task}/{model}/")
         else:
@@ -151,7 +159,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
                          "tool_steps_failed": sum(r.get("n_failed", 0) for r in rows),
                          "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
-                         "cache": cache.location or "off",
+                         "cache": cache.location or "off", **_cache_write_errors(cache),
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
                          "tool_steps_by_tool": dg.MetadataValue.json({d["tools"]: d["count"] for d in tool_calls if d["tools"]}),
                          "tool_versions": dg.MetadataValue.json(suite.versions()),
@@ -205,7 +213,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
         "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
-        "cache": cache.location or "off",
+        "cache": cache.location or "off", **_cache_write_errors(cache),
         **_vlm_metadata(vlm, stats),
         "unscored_reasons": dg.MetadataValue.md("\n".join(f"- {d['len']} x {d['rationale']}" for d in reasons) or "none"),
         **criterion_delta_metadata(context, df),

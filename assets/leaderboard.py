@@ -10,6 +10,7 @@ import hashlib
 import dagster as dg
 import polars as pl
 
+from argus_dagster.files import WriteError, write_atomic
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.report import leaderboard_png
 from argus_dagster.settings import load_settings
@@ -25,15 +26,17 @@ FOLLOWS_PARTITIONS = dg.AutomationCondition.eager().without(~dg.AutomationCondit
 def plot_metadata(lb: pl.DataFrame) -> dict:
     """Per task: the PNG written under ``$ARGUS_HOME/reports/leaderboard/`` and shown inline."""
     out_dir = load_settings().reports_dir / "leaderboard"
-    out_dir.mkdir(parents=True, exist_ok=True)
     meta = {}
     for task in sorted(lb["task"].unique().to_list()):
         png = leaderboard_png(task, lb.filter(pl.col("task") == task).to_dicts())
         path = out_dir / f"{task}.png"
-        path.write_bytes(png)
         meta[f"plot_{task}"] = dg.MetadataValue.md(
             f"![{task} leaderboard](data:image/png;base64,{base64.b64encode(png).decode('ascii')})")
-        meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
+        try:  # the table is the leaderboard; a plot that cannot be written is said, not fatal
+            write_atomic(path, png)
+            meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
+        except WriteError as exc:
+            meta[f"plot_{task}_error"] = str(exc)
     return meta
 
 

@@ -3,20 +3,24 @@ comparison page per input that every model's partition refreshes.
 
 Pages go to ``$ARGUS_HOME/reports/<TASK>/<model>/``. For the comparison pages each partition leaves
 a small card per video (scores and a few thumbnails) under ``<TASK>/_cards/<input_id>/``; the page of
-an input is rebuilt from all cards present, so it never needs another partition's tables.
+an input is rebuilt from all cards present, so it never needs another partition's tables. Every
+folder and file name made from an id or a model name is its :func:`~argus_dagster.names.file_name`;
+every file is written whole (:func:`~argus_dagster.files.write_atomic`), and a write that fails is
+one line on its row.
 """
 
 
 import base64
 import hashlib
 import json
-import re
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from argus_dagster.evidence.media_store import MediaStore
+from argus_dagster.files import WriteError, write_atomic
+from argus_dagster.names import file_name
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
@@ -28,7 +32,14 @@ REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "path":
 
 
 def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:120] or "_"
+    """The file name of an id or model name: injective (:func:`argus_dagster.names.file_name`), so
+    ``猫 cat`` and ``犬 cat``, or ``good model`` and ``good_model``, never share a page."""
+    return file_name(text)
+
+
+def _md_text(text: str) -> str:
+    """An id as link text in Markdown metadata: shown as written, never as markup."""
+    return "".join("\\" + c if c in "\\`*_[]()<>#|!" else c for c in " ".join(text.split()))
 
 
 def video_frames(uri: str | None, digest: str | None = None) -> FrameRow:
@@ -81,13 +92,14 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
 def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str) -> Path:
     cards = []
     for f in sorted((task_dir / "_cards" / safe_name(input_id)).glob("*.json")):
-        card = json.loads(f.read_text())
-        card["frames"] = [base64.b64decode(x) for x in card.pop("thumbs", [])]
+        try:
+            card = json.loads(f.read_text(encoding="utf-8"))
+            card["frames"] = [base64.b64decode(x) for x in card.pop("thumbs", [])]
+        except (ValueError, OSError, AttributeError):  # a damaged card: that model is left out until rewritten
+            continue
         cards.append(card)
     path = task_dir / "compare" / f"{safe_name(input_id)}.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards), encoding="utf-8")
-    return path
+    return write_atomic(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards))
 
 
 @dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="reports", kinds={"html"},
@@ -99,7 +111,6 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     task, model = task_and_model(context)
     task_dir = load_settings().reports_dir / task
     out_dir = task_dir / safe_name(model)
-    out_dir.mkdir(parents=True, exist_ok=True)
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
     cands = {r["input_id"]: r for r in candidate_videos.iter_rows(named=True)}
@@ -120,32 +131,40 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             page = render_video_report(task=task, model=model, input_id=iid, prompt=inp.get("prompt") or "",
                                        conditions=condition_rows(inp), output=output, video=v, criteria=criteria,
                                        compare_href=f"../compare/{safe_name(iid)}.html", rubric_generator=generator)
-            (out_dir / name).write_text(page, encoding="utf-8")
+            write_atomic(out_dir / name, page)
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
             card = {"model": model, "final_score": v["final_score"], "base_score": v["base_score"],
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{safe_name(model)}/{name}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
-            card_path = task_dir / "_cards" / safe_name(iid) / f"{safe_name(model)}.json"
-            card_path.parent.mkdir(parents=True, exist_ok=True)
-            card_path.write_text(json.dumps(card))
+            write_atomic(task_dir / "_cards" / safe_name(iid) / f"{safe_name(model)}.json", json.dumps(card))
             write_comparison(task_dir, task, iid, inp.get("prompt") or "")
             rows.append({"task": task, "model": model, "input_id": iid, "path": str(out_dir / name), "error": None})
+        except WriteError as exc:  # a full disk: one line naming the file, on this row
+            context.log.warning(f"{task}/{model}/{iid}: report not written: {exc}")
+            rows.append({"task": task, "model": model, "input_id": iid, "path": None,
+                         "error": f"report not written: {exc}"})
         except Exception as exc:  # one report failing leaves the others
             context.log.warning(f"{task}/{model}/{iid}: report failed: {exc}")
             rows.append({"task": task, "model": model, "input_id": iid, "path": None,
                          "error": f"report failed: {type(exc).__name__}: {exc}"})
         index_rows.append({**v, "prompt": inp.get("prompt"), "href": name if rows[-1]["path"] else None})
     index = out_dir / "index.html"
-    index.write_text(render_index(task=task, model=model, rows=index_rows), encoding="utf-8")
+    index_error = None
+    try:
+        write_atomic(index, render_index(task=task, model=model, rows=index_rows))
+    except WriteError as exc:
+        index_error = str(exc)
+        context.log.warning(f"{task}/{model}: index not written: {exc}")
     df = pl.DataFrame(rows, schema=REPORTS, orient="row")
     ok = df.filter(pl.col("error").is_null())
     return dg.Output(df, data_version=dg.DataVersion(content.hexdigest()[:16]), metadata={
         "n_reports": ok.height, "n_errors": df.height - ok.height,
+        **({"index_error": index_error} if index_error else {}),
         "index": dg.MetadataValue.path(str(index)),
         "index_url": dg.MetadataValue.url(index.as_uri()),
         "reports": dg.MetadataValue.md("\n".join(
-            f"- [{safe_name(r['input_id'])}]({Path(r['path']).as_uri()})" if r["path"]
+            f"- [{_md_text(r['input_id'])}]({Path(r['path']).as_uri()})" if r["path"]
             else f"- `{r['input_id']}`: {r['error']}"
             for r in df.iter_rows(named=True)) or "none"),
     })

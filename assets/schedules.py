@@ -1,4 +1,4 @@
-"""The nightly reconcile: one backfill of every task x model partition that is missing or stale.
+"""The nightly reconcile: a run for every task x model partition that is missing or stale.
 
 A partition of the candidate store is
 
@@ -9,30 +9,23 @@ A partition of the candidate store is
   differs from the one its last materialization ran with.
 
 Missing partitions go first, then stale ones, up to ``ARGUS_RECONCILE_MAX_PARTITIONS`` (default 100)
-per night, so one night never floods the run queue (one run per partition). A task whose rubrics
-never materialized joins the backfill, which orders it before its candidates.
-
-Dagster's scheduler launches runs, not backfills (only sensors may return one), so the schedule
-submits the backfill itself, exactly as the sensor daemon does, and its tick says which. While the
-previous night's backfill still runs, nothing new is submitted.
+per night, so one night never floods the run queue (one run per partition). The candidate partitions
+of a task whose rubrics never materialized wait: the candidate-store sensor requests the task's
+inputs and rubrics first, then them. A partition whose previous reconcile run is still queued or
+running is not requested again.
 """
 
 
 import os
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._core.utils import make_new_backfill_id
-from dagster._time import get_current_timestamp
 
 from argus_dagster.candidate_store import partition_hashes, scan
 from resources.bench import BenchResource
 
 from . import CANDIDATE_ASSETS
 from .candidates import video_scores
-from .inputs import input_instances, rubrics
+from .inputs import rubrics
 from .lineage import latest_record
 from .sensors import CANDIDATE_KEYS, open_store, recorded_hashes, store_location
 
@@ -72,23 +65,36 @@ def partition_status(instance: dg.DagsterInstance, task: str, model: str, hashes
 TAG = "argus/launcher"
 
 
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
+
+
+def _in_flight(instance: dg.DagsterInstance) -> set[str]:
+    """Partitions (task or task|model keys) of reconcile runs that are queued or running."""
+    records = instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT, tags={TAG: "nightly_reconcile"}))
+    return {r.dagster_run.tags.get("dagster/partition") for r in records} - {None}
+
+
 @dg.schedule(cron_schedule="0 2 * * *", name="nightly_reconcile", target=CANDIDATE_KEYS,
              default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Backfills every task x model partition that is missing or stale (bounded per night).")
+             description="Requests a run for every task x model partition that is missing or stale (bounded per night).")
 def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResource):
     instance = context.instance
-    running = [b for b in instance.get_backfills(status=BulkActionStatus.REQUESTED)
-               if b.tags.get(TAG) == "nightly_reconcile"]
-    if running:
-        return dg.SkipReason(f"backfill {running[0].backfill_id} of a previous reconcile is still running")
     result = scan(open_store(store_location(bench)), None)
     known_models = set(instance.get_dynamic_partitions("candidate_models"))
     new_models = sorted(set(result.models) - known_models)
     if new_models:
         instance.add_dynamic_partitions("candidate_models", new_models)
-    missing, stale = [], []
+    rubric_tasks = set(instance.get_materialized_partitions(rubrics.key) or ())
+    running = _in_flight(instance)
+    missing, stale, waiting = [], [], set()
     for model, tasks in sorted(result.models.items()):
         for task in sorted(tasks):
+            if task not in rubric_tasks:
+                waiting.add(task)
+                continue
+            if str(dg.MultiPartitionKey({"task": task, "model": model})) in running:
+                continue
             status = partition_status(instance, task, model, partition_hashes(result.known, task, model))
             if status == "missing":
                 missing.append((task, model))
@@ -97,19 +103,14 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
     chosen = (missing + [(t, m) for t, m, _ in stale])[:max_partitions()]
     for t, m, why in stale:
         context.log.info(f"{t} x {m}: {why}")
-    if not chosen:
-        return dg.SkipReason(f"all {sum(len(t) for t in result.models.values())} partitions are up to date")
-    rubric_tasks = set(instance.get_materialized_partitions(rubrics.key) or ())
-    wanted = {AssetKeyPartitionKey(k, str(dg.MultiPartitionKey({"task": t, "model": m})))
-              for t, m in chosen for k in CANDIDATE_KEYS}
-    wanted |= {AssetKeyPartitionKey(k, t) for t in {t for t, _ in chosen} - rubric_tasks
-               for k in (input_instances.key, rubrics.key)}
-    subset = AssetGraphSubset.from_asset_partition_set(wanted, context.repository_def.asset_graph)
-    backfill_id = make_new_backfill_id()
-    instance.add_backfill(PartitionBackfill.from_asset_graph_subset(
-        backfill_id=backfill_id, dynamic_partitions_store=instance, backfill_timestamp=get_current_timestamp(),
-        asset_graph_subset=subset, tags={TAG: "nightly_reconcile"}, title="nightly reconcile",
-        description=f"{len(missing)} missing, {len(stale)} stale; {len(chosen)} partitions this night",
-        run_config=None))
-    return dg.SkipReason(f"submitted backfill {backfill_id}: {len(chosen)} partitions "
-                         f"({len(missing)} missing, {len(stale)} stale, bound {max_partitions()})")
+    if waiting:  # a schedule targets one partitions definition: the sensor materializes rubrics
+        context.log.info(f"tasks {sorted(waiting)} have no rubrics yet; candidate_store_sensor requests them first")
+    requests = [dg.RunRequest(run_key=None, asset_selection=CANDIDATE_KEYS,
+                               partition_key=dg.MultiPartitionKey({"task": t, "model": m}), tags={TAG: "nightly_reconcile"})
+                 for t, m in chosen]
+    if not requests:
+        n = sum(len(t) for t in result.models.values())
+        why = f"all {n} partitions are up to date" if not running else f"{len(running)} reconcile runs still in flight"
+        return dg.SkipReason(why)
+    context.log.info(f"{len(missing)} missing, {len(stale)} stale; {len(chosen)} partitions this night")
+    return requests

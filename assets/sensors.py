@@ -114,6 +114,8 @@ def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchReso
     keep = {k: v for k, v in result.known.items() if _task_of(k) not in waiting}
     if previous is not None:
         keep.update({k: v for k, v in previous.items() if _task_of(k) in waiting})
+    for problem in result.problems:
+        context.log.warning(problem)
     context.log.info(f"{result.n_entries} videos, {result.n_hashed} hashed, {len(changed)} partitions changed, "
                      f"{len(new_models)} new models, {time.perf_counter() - t0:.3f}s")
     seq += bool(requests)

@@ -19,12 +19,14 @@ from .vlm import VlmResource, vlm_from_env
 ENVIRONMENTS = ("local", "gpu", "aws")
 
 
-def resources_for(env: str | None = None) -> dict:
+def resources_for(env: str | None = None, vlm_only: bool | None = None) -> dict:
+    """The resources of one environment; ``vlm_only`` None: as ``ARGUS_VLM_ONLY`` says."""
     env = env or os.environ.get("ARGUS_ENV", "local")
     if env not in ENVIRONMENTS:
         raise ValueError(f"ARGUS_ENV={env!r}: expected one of {ENVIRONMENTS}")
     settings = load_settings()
-    vlm_only = os.environ.get("ARGUS_VLM_ONLY", "") in ("1", "true", "yes")
+    if vlm_only is None:
+        vlm_only = os.environ.get("ARGUS_VLM_ONLY", "") in ("1", "true", "yes")
     common = {
         "bench": BenchResource(),
         "rubric_generator": RubricGeneratorResource(),

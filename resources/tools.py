@@ -8,17 +8,17 @@ limit the pool constrains nothing, so CPU runs are unaffected).
 """
 
 
-import functools
 import os
 
 import dagster as dg
 
+from argus_dagster.memo import once_per_key
 from argus_dagster.cache import ContentCache
 from argus_dagster.evidence.tools.registry import OCR_BACKENDS, ToolSuite, model_suite
 from argus_dagster.settings import load_settings
 
 
-@functools.lru_cache(maxsize=4)
+@once_per_key(maxsize=4)
 def _suite(device: str, models_dir: str, web_search_url: str, web_search_key: str, ocr_backend: str) -> ToolSuite:
     # Weight-free tools always; each model-backed tool whose folder is under models_dir, on device.
     return model_suite(models_dir or None, device, web_search_url=web_search_url, web_search_key=web_search_key,

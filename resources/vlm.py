@@ -6,17 +6,17 @@ and configuration and shared by every asset and thread that uses them.
 """
 
 
-import functools
 import os
 
 import dagster as dg
 
-from argus_dagster.vlm import OpenAICompatibleClient, TransformersClient, VlmClient
+from argus_dagster.memo import once_per_key
+from argus_dagster.vlm import OpenAICompatibleClient, TransformersClient, VlmClient, redact_urls
 
 BACKENDS = ("none", "openai", "transformers")
 
 
-@functools.lru_cache(maxsize=8)
+@once_per_key(maxsize=8)
 def _client(backend: str, base_urls: str, model: str, api_key: str, concurrency: int, timeout_s: float,
             max_retries: int, model_path: str, device: str, max_new_tokens: int) -> VlmClient:
     if backend == "openai":
@@ -59,6 +59,11 @@ class VlmResource(dg.ConfigurableResource):
             return self.model or os.path.basename(self.model_path.rstrip("/")) or "local"
         return self.model
 
+    def shown_urls(self) -> str:
+        """The endpoint pool as it may be printed or stored: no credentials (``redact_url``)."""
+        urls = self.base_urls.get_value() if isinstance(self.base_urls, dg.EnvVar) else self.base_urls
+        return redact_urls(urls or "")
+
     def workers(self) -> int:
         """How many calls a stage should keep in flight to fill this backbone."""
         if self.backend == "openai":
@@ -84,7 +89,11 @@ def vlm_from_env(prefix: str = "ARGUS_VLM", fallback: str | None = None) -> VlmR
     if get("BASE_URL"):
         # dg.EnvVar keeps the key's value out of the run config the UI shows.
         key = dg.EnvVar(f"{prefix}_API_KEY") if get("API_KEY") else ""
-        return VlmResource(backend="openai", base_urls=get("BASE_URL"), model=get("MODEL"), api_key=key, **common)
+        # A URL with credentials in it (user:secret@, ?key=) stays out of the run config the same way.
+        url = get("BASE_URL")
+        plain = ",".join(u.strip() for u in url.split(",") if u.strip())
+        urls = dg.EnvVar(f"{prefix}_BASE_URL") if redact_urls(url) != plain else url
+        return VlmResource(backend="openai", base_urls=urls, model=get("MODEL"), api_key=key, **common)
     if get("PATH"):
         return VlmResource(backend="transformers", model_path=get("PATH"), model=get("MODEL"),
                            device=get("DEVICE") or "cpu", **common)

@@ -141,8 +141,14 @@ def parse_rubric(data: Any, source: str = "") -> Rubric:
 
 def load_rubric_file(path: str) -> Rubric:
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             data = json.load(fh)
     except json.JSONDecodeError as exc:
         raise RubricError([f"not valid JSON ({exc.msg} at line {exc.lineno})"], path) from None
+    except UnicodeDecodeError as exc:
+        raise RubricError([f"not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON"], path) from None
+    except RecursionError:
+        raise RubricError(["JSON nested too deeply"], path) from None
+    except OSError as exc:
+        raise RubricError([f"cannot be read ({exc.strerror or type(exc).__name__})"], path) from None
     return parse_rubric(data, path)

@@ -1,7 +1,9 @@
 """Frozen rubrics: load the one an input already has, else generate it once and freeze it.
 
 Look-up order: the bench's ``<TASK>/rubrics/<id>.json`` (released rubrics live there), then
-``$ARGUS_HOME/rubrics/<TASK>/<id>.json``. A rubric this project generated records its input's content
+``$ARGUS_HOME/rubrics/<TASK>/<id>.json``; an id that is not a single folder entry (``../x``, ``a/b``)
+is looked up and frozen under its :func:`~argus_dagster.names.file_name` only, so no id reads or writes
+outside those folders. A rubric this project generated records its input's content
 hash and generator; it is regenerated only when either changed. New rubrics are frozen into the
 bench when it is writable, else under ``$ARGUS_HOME``.
 """
@@ -12,8 +14,10 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..bench import bench_rubric_path
+from ..bench import bench_rubric_paths
+from ..files import WriteError, write_atomic
 from ..instances import InputInstance
+from ..names import lookup_names
 from .lenient import read_rubric_file
 from .postprocess import postprocess
 from .schema import Rubric
@@ -31,12 +35,9 @@ def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
 
 def _write(path: Path, rubric: Rubric) -> bool:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.part")
-        tmp.write_text(json.dumps(rubric.model_dump(mode="json"), indent=2))
-        tmp.replace(path)
+        write_atomic(path, json.dumps(rubric.model_dump(mode="json"), indent=2))
         return True
-    except OSError:
+    except WriteError:
         return False
 
 
@@ -54,10 +55,12 @@ def resolve_rubric(
     criterion left out. Raises :class:`RubricError` only for a rubric with nothing readable.
     """
     has_subject, has_source = bool(inst.subject_images), inst.source_video is not None
-    bench_path = bench_rubric_path(bench_dir, task, inst.id)
-    home_path = Path(frozen_dir) / task / f"{inst.id}.json"
-    for path in (bench_path, home_path):
-        if path is not None and path.is_file():
+    bench_paths = bench_rubric_paths(bench_dir, task, inst.id)
+    bench_path = bench_paths[0] if bench_paths else None
+    home_paths = [Path(frozen_dir) / task / f"{name}.json" for name in reversed(lookup_names(inst.id))]
+    home_path = home_paths[0]
+    for path in [*reversed(bench_paths), *reversed(home_paths)]:
+        if path.is_file():
             rubric, load_log = read_rubric_file(str(path))
             if _stale(rubric, inst, generator):
                 continue

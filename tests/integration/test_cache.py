@@ -205,19 +205,66 @@ def test_a_changed_tool_version_or_sampling_recomputes_that_step(tmp_path, monke
 
 
 def test_concurrent_criteria_asking_the_same_step_compute_it_once(tmp_path):
+    """Many rounds, every thread released at once by a barrier: under load, a step still runs once."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     write_video(tmp_path / "v.mp4", _clip(4), 12)
     base = embedded_suite()
-    tool = CountingTool(base.get("flicker_probe"), "1")
-    suite = ToolSuite({**base.tools, "flicker_probe": tool})
-    media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-w"})
-    cache = ContentCache(tmp_path / "cache", "evidence")
     plan = NormalizedPlan(steps=[{"tool": "flicker_probe", "args": {"on": "output_video"}}])
-    with ThreadPoolExecutor(8) as pool:
-        recs = list(pool.map(lambda _: run_plan(plan, media.scope(), suite, cache=cache), range(8)))
-    assert tool.runs == 1 and all(r[0]["ok"] for r in recs)
-    assert media.decode_count <= 1
+    n_threads = 8
+    for round_ in range(25):
+        tool = CountingTool(base.get("flicker_probe"), "1")
+        suite = ToolSuite({**base.tools, "flicker_probe": tool})
+        media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": f"sha-w{round_}"})
+        cache = ContentCache(tmp_path / f"cache{round_}", "evidence")
+        start = threading.Barrier(n_threads)
+
+        def one(_):
+            start.wait()
+            return run_plan(plan, media.scope(), suite, cache=cache)
+
+        with ThreadPoolExecutor(n_threads) as pool:
+            recs = list(pool.map(one, range(n_threads)))
+        assert tool.runs == 1, f"round {round_}: the step ran {tool.runs} times"
+        assert all(r[0]["ok"] for r in recs) and media.decode_count <= 1
+
+
+def test_a_miss_read_just_before_another_thread_publishes_is_not_computed_again(tmp_path):
+    """The interleaving behind a step once computed twice: thread B reads the key (a miss), thread A
+    computes, publishes and leaves the in-flight table, then B goes on. B must use A's value."""
+    import threading
+
+    from argus_dagster.cache import LocalStore
+
+    b_missed, a_done = threading.Event(), threading.Event()
+
+    class SlowForB(LocalStore):
+        """A store whose first read by thread B answers late (a slow object store)."""
+
+        def read(self, name):
+            data = super().read(name)
+            if threading.current_thread().name == "B" and not b_missed.is_set():
+                b_missed.set()
+                a_done.wait(10)
+            return data
+
+    cache = ContentCache(SlowForB(tmp_path / "cache"), "evidence")
+    runs = []
+
+    def compute(who):
+        runs.append(who)
+        return {"value": 1}
+
+    got = {}
+    b = threading.Thread(target=lambda: got.setdefault("B", cache.get_or_compute("k", lambda: compute("B"))),
+                         name="B")
+    b.start()
+    assert b_missed.wait(10)
+    got["A"] = cache.get_or_compute("k", lambda: compute("A"))
+    a_done.set()
+    b.join(10)
+    assert runs == ["A"] and got["A"] == ({"value": 1}, False) and got["B"] == ({"value": 1}, True)
 
 
 @pytest.fixture
@@ -400,3 +447,53 @@ def test_a_frame_is_decoded_and_encoded_once_for_every_criterion_of_its_video(tm
     assert all(r["score"] is not None for r in got) and len(images) == 5
     assert len(images[0]) == 8 and all(im == images[0] for im in images)
     assert store.decode_count == 1 and len(encoded) == 8
+
+
+def test_concurrent_partition_runs_share_one_bound(tmp_path, monkeypatch):
+    """Partition runs that start together (three tasks, two models) build one VLM client between them:
+    the server never sees more requests in flight than the configured concurrency."""
+    from argus_dagster.runner import run_all
+    from resources.vlm import _client
+
+    bench, cands = tmp_path / "bench", tmp_path / "cands"
+    for t, task in enumerate(("T2V", "TI2V", "TS2V")):
+        (bench / task).mkdir(parents=True)
+        rows = []
+        for i in range(2):
+            row = {"id": f"{task.lower()}{i}", "prompt": f"A textured pattern slides to the left, take {i}."}
+            if task == "TI2V":
+                row["first_frame"] = f"ff{i}.png"
+                cv2_frame = _clip(40 + i)[0]
+                import cv2
+
+                cv2.imwrite(str(bench / task / f"ff{i}.png"), cv2_frame)
+            if task == "TS2V":
+                row["subject_images"] = [f"s{i}.png"]
+                import cv2
+
+                cv2.imwrite(str(bench / task / f"s{i}.png"), _clip(50 + i)[0][:48, :48])
+            rows.append(row)
+        (bench / task / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for model in ("m", "n"):
+            for i in range(2):
+                write_video(cands / task / model / f"{task.lower()}{i}.mp4", _clip(10 * t + i + (model == "n")), 12)
+    _client.cache_clear()  # a client built by another test would hide the first-build race
+    from argus_dagster.vlm import OpenAICompatibleClient
+
+    real_init = OpenAICompatibleClient.__init__
+
+    def slow_init(self, *args, **kwargs):  # widens the window in which concurrent runs ask for it
+        time.sleep(0.5)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(OpenAICompatibleClient, "__init__", slow_init)
+    with FakeVlmServer(latency_s=0.05) as srv:
+        for k, v in {"ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
+                     "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands),
+                     "ARGUS_VLM_BASE_URL": srv.base_url, "ARGUS_VLM_MODEL": "judge-bound",
+                     "ARGUS_VLM_CONCURRENCY": "2"}.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
+        board = run_all(progress=lambda _msg: None, parallel=5)
+    assert board.height == 6
+    assert srv.max_in_flight == 2, srv.max_in_flight  # the bound is used and never passed

@@ -42,7 +42,9 @@ def test_asset_graph_snapshot():
     assert all(graph.get(k).code_version for k in graph.get_all_asset_keys())
     # Automation: the sensor and the nightly reconcile; downstream tables follow their inputs.
     repo = defs.get_repository_def()
-    assert {s.name for s in repo.sensor_defs} >= {"candidate_store_sensor"}
+    assert {s.name: s.default_status for s in repo.sensor_defs} == {
+        "candidate_store_sensor": dg.DefaultSensorStatus.RUNNING,
+        "default_automation_condition_sensor": dg.DefaultSensorStatus.RUNNING}
     assert [s.name for s in repo.schedule_defs] == ["nightly_reconcile"]
     for key in ("video_scores", "diagnostic_reports", "leaderboard"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None, key

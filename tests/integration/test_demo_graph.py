@@ -132,3 +132,55 @@ def test_cli_runs_execute_the_partition_checks_and_they_pass(demo_run):
         history = instance.event_log_storage.get_asset_check_execution_history(
             dg.AssetCheckKey(dg.AssetKey(asset), check), limit=100)
         assert len(history) >= n, (check, len(history))
+
+
+def test_leaderboard_finds_the_home_like_git_and_creates_nothing_elsewhere(demo_run, capsys, tmp_path, monkeypatch):
+    from argus_dagster.cli import main
+    from argus_dagster.settings import load_settings
+
+    home = load_settings().home
+    # A project folder whose .argus is the demo's home, run from a subfolder: found.
+    project = tmp_path / "project"
+    (project / "sub" / "deeper").mkdir(parents=True)
+    (project / ".argus").symlink_to(home, target_is_directory=True)
+    monkeypatch.delenv("ARGUS_HOME")
+    monkeypatch.chdir(project / "sub" / "deeper")
+    assert main(["leaderboard", "--task", "t2v"]) == 0  # any case
+    out = capsys.readouterr().out
+    assert "T2V\n" in out and "TI2V" not in out and "faithful" in out
+    # Nowhere near a home: said plainly, with a newline, and nothing is created.
+    lost = tmp_path / "elsewhere"
+    lost.mkdir()
+    monkeypatch.chdir(lost)
+    assert main(["leaderboard"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("no ARGUS_HOME: no .argus folder in") and out.endswith("\n")
+    assert not any(lost.iterdir())
+
+
+def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(demo_run):
+    import yaml
+
+    from argus_dagster.settings import load_settings
+
+    config = load_settings().dagster_home / "dagster.yaml"
+    assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False}}
+
+
+def test_align_explains_every_column(demo_run, capsys, tmp_path):
+    from argus_dagster.cli import main
+    from argus_dagster.settings import load_settings
+
+    ids = [json.loads(line)["id"] for line in (load_settings().bench_dir / "T2V" / "manifest.jsonl").read_text().splitlines()]
+    human = tmp_path / "human.csv"
+    human.write_text("input_id,model,score\n" + "".join(f"{i},{m},{s}\n" for i in ids for m, s in HUMAN_T2V.items()))
+    assert main(["align", "--human", str(human), "--scores", str(load_settings().storage_dir / "video_scores"),
+                 "--task", "t2v", "--n-boot", "50"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("evaluator"))
+    legend = out[out.index("columns:"):]
+    for column in ("videos", "inputs", "srcc", "krcc", "plcc", "rmse", "pair", "wi_n", "wi_srcc", "mae", "std", "acc±1"):
+        assert column in header and f"  {column.split('/')[0]}" in legend, column
+    with pytest.raises(SystemExit):
+        main(["align", "--help"])
+    assert "wi_n            inputs with at least two distinct human scores" in capsys.readouterr().out

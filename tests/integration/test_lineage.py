@@ -10,6 +10,7 @@ import pytest
 from argus_dagster.media import write_video
 from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
 from assets.schedules import nightly_reconcile
+from assets.sensors import CANDIDATE_KEYS
 
 from .helpers import graph_resources, load
 
@@ -152,34 +153,28 @@ def test_leaderboard_follows_by_automation_and_covers_partitions(scored):
     assert again.get_num_requested(lb_key) == 1
 
 
-def test_nightly_reconcile_backfills_missing_then_stale(scored, monkeypatch):
-    from dagster._core.execution.backfill import BulkActionStatus
-
+def test_nightly_reconcile_requests_missing_then_stale(scored, monkeypatch):
     resources, instance, cands, _, _ = scored
     defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources, schedules=[nightly_reconcile])
     repo = defs.get_repository_def()
 
-    def tick() -> set[str] | str:
-        before = {b.backfill_id for b in instance.get_backfills()}
+    def tick():
         # The context is entered and left: it sets Dagster's state storage while open.
         with dg.build_schedule_context(instance=instance, resources={"bench": resources["bench"]},
                                        repository_def=repo) as ctx:
-            skip = nightly_reconcile(ctx)
-        new = [b for b in instance.get_backfills() if b.backfill_id not in before]
-        if not new:
-            return skip.skip_message
-        [backfill] = new
-        instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))  # as if it ran
-        subset = backfill.asset_backfill_data.target_subset
-        return {p.partition_key for p in subset.iterate_asset_partitions() if p.asset_key == dg.AssetKey("video_scores")}
+            result = nightly_reconcile(ctx)
+        if isinstance(result, dg.SkipReason):
+            return result.skip_message
+        assert all(sorted(r.asset_selection) == sorted(CANDIDATE_KEYS) for r in result)
+        return [r.partition_key for r in result], result
 
     assert "up to date" in tick()
     write_video(cands / "T2V" / "m" / "p0.mp4", _clip(5), 12)  # stale
     write_video(cands / "T2V" / "n" / "p0.mp4", _clip(6), 12)  # missing
-    assert tick() == {str(KEY), str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))}
+    n_key = str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))
+    keys, _ = tick()
+    assert keys == [n_key, str(KEY)]  # missing first, then stale
     monkeypatch.setenv("ARGUS_RECONCILE_MAX_PARTITIONS", "1")
-    assert tick() == {str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))}  # missing goes first
-    with dg.build_schedule_context(instance=instance, resources={"bench": resources["bench"]},
-                                   repository_def=repo) as ctx:
-        nightly_reconcile(ctx)  # submitted, not finished: the next night waits for it
-        assert "still running" in nightly_reconcile(ctx).skip_message
+    keys, requests = tick()
+    assert keys == [n_key]
+    assert requests[0].tags == {"argus/launcher": "nightly_reconcile"}

@@ -1,0 +1,88 @@
+"""Automation as shipped, against a real ``dagster-daemon`` on this machine: a model folder dropped
+into the candidate store is added as a partition, scored, reported and put on the leaderboard with
+no click (the candidate-store sensor, then the automation sensor for the leaderboard)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+
+from argus_dagster.media import write_video
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _clip(seed: int, n: int = 24) -> np.ndarray:
+    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
+    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
+
+
+def _leaderboard(instance: dg.DagsterInstance) -> pl.DataFrame | None:
+    record = instance.get_latest_materialization_event(dg.AssetKey("leaderboard"))
+    if record is None:
+        return None
+    return pl.read_parquet(str(record.asset_materialization.metadata["path"].value))
+
+
+def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monkeypatch):
+    from argus_dagster.runner import local_instance, run_all
+
+    home, bench, cands = tmp_path / "home", tmp_path / "bench", tmp_path / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(
+        json.dumps({"id": f"p{i}", "prompt": f"A textured pattern slides to the left, take {i}."}) + "\n"
+        for i in range(2)))
+    for i in range(2):
+        write_video(cands / "T2V" / "m" / f"p{i}.mp4", _clip(i), 12)
+    env = {"ARGUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home"),
+           "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    run_all(progress=lambda _m: None)  # the bench as evaluated before: model m on the leaderboard
+    (home / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+
+    for i in range(2):  # a new model appears while the daemon is up
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", _clip(10 + i)[:, :, ::-1], 12)
+    log = open(tmp_path / "daemon.log", "w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), **env})
+    try:
+        instance = dg.DagsterInstance.from_config(str(home / "dagster_home"))
+        deadline, board = time.time() + 240, None
+        while time.time() < deadline:
+            board = _leaderboard(instance)
+            if board is not None and "n" in board["model"].to_list():
+                break
+            assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+            time.sleep(2)
+        assert board is not None and "n" in board["model"].to_list(), (tmp_path / "daemon.log").read_text()[-3000:]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+    assert instance.get_dynamic_partitions("candidate_models") == ["m", "n"]
+    row = board.filter(pl.col("model") == "n").row(0, named=True)
+    assert row["n_videos"] == 2 and row["mean_final"] is not None
+    assert set(board["model"]) == {"m", "n"}  # m was not scored again
+    key = str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))
+    assert instance.get_latest_materialization_event(dg.AssetKey("diagnostic_reports")) is not None
+    runs = instance.get_runs()
+    launched = {r.tags.get("argus/launcher") for r in runs if r.tags.get("dagster/partition") == key}
+    assert "sensor" in launched  # scored by the candidate-store sensor's run
+    automated = [r for r in runs if r.tags.get("dagster/from_automation_condition") == "true"]
+    assert automated, [r.tags for r in runs]  # the leaderboard was re-materialized by declarative automation
+    assert (home / "reports" / "T2V" / "n" / "index.html").is_file()
+    local_instance().dispose()

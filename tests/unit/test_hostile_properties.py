@@ -1,0 +1,250 @@
+"""Properties of the readers and of id/model-name handling under any input (Hypothesis): every input
+gives a row or a clear error, never an exception that stops the run, never a path outside its root."""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from argus_dagster.bench import bench_rubric_paths, find_candidate, read_task
+from argus_dagster.instances import InputInstance
+from argus_dagster.media import MediaError, s3_cache_path
+from argus_dagster.names import file_name, input_id_problem, is_single_component, model_name_problem
+from argus_dagster.rubric.schema import RubricError, load_rubric_file, parse_rubric
+from argus_dagster.rubric.store import resolve_rubric
+
+# No example database: a run leaves nothing behind in the working tree.
+SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Names an adversary would try, mixed with anything Hypothesis makes up.
+NASTY = ["..", ".", "../../../escaped", "/etc/passwd", "a/b", "a\\b", "~x", "~~x", "CON", "a|b", "model[1]",
+         "x...y", " lead", "trail ", "\x00", "猫 cat", "犬 cat", "good model", "good_model", "a" * 300, "",
+         "%2e%2e%2fx", "~%2E%2E"]
+names = st.one_of(st.sampled_from(NASTY), st.text(max_size=60), st.text(alphabet="./\\~%_- aA", max_size=12))
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), names)
+json_values = st.recursive(json_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)), max_leaves=12)
+media_refs = st.one_of(st.sampled_from(["first.png", "text.png", "../outside.png", "/etc/hostname", "", "missing.png",
+                                        ".", "..", "sub/../first.png"]), names, json_values)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    path, root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    return path == root or root in path.parents
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*")}
+
+
+# ------------------------------------------------------------------------------------------ names
+
+@SETTINGS
+@given(a=names, b=names)
+def test_file_name_is_injective_and_one_folder_entry(a, b):
+    fa, fb = file_name(a), file_name(b)
+    assert is_single_component(fa) and not fa.startswith(".") and len(fa.encode()) <= 200
+    assert (fa == fb) == (a == b)
+
+
+@SETTINGS
+@given(input_id=names, model=names)
+def test_no_id_or_model_name_leads_out_of_its_folder(input_id, model):
+    root = Path("/srv/bench")
+    for p in bench_rubric_paths_for(root, input_id):
+        assert p.parent == root / "T2V" / "rubrics"
+    cache = Path("/srv/cache")
+    for uri in (f"s3://bkt/{input_id}", f"s3://{model}/{input_id}", f"s3://bkt/{model}/../{input_id}"):
+        try:
+            local = s3_cache_path(uri, cache)
+        except MediaError as exc:  # a clear error naming the URI, never a path elsewhere
+            assert uri in str(exc)
+        else:
+            assert _inside(local, cache / "s3") and local != cache / "s3"
+    if model_name_problem(model) is None:
+        assert is_single_component(model) and not any(c in model for c in "|,[]")
+
+
+def bench_rubric_paths_for(root: Path, input_id: str) -> list[Path]:
+    """The rubric paths of an id in a bench whose T2V folder exists (a real folder is needed)."""
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "T2V").mkdir()
+        return [root / p.relative_to(d) for p in bench_rubric_paths(d, "T2V", input_id)]
+
+
+@SETTINGS
+@given(input_id=names, model=names)
+def test_a_candidate_is_only_ever_found_inside_its_model_folder(input_id, model):
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        cands = root / "cands"
+        (cands / "T2V" / "m").mkdir(parents=True)
+        for target in (root / "escaped.mp4", root / "cands" / "T2V" / "x.mp4", Path(d + ".mp4")):
+            target.write_bytes(b"v")
+        found = find_candidate(cands, "T2V", model, input_id)
+        if found is not None:
+            assert _inside(found, cands / "T2V" / model) and model_name_problem(model) is None
+
+
+# ------------------------------------------------------------------------------------------ manifest
+
+@pytest.fixture(scope="module")
+def bench_media(tmp_path_factory):
+    """Media a manifest may point at: a real image, a text file named .png, a file outside the bench."""
+    root = tmp_path_factory.mktemp("props")
+    return root
+
+
+# Mostly rows that get past the id and the prompt, so the condition fields are exercised too.
+row_dicts = st.fixed_dictionaries(
+    {"id": st.one_of(st.sampled_from(["v0", "v1", "猫 cat"]), names, json_values),
+     "prompt": st.one_of(st.just("A ball rolls."), names, json_values)},
+    optional={"first_frame": media_refs, "subject_images": st.one_of(media_refs, st.lists(media_refs, max_size=3)),
+              "source_video": media_refs, "input_id": json_values})
+lines = st.one_of(row_dicts.map(lambda r: json.dumps(r, ensure_ascii=False)),
+                  row_dicts.map(json.dumps), st.text(max_size=40), json_values.map(json.dumps))
+
+
+@SETTINGS
+@given(rows=st.lists(lines, max_size=8), bom=st.booleans(), garbage=st.one_of(st.none(), st.binary(max_size=30)))
+def test_any_manifest_gives_rows_or_clear_errors_and_nothing_outside_the_bench(rows, bom, garbage):
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        bench = root / "bench"
+        (bench / "T2V").mkdir(parents=True)
+        cv2.imwrite(str(bench / "T2V" / "first.png"), np.zeros((8, 8, 3), np.uint8))
+        (bench / "T2V" / "text.png").write_text("not an image")
+        (root / "outside.png").write_bytes((bench / "T2V" / "first.png").read_bytes())
+        data = ("\n".join(r.replace("\n", " ").replace("\r", " ") for r in rows)).encode("utf-8")
+        if garbage is not None:
+            data += b"\n" + garbage
+        (bench / "T2V" / "manifest.jsonl").write_bytes((b"\xef\xbb\xbf" if bom else b"") + data)
+        before = _files(root)
+        out = read_task(bench, "T2V")  # never raises
+        assert _files(root) == before
+        ids = [r["input_id"] for r in out if r["error"] is None]
+        assert len(ids) == len(set(ids))  # a duplicate id is never a second good row
+        for r in out:
+            assert isinstance(r["input_id"], str) and r["task"] == "T2V"
+            if r["error"] is None:
+                assert input_id_problem(r["input_id"]) is None and r["prompt"].strip()
+                for p in [r["first_frame"], r["source_video"], *r["subject_images"]]:
+                    if p is not None:
+                        assert _inside(Path(p), bench / "T2V") and Path(p).name != "text.png"
+            else:
+                assert r["error"].strip() and len(r["error"]) < 2000
+
+
+@SETTINGS
+@given(input_id=st.one_of(names, st.integers()), prompt=st.text(min_size=1, max_size=30).filter(str.strip))
+def test_any_acceptable_id_reads_back_as_itself(input_id, prompt):
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "T2V").mkdir()
+        (Path(d) / "T2V" / "manifest.jsonl").write_text(json.dumps({"id": input_id, "prompt": prompt}) + "\n",
+                                                       encoding="utf-8")
+        rows = read_task(d, "T2V")
+        expected = str(input_id)
+        if input_id_problem(expected) is None:
+            assert [(r["input_id"], r["error"]) for r in rows] == [(expected, None)]
+        else:
+            assert all(r["error"] for r in rows)
+
+
+# ------------------------------------------------------------------------------------------ rubrics
+
+def _field(valid, *more):
+    """Mostly a valid value, sometimes anything: rubrics that get past the first check too."""
+    return st.one_of(valid, valid, valid, json_values, *more)
+
+
+criteria = st.fixed_dictionaries({
+    "id": _field(st.sampled_from(["c1", "c2", "猫"]), names), "dimension": _field(st.integers(1, 22), st.integers()),
+    "criterion": _field(st.just("The ball rolls left.")), "type": _field(st.sampled_from(["hard", "soft", "HARD"])),
+    "importance": _field(st.sampled_from(["high", "medium", "low", "High"])), "scoring_rule": _field(st.just("0-10")),
+}, optional={
+    "fail_threshold": _field(st.floats(0, 10), st.floats()), "hard_cap": _field(st.sampled_from([2, 4, 6, None])),
+    "failure_modes": json_values, "derivable_from": _field(st.sampled_from(["prompt", "input_bundle"])),
+    "evidence_plan": st.one_of(json_values, st.fixed_dictionaries({"tool_sequence": st.lists(
+        st.fixed_dictionaries({"tool": names, "args": json_values}), max_size=3)}, optional={
+        "target_entity": json_values, "reference_source": json_values}))})
+rubrics = st.one_of(json_values, st.fixed_dictionaries({"criteria": st.one_of(st.lists(criteria, max_size=4), json_values)}),
+                    st.fixed_dictionaries({"rubric": st.fixed_dictionaries({"criteria": st.lists(criteria, max_size=3)})}))
+
+
+@SETTINGS
+@given(data=rubrics)
+def test_any_rubric_validates_or_is_a_rubric_error(data):
+    try:
+        rubric = parse_rubric(data, "r.json")
+    except RubricError as exc:
+        assert str(exc).startswith("r.json: invalid rubric: ")
+    else:
+        assert rubric.criteria and all(1 <= c.dimension <= 22 for c in rubric.criteria)
+        assert len({c.id for c in rubric.criteria}) == len(rubric.criteria)
+        rubric.content_hash()
+
+
+@SETTINGS
+@given(raw=st.one_of(st.binary(max_size=200), rubrics.map(lambda r: json.dumps(r).encode()),
+                     st.just(b"[" * 5000), st.just(b"\xef\xbb\xbf{}")))
+def test_any_rubric_file_loads_or_is_a_rubric_error(raw):
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "r.json"
+        p.write_bytes(raw)
+        try:
+            load_rubric_file(str(p))
+        except RubricError as exc:
+            assert str(p) in str(exc)
+
+
+@SETTINGS
+@given(input_id=names.filter(lambda s: input_id_problem(s) is None))
+def test_a_rubric_is_frozen_inside_the_bench_whatever_the_id(input_id):
+    from argus_dagster.rubric.offline import generate_offline
+
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        bench, frozen = root / "a" / "b" / "bench", root / "a" / "b" / "home"
+        (bench / "T2V").mkdir(parents=True)
+        inst = InputInstance(input_id, "A red ball rolls left.", content_hash="h")
+        before = _files(root)
+        rubric, source, *_ = resolve_rubric(inst, "T2V", bench, frozen, {"backend": "offline"}, generate_offline)
+        new = _files(root) - before
+        assert source == "generated" and new and all(_inside(p, bench / "T2V" / "rubrics") for p in new)
+        again, source2, *_ = resolve_rubric(inst, "T2V", bench, frozen, dict(rubric.generator), generate_offline)
+        assert source2 == "loaded" and again.content_hash() == rubric.content_hash()
+
+
+# ------------------------------------------------------------------------------------ model names
+
+model_names = st.one_of(names, st.text(alphabet="ab*?[]{}|,. -_\\", min_size=1, max_size=8))
+
+
+@SETTINGS
+@given(model=model_names)
+def test_an_acceptable_model_name_is_a_partition_key_and_a_literal_table_path(model):
+    """What a model name must survive: Dagster's multi-partition key string, and polars reading the
+    table stored under ``<asset>/<model>/<task>.parquet`` (a path it treats as a glob)."""
+    import dagster as dg
+    import polars as pl
+
+    from assets.partitions import task_model_partitions
+
+    if model_name_problem(model) is not None:
+        return
+    key = dg.MultiPartitionKey({"task": "T2V", "model": model})
+    assert task_model_partitions.get_partition_key_from_str(str(key)).keys_by_dimension == {"task": "T2V",
+                                                                                            "model": model}
+    with tempfile.TemporaryDirectory() as d:
+        for i, folder in enumerate([model, model + "x", "ab", "a", "b", "x" + model]):
+            if is_single_component(folder) and not (Path(d) / folder).exists():
+                (Path(d) / folder).mkdir()
+                pl.DataFrame({"model": [folder], "i": [i]}).write_parquet(Path(d) / folder / "T2V.parquet")
+        got = pl.read_parquet(Path(d) / model / "T2V.parquet")
+        assert got["model"].to_list() == [model]
