@@ -16,6 +16,7 @@ from ..evidence.vocabulary import TOOL_SPECS
 from ..instances import InputInstance
 from ..media import RUBRIC_POLICY, MediaError, VideoReader, load_image
 from ..vlm import CallStats, ParseError, VlmClient, VlmError, chat_json, extract_json
+from .lenient import read_rubric
 from .schema import Rubric, RubricError, parse_rubric
 from .taxonomy import DIMENSIONS, applicable
 
@@ -233,8 +234,10 @@ class _Invalid(ParseError):
 
 
 class _Validator:
-    """Schema and rule validation of each answer. The schema must hold; a rule broken in the last
-    answer is accepted (post-processing and plan normalization repair what they can) and recorded."""
+    """Schema and rule validation of each answer. Before the last answer, any failure is sent back
+    for repair. The last answer is read the way a loaded rubric is (:mod:`.lenient`: coerced where the
+    meaning is obvious, unreadable criteria left out), and a rule it still breaks is accepted
+    (post-processing and plan normalization repair what they can); both are recorded."""
 
     def __init__(self, inst: InputInstance, attempts: int):
         self.inst = inst
@@ -244,11 +247,17 @@ class _Validator:
     def __call__(self, text: str) -> Rubric:
         self.left -= 1
         data = extract_json(text)
+        coerced: list[str] = []
         try:
             rubric = parse_rubric(data)
         except RubricError as exc:
-            raise _Invalid(exc.problems) from None
-        problems = rule_problems(rubric, self.inst)
+            if self.left > 0:
+                raise _Invalid(exc.problems) from None
+            try:
+                rubric, coerced = read_rubric(data)
+            except RubricError:
+                raise _Invalid(exc.problems) from None
+        problems = [f"read leniently: {c}" for c in coerced] + rule_problems(rubric, self.inst)
         if problems and self.left > 0:
             raise _Invalid(problems)
         self.accepted_problems = problems

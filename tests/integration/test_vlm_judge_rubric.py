@@ -258,3 +258,17 @@ def test_a_rule_still_broken_after_the_repair_is_accepted_and_recorded(server, c
     server.queue(Scripted(content=json.dumps(bad)), Scripted(content=json.dumps(bad)))
     rubric = generate_with_vlm(instance("T2V", media), client)
     assert rubric.generator["rule_problems"] == ["rubric: 3 hard criteria; at most 2 (make the others soft)"]
+
+
+def test_a_last_answer_with_loose_fields_is_read_leniently_and_recorded(server, client, media):
+    bad = rubric_for("T2V")
+    bad["criteria"][1]["importance"] = "urgent"
+    bad["criteria"][2]["hard_cap"] = "6"
+    server.queue(Scripted(content=json.dumps(bad)), Scripted(content=json.dumps(bad)))
+    rubric = generate_with_vlm(instance("T2V", media), client)
+    assert rubric.criterion("action").importance == "medium" and rubric.criterion("temporal_quality").hard_cap == 6
+    assert len(server.requests) == 2
+    problems = rubric.generator["rule_problems"]
+    assert any(p.startswith("read leniently: criterion 'action' field 'importance'") for p in problems)
+    # a soft criterion with a cap breaks a rule: recorded too
+    assert "criterion 'temporal_quality' field 'hard_cap': a soft criterion has hard_cap null" in problems
