@@ -13,7 +13,7 @@ three are computed side by side:
 - FIRM-Video: Check Before You Score (``001_a78e89d3e52e635c.txt``, "Data Balance and Evaluation
   Metrics", the benchmark comparison and Table 4): MAE, the STD of the absolute errors, exact accuracy and relaxed
   accuracy (within one rating level) after the evaluator's score is put on the human rating scale,
-  and SRCC.
+  and SRCC; and (§4.3) preference accuracy over pairs within a prompt, ties within 0.5.
 
 Global figures (all videos pooled) sit beside the within-input ones, and the main figures carry
 percentile-bootstrap 95% intervals that resample *inputs* (a prompt's candidates stay together, since
@@ -227,6 +227,45 @@ def pairwise_accuracy(pred: np.ndarray, human: np.ndarray, groups: Iterable) -> 
     return (credit / total if total else float("nan")), total
 
 
+def preference_counts(pred: np.ndarray, human: np.ndarray, tie_tolerance: float = 0.5,
+                      pred_tie_tolerance: float | None = None) -> tuple[float, int]:
+    """(credit, pairs) over all unordered pairs of one group, with FIRM-Video's preference rules.
+
+    Each side's preference of a pair is "first", "second" or a tie, a tie being a difference within
+    ``tie_tolerance`` (0.5 in the seed's protocol; ``pred_tie_tolerance`` for the evaluator when its
+    scale differs). A correct preference earns 1; a tie that the evaluator also calls a tie earns 0.5
+    (the seed: "Correct predictions receive a score of 1 for preference pairs and 0.5 for tie pairs");
+    anything else 0. Source: FIRM-Video §4.3 (MJ-Bench-Video, preference accuracy with ties).
+    """
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    n = len(p)
+    if n < 2:
+        return 0.0, 0
+    pt = tie_tolerance if pred_tie_tolerance is None else pred_tie_tolerance
+    iu = np.triu_indices(n, k=1)
+    dp = (p[:, None] - p[None, :])[iu]
+    dh = (h[:, None] - h[None, :])[iu]
+    sp = np.where(np.abs(dp) <= pt + 1e-9, 0.0, np.sign(dp))
+    sh = np.where(np.abs(dh) <= tie_tolerance + 1e-9, 0.0, np.sign(dh))
+    credit = np.where(sh == sp, np.where(sh == 0, 0.5, 1.0), 0.0)
+    return float(credit.sum()), int(len(credit))
+
+
+def preference_accuracy(pred: np.ndarray, human: np.ndarray, groups: Iterable, tie_tolerance: float = 0.5,
+                        pred_tie_tolerance: float | None = None) -> tuple[float, int]:
+    """FIRM-Video's preference accuracy over pairs within a prompt (:func:`preference_counts`),
+    pooled over groups; (accuracy, pairs), NaN when no group has two candidates."""
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    credit, total = 0.0, 0
+    for idx in _groups(groups):
+        c, t = preference_counts(p[idx], h[idx], tie_tolerance, pred_tie_tolerance)
+        credit += c
+        total += t
+    return (credit / total if total else float("nan")), total
+
+
 def within_input_values(pred: np.ndarray, human: np.ndarray, groups: Iterable,
                         corr=spearman) -> np.ndarray:
     """Per-input correlation across that input's candidates, for the inputs that count.
@@ -403,6 +442,7 @@ class AlignmentResult:
     n_within_inputs: int
     n_pairs: int
     calibration: str
+    preference_acc: float = float("nan")
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def row(self) -> dict:
@@ -431,7 +471,7 @@ def align(pred: np.ndarray, human: np.ndarray, groups: Iterable, *, evaluator: s
     n = len(p)
     if n == 0:
         return AlignmentResult(evaluator, dimension, 0, 0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
-                               0, 0, "none")
+                               0, 0, "none", nan)
     cal = fit_logistic4(p, h)
     pair_acc, n_pairs = pairwise_accuracy(p, h, g)
     wi_s, n_wi = within_input_correlation(p, h, g, spearman)
@@ -439,6 +479,8 @@ def align(pred: np.ndarray, human: np.ndarray, groups: Iterable, *, evaluator: s
     pr = pred_range or (float(p.min()), float(p.max()))
     hr = human_range or (float(h.min()), float(h.max()))
     errs = rating_errors(to_rating(p, pr, hr), h)
+    # Preferences are read on the human scale, so the 0.5 tie tolerance means the same on both sides.
+    pref_acc, _ = preference_accuracy(map_to_scale(p, pr, hr), h, g)
     intervals = bootstrap_intervals(p, h, g, n_boot=n_boot, seed=seed)
     return AlignmentResult(
         evaluator=evaluator, dimension=dimension, n_videos=n, n_inputs=len(set(g)),
@@ -446,14 +488,15 @@ def align(pred: np.ndarray, human: np.ndarray, groups: Iterable, *, evaluator: s
         plcc=pearson(cal.fitted, h) if cal.method != "constant" else nan, rmse=rmse(cal.fitted, h),
         pairwise_acc=pair_acc, within_input_srcc=wi_s, within_input_krcc=wi_k,
         mae=errs.mae, std_abs_err=errs.std_abs_err, accuracy=errs.accuracy, relaxed_accuracy=errs.relaxed_accuracy,
-        n_within_inputs=n_wi, n_pairs=n_pairs, calibration=cal.method, intervals=intervals)
+        n_within_inputs=n_wi, n_pairs=n_pairs, calibration=cal.method, preference_acc=pref_acc,
+        intervals=intervals)
 
 
 ALIGNMENT_COLUMNS = ["evaluator", "dimension", "n_videos", "n_inputs", "srcc", "krcc", "plcc", "rmse", "pairwise_acc",
                      "within_input_srcc", "within_input_krcc", "mae", "std_abs_err", "accuracy", "relaxed_accuracy",
                      "n_within_inputs", "n_pairs", "srcc_lo", "srcc_hi", "pairwise_acc_lo", "pairwise_acc_hi",
                      "within_input_srcc_lo", "within_input_srcc_hi", "within_input_krcc_lo", "within_input_krcc_hi",
-                     "calibration", "n_raters", "inter_rater_srcc"]
+                     "calibration", "preference_acc", "n_raters", "inter_rater_srcc"]
 _INT_COLS = {"n_videos", "n_inputs", "n_within_inputs", "n_pairs", "n_raters"}
 _STR_COLS = {"evaluator", "dimension", "calibration"}
 ALIGNMENT_SCHEMA = {c: (pl.String if c in _STR_COLS else pl.Int64 if c in _INT_COLS else pl.Float64)
@@ -577,6 +620,8 @@ columns:
   wi_srcc/krcc    within-input Spearman / Kendall, averaged over those inputs (VideoArgus), with interval
   mae, std        mean and standard deviation of the absolute error on the human scale (FIRM-Video)
   acc, acc±1      share of videos whose rounded score equals the human one, or is within one point
+  pref            FIRM-Video preference accuracy: pairs of one input, ties within 0.5 on the human scale,
+                  1 for a correct preference, 0.5 for a tie called a tie
   -               undefined (too few videos, or no spread)"""
 
 
@@ -588,7 +633,7 @@ def format_alignment(table: pl.DataFrame) -> str:
     dw = max(9, min(24, max(len(d) for d in table["dimension"].to_list())))
     head = (f"{'evaluator':<{ew}} {'dimension':<{dw}} {'videos':>6} {'inputs':>6} {'srcc':>6} {'srcc 95% CI':>15} "
             f"{'krcc':>6} {'plcc':>6} {'rmse':>6} {'pair':>6} {'wi_n':>5} {'wi_srcc':>7} {'wi_srcc 95% CI':>15} "
-            f"{'wi_krcc':>7} {'mae':>6} {'std':>6} {'acc':>6} {'acc±1':>6}")
+            f"{'wi_krcc':>7} {'mae':>6} {'std':>6} {'acc':>6} {'acc±1':>6} {'pref':>6}")
     lines = [head, "-" * len(head)]
     for r in table.iter_rows(named=True):
         lines.append(
@@ -596,5 +641,6 @@ def format_alignment(table: pl.DataFrame) -> str:
             f"{_f(r['srcc'])} {_ci(r['srcc_lo'], r['srcc_hi'])} {_f(r['krcc'])} {_f(r['plcc'])} {_f(r['rmse'])} "
             f"{_f(r['pairwise_acc'])} {r['n_within_inputs']:>5} {_f(r['within_input_srcc'], 7)} "
             f"{_ci(r['within_input_srcc_lo'], r['within_input_srcc_hi'])} {_f(r['within_input_krcc'], 7)} "
-            f"{_f(r['mae'])} {_f(r['std_abs_err'])} {_f(r['accuracy'])} {_f(r['relaxed_accuracy'])}")
+            f"{_f(r['mae'])} {_f(r['std_abs_err'])} {_f(r['accuracy'])} {_f(r['relaxed_accuracy'])} "
+            f"{_f(r.get('preference_acc'))}")
     return "\n".join(lines)

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from .files import WriteError, write_atomic
+from .settings import environment
 
 
 def cache_key(**parts: Any) -> str:
@@ -68,7 +68,7 @@ class S3Store:
             raise ValueError(f"cache location {uri!r}: expected s3://bucket/prefix")
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.location = uri
-        self._client = boto3.client("s3", endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
+        self._client = boto3.client("s3", endpoint_url=environment().get("ARGUS_S3_ENDPOINT_URL") or None)
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name

@@ -56,13 +56,19 @@ def _backbones(vlm_only: bool = False) -> str:
 
 def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = False) -> int:
     from .leaderboard import format_leaderboard
-    from .runner import run_all
+    from .runner import error_summary, row_errors, run_all
     from .settings import load_settings
 
     _print(_backbones(vlm_only))
     lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
+    summary = error_summary(row_errors(tasks, models))
+    if summary:
+        _print(summary)
+    if not int(lb["n_videos"].sum() or 0):
+        _print("\nno video could be scored: see the errors above")
+        return 1
     _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
     return 0
 
@@ -136,6 +142,19 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0 if table.height else 1
 
 
+def cmd_env(args: argparse.Namespace) -> int:
+    """Every setting the environment can give, and what this shell sets (secrets masked)."""
+    from .settings import VARIABLES, argus_home, environment
+
+    shown = environment().shown()
+    _print(f"ARGUS_HOME in effect: {argus_home()}\n")
+    width = max(len(n) for n in VARIABLES)
+    for name, what in VARIABLES.items():
+        value = shown.get(name)
+        _print(f"{name:<{width}}  {'= ' + value if value is not None else '(unset)'}\n{'':<{width}}  {what}")
+    return 0
+
+
 FORCE_HELP = ("re-materialize partitions that are up to date too (tool steps and judgments still come "
               "from the content cache)")
 
@@ -177,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
     al.add_argument("--out", help="write the table as CSV here")
     al.set_defaults(func=cmd_align)
+    en = sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")
+    en.set_defaults(func=cmd_env)
     args = p.parse_args(argv)
     return args.func(args)
 

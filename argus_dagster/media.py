@@ -105,13 +105,22 @@ class FramePool:
     ``budget_bytes``; a key decodes once even when several threads ask for it at the same time.
     """
 
-    def __init__(self, budget_bytes: int):
-        self.budget_bytes = budget_bytes
+    def __init__(self, budget_bytes: int | None = None):
+        self._budget = budget_bytes
         self._items: OrderedDict[tuple[str, str], Frames] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self.decodes = 0
+
+    @property
+    def budget_bytes(self) -> int:
+        """The given budget, else ``ARGUS_FRAME_POOL_MB`` (default 512) read when first needed."""
+        if self._budget is None:
+            from .settings import environment
+
+            self._budget = int(environment().number("ARGUS_FRAME_POOL_MB", 512, integer=False, minimum=0) * 2**20)
+        return self._budget
 
     def get(self, key: tuple[str, str], decode) -> Frames:
         with self._lock:
@@ -135,7 +144,13 @@ class FramePool:
             return frames
 
 
-FRAME_POOL = FramePool(int(float(os.environ.get("ARGUS_FRAME_POOL_MB", "512")) * 2**20))
+FRAME_POOL = FramePool()
+
+
+def _env(name: str) -> str:
+    from .settings import environment
+
+    return environment().get(name)
 
 
 def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
@@ -162,11 +177,11 @@ def local_path(uri: str, cache_dir: str | None = None) -> str:
         import boto3
 
         bucket, _, key = uri[5:].partition("/")
-        cache = Path(cache_dir or os.environ.get("ARGUS_MEDIA_CACHE") or tempfile.gettempdir())
+        cache = Path(cache_dir or _env("ARGUS_MEDIA_CACHE") or tempfile.gettempdir())
         target = s3_cache_path(uri, cache)
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            client = boto3.client("s3", endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
+            client = boto3.client("s3", endpoint_url=_env("ARGUS_S3_ENDPOINT_URL") or None)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident():x}.part")
             client.download_file(bucket, key, str(tmp))
             os.replace(tmp, target)

@@ -35,10 +35,10 @@ from typing import Callable, Iterator
 import dagster as dg
 import polars as pl
 
-from .bench import discover_models, task_dir
+from .bench import discover, task_dir
 from .cache import cache_key
 from .media import file_digest
-from .settings import load_settings
+from .settings import environment, load_settings
 from .vlm import request_priority
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -78,9 +78,32 @@ def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
         config.write_text(INSTANCE_YAML)
     configured = yaml.safe_load(config.read_text()) or {}
     overrides = {} if any(k in configured for k in _STORAGE_KEYS) else sqlite_storage_overrides(str(home))
+    config_filename = "dagster.yaml"
     if not capture_stdout:
         overrides.update(_NO_CAPTURE)
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
+        if set(configured) <= {"telemetry"}:
+            # An instance with settings reconfigures Python logging at the start of every run, which
+            # deadlocks runs that share a process. The telemetry switch is all the default file holds,
+            # so these runs read an empty file beside it. Dagster then notes step events in the local
+            # file $DAGSTER_HOME/logs/event.log; only a webserver or daemon whose instance has
+            # telemetry on sends that file, and theirs read dagster.yaml, where it is off.
+            config_filename = RUNS_YAML
+            (home / RUNS_YAML).write_text("# Read by argus evaluate's in-process runs; dagster.yaml is the instance's file.\n")
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), config_filename=config_filename,
+                                                            overrides=overrides))
+
+
+RUNS_YAML = "argus-runs.yaml"
+
+
+def shares_a_process() -> bool:
+    """Whether partition runs can share this process: not when the instance's dagster.yaml has
+    settings beyond telemetry (each run would reconfigure Python logging under the others)."""
+    import yaml
+
+    config = load_settings().dagster_home / "dagster.yaml"
+    configured = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
+    return set(configured) <= {"telemetry"}
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
@@ -122,10 +145,16 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     from assets.leaderboard import leaderboard
     from resources import resources_for
 
-    parallel = max(1, parallel or int(os.environ.get("ARGUS_PARALLEL_RUNS") or 5))
+    parallel = max(1, parallel or int(environment().number("ARGUS_PARALLEL_RUNS", 5, minimum=1)))
+    if parallel > 1 and not shares_a_process():
+        progress("dagster.yaml configures more than telemetry: partitions run one after another")
+        parallel = 1
     instance = instance or local_instance(capture_stdout=parallel == 1)
     settings = load_settings()
-    found = discover_models(settings.candidates_dir)
+    discovery = discover(settings.candidates_dir, settings.bench_dir)
+    for problem in discovery.problems:
+        progress(f"left out: {problem}")
+    found = discovery.models
     if models:
         unknown = sorted(set(models) - set(found))
         if unknown:
@@ -134,6 +163,10 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
     if not found:
         raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
+    sweep_dead_runs(instance, progress)
+    notice = pool_notice(instance)
+    if notice:
+        progress(notice)
     instance.add_dynamic_partitions("candidate_models", sorted(found))
     resources = resources_for(vlm_only=vlm_only or None)  # built now, so they follow this process's ARGUS_HOME
     # The partitioned checks run with the assets they guard; a failed one is reported, not fatal.
@@ -162,7 +195,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         with request_priority(urgency[task]):
             res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
                                  instance=instance, resources=resources, run_config=QUIET,
-                                 tags={"argus/launcher": "cli"})
+                                 tags=launcher_tags())
         _check(res, say)
         # Taken after the run: the rubrics it froze are part of the task's files. A rubric that could
         # not be written leaves the task untagged, so the next run tries again.
@@ -181,7 +214,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         with request_priority(urgency[task]):
             res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
                                  selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
-                                 resources=resources, run_config=QUIET, tags={"argus/launcher": "cli"})
+                                 resources=resources, run_config=QUIET, tags=launcher_tags())
         _check(res, say)
         meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
         retry = (meta["criterion_evidence"]["tool_steps_failed"].value
@@ -242,7 +275,136 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     return board
 
 
+def row_errors(tasks: list[str] | None = None, models: list[str] | None = None,
+               instance: dg.DagsterInstance | None = None) -> list[tuple[str, str, str]]:
+    """The row errors stored for the evaluated bench (the tasks and models given, else all)."""
+    from assets import ALL_ASSETS, ALL_CHECKS
+    from resources import resources_for
+
+    settings = load_settings()
+    found = discover(settings.candidates_dir, settings.bench_dir).models
+    if models:
+        found = {m: t for m, t in found.items() if m in models}
+    task_list = sorted(tasks or {t for ts in found.values() for t in ts})
+    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources_for())
+    return _row_errors(defs, instance or local_instance(), task_list, found)
+
+
+def _row_errors(defs: dg.Definitions, instance: dg.DagsterInstance, tasks: list[str],
+                found: dict[str, list[str]]) -> list[tuple[str, str, str]]:
+    """``(where, id, error)`` of every row with an error in the evaluated partitions, as stored."""
+    out: list[tuple[str, str, str]] = []
+
+    def stored(asset: str, key) -> pl.DataFrame | None:
+        if not instance.get_materialized_partitions(dg.AssetKey(asset)) & {str(key)}:
+            return None
+        return defs.load_asset_value(asset, partition_key=str(key), instance=instance)
+
+    for task in tasks:
+        seen = set()
+        for asset in ("input_instances", "rubrics"):
+            df = stored(asset, task)
+            for r in (df.filter(pl.col("error").is_not_null()).iter_rows(named=True) if df is not None else []):
+                if r["input_id"] not in seen:  # a bad input is also a rubric error: said once
+                    seen.add(r["input_id"])
+                    out.append((task, r["input_id"], r["error"]))
+        for model in sorted(m for m, ts in found.items() if task in ts):
+            df = stored("video_scores", dg.MultiPartitionKey({"task": task, "model": model}))
+            for r in (df.filter(pl.col("error").is_not_null()).iter_rows(named=True) if df is not None else []):
+                if r["input_id"] not in seen:
+                    out.append((f"{task} x {model}", r["input_id"], r["error"]))
+    return out
+
+
+def error_summary(errors: list[tuple[str, str, str]], first: int = 3) -> str:
+    """How many rows carry an error, of which kind (the text before its first colon), and the first few
+    of each kind with where they are and their ids; empty when there is none."""
+    if not errors:
+        return ""
+    kinds: dict[str, list[tuple[str, str, str]]] = {}
+    for where, iid, error in errors:
+        kinds.setdefault(error.split(":", 1)[0].strip()[:60] or "error", []).append((where, iid, error))
+    lines = [f"\n{len(errors)} row{'s' if len(errors) != 1 else ''} with an error (they are not scored; "
+             "the rest are):"]
+    for kind, rows in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"  {len(rows)} x {kind}")
+        for where, iid, error in rows[:first]:
+            lines.append(f"      {where} {iid!r}: {error[:160]}")
+        if len(rows) > first:
+            lines.append(f"      ... and {len(rows) - first} more")
+    return "\n".join(lines)
+
+
 FINGERPRINT_TAG = "argus/fingerprint"
+PROCESS_TAG = "argus/process"  # host:pid:start of the process that executes a CLI run
+IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
+
+
+def _process_id(pid: int | None = None) -> str:
+    """``host:pid:start``: the start time (in clock ticks since boot) tells a reused pid apart."""
+    import socket
+
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def _start_ticks(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def launcher_tags() -> dict[str, str]:
+    return {"argus/launcher": "cli", PROCESS_TAG: _process_id()}
+
+
+def _alive(process: str) -> bool:
+    import socket
+
+    host, _, rest = process.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's run: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return start in ("?", _start_ticks(int(pid)))
+
+
+def sweep_dead_runs(instance: dg.DagsterInstance, progress: Callable[[str], None] = print) -> list[str]:
+    """Runs this CLI started in a process that is gone (killed, out of memory) are marked failed and
+    give back the concurrency-pool slots they held, so no later run waits on them forever.
+
+    A run launched by the daemon or the UI is watched by Dagster's run monitoring instead.
+    """
+    swept = []
+    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={"argus/launcher": "cli"})):
+        run = record.dagster_run
+        process = run.tags.get(PROCESS_TAG)
+        if process is None or _alive(process):
+            continue
+        instance.report_run_failed(run, message=f"the process that ran it ({process}) is gone; argus evaluate "
+                                                "marked it failed and freed its pool slots")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        swept.append(run.run_id)
+        progress(f"run {run.run_id[:8]} was left started by a process that is gone: marked failed, pool slots freed")
+    return swept
+
+
+def pool_notice(instance: dg.DagsterInstance, pool: str = "gpu") -> str | None:
+    """What a run about to take ``pool`` waits for, when every slot is held by another run."""
+    if pool not in instance.event_log_storage.get_concurrency_keys():
+        return None
+    info = instance.event_log_storage.get_concurrency_info(pool)
+    if info.slot_count <= 0 or len(info.claimed_slots) < info.slot_count:
+        return None
+    holders = sorted({c.run_id[:8] for c in info.claimed_slots})
+    return (f"the {pool!r} pool's {info.slot_count} slot(s) are held by run(s) {', '.join(holders)}: "
+            "this run's evidence step waits for them")
 
 
 def evaluator_identity(resources: dict) -> dict:

@@ -42,8 +42,9 @@ class Settings:
 def find_home(start: Path | None = None) -> Path | None:
     """``ARGUS_HOME``, else the nearest ``.argus`` folder in ``start`` (the working directory) or a
     parent of it; None when there is none."""
-    if os.environ.get("ARGUS_HOME"):
-        return Path(os.environ["ARGUS_HOME"]).expanduser().resolve()
+    env = environment()
+    if env.get("ARGUS_HOME"):
+        return Path(env.get("ARGUS_HOME")).expanduser().resolve()
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / ".argus").is_dir():
@@ -62,8 +63,9 @@ def load_settings() -> Settings:
     cfg = home / "argus.json"
     if cfg.is_file():
         recorded = json.loads(cfg.read_text())
-    bench = os.environ.get("ARGUS_BENCH_DIR") or recorded.get("bench_dir") or str(home / "bench")
-    cands = os.environ.get("ARGUS_CANDIDATES_DIR") or recorded.get("candidates_dir") or str(home / "candidates")
+    env = environment()
+    bench = env.get("ARGUS_BENCH_DIR") or recorded.get("bench_dir") or str(home / "bench")
+    cands = env.get("ARGUS_CANDIDATES_DIR") or recorded.get("candidates_dir") or str(home / "candidates")
     return Settings(home, Path(bench).expanduser().resolve(), Path(cands).expanduser().resolve())
 
 
@@ -75,3 +77,97 @@ def record_active_bench(bench_dir: str | Path, candidates_dir: str | Path) -> No
         "bench_dir": str(Path(bench_dir).expanduser().resolve()),
         "candidates_dir": str(Path(candidates_dir).expanduser().resolve()),
     }, indent=2))
+
+
+# ------------------------------------------------------------------------------------ the environment
+
+# Every ARGUS_* variable the project reads, with what it sets. `environment()` is the one place that
+# reads them (resources, sensors, schedules and the CLI take their values from it), so a setting is
+# never read in two ways; `argus env` prints them.
+VARIABLES: dict[str, str] = {
+    "ARGUS_HOME": "the folder that holds all state (default: the nearest .argus, as git finds its repository)",
+    "ARGUS_ENV": "the resource set: local (default), gpu or aws",
+    "ARGUS_BENCH_DIR": "the bench folder (default: the one argus evaluate recorded, else $ARGUS_HOME/bench)",
+    "ARGUS_CANDIDATES_DIR": "the candidate store (default: as recorded, else $ARGUS_HOME/candidates)",
+    "ARGUS_VLM_BASE_URL": "the judge's OpenAI-compatible endpoint(s), comma-separated",
+    "ARGUS_VLM_MODEL": "the judge's model name",
+    "ARGUS_VLM_API_KEY": "the judge endpoint's key (never stored or shown)",
+    "ARGUS_VLM_PATH": "a local vision-language model folder for the judge",
+    "ARGUS_VLM_DEVICE": "the local judge model's device (cpu, cuda)",
+    "ARGUS_VLM_CONCURRENCY": "requests in flight per judge endpoint (default 8)",
+    "ARGUS_VLM_TIMEOUT_S": "seconds per judge request (default 120)",
+    "ARGUS_VLM_MAX_RETRIES": "retries per judge request (default 5)",
+    "ARGUS_VLM_ONLY": "1: the VLM-only ablation (every plan one vlm_qa)",
+    "ARGUS_RUBRIC_BASE_URL": "the rubric generator's endpoint(s); unset: the judge's whole configuration",
+    "ARGUS_RUBRIC_MODEL": "the rubric generator's model name",
+    "ARGUS_RUBRIC_API_KEY": "the rubric endpoint's key (never stored or shown)",
+    "ARGUS_RUBRIC_PATH": "a local vision-language model folder for the rubric generator",
+    "ARGUS_RUBRIC_DEVICE": "its device",
+    "ARGUS_RUBRIC_CONCURRENCY": "requests in flight per rubric endpoint (default 8)",
+    "ARGUS_RUBRIC_TIMEOUT_S": "seconds per rubric request (default 120)",
+    "ARGUS_RUBRIC_MAX_RETRIES": "retries per rubric request (default 5)",
+    "ARGUS_MODELS_DIR": "the folder of model weights (dino/, detector/, depth/, aesthetic/, easyocr/)",
+    "ARGUS_DEVICE": "the tools' device (default cpu; cuda with ARGUS_ENV=gpu)",
+    "ARGUS_OCR_BACKEND": "rapidocr (default) or easyocr",
+    "ARGUS_WEB_SEARCH_URL": "an image search endpoint for web_search (off unless the key is set too)",
+    "ARGUS_WEB_SEARCH_KEY": "its key (never stored or shown)",
+    "ARGUS_CACHE": "the content cache: a folder, s3://bucket/prefix, or off (default $ARGUS_HOME/cache)",
+    "ARGUS_S3_ENDPOINT_URL": "an S3-compatible endpoint (MinIO, a test server)",
+    "ARGUS_S3_BUCKET": "the aws environment's bucket for tables (default argus)",
+    "ARGUS_S3_PREFIX": "the aws environment's key prefix for tables (default storage)",
+    "ARGUS_MEDIA_CACHE": "where s3:// media are downloaded (default the system's temporary folder)",
+    "ARGUS_FRAME_POOL_MB": "decoded frames kept per process, in MB (default 512)",
+    "ARGUS_TOOL_THREADS": "compute-bound tools running at once per process (default the CPU count)",
+    "ARGUS_PARALLEL_RUNS": "partition runs argus evaluate runs at once (default 5)",
+    "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
+}
+
+
+class SettingError(ValueError):
+    """A variable whose value cannot be used; the message names it and what it expects."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The ARGUS_* variables of this process, read and checked once per call of :func:`environment`."""
+
+    values: dict
+
+    def get(self, name: str, default: str = "") -> str:
+        if name not in VARIABLES:
+            raise KeyError(f"{name} is not a documented setting (see settings.VARIABLES)")
+        return self.values.get(name) or default
+
+    def number(self, name: str, default: float, *, integer: bool = True, minimum: float | None = None) -> float:
+        raw = self.get(name)
+        if not raw:
+            return default
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            kind = "a whole number" if integer else "a number"
+            raise SettingError(f"{name}={raw!r}: expected {kind}") from None
+        if minimum is not None and value < minimum:
+            raise SettingError(f"{name}={value}: must be at least {minimum:g}")
+        return value
+
+    def flag(self, name: str) -> bool:
+        return self.get(name).strip().lower() in ("1", "true", "yes", "on")
+
+    def shown(self) -> dict[str, str]:
+        """The variables that are set, secrets and credentials masked (for ``argus env``)."""
+        from .vlm import redact_urls
+
+        out = {}
+        for name in VARIABLES:
+            value = self.values.get(name)
+            if not value:
+                continue
+            out[name] = "***" if name.endswith("_KEY") else redact_urls(value) if name.endswith("_URL") else value
+        return out
+
+
+def environment() -> Environment:
+    """The documented ARGUS_* variables as set now (read at each call, so a test or a CLI flag that
+    sets one before building resources is seen)."""
+    return Environment({name: os.environ[name] for name in VARIABLES if os.environ.get(name)})

@@ -16,31 +16,24 @@ running is not requested again.
 """
 
 
-import os
 
 import dagster as dg
 
 from argus_dagster.candidate_store import partition_hashes, scan
+from argus_dagster.settings import environment
 from resources.bench import BenchResource
 
 from . import CANDIDATE_ASSETS
 from .candidates import video_scores
 from .inputs import rubrics
 from .lineage import latest_record
-from .sensors import CANDIDATE_KEYS, open_store, recorded_hashes, store_location
+from .sensors import CANDIDATE_KEYS, JUDGE_TAGS, open_store, recorded_hashes, store_location
 
 CODE_VERSION_TAG = "dagster/code_version"
 
 
 def max_partitions() -> int:
-    raw = os.environ.get("ARGUS_RECONCILE_MAX_PARTITIONS", "100")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"ARGUS_RECONCILE_MAX_PARTITIONS={raw!r}: expected a whole number of partitions") from None
-    if value < 1:
-        raise ValueError(f"ARGUS_RECONCILE_MAX_PARTITIONS={value}: must be at least 1")
-    return value
+    return int(environment().number("ARGUS_RECONCILE_MAX_PARTITIONS", 100, minimum=1))
 
 
 def partition_status(instance: dg.DagsterInstance, task: str, model: str, hashes: dict[str, str]) -> str | None:
@@ -106,7 +99,8 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
     if waiting:  # a schedule targets one partitions definition: the sensor materializes rubrics
         context.log.info(f"tasks {sorted(waiting)} have no rubrics yet; candidate_store_sensor requests them first")
     requests = [dg.RunRequest(run_key=None, asset_selection=CANDIDATE_KEYS,
-                               partition_key=dg.MultiPartitionKey({"task": t, "model": m}), tags={TAG: "nightly_reconcile"})
+                               partition_key=dg.MultiPartitionKey({"task": t, "model": m}),
+                               tags={TAG: "nightly_reconcile", **JUDGE_TAGS})
                  for t, m in chosen]
     if not requests:
         n = sum(len(t) for t in result.models.values())

@@ -19,13 +19,12 @@ re-score what is already scored.
 
 import hashlib
 import json
-import os
 import time
 
 import dagster as dg
 
 from argus_dagster.candidate_store import LocalCandidateStore, S3CandidateStore, partition_hashes, scan
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import environment, load_settings
 from resources.bench import BenchResource
 
 from . import CANDIDATE_ASSETS, TASK_ASSETS
@@ -35,13 +34,16 @@ from .lineage import latest_record, stored_table
 CANDIDATE_KEYS = [a.key for a in CANDIDATE_ASSETS]
 TASK_KEYS = [a.key for a in TASK_ASSETS]
 CURSOR_VERSION = 1
+# Candidate runs call the judge: a run queue's `tag_concurrency_limits` on this tag bounds how many
+# share its endpoints at once (deploy/aws/dagster.yaml).
+JUDGE_TAGS = {"argus/judge": "1"}
 
 
 def open_store(location: str):
     """The candidate store at a local folder or an ``s3://bucket/prefix``."""
     if location.startswith("s3://"):
         bucket, _, prefix = location[len("s3://"):].partition("/")
-        return S3CandidateStore(bucket, prefix, endpoint_url=os.environ.get("ARGUS_S3_ENDPOINT_URL") or None)
+        return S3CandidateStore(bucket, prefix, endpoint_url=environment().get("ARGUS_S3_ENDPOINT_URL") or None)
     return LocalCandidateStore(location)
 
 
@@ -75,7 +77,7 @@ def candidate_run_request(task: str, model: str, hashes: dict[str, str], launche
     digest = hashlib.sha256(json.dumps(sorted(hashes.items())).encode()).hexdigest()[:16]
     return dg.RunRequest(run_key=f"{task}/{model}/{digest}/{seq}", asset_selection=CANDIDATE_KEYS,
                          partition_key=dg.MultiPartitionKey({"task": task, "model": model}),
-                         tags={"argus/launcher": launcher})
+                         tags={"argus/launcher": launcher, **JUDGE_TAGS})
 
 
 @dg.sensor(name="candidate_store_sensor", asset_selection=CANDIDATE_KEYS + TASK_KEYS, minimum_interval_seconds=60,

@@ -5,11 +5,10 @@
 """
 
 
-import os
 
 from dagster_polars import PolarsParquetIOManager
 
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import environment, load_settings
 
 from .bench import BenchResource
 from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
@@ -21,12 +20,13 @@ ENVIRONMENTS = ("local", "gpu", "aws")
 
 def resources_for(env: str | None = None, vlm_only: bool | None = None) -> dict:
     """The resources of one environment; ``vlm_only`` None: as ``ARGUS_VLM_ONLY`` says."""
-    env = env or os.environ.get("ARGUS_ENV", "local")
+    variables = environment()
+    env = env or variables.get("ARGUS_ENV", "local")
     if env not in ENVIRONMENTS:
         raise ValueError(f"ARGUS_ENV={env!r}: expected one of {ENVIRONMENTS}")
     settings = load_settings()
     if vlm_only is None:
-        vlm_only = os.environ.get("ARGUS_VLM_ONLY", "") in ("1", "true", "yes")
+        vlm_only = variables.flag("ARGUS_VLM_ONLY")
     common = {
         "bench": BenchResource(),
         "rubric_generator": RubricGeneratorResource(),
@@ -47,8 +47,8 @@ def resources_for(env: str | None = None, vlm_only: bool | None = None) -> dict:
     return {**common,
             "tools": tools_from_env("cpu", vlm_only=vlm_only),
             "io_manager": PolarsParquetIOManager(
-                base_dir=f"s3://{os.environ.get('ARGUS_S3_BUCKET', 'argus')}/{os.environ.get('ARGUS_S3_PREFIX', 'storage')}",
-                storage_options={"endpoint_url": {"env": "ARGUS_S3_ENDPOINT_URL"}} if os.environ.get("ARGUS_S3_ENDPOINT_URL") else None,
+                base_dir=f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'storage')}",
+                storage_options={"endpoint_url": {"env": "ARGUS_S3_ENDPOINT_URL"}} if variables.get("ARGUS_S3_ENDPOINT_URL") else None,
             )}
 
 

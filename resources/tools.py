@@ -8,14 +8,13 @@ limit the pool constrains nothing, so CPU runs are unaffected).
 """
 
 
-import os
 
 import dagster as dg
 
 from argus_dagster.memo import once_per_key
 from argus_dagster.cache import ContentCache
 from argus_dagster.evidence.tools.registry import OCR_BACKENDS, ToolSuite, model_suite
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import environment, load_settings
 
 
 @once_per_key(maxsize=4)
@@ -65,10 +64,10 @@ class ToolsResource(dg.ConfigurableResource):
 def tools_from_env(device: str, vlm_only: bool = False) -> ToolsResource:
     """The tools resource from ``ARGUS_MODELS_DIR``, ``ARGUS_DEVICE`` (overrides ``device``),
     ``ARGUS_OCR_BACKEND``, ``ARGUS_WEB_SEARCH_URL``, ``ARGUS_WEB_SEARCH_KEY`` and ``ARGUS_CACHE``."""
-    env = os.environ.get
+    env = environment().get
     # dg.EnvVar keeps the key's value out of the run config the UI shows and the instance stores.
     key = dg.EnvVar("ARGUS_WEB_SEARCH_KEY") if env("ARGUS_WEB_SEARCH_KEY") else ""
-    return ToolsResource(device=env("ARGUS_DEVICE") or device, models_dir=env("ARGUS_MODELS_DIR", ""),
-                         web_search_url=env("ARGUS_WEB_SEARCH_URL", ""), web_search_key=key,
+    return ToolsResource(device=env("ARGUS_DEVICE") or device, models_dir=env("ARGUS_MODELS_DIR"),
+                         web_search_url=env("ARGUS_WEB_SEARCH_URL"), web_search_key=key,
                          ocr_backend=env("ARGUS_OCR_BACKEND") or "rapidocr", vlm_only=vlm_only,
-                         cache_dir=env("ARGUS_CACHE", ""))
+                         cache_dir=env("ARGUS_CACHE"))

@@ -11,6 +11,7 @@ import os
 import dagster as dg
 
 from argus_dagster.memo import once_per_key
+from argus_dagster.settings import environment
 from argus_dagster.vlm import OpenAICompatibleClient, TransformersClient, VlmClient, redact_urls
 
 BACKENDS = ("none", "openai", "transformers")
@@ -78,14 +79,16 @@ def vlm_from_env(prefix: str = "ARGUS_VLM", fallback: str | None = None) -> VlmR
     When neither is set, the whole configuration is ``fallback``'s: a key is never sent to an endpoint
     other than the one it was given for.
     """
-    if fallback and not (os.environ.get(f"{prefix}_BASE_URL") or os.environ.get(f"{prefix}_PATH")):
+    env = environment()
+    if fallback and not (env.get(f"{prefix}_BASE_URL") or env.get(f"{prefix}_PATH")):
         prefix = fallback
 
     def get(name: str) -> str:
-        return os.environ.get(f"{prefix}_{name}", "")
+        return env.get(f"{prefix}_{name}")
 
-    common = dict(concurrency=int(get("CONCURRENCY") or 8), timeout_s=float(get("TIMEOUT_S") or 120),
-                  max_retries=int(get("MAX_RETRIES") or 5))
+    common = dict(concurrency=int(env.number(f"{prefix}_CONCURRENCY", 8, minimum=1)),
+                  timeout_s=env.number(f"{prefix}_TIMEOUT_S", 120.0, integer=False, minimum=0),
+                  max_retries=int(env.number(f"{prefix}_MAX_RETRIES", 5, minimum=0)))
     if get("BASE_URL"):
         # dg.EnvVar keeps the key's value out of the run config the UI shows.
         key = dg.EnvVar(f"{prefix}_API_KEY") if get("API_KEY") else ""

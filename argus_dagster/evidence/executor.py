@@ -27,7 +27,19 @@ from .vocabulary import DERIVED_MEDIA, TOOL_SPECS, crop_id_for
 # Tools that compute (on the CPU, or a device) run at most this many at once in a process, however
 # many criteria run concurrently: more than the cores only adds memory, each holding its own float
 # copies of the frames. Tools that wait on the network (a VLM, a search API) do not take a slot.
-TOOL_SLOTS = threading.BoundedSemaphore(max(1, int(os.environ.get("ARGUS_TOOL_THREADS") or os.cpu_count() or 1)))
+_SLOTS: list[threading.BoundedSemaphore] = []
+_SLOTS_LOCK = threading.Lock()
+
+
+def tool_slots() -> threading.BoundedSemaphore:
+    """The process's slots (``ARGUS_TOOL_THREADS``, default the CPU count), made on first use."""
+    with _SLOTS_LOCK:
+        if not _SLOTS:
+            from ..settings import environment
+
+            n = int(environment().number("ARGUS_TOOL_THREADS", os.cpu_count() or 1, minimum=1))
+            _SLOTS.append(threading.BoundedSemaphore(n))
+        return _SLOTS[0]
 WAITING_TOOLS = frozenset({"vlm_qa", "web_search"})
 
 
@@ -64,7 +76,7 @@ def _run_step(step: dict[str, Any], media: MediaStore, tools: ToolSuite) -> dict
         if missing:
             result = {"ok": False, "error": f"media {missing} not available for this candidate"}
         else:
-            with nullcontext() if name in WAITING_TOOLS else TOOL_SLOTS:
+            with nullcontext() if name in WAITING_TOOLS else tool_slots():
                 result = tool.run(args, media)
             if name == "crop_compare" and result.get("ok"):
                 result.setdefault("registered", crop_id_for(args.get("crop_from", "output_video")))

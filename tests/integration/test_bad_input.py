@@ -126,3 +126,32 @@ def test_failed_evidence_is_not_cached(tmp_path):
     assert [r["n_ok"] for r in rows] == [0, 1]
     again = collect_evidence(inst, rubric, str(tmp_path / "out.mp4"), embedded_suite(), cache=cache, video_sha256="v")
     assert {r["criterion_id"]: r["cache_hit"] for r in again} == {"change": False, "stable": True}
+
+
+def test_the_cli_ends_with_a_summary_of_row_errors_and_fails_only_when_nothing_is_scored(tmp_path, monkeypatch, capsys):
+    from argus_dagster.cli import main
+
+    bench, cands = tmp_path / "bench", tmp_path / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    rows = [{"id": f"v{i}", "prompt": f"A textured pattern slides to the left, take {i}."} for i in range(3)]
+    (bench / "T2V" / "manifest.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"id": "broken", "prompt": \n')
+    write_video(cands / "T2V" / "m" / "v0.mp4", _clip(0), 12)
+    (cands / "T2V" / "m" / "v1.mp4").write_bytes(b"")  # zero bytes; v2 missing
+    (cands / "t2v_extra").mkdir()  # no task: left out, and said so
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    assert main(["evaluate", "--bench", str(bench), "--candidates", str(cands)]) == 0
+    out = capsys.readouterr().out
+    assert "left out: " in out and "t2v_extra: not a task folder" in out
+    summary = out[out.index("rows with an error"):]
+    assert summary.startswith("rows with an error (they are not scored; the rest are):")
+    assert "'v1'" in summary and "'v2'" in summary and "missing" in summary
+    assert "line 4" in summary  # the broken manifest line, with where it is
+
+    # Nothing scorable at all: the run says so and fails.
+    empty = tmp_path / "cands2"
+    (empty / "T2V" / "m").mkdir(parents=True)
+    (empty / "T2V" / "m" / "v0.mp4").write_bytes(b"")
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home2"))
+    assert main(["evaluate", "--bench", str(bench), "--candidates", str(empty)]) == 1
+    assert "no video could be scored" in capsys.readouterr().out

@@ -1,8 +1,9 @@
 """A small OpenAI-compatible chat-completions server on loopback, with latency and faults the test sets.
 
-It answers the three kinds of request the project makes, told apart by their system prompt: rubric
+It answers the kinds of request the project makes, told apart by their system prompt: rubric
 generation (a valid rubric for the task named in the request, written here from a template, not by
-the project's code), criterion judging (a score and a rationale) and ``vlm_qa`` (a short answer).
+the project's code), criterion judging (a score and a rationale), ``vlm_qa`` (a short answer) and
+the six FIRM-Video requests (:func:`firm_answer`).
 A test can queue scripted replies (status, body, headers, delay) that are served first, and set a
 fixed latency (the time from receiving a request to answering it) and random rates of 500s and
 unparseable answers, and hold every request after the next N until released (to stop a client
@@ -60,8 +61,23 @@ def n_images(body: dict) -> int:
                for p in m["content"] if p.get("type") == "image_url")
 
 
+# FIRM-Video request kinds, told apart by the opening words of their system prompts.
+FIRM_KINDS = {
+    "You decompose a video-generation prompt": "firm_if_plan",
+    "You verify requirements of a video-generation prompt": "firm_if_verify",
+    "You ground a generated video": "firm_wc_ground",
+    "You write verification questions": "firm_wc_questions",
+    "You inspect a video for violations": "firm_wc_verify",
+    "You inspect a video for perceptual defects": "firm_pq",
+    "You turn the verified decisions of a video evaluation": "firm_rationale",
+}
+
+
 def kind_of(body: dict) -> str:
     text = request_text(body)
+    for opening, kind in FIRM_KINDS.items():
+        if opening in text:
+            return kind
     if "You write evaluation rubrics" in text:
         return "rubric"
     if "criterion judge" in text:
@@ -122,8 +138,56 @@ def judge_score(body: dict) -> int:
     return 3 + digest[0] % 8
 
 
+def _digest(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).digest()[:4], "big")
+
+
+def firm_answer(kind: str, body: dict) -> str:
+    """Deterministic FIRM-Video answers written here from the request's own text: the planner splits the
+    prompt at commas and "and"; verifiers answer every id listed in the request (yes or no from a hash
+    of the id and the number of frames, so different videos get different verdicts)."""
+    text = request_text(body)
+    if kind == "firm_if_plan":
+        m = re.search(r"^Prompt: (.*)$", text, re.M)
+        clauses = [c.strip() for c in re.split(r",| and ", m.group(1) if m else "a video") if c.strip()]
+        return json.dumps({"requirements": [
+            {"question": f"Does the video show {c}?", "importance": 5 if i == 0 else 1 + _digest(c) % 5,
+             "aspect": "subject" if i == 0 else "attribute"} for i, c in enumerate(clauses)]})
+    # Ids and targets are read from the listing the request carries (after its label), not from the
+    # format example of the system prompt.
+    listing = re.split(r"^(?:Checklist|Questions|Targets|Defect checklist):$", text, flags=re.M)[-1]
+    ids = re.findall(r'"id": "([^"]+)"', listing)
+    if kind in ("firm_if_verify", "firm_wc_verify"):
+        yes = "present" if kind == "firm_if_verify" else "violation seen"
+        return json.dumps({"answers": [
+            {"id": i, "answer": "yes" if _digest(i, n_images(body), kind) % 3 else "no",
+             "evidence": f"{i}: {yes if _digest(i, n_images(body), kind) % 3 else 'not seen'} in frame 2"}
+            for i in ids]})
+    if kind == "firm_wc_ground":
+        return json.dumps({"scene_summary": f"A scene shown in {n_images(body)} frames.",
+                           "entities": [{"name": "main subject", "importance": 5}, {"name": "background", "importance": 2}],
+                           "actions": [{"name": "main subject moves", "importance": 4}]})
+    if kind == "firm_wc_questions":
+        names = re.findall(r'"target": "([^"]+)"', listing)
+        return json.dumps({"targets": [{"target": n, "questions": [
+            {"question": f"Does {n} change shape or identity?", "aspect": "temporal_consistency"},
+            {"question": f"Is {n} deformed?", "aspect": "structure"}]} for n in names]})
+    if kind == "firm_rationale":
+        decisions = text.split("Verified decisions:", 1)[-1].split("Write the rationale now.")[0].strip()
+        return json.dumps({"rationale": f"In short: {decisions}"})
+    if kind == "firm_pq":
+        defect_ids = ids
+        score = 1 + _digest(n_images(body), "pq") % 5
+        return json.dumps({"defects": [{"id": d, "present": "no", "evidence": ""} for d in defect_ids],
+                           "rationale": f"Checked {len(defect_ids)} defects in {n_images(body)} frames.",
+                           "score": score})
+    return "ok"
+
+
 def default_answer(body: dict) -> str:
     kind = kind_of(body)
+    if kind.startswith("firm_"):
+        return firm_answer(kind, body)
     if kind == "rubric":
         m = re.search(r"Task: (T2V|TI2V|TS2V|TV2V|TSV2V)\b", request_text(body))
         return json.dumps(rubric_for(m.group(1) if m else "T2V"))
@@ -139,11 +203,14 @@ class FakeVlmServer:
     """``with FakeVlmServer(latency_s=0.2) as srv: srv.base_url``; see the module doc."""
 
     def __init__(self, *, latency_s: float = 0.0, error_rate: float = 0.0, unparseable_rate: float = 0.0,
+                 stall_rate: float = 0.0, stall_s: float = 2.0,
                  seed: int = 0, answer: Callable[[dict], str] = default_answer, usage: bool = True,
                  rejects: tuple[str, ...] = ()):
         self.latency_s = latency_s
         self.error_rate = error_rate
         self.unparseable_rate = unparseable_rate
+        self.stall_rate = stall_rate  # a share of requests answered stall_s late (a slow replica)
+        self.stall_s = stall_s
         self.answer = answer
         self.usage = usage
         self.rejects = rejects
@@ -226,7 +293,8 @@ class FakeVlmServer:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             item = self.script.pop(0) if self.script else None
-            roll_error, roll_garbage = self._rng.random(), self._rng.random()
+            roll_error, roll_garbage, roll_stall = self._rng.random(), self._rng.random(), self._rng.random()
+            record = self.requests[-1]
             held = self._hold_after is not None and len(self.requests) > self._hold_after
         counted = [True]
 
@@ -240,10 +308,16 @@ class FakeVlmServer:
             if item is None:
                 if roll_error < self.error_rate:
                     item = Scripted(status=500, raw=b'{"error": "injected"}')
+                    record["outcome"] = "error"
                 elif roll_garbage < self.unparseable_rate:
                     item = Scripted(content="I would rather not say. {broken")
+                    record["outcome"] = "garbage"
                 else:
                     item = Scripted(content=self.answer(body))
+                    record["outcome"] = "ok"
+                if roll_stall < self.stall_rate:
+                    item = Scripted(status=item.status, content=item.content, raw=item.raw, headers=item.headers,
+                                    delay_s=item.delay_s + self.stall_s)
             time.sleep(max(0.0, t_received + self.latency_s + item.delay_s - time.monotonic()))
             if held:
                 self._released.wait()

@@ -1,0 +1,62 @@
+"""One helper reads the environment: every ARGUS_* variable is documented there and read nowhere else."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from argus_dagster.settings import VARIABLES, SettingError, environment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sources() -> list[Path]:
+    return [p for d in ("argus_dagster", "assets", "resources") for p in (ROOT / d).rglob("*.py")]
+
+
+def test_no_module_reads_the_environment_but_settings():
+    offenders = []
+    for path in _sources():
+        if path.name == "settings.py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            if re.search(r"os\.environ(?!\[\"DAGSTER_HOME\"\] =)|os\.getenv", line):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, offenders
+
+
+def test_every_variable_the_code_names_is_documented():
+    named = set()
+    for path in _sources():
+        named |= set(re.findall(r"\"(ARGUS_[A-Z0-9_]+)\"", path.read_text())) - {"ARGUS_VLM", "ARGUS_RUBRIC"}  # prefixes
+    named |= {f"{p}_{s}" for p in ("ARGUS_VLM", "ARGUS_RUBRIC")
+              for s in ("BASE_URL", "MODEL", "API_KEY", "PATH", "DEVICE", "CONCURRENCY", "TIMEOUT_S", "MAX_RETRIES")}
+    assert named - set(VARIABLES) == set()
+
+
+def test_bad_numbers_name_the_variable(monkeypatch):
+    monkeypatch.setenv("ARGUS_VLM_CONCURRENCY", "eight")
+    with pytest.raises(SettingError, match=r"ARGUS_VLM_CONCURRENCY='eight': expected a whole number"):
+        environment().number("ARGUS_VLM_CONCURRENCY", 8, minimum=1)
+    monkeypatch.setenv("ARGUS_TOOL_THREADS", "0")
+    with pytest.raises(SettingError, match="ARGUS_TOOL_THREADS=0: must be at least 1"):
+        environment().number("ARGUS_TOOL_THREADS", 2, minimum=1)
+    with pytest.raises(KeyError, match="not a documented setting"):
+        environment().get("ARGUS_SOMETHING_ELSE")
+
+
+def test_secrets_and_credentials_are_masked_when_shown(monkeypatch):
+    monkeypatch.setenv("ARGUS_VLM_BASE_URL", "http://user:secret@gpu-box:8000/v1")
+    monkeypatch.setenv("ARGUS_VLM_API_KEY", "sk-secret")
+    monkeypatch.setenv("ARGUS_VLM_MODEL", "qwen")
+    shown = environment().shown()
+    assert "secret" not in repr(shown) and shown["ARGUS_VLM_MODEL"] == "qwen"
+
+
+def test_argus_env_lists_every_setting(monkeypatch, capsys):
+    from argus_dagster.cli import main
+
+    monkeypatch.setenv("ARGUS_VLM_API_KEY", "sk-secret")
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in VARIABLES) and "sk-secret" not in out and "= ***" in out
