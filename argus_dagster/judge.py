@@ -216,16 +216,23 @@ class EvidenceOnlyJudge:
 
 # ------------------------------------------------------------------------------------- VLM judge
 
-JUDGE_PROMPT_VERSION = "judge-2"
+JUDGE_PROMPT_VERSION = "judge-3"
 _EVIDENCE_CHARS = 6000
 
+# Method §7: the judge weighs the tool evidence and the frames together; a measurement is evidence,
+# not a verdict.
 JUDGE_SYSTEM = (
     "You are the criterion judge of a video evaluation. You get one criterion of a frozen rubric (what to "
     "verify, its 0-10 scoring rule, its failure modes and how evidence maps to a score), the records of "
     "the tools that ran for it, and frames of the output video. Score only this criterion, by its scoring "
-    "rule. Ground the score in the evidence and the frames: trust measurements over impressions, and say "
-    "which evidence decided. Answer with one JSON object and nothing else: "
-    '{"score": <integer 0-10>, "rationale": "<one to three sentences>"}'
+    "rule. Weigh the tool evidence and the frames together: a measurement (a similarity, a detection, a "
+    "count, a flicker or motion statistic, an OCR reading, another model's answer) is evidence, not a "
+    "verdict. Check it against what the frames show; where they disagree, decide which to trust and why "
+    "(a tool can miss, mis-detect or measure the wrong region; a few frames can miss what happens between "
+    "them). A step that failed or was unavailable is no evidence either way. Look for each listed failure "
+    "mode. Answer with one JSON object and nothing else: "
+    '{"score": <integer 0-10>, "rationale": "<one to three sentences naming the evidence and frames that '
+    'decided>"}'
 )
 
 
@@ -305,7 +312,7 @@ class VlmJudge:
         msgs = self.messages(view, evidence, frames)
         try:
             (score, rationale), _ = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
-                                              max_tokens=400, stats=self.stats)
+                                              max_tokens=400, stats=self.stats, thinking=False)
         except ParseError as exc:
             return Judgment(None, f"unscored: {exc}", self.identity)
         except VlmError as exc:

@@ -133,11 +133,33 @@ def _criterion_row(c: dict) -> str:
             + f'</td>{score_html}<td>{esc(c.get("rationale"))}<div class="muted">{esc(c.get("judge"))}</div></td></tr>')
 
 
+def _rubric_origin(generator: dict | None) -> str:
+    """Who wrote the rubric and, for a generated one, what the generator was told (its instruction and
+    the request, images as ``[image]``), so a reader can judge the criteria against their brief."""
+    if not generator:
+        return ""
+    who = ":".join(str(generator.get(k, "?")) for k in ("backend", "model", "prompt_version"))
+    parts = [f'<h2>Rubric</h2><div class="muted">written by {esc(who)}</div>']
+    if generator.get("instruction"):
+        parts.append("<details><summary>what the rubric generator was told</summary>"
+                     f"<pre>{esc(generator['instruction'])}</pre>"
+                     f"<pre>{esc(generator.get('request', ''))}</pre></details>")
+    elif generator.get("backend") == "offline":
+        parts.append('<div class="muted">the offline rules wrote it (no generation prompt)</div>')
+    elif generator.get("backend") not in (None, "?"):
+        parts.append('<div class="muted">the generation prompt was not recorded with this rubric</div>')
+    if generator.get("rule_problems"):
+        parts.append("<div><b>rules the generator's answer still broke:</b><ul>"
+                     + "".join(f"<li>{esc(p)}</li>" for p in generator["rule_problems"]) + "</ul></div>")
+    return "".join(parts)
+
+
 def render_video_report(*, task: str, model: str, input_id: str, prompt: str, conditions: list[FrameRow],
                         output: FrameRow, video: dict, criteria: list[dict], index_href: str | None = "index.html",
-                        compare_href: str | None = None) -> str:
+                        compare_href: str | None = None, rubric_generator: dict | None = None) -> str:
     """One video's page. ``video``: a ``video_scores`` row; ``criteria``: per criterion the rubric's
-    requirement and scoring rule, the evidence row (plan, repairs, evidence) and the score row."""
+    requirement and scoring rule, the evidence row (plan, repairs, evidence) and the score row;
+    ``rubric_generator``: the rubric's ``generator`` block (who wrote it, and what it was told)."""
     caps = video.get("caps_fired") or []
     links = " · ".join(x for x in (
         f'<a href="{esc(index_href)}">all videos of {esc(task)} × {esc(model)}</a>' if index_href else "",
@@ -155,7 +177,8 @@ def render_video_report(*, task: str, model: str, input_id: str, prompt: str, co
     body = (f"<h1>{esc(task)} · {esc(model)} · {esc(input_id)}</h1><div class=\"muted\">{links}</div>"
             f'<h2>Input</h2><div class="prompt">{esc(prompt)}</div>'
             + "".join(_frame_row(r) for r in conditions)
-            + f"<h2>Output</h2>{_frame_row(output)}{summary}{err}<h2>Criteria</h2>{table}")
+            + f"<h2>Output</h2>{_frame_row(output)}{summary}{err}<h2>Criteria</h2>{table}"
+            + _rubric_origin(rubric_generator))
     return _page(f"{task} {model} {input_id}", body)
 
 

@@ -12,7 +12,7 @@ INPUT_INSTANCES = {"task": S, "input_id": S, "prompt": S, "first_frame": S, "sub
                    "source_video": S, "content_hash": S, "error": S}
 RUBRICS = {"task": S, "input_id": S, "rubric_hash": S, "rubric_json": S, "source": S, "generator_backend": S,
            "generator_model": S, "prompt_version": S, "n_criteria": I, "n_hard": I, "postprocess_log": S,
-           "error": S}
+           "load_log": S, "error": S}
 CANDIDATE_VIDEOS = {"task": S, "model": S, "input_id": S, "uri": S, "sha256": S, "n_frames": I, "fps": F,
                     "width": I, "height": I, "duration": F, "error": S}
 CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "criterion_id": S, "rubric_hash": S,

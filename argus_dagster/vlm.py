@@ -266,22 +266,24 @@ class VlmClient(Protocol):
     model: str
 
     def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
-             stats: CallStats | None = None) -> Reply: ...
+             stats: CallStats | None = None, thinking: bool | None = None) -> Reply: ...
 
 
 def chat_json(client: VlmClient, messages: list[dict], parse: Callable[[str], T], *, parse_retries: int = 2,
-              max_tokens: int = 1024, stats: CallStats | None = None) -> tuple[T, Reply]:
+              max_tokens: int = 1024, stats: CallStats | None = None,
+              thinking: bool | None = None) -> tuple[T, Reply]:
     """Ask until ``parse`` accepts the answer, at most ``1 + parse_retries`` times.
 
     A rejected answer is shown back to the model with the reason, so a model that wrapped its JSON in
-    prose or broke a field can fix it. Raises :class:`VlmError` (transport) or :class:`ParseError`
+    prose or broke a field can fix it. ``thinking=False`` asks the server not to think aloud (method
+    §7: judge and ``vlm_qa`` calls). Raises :class:`VlmError` (transport) or :class:`ParseError`
     (still unparseable after the retries).
     """
     convo = list(messages)
     last: ParseError | None = None
     for attempt in range(parse_retries + 1):
         try:
-            reply = client.chat(convo, max_tokens=max_tokens, stats=stats)
+            reply = client.chat(convo, max_tokens=max_tokens, stats=stats, thinking=thinking)
         except VlmError:
             if stats is not None:
                 stats.add_call(None, failed=True)
@@ -314,6 +316,8 @@ class _Endpoint:
     shown: str = ""  # the URL as errors, stats and replies show it (redact_url)
     consecutive_failures: int = 0
     excluded_until: float = 0.0
+    # The server answered 400 to ``chat_template_kwargs`` and accepted the request without it.
+    rejects_thinking_switch: bool = False
     local: threading.local = field(default_factory=threading.local)
 
 
@@ -335,6 +339,11 @@ class OpenAICompatibleClient:
     left out for ``exclude_for_s`` seconds (then tried again). Retryable outcomes: 429 (its
     ``Retry-After`` is honoured), 5xx, timeouts, connection errors and bodies that are not a chat
     completion; other 4xx statuses fail at once (a bad request does not get better by repeating).
+
+    ``thinking=False`` sends ``chat_template_kwargs: {"enable_thinking": false}`` (vLLM and SGLang pass
+    it to the chat template, so reasoning models answer without a thinking block). A server that
+    answers 400 to the field is asked again at once without it; when that is accepted, the endpoint
+    is remembered as one that rejects the switch and later requests to it go without.
     """
 
     backend = "openai"
@@ -442,7 +451,7 @@ class OpenAICompatibleClient:
         return text
 
     # -- one call ---------------------------------------------------------------------------------
-    def body(self, messages: list[dict], max_tokens: int, temperature: float) -> dict:
+    def body(self, messages: list[dict], max_tokens: int, temperature: float, thinking: bool | None = None) -> dict:
         out = []
         for m in messages:
             parts = m["content"] if isinstance(m["content"], list) else [m["content"]]
@@ -452,13 +461,20 @@ class OpenAICompatibleClient:
                 content = [{"type": "image_url", "image_url": {"url": data_url(p)}} if is_image(p)
                            else {"type": "text", "text": str(p)} for p in parts]
             out.append({"role": m["role"], "content": content})
-        return {"model": self.model, "messages": out, "max_tokens": max_tokens, "temperature": temperature}
+        body = {"model": self.model, "messages": out, "max_tokens": max_tokens, "temperature": temperature}
+        if thinking is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": thinking}
+        return body
 
     def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
-             stats: CallStats | None = None) -> Reply:
+             stats: CallStats | None = None, thinking: bool | None = None) -> Reply:
         import requests
 
-        payload = json.dumps(self.body(messages, max_tokens, temperature)).encode()
+        body = self.body(messages, max_tokens, temperature, thinking)
+        payload = json.dumps(body).encode()
+        plain = payload
+        if "chat_template_kwargs" in body:  # the same request without the switch, for endpoints that reject it
+            plain = json.dumps({k: v for k, v in body.items() if k != "chat_template_kwargs"}).encode()
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -469,9 +485,20 @@ class OpenAICompatibleClient:
             t0 = time.perf_counter()
             wait, fatal = None, ""
             connect_failed = False
+            sent = plain if ep.rejects_thinking_switch else payload
             try:
-                resp = self._session(ep).post(_route(ep.url, "/chat/completions"), data=payload, headers=headers,
+                resp = self._session(ep).post(_route(ep.url, "/chat/completions"), data=sent, headers=headers,
                                               timeout=(min(10.0, self.timeout_s), self.timeout_s))
+                if resp.status_code == 400 and sent is not plain:
+                    # Perhaps the switch itself was refused: the same request without it, at once.
+                    if stats is not None:
+                        stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), "http_400_thinking_switch")
+                    t0 = time.perf_counter()
+                    sent = plain
+                    resp = self._session(ep).post(_route(ep.url, "/chat/completions"), data=sent, headers=headers,
+                                                  timeout=(min(10.0, self.timeout_s), self.timeout_s))
+                    if resp.status_code != 400:
+                        ep.rejects_thinking_switch = True
             except requests.exceptions.ConnectionError as exc:
                 connect_failed = True
                 outcome, last_error = "connection_error", f"{ep.shown}: connection failed ({type(exc).__name__})"
@@ -503,7 +530,7 @@ class OpenAICompatibleClient:
                     fatal = f"{ep.shown}: HTTP {status} (not retried): {self._redact(resp.text[:200])}"
             self._release(ep, connect_failed)
             if stats is not None:
-                stats.add_request(ep.shown, time.perf_counter() - t0, len(payload), outcome)
+                stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), outcome)
             if outcome == "ok":
                 return reply
             if fatal:
@@ -537,7 +564,7 @@ class TransformersClient:
 
     backend = "transformers"
 
-    def __init__(self, path: str | Path, device: str = "cpu", max_new_tokens: int = 512, name: str = ""):
+    def __init__(self, path: str | Path, device: str = "cpu", max_new_tokens: int = 8192, name: str = ""):
         path = Path(path)
         if not (path / "config.json").is_file():
             raise VlmError(f"local VLM not found: {path / 'config.json'} is missing "
@@ -555,7 +582,7 @@ class TransformersClient:
         self._lock = threading.Lock()
 
     def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
-             stats: CallStats | None = None) -> Reply:
+             stats: CallStats | None = None, thinking: bool | None = None) -> Reply:
         from PIL import Image
 
         convo, images = [], []
@@ -571,7 +598,9 @@ class TransformersClient:
             convo.append({"role": m["role"], "content": content})
         t0 = time.perf_counter()
         try:
-            prompt = self.processor.apply_chat_template(convo, add_generation_prompt=True, tokenize=False)
+            # The same switch as on servers: a template that knows `enable_thinking` skips the thinking block.
+            switch = {} if thinking is None else {"enable_thinking": thinking}
+            prompt = self.processor.apply_chat_template(convo, add_generation_prompt=True, tokenize=False, **switch)
             inputs = self.processor(text=prompt, images=images or None, return_tensors="pt").to(self.device)
             with self._lock, self._torch.inference_mode():
                 out = self.net.generate(**inputs, max_new_tokens=min(max_tokens, self.max_new_tokens), do_sample=False)

@@ -39,7 +39,7 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource) -> 
     })
 
 
-@dg.asset(partitions_def=task_partitions, code_version="2", group_name="inputs", kinds={"polars"})
+@dg.asset(partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"})
 def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
             rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource) -> dg.Output[pl.DataFrame]:
     """One frozen rubric per input: loaded if the bench (or ARGUS_HOME) has it, else generated once."""
@@ -53,7 +53,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
             return {**base, "error": f"input invalid: {r['error']}"}
         inst = InputInstance.from_row(r)
         try:
-            rubric, source, log = resolve_rubric(inst, task, bench.bench_path(), bench.frozen_rubrics_path(),
+            rubric, source, log, load_log = resolve_rubric(inst, task, bench.bench_path(), bench.frozen_rubrics_path(),
                                                  generator, lambda i: rubric_generator.generate(i, rubric_vlm, stats))
         except RubricError as exc:
             context.log.warning(f"{task} input {inst.id}: {exc}")
@@ -64,7 +64,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
                 "generator_backend": g.get("backend", "unknown"), "generator_model": g.get("model", "unknown"),
                 "prompt_version": g.get("prompt_version", "unknown"), "n_criteria": len(rubric.criteria),
                 "n_hard": sum(c.type == "hard" for c in rubric.criteria), "postprocess_log": json.dumps(log),
-                "error": None}
+                "load_log": json.dumps(load_log), "error": None}
 
     # Inputs are independent: with a VLM generator their calls overlap up to its concurrency bound.
     workers = rubric_vlm.workers() if rubric_vlm.configured else 1
@@ -75,6 +75,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
     return dg.Output(df, data_version=_version(df["rubric_hash"].to_list() + df["error"].to_list()), metadata={
         "n_rubrics": ok.height, "n_errors": df.height - ok.height,
         "n_loaded": ok.filter(pl.col("source") == "loaded").height,
+        "n_coerced": ok.filter(pl.col("load_log") != "[]").height,
         "n_generated": ok.filter(pl.col("source") == "generated").height,
         "mean_criteria": float(ok["n_criteria"].mean()) if ok.height else 0.0,
         "rubric_hashes": dg.MetadataValue.json({r["input_id"]: r["rubric_hash"] for r in ok.iter_rows(named=True)}),

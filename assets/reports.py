@@ -106,7 +106,7 @@ def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str,
                                                 conditions=conditions))
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="reports", kinds={"html"},
+@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="reports", kinds={"html"},
           automation_condition=dg.AutomationCondition.eager())
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
@@ -129,10 +129,14 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             output.label = "output frames (as the judge saw them)"
             criteria = _criteria(rubric_rows.get(iid), criterion_evidence.filter(pl.col("input_id") == iid),
                                  criterion_scores.filter(pl.col("input_id") == iid))
+            rubric_row = rubric_rows.get(iid) or {}
+            generator = (json.loads(rubric_row["rubric_json"]).get("generator")
+                         if rubric_row.get("rubric_json") and not rubric_row.get("error") else None)
             conditions = condition_rows(inp)
             page = render_video_report(task=task, model=model, input_id=iid, prompt=inp.get("prompt") or "",
                                        conditions=conditions, output=output, video=v, criteria=criteria,
-                                       compare_href=f"../compare/{quote(safe_name(iid))}.html")
+                                       compare_href=f"../compare/{quote(safe_name(iid))}.html",
+                                       rubric_generator=generator)
             write_atomic(out_dir / name, page)
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
             card = {"model": model, "final_score": v["final_score"], "base_score": v["base_score"],

@@ -39,7 +39,9 @@ class VlmResource(dg.ConfigurableResource):
     parse_retries: int = 2
     model_path: str = ""
     device: str = "cpu"
-    max_new_tokens: int = 512
+    # A local model's ceiling on answer length: a rich rubric with plans runs to several thousand tokens
+    # (judge and vlm_qa calls ask for a few hundred, whatever this says).
+    max_new_tokens: int = 8192
 
     @property
     def configured(self) -> bool:

@@ -102,6 +102,8 @@ def run_plan(plan: NormalizedPlan, media: MediaStore, tools: ToolSuite, cache: C
     whether it came from the cache.
     """
     steps = plan.steps
+    if plan.reference != "none" and media.has(plan.reference):
+        media.use_reference(plan.reference)  # method §6: `reference` is the input's medium
     keys: list[str | None] = []
     executed: set[int] = set()
 
@@ -134,8 +136,8 @@ def step_key(step: dict[str, Any], media: MediaStore, tools: ToolSuite, dep_keys
     digests = {}
     for a in TOOL_SPECS[step["tool"]].media_args:
         m = step["args"].get(a)
-        if m is None or m in DERIVED_MEDIA:
-            continue
+        if m is None or (m in DERIVED_MEDIA and media.stands_for(m) is None):
+            continue  # a crop or a retrieved reference: the key of the step that made it stands for it
         d = media.digest(m)
         if d is None:
             return None

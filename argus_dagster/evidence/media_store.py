@@ -5,7 +5,8 @@ criteria and tools read it, and the criteria may run on several threads at once.
 digests (``digests``: media id -> hash), decoded frames live in the process's
 :data:`~argus_dagster.media.FRAME_POOL` under (digest, policy), so the judge stage reads the frames
 the evidence stage decoded, and their JPEGs. Crops registered by ``crop_compare`` belong to one
-criterion: :meth:`MediaStore.scope` gives each criterion its own.
+criterion: :meth:`MediaStore.scope` gives each criterion its own, and so is ``reference`` when it
+stands for one of the input's media (:meth:`MediaStore.use_reference`, method §6).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import threading
 
 import numpy as np
 
-from ..media import MAX_SIDE, FRAME_POOL, FramePool, Frames, MediaError, SamplingPolicy, VideoReader, is_image, load_image
+from ..media import (MAX_SIDE, FRAME_POOL, FramePool, Frames, MediaError, SamplingPolicy, VideoReader, is_image,
+                     load_image, resize_longest)
 
 
 class _Shared:
@@ -34,6 +36,22 @@ class MediaStore:
     def __init__(self, uris: dict[str, str], digests: dict[str, str] | None = None, *, _shared: _Shared | None = None):
         self._shared = _shared or _Shared(uris, digests or {})
         self._derived: dict[str, Frames] = {}
+        self._reference: str | None = None  # the input medium `reference` stands for, if any
+
+    REFERENCE_MEDIA = ("first_frame", "subject_image", "source_video")
+
+    def use_reference(self, source: str) -> None:
+        """Make ``reference`` the input's ``source``: the first frame, the (first) subject image, or
+        the source video's middle frame. A reference a search step registers later replaces it."""
+        if source not in self.REFERENCE_MEDIA:
+            raise MediaError(f"reference_source {source!r} is not one of the input's media {self.REFERENCE_MEDIA}")
+        self._reference = source
+
+    def stands_for(self, media_id: str) -> str | None:
+        """The input medium ``media_id`` (``reference``) currently stands for, or None."""
+        if media_id == "reference" and media_id not in self._derived and self._reference in self._shared.uris:
+            return self._reference
+        return None
 
     def scope(self) -> "MediaStore":
         """A view for one criterion: the same decoded media, its own derived stills."""
@@ -44,17 +62,21 @@ class MediaStore:
         return self._shared.decode_count
 
     def has(self, media_id: str) -> bool:
-        return media_id in self._shared.uris or media_id in self._derived
+        return media_id in self._shared.uris or media_id in self._derived or self.stands_for(media_id) is not None
 
     def uri(self, media_id: str) -> str | None:
         return self._shared.uris.get(media_id)
 
     def digest(self, media_id: str) -> str | None:
-        """The content hash of an input medium, when the store was given one."""
+        """The content hash of an input medium (or of the one ``reference`` stands for), when known."""
+        source = self.stands_for(media_id)
+        if source is not None:
+            d = self._shared.digests.get(source)
+            return None if d is None else f"{d}:{'middle' if source == 'source_video' else 'image'}"
         return self._shared.digests.get(media_id)
 
     def is_video(self, media_id: str) -> bool:
-        if media_id in self._derived:
+        if media_id in self._derived or self.stands_for(media_id) is not None:
             return False
         uri = self._shared.uris.get(media_id)
         if uri is None:
@@ -86,6 +108,11 @@ class MediaStore:
         """Frames of ``media_id`` under ``policy``; an image or crop is a one-frame clip."""
         if media_id in self._derived:
             return self._derived[media_id]
+        source = self.stands_for(media_id)
+        if source == "source_video":
+            return self._middle_frame(source)
+        if source is not None:
+            return self.frames(source, policy)
         key = (media_id, policy.name)
         with self._shared.lock:
             got = self._shared.frames.get(key)
@@ -96,6 +123,21 @@ class MediaStore:
         got = pool.get(pool_key, lambda: self._decode(media_id, policy))
         with self._shared.lock:  # held here as long as the candidate is, whatever the pool evicts
             return self._shared.frames.setdefault(key, got)
+
+    def _middle_frame(self, media_id: str) -> Frames:
+        """A representative still of a video: its middle frame, decoded once per candidate."""
+        key = (media_id, "middle")
+        with self._shared.lock:
+            got = self._shared.frames.get(key)
+            if got is None:
+                reader = self.reader(media_id)
+                mid = reader.info.n_frames // 2
+                arr = reader.get([mid])
+                if max(arr.shape[1:3]) > MAX_SIDE:
+                    arr = resize_longest(arr[0], MAX_SIDE)[None]
+                got = self._shared.frames[key] = Frames(arr, (mid,), (mid / reader.info.fps,))
+                self._shared.decode_count += 1
+            return got
 
     def register(self, media_id: str, image: np.ndarray) -> None:
         """Register a derived still (a crop, a retrieved reference) under ``media_id``."""

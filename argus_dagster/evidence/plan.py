@@ -1,7 +1,10 @@
 """Plan normalization (method §6): repair a criterion's evidence plan before any tool runs.
 
 It works on a symbolic view of which media ids will exist (the input's conditions, the output video,
-crops and retrieved references registered by earlier steps), so it needs no model. Rules run in the
+``reference`` when ``reference_source`` names one of the input's media, crops and retrieved references
+registered by earlier steps), so it needs no model. ``reference`` resolves from the input before the
+plan runs (the executor registers it, :attr:`NormalizedPlan.reference`); only a reference that was to
+come from a search can be missing for lack of a tool. Rules run in the
 method's order; every repair is logged with the rule that made it, and the plan is marked ``ok``,
 ``degraded`` (repaired, specialized evidence kept) or ``fallback`` (specialized evidence replaced by
 a ``vlm_qa`` question).
@@ -25,13 +28,20 @@ class NormalizedPlan:
     steps: list[dict[str, Any]]
     repairs: list[dict[str, str]] = field(default_factory=list)
     status: str = "ok"
+    # The input medium `reference` stands for (first_frame, subject_image, source_video), or "none"
+    # when it comes from a search step or not at all.
+    reference: str = "none"
 
     def tools(self) -> list[str]:
         return [s["tool"] for s in self.steps]
 
 
 def _question(c: Criterion) -> str:
-    return c.criterion
+    """A fallback question: the criterion with its failure modes, so the answer looks for them (§7)."""
+    modes = [m.strip() for m in c.failure_modes if m and m.strip()]
+    if not modes:
+        return c.criterion
+    return f"{c.criterion} Look specifically for these failures: {'; '.join(modes)}."
 
 
 def normalize_plan(
@@ -89,12 +99,15 @@ def normalize_plan(
             continue
         steps.append({"tool": name, "args": dict(args)})
 
-    # 2. an unresolvable reference source becomes none.
+    # 2. an unresolvable reference source becomes none; one of the input's media makes `reference`.
     ref = plan.reference_source
-    resolvable = ref == "none" or (ref in CONDITION_MEDIA and ref in present) or (ref == "web_search" and web_search)
+    input_reference = ref in CONDITION_MEDIA and ref in present
+    resolvable = ref == "none" or input_reference or (ref == "web_search" and web_search)
     reference_source = ref if resolvable else "none"
     if not resolvable:
         log("reference_source", f"reference_source {ref!r} cannot be resolved for this input; set to none")
+    # `reference` was to come from a search: the plan says so, or it retrieves one itself.
+    from_search = not input_reference and (ref == "web_search" or any(s["tool"] == "web_search" for s in steps))
 
     # 3. steps on an absent source video: dropped for dimensions 18-20, else retargeted to the output.
     kept = []
@@ -120,7 +133,11 @@ def normalize_plan(
         kept.append(s)
     steps = kept
 
-    # 4. without web search: no retrieval; a similarity against `reference` becomes a recognition question.
+    # 4. a reference from the input needs no retrieval; without web search, no retrieval, and only a
+    # similarity against a reference that was to come from the search becomes a recognition question.
+    if input_reference and any(s["tool"] == "web_search" for s in steps):
+        steps = [s for s in steps if s["tool"] != "web_search"]
+        log("input_reference", f"removed web_search: `reference` is the input's {ref}")
     if not web_search:
         kept = []
         for s in steps:
@@ -129,7 +146,7 @@ def normalize_plan(
                 log("no_web_search", "removed web_search (no search backend configured)")
                 continue
             operands = [s["args"].get(a) for a in spec.media_args]
-            if spec.is_similarity and "reference" in operands:
+            if from_search and spec.is_similarity and "reference" in operands:
                 other = next((m for m in operands if m not in (None, "reference")), "output_video")
                 entity = target or "the main subject"
                 question = (f"Is {entity} in these frames recognizable as the real, specific {entity} "
@@ -176,7 +193,7 @@ def normalize_plan(
             steps = rest[:first_consumer] + retrieval + rest[first_consumer:]
             log("retrieval_order", "moved web_search before its first consumer")
 
-    available_media = set(present)
+    available_media = set(present) | ({"reference"} if input_reference else set())
     ref_media = reference_source if reference_source in CONDITION_MEDIA else None
     kept = []
     for s in steps:
@@ -234,4 +251,4 @@ def normalize_plan(
         fallback = True
 
     status = "fallback" if fallback else ("degraded" if repairs else "ok")
-    return NormalizedPlan(steps, repairs, status)
+    return NormalizedPlan(steps, repairs, status, ref if input_reference else "none")

@@ -1,15 +1,20 @@
 """Deterministic, input-gated post-processing applied to every rubric, generated or loaded (method §4).
 
-Rules, keyed only on which conditions the input has:
+Keyed only on which conditions the input has; criteria are never deleted, only importance and caps
+change, and every change is returned as a log line:
 
-* subject or source present: criteria of dimensions 5, 6, 8 and 10 (action, scene, event order,
-  camera) become low importance;
-* source present: preservation criteria (dimension 19, or an id that speaks of preserving,
-  consistency or unchanged regions) are at most medium, with hard caps at most 4;
-* subject and source both present: dimensions 18 and 21 are at least high with hard caps at most 2,
-  and dimension 17 hard caps are at most 2.
+1. subject image or source video present: criteria of dimensions 5, 6, 8 and 10 (action, scene, event
+   order, camera) that are not low become low;
+2. subject image *and* source video present (TSV2V; plain TV2V gets rule 1 alone), per criterion the
+   first branch that matches:
+   a. dimension 18 or 21: importance at least high; a hard cap above 2 becomes 2;
+   b. dimension 17: a hard cap above 2 becomes 2 (checked before the id keywords, so a dimension-17
+      "identity_consistency" is an identity criterion, not a preservation one);
+   c. a preservation criterion (dimension 19, or an id with one of :data:`PRESERVATION_KEYWORDS`):
+      importance at most medium; a hard cap above 4 becomes 4.
 
-Criteria are never deleted. Every change is returned as a log line.
+Caps change only on hard criteria that have one: a hard criterion without a cap never caps, and soft
+criteria's caps are left as they are.
 """
 
 from __future__ import annotations
@@ -19,20 +24,20 @@ import re
 from .schema import Criterion, Rubric
 
 _RANK = {"low": 0, "medium": 1, "high": 2}
-_PRESERVATION_ID = re.compile(r"preserv|consisten|unchanged", re.IGNORECASE)
+PRESERVATION_KEYWORDS = ("preserv", "consisten", "unchanged", "background_preserved", "scene_preserved",
+                         "structure_motion", "motion_preserved", "temporal_consistency")
+_PRESERVATION_ID = re.compile("|".join(PRESERVATION_KEYWORDS), re.IGNORECASE)
+GENERIC_DIMENSIONS = (5, 6, 8, 10)
 
 
 def is_preservation(c: Criterion) -> bool:
+    """Dimension 19, or an id that speaks of preservation (method §4's keyword list)."""
     return c.dimension == 19 or bool(_PRESERVATION_ID.search(c.id))
 
 
 def _cap_at_most(c: Criterion, limit: int, log: list[str], why: str) -> Criterion:
-    current = c.hard_cap
-    if c.type == "hard" and (current is None or current > limit):
-        log.append(f"{c.id}: hard_cap {current} -> {limit} ({why})")
-        return c.model_copy(update={"hard_cap": limit})
-    if c.type == "soft" and current is not None and current > limit:
-        log.append(f"{c.id}: hard_cap {current} -> {limit} ({why})")
+    if c.type == "hard" and c.hard_cap is not None and c.hard_cap > limit:
+        log.append(f"{c.id}: hard_cap {c.hard_cap} -> {limit} ({why})")
         return c.model_copy(update={"hard_cap": limit})
     return c
 
@@ -55,16 +60,16 @@ def postprocess(rubric: Rubric, *, has_subject: bool, has_source: bool) -> tuple
     log: list[str] = []
     out: list[Criterion] = []
     for c in rubric.criteria:
-        if (has_subject or has_source) and c.dimension in (5, 6, 8, 10):
-            c = _importance(c, at_most="low", log=log, why="subject or source present")
-        if has_source and is_preservation(c):
-            c = _importance(c, at_most="medium", log=log, why="preservation criterion")
-            c = _cap_at_most(c, 4, log, "preservation criterion")
+        if (has_subject or has_source) and c.dimension in GENERIC_DIMENSIONS:
+            c = _importance(c, at_most="low", log=log, why="rule 1: subject or source present")
         if has_subject and has_source:
             if c.dimension in (18, 21):
-                c = _importance(c, at_least="high", log=log, why="subject and source present")
-                c = _cap_at_most(c, 2, log, "subject and source present")
-            if c.dimension == 17:
-                c = _cap_at_most(c, 2, log, "subject and source present")
+                c = _importance(c, at_least="high", log=log, why="rule 2a: edit or inserted subject")
+                c = _cap_at_most(c, 2, log, "rule 2a: edit or inserted subject")
+            elif c.dimension == 17:
+                c = _cap_at_most(c, 2, log, "rule 2b: subject identity")
+            elif is_preservation(c):
+                c = _importance(c, at_most="medium", log=log, why="rule 2c: preservation criterion")
+                c = _cap_at_most(c, 4, log, "rule 2c: preservation criterion")
         out.append(c)
     return rubric.model_copy(update={"criteria": out}), log

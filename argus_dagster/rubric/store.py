@@ -18,8 +18,9 @@ from ..bench import bench_rubric_paths
 from ..files import WriteError, write_atomic
 from ..instances import InputInstance
 from ..names import lookup_names
+from .lenient import read_rubric_file
 from .postprocess import postprocess
-from .schema import Rubric, load_rubric_file
+from .schema import Rubric
 
 
 def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
@@ -47,10 +48,11 @@ def resolve_rubric(
     frozen_dir: str | Path,
     generator: dict,
     generate: Callable[[InputInstance], Rubric],
-) -> tuple[Rubric, str, list[str]]:
-    """``(rubric, source, postprocess_log)``; source is ``loaded`` or ``generated``.
+) -> tuple[Rubric, str, list[str], list[str]]:
+    """``(rubric, source, postprocess_log, load_log)``; source is ``loaded`` or ``generated``.
 
-    Raises :class:`RubricError` for a frozen rubric that does not validate.
+    A frozen rubric is read leniently (:mod:`.lenient`): ``load_log`` lists each coercion and each
+    criterion left out. Raises :class:`RubricError` only for a rubric with nothing readable.
     """
     has_subject, has_source = bool(inst.subject_images), inst.source_video is not None
     bench_paths = bench_rubric_paths(bench_dir, task, inst.id)
@@ -59,13 +61,13 @@ def resolve_rubric(
     home_path = home_paths[0]
     for path in [*reversed(bench_paths), *reversed(home_paths)]:
         if path.is_file():
-            rubric = load_rubric_file(str(path))
+            rubric, load_log = read_rubric_file(str(path))
             if _stale(rubric, inst, generator):
                 continue
             rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
-            return rubric, "loaded", log
+            return rubric, "loaded", log, load_log
     rubric = generate(inst)
     rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
     if not (bench_path is not None and _write(bench_path, rubric)):
         _write(home_path, rubric)
-    return rubric, "generated", log
+    return rubric, "generated", log, []

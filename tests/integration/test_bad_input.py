@@ -37,8 +37,8 @@ def bad_bench(tmp_path_factory):
             {"id": "badrubric", "prompt": "The pattern slides.", "first_frame": "first.png"}]
     (bench / "TI2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ti2v))
     (bench / "TI2V" / "rubrics" / "badrubric.json").write_text(json.dumps(
-        {"criteria": [{"id": "c1", "dimension": 9, "criterion": "moves", "type": "soft", "importance": "urgent",
-                       "scoring_rule": "0-10"}]}))
+        {"criteria": [{"id": "c1", "dimension": 9, "type": "soft", "importance": "urgent",
+                       "scoring_rule": "0-10"}]}))  # no criterion text: nothing to verify
     m = cands / "T2V" / "m"
     write_video(m / "v0.mp4", _clip(0), 12)
     write_video(m / "v1.mp4", _clip(1), 12)
@@ -74,7 +74,7 @@ def test_bad_inputs_and_rubrics_get_errors_on_their_rows(bad_bench):
     assert "outside the bench" in escape and "first_frame" in escape
     rubrics = load("rubrics", resources, instance, "TI2V")
     bad = rubrics.filter(pl.col("input_id") == "badrubric")["error"][0]
-    assert "criterion 'c1' field 'importance'" in bad
+    assert "criterion 'c1' field 'criterion'" in bad
     assert rubrics.filter(pl.col("input_id") == "good")["error"][0] is None
     vs = load("video_scores", resources, instance, dg.MultiPartitionKey({"task": "TI2V", "model": "m"}))
     by_id = {r["input_id"]: r for r in vs.iter_rows(named=True)}

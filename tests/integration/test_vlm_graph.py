@@ -5,6 +5,7 @@ with a 500 and 5% with an unparseable answer; the rubric generator has its own e
 At most 1% of criteria may end unscored, the key appears nowhere, and the calls are in metadata.
 """
 
+import html
 import os
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from argus_dagster.demo import build_demo_bench
 from argus_dagster.judge import JUDGE_PROMPT_VERSION
-from argus_dagster.rubric.generate import PROMPT_VERSION
+from argus_dagster.rubric.generate import PROMPT_VERSION, system_prompt
 from argus_dagster.runner import local_instance, run_all
 from argus_dagster.settings import record_active_bench
 from assets import ALL_ASSETS
@@ -120,3 +121,18 @@ def test_the_api_key_is_in_no_file_log_or_metadata(vlm_run):
     # It was sent, though: every request to the pool carried it.
     assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for s in vlm_run["servers"] for r in s.requests)
     assert all("Authorization" not in r["headers"] for r in vlm_run["rubric_server"].requests)
+
+
+def test_each_report_shows_what_the_rubric_generator_was_told(vlm_run):
+    pages = [p for p in Path(vlm_run["home"]).rglob("*.html") if "<h2>Criteria</h2>" in p.read_text()]
+    assert len(pages) >= vlm_run["tables"]["rubrics"].height
+    told = html.escape(system_prompt(), quote=True)
+    for page in pages:
+        text = page.read_text()
+        assert "what the rubric generator was told" in text and told in text, page
+        assert "rubric-model" in text
+
+
+def test_judge_and_vlm_qa_requests_ask_not_to_think(vlm_run):
+    judged = [b for s in vlm_run["servers"] for b in s.bodies()]
+    assert judged and all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in judged)

@@ -8,12 +8,12 @@ import pytest
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
-from argus_dagster.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.evidence.tools.vlm_qa import QA_PROMPT_VERSION, VlmQa
 from argus_dagster.instances import InputInstance
 from argus_dagster.judge import JUDGE_PROMPT_VERSION, VlmJudge, judge_view
 from argus_dagster.media import JUDGE_POLICY, write_video
 from argus_dagster.pipeline import collect_evidence, judge_criteria
-from argus_dagster.rubric.generate import PROMPT_VERSION, generate_with_vlm
+from argus_dagster.rubric.generate import PROMPT_VERSION, generate_with_vlm, system_prompt
 from argus_dagster.rubric.postprocess import postprocess
 from argus_dagster.rubric.schema import RubricError, parse_rubric
 from argus_dagster.vlm import CallStats, OpenAICompatibleClient
@@ -64,12 +64,17 @@ def test_a_valid_rubric_for_every_task(task, server, client, media):
     inst = instance(task, media)
     rubric = generate_with_vlm(inst, client, stats=stats)
     rubric, _ = postprocess(rubric, has_subject=bool(inst.subject_images), has_source=inst.source_video is not None)
-    assert rubric.generator == {"backend": "openai", "model": "judge-model", "prompt_version": PROMPT_VERSION,
-                                "input_hash": inst.content_hash}
+    g = rubric.generator
+    assert {k: g[k] for k in ("backend", "model", "prompt_version", "input_hash")} == {
+        "backend": "openai", "model": "judge-model", "prompt_version": PROMPT_VERSION, "input_hash": inst.content_hash}
+    # What the generator was told travels with the rubric (for its report): the one instruction and the request.
+    assert g["instruction"] == system_prompt() and "rule_problems" not in g
+    assert inst.prompt in g["request"] and "[image]" in g["request"] or task == "T2V"
+    assert server.requests[0]["body"]["max_tokens"] >= 16000
     assert [c.id for c in rubric.criteria] == [c["id"] for c in rubric_for(task)["criteria"]]
     body = server.requests[0]["body"]
     text = request_text(body)
-    assert f"Task: {task}." in text and inst.prompt in text
+    assert f"Task: {task} (a label only" in text and inst.prompt in text
     # Conditions are attached and labelled by role: the source at 2 fps, at most 8 frames (3 s clip: 6).
     expect = {"[first_frame]": task == "TI2V", "[subject_image 1]": task in ("TS2V", "TSV2V"),
               "[source_video] 6 frames sampled at 2 fps": task in ("TV2V", "TSV2V")}
@@ -182,7 +187,7 @@ def test_vlm_qa_answers_on_the_frames_of_the_media_it_names(server, client, medi
     assert rec["ok"] and rec["answer"].startswith("Yes") and rec["n_frames"] == 8
     rec = qa.run({"question": "What is shown?", "on": "subject_image"}, store)
     assert rec["n_frames"] == 1 and n_images(server.requests[-1]["body"]) == 1
-    assert qa.version == "openai:judge-model:qa-1"
+    assert qa.version == f"openai:judge-model:{QA_PROMPT_VERSION}"
     server.queue(*[Scripted(content="") for _ in range(3)])
     rec = qa.run({"question": "Anything?", "on": "output_video"}, store)
     assert not rec["ok"] and "unusable answer after 3 attempts" in rec["error"]
@@ -216,7 +221,54 @@ def test_a_generated_rubric_is_frozen_until_its_input_generator_or_prompt_change
     changed = InputInstance(id=inst.id, prompt=inst.prompt + " At dusk.", content_hash="another")
     assert resolve(changed, identity)[1] == "generated" and len(server.requests) == 2
     assert resolve(changed, gen.generator_identity("openai", "other-model"))[1] == "generated"
-    monkeypatch.setattr(gen, "PROMPT_VERSION", "rubric-2")
+    monkeypatch.setattr(gen, "PROMPT_VERSION", "rubric-next")
     assert resolve(changed, gen.generator_identity("openai", "judge-model"))[1] == "generated"
     assert resolve(changed, gen.generator_identity("openai", "judge-model"))[1] == "loaded"
     assert len(server.requests) == 4
+
+
+def test_one_instruction_for_every_task_and_the_user_turn_states_only_facts(server, client, media):
+    for task in TASKS:
+        generate_with_vlm(instance(task, media), client)
+    systems = {json.dumps(b["messages"][0]) for b in server.bodies("rubric")}
+    assert len(systems) == 1  # the same instruction, whatever the task
+    ts2v = request_text(server.bodies("rubric")[2])
+    assert "Inputs present: first frame: no; subject images: 1; source video: no." in ts2v
+
+
+def test_a_rule_broken_in_the_answer_is_named_in_the_repair(server, client, media):
+    bad = rubric_for("TV2V")
+    bad["criteria"] = [c for c in bad["criteria"] if c["id"] != "degenerate_edit"]
+    bad["criteria"][0]["dimension"] = 17  # subject identity, without a subject
+    bad["dimensions_considered"] = bad["dimensions_considered"][:20]
+    server.queue(Scripted(content=json.dumps(bad)))
+    rubric = generate_with_vlm(instance("TV2V", media), client)
+    repair = request_text(server.requests[1]["body"])
+    assert "failed validation on 3 point(s)" in repair
+    assert "criterion 'edit_following' field 'dimension': 17 (subject identity) needs an input" in repair
+    assert "dimensions [21, 22] are not reported" in repair
+    assert "no hard degenerate-edit criterion under dimension 18 with hard_cap 2" in repair
+    assert "degenerate_edit" in [c.id for c in rubric.criteria]
+
+
+def test_a_rule_still_broken_after_the_repair_is_accepted_and_recorded(server, client, media):
+    bad = rubric_for("T2V")
+    for c in bad["criteria"][:3]:
+        c.update(type="hard", hard_cap=6)
+    server.queue(Scripted(content=json.dumps(bad)), Scripted(content=json.dumps(bad)))
+    rubric = generate_with_vlm(instance("T2V", media), client)
+    assert rubric.generator["rule_problems"] == ["rubric: 3 hard criteria; at most 2 (make the others soft)"]
+
+
+def test_a_last_answer_with_loose_fields_is_read_leniently_and_recorded(server, client, media):
+    bad = rubric_for("T2V")
+    bad["criteria"][1]["importance"] = "urgent"
+    bad["criteria"][2]["hard_cap"] = "6"
+    server.queue(Scripted(content=json.dumps(bad)), Scripted(content=json.dumps(bad)))
+    rubric = generate_with_vlm(instance("T2V", media), client)
+    assert rubric.criterion("action").importance == "medium" and rubric.criterion("temporal_quality").hard_cap == 6
+    assert len(server.requests) == 2
+    problems = rubric.generator["rule_problems"]
+    assert any(p.startswith("read leniently: criterion 'action' field 'importance'") for p in problems)
+    # a soft criterion with a cap breaks a rule: recorded too
+    assert "criterion 'temporal_quality' field 'hard_cap': a soft criterion has hard_cap null" in problems

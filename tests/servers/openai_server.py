@@ -7,7 +7,8 @@ the six FIRM-Video requests (:func:`firm_answer`).
 A test can queue scripted replies (status, body, headers, delay) that are served first, and set a
 fixed latency (the time from receiving a request to answering it) and random rates of 500s and
 unparseable answers, and hold every request after the next N until released (to stop a client
-midway). Every request is recorded (path, headers, body); the peak number of requests in flight
+midway). ``rejects`` names request fields the server refuses with a 400, as a server that does not
+know ``chat_template_kwargs`` does. Every request is recorded (path, headers, body); the peak number of requests in flight
 (received and not yet answered) and the number answered are tracked.
 """
 
@@ -203,7 +204,8 @@ class FakeVlmServer:
 
     def __init__(self, *, latency_s: float = 0.0, error_rate: float = 0.0, unparseable_rate: float = 0.0,
                  stall_rate: float = 0.0, stall_s: float = 2.0,
-                 seed: int = 0, answer: Callable[[dict], str] = default_answer, usage: bool = True):
+                 seed: int = 0, answer: Callable[[dict], str] = default_answer, usage: bool = True,
+                 rejects: tuple[str, ...] = ()):
         self.latency_s = latency_s
         self.error_rate = error_rate
         self.unparseable_rate = unparseable_rate
@@ -211,6 +213,7 @@ class FakeVlmServer:
         self.stall_s = stall_s
         self.answer = answer
         self.usage = usage
+        self.rejects = rejects
         self.script: list[Scripted] = []
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
@@ -320,6 +323,9 @@ class FakeVlmServer:
                 self._released.wait()
             if not h.path.endswith("/chat/completions"):
                 item = Scripted(status=404, raw=b'{"error": "not found"}')
+            refused = [f for f in self.rejects if f in body]
+            if refused:
+                item = Scripted(status=400, raw=json.dumps({"error": f"unknown field {refused[0]}"}).encode())
             if item.raw is not None:
                 payload = item.raw
             else:

@@ -214,10 +214,10 @@ def test_a_rubric_is_frozen_inside_the_bench_whatever_the_id(input_id):
         (bench / "T2V").mkdir(parents=True)
         inst = InputInstance(input_id, "A red ball rolls left.", content_hash="h")
         before = _files(root)
-        rubric, source, _ = resolve_rubric(inst, "T2V", bench, frozen, {"backend": "offline"}, generate_offline)
+        rubric, source, *_ = resolve_rubric(inst, "T2V", bench, frozen, {"backend": "offline"}, generate_offline)
         new = _files(root) - before
         assert source == "generated" and new and all(_inside(p, bench / "T2V" / "rubrics") for p in new)
-        again, source2, _ = resolve_rubric(inst, "T2V", bench, frozen, dict(rubric.generator), generate_offline)
+        again, source2, *_ = resolve_rubric(inst, "T2V", bench, frozen, dict(rubric.generator), generate_offline)
         assert source2 == "loaded" and again.content_hash() == rubric.content_hash()
 
 

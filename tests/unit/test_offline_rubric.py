@@ -183,6 +183,8 @@ def test_plans_normalize_for_their_input(task):
 
 @pytest.mark.parametrize("prompt, entity", [("A red fox runs over a log.", "red fox"),
                                             ("The old man walks slowly.", "old man"),
-                                            ("Fireworks over a city", "city")])
+                                            ("Fireworks over a city", "fireworks"),
+                                            ("A red fox jumps over a log.", "red fox"),
+                                            ("A chef slices two sirloin steaks while young children watch.", "chef")])
 def test_main_entity(prompt, entity):
     assert main_entity(prompt) == entity

@@ -23,6 +23,11 @@ def rules(plan):
     return [r["rule"] for r in plan.repairs]
 
 
+def fallback_question(c):
+    """What a fallback vlm_qa asks (method §7): the criterion with its failure modes."""
+    return f"{c.criterion} Look specifically for these failures: {'; '.join(c.failure_modes)}."
+
+
 def qa(question="Is there a red car?", on="output_video"):
     return {"tool": "vlm_qa", "args": {"question": question, "on": on}}
 
@@ -101,14 +106,14 @@ def test_unavailable_tool_replaced_by_vlm_qa_fallback():
     p = normalize_plan(c, present_media=T2V, available_tools={"vlm_qa", "aesthetic"})
     assert p.status == "fallback"
     assert p.tools() == ["aesthetic", "vlm_qa"]
-    assert p.steps[-1]["args"] == {"question": c.criterion, "on": "output_video"}
+    assert p.steps[-1]["args"] == {"question": fallback_question(c), "on": "output_video"}
     assert rules(p) == ["tool_unavailable", "fallback"]
 
 
 def test_only_unavailable_tool_becomes_single_vlm_qa():
     c = crit([{"tool": "depth_probe", "args": {"on": "output_video", "query_a": "cat"}}], dimension=4)
     p = normalize_plan(c, present_media=T2V, available_tools={"vlm_qa"})
-    assert p.steps == [{"tool": "vlm_qa", "args": {"question": c.criterion, "on": "output_video"}}]
+    assert p.steps == [{"tool": "vlm_qa", "args": {"question": fallback_question(c), "on": "output_video"}}]
     assert p.status == "fallback"
     assert rules(p) == ["tool_unavailable", "empty_plan"]
 
@@ -214,7 +219,7 @@ def test_missing_queries_filled_from_target_entity():
     assert p.steps[0]["args"]["query"] == "red car"
     assert p.steps[1]["args"]["target"] == "red car"
     assert p.steps[2]["args"]["entities"] == "red car"
-    assert p.steps[3]["args"]["question"] == c.criterion
+    assert p.steps[3]["args"]["question"] == fallback_question(c)
     assert rules(p) == ["fill_missing"] * 4
     assert p.status == "degraded"
 
@@ -304,7 +309,7 @@ def test_unconsumed_crop_gets_vlm_qa_on_the_crop():
               {"tool": "aesthetic", "args": {"on": "output_video"}}])
     p = normalize_plan(c, present_media=T2V)
     assert p.tools() == ["crop_compare", "vlm_qa", "aesthetic"]
-    assert p.steps[1]["args"] == {"question": c.criterion, "on": "output_crop"}
+    assert p.steps[1]["args"] == {"question": fallback_question(c), "on": "output_crop"}
     assert rules(p) == ["unconsumed_crop"]
     assert p.status == "degraded"
 
@@ -312,7 +317,7 @@ def test_unconsumed_crop_gets_vlm_qa_on_the_crop():
 def test_source_crop_unconsumed_gets_vlm_qa_on_source_crop():
     c = crit([{"tool": "crop_compare", "args": {"crop_from": "source_video", "region": "dog"}}], dimension=19)
     p = normalize_plan(c, present_media=TV2V)
-    assert p.steps[1] == {"tool": "vlm_qa", "args": {"question": c.criterion, "on": "source_crop"}}
+    assert p.steps[1] == {"tool": "vlm_qa", "args": {"question": fallback_question(c), "on": "source_crop"}}
     assert rules(p) == ["unconsumed_crop"]
 
 
@@ -321,7 +326,7 @@ def test_source_crop_unconsumed_gets_vlm_qa_on_source_crop():
 def test_empty_plan_becomes_one_vlm_qa_on_criterion_text():
     c = crit([])
     p = normalize_plan(c, present_media=T2V)
-    assert p.steps == [{"tool": "vlm_qa", "args": {"question": c.criterion, "on": "output_video"}}]
+    assert p.steps == [{"tool": "vlm_qa", "args": {"question": fallback_question(c), "on": "output_video"}}]
     assert rules(p) == ["empty_plan"]
     assert p.status == "fallback"
 
@@ -334,7 +339,7 @@ def test_vlm_only_mode_replaces_every_plan():
              {"tool": "dino_sim", "args": {"a": "output_crop", "b": "subject_image"}}]
     c = crit(steps, dimension=17, reference_source="subject_image")
     p = normalize_plan(c, present_media=TS2V, vlm_only=True)
-    assert p.steps == [{"tool": "vlm_qa", "args": {"question": c.criterion, "on": "output_video"}}]
+    assert p.steps == [{"tool": "vlm_qa", "args": {"question": fallback_question(c), "on": "output_video"}}]
     assert rules(p) == ["vlm_only"]
     assert p.status == "fallback"
 
@@ -359,3 +364,42 @@ def test_repairs_are_logged_in_method_order():
     assert all(s["tool"] in TOOL_SPECS for s in p.steps)
     assert p.status == "fallback"
     assert all(set(r) == {"rule", "detail"} and r["detail"] for r in p.repairs)
+
+
+# --- fallback questions and references from the input (method §6, §7) ----------------------------
+
+def test_fallback_question_carries_the_failure_modes():
+    c = make_criterion("id", dimension=17, failure_modes=["different breed", "collar missing"],
+                       evidence_plan={"tool_sequence": []})
+    q = normalize_plan(c, present_media=TS2V).steps[0]["args"]["question"]
+    assert q.startswith(c.criterion) and "different breed" in q and "collar missing" in q
+    bare = make_criterion("bare", failure_modes=[], evidence_plan={"tool_sequence": []})
+    assert normalize_plan(bare, present_media=T2V).steps[0]["args"]["question"] == bare.criterion
+
+
+def test_reference_resolves_from_each_input_medium():
+    for ref, media in [("first_frame", TI2V), ("subject_image", TS2V), ("source_video", TV2V),
+                       ("subject_image", TSV2V)]:
+        steps = [{"tool": "dino_sim", "args": {"a": "output_video", "b": "reference"}}]
+        p = normalize_plan(crit(steps, dimension=17, reference_source=ref), present_media=media, web_search=False)
+        assert p.steps == steps and p.status == "ok" and p.repairs == [], ref
+        assert p.reference == ref
+
+
+def test_reference_from_the_input_makes_a_retrieval_step_redundant():
+    steps = [{"tool": "web_search", "args": {"query": "the dog"}},
+             {"tool": "dino_sim", "args": {"a": "output_video", "b": "reference"}}]
+    for web in (False, True):
+        p = normalize_plan(crit(steps, dimension=17, reference_source="subject_image"), present_media=TS2V,
+                           web_search=web)
+        assert p.tools() == ["dino_sim"] and p.reference == "subject_image"
+        assert rules(p) == ["input_reference"] and p.status == "degraded"
+
+
+def test_only_a_search_reference_degrades_without_web_search():
+    steps = [{"tool": "dino_sim", "args": {"a": "output_video", "b": "reference"}}]
+    searched = normalize_plan(crit(steps, reference_source="web_search", target_entity="Eiffel Tower"),
+                              present_media=TI2V, web_search=False)
+    assert searched.tools() == ["vlm_qa"] and searched.reference == "none" and searched.status == "fallback"
+    framed = normalize_plan(crit(steps, reference_source="first_frame"), present_media=TI2V, web_search=False)
+    assert framed.tools() == ["dino_sim"] and framed.status == "ok"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from argus_dagster.judge import VlmJudge
+from argus_dagster.judge import JUDGE_PROMPT_VERSION, VlmJudge
+from argus_dagster.rubric.generate import PROMPT_VERSION
 from argus_dagster.vlm import CallStats, TransformersClient, VlmError
 
 CHAT_TEMPLATE = (
@@ -86,7 +87,7 @@ def test_the_judge_on_the_local_model_records_an_unusable_answer(tiny_vlm):
             "failure_modes": [], "aggregation": "", "target_entity": "red car"}
     j = judge.judge(view, [{"tool": "aesthetic", "ok": True, "quality": 50.0}])
     assert j.score is None and j.rationale.startswith("unscored: unusable answer after 2 attempts")
-    assert j.judge == f"vlm/transformers/{tiny_vlm.name}/judge-2"
+    assert j.judge == f"vlm/transformers/{tiny_vlm.name}/{JUDGE_PROMPT_VERSION}"
     assert stats.calls == 2 and stats.failures == 1 and stats.parse_retries == 1
 
 
@@ -100,9 +101,9 @@ def test_the_resources_wire_the_local_model_into_the_judge(tiny_vlm, monkeypatch
     vlm = vlm_from_env("ARGUS_VLM")
     assert vlm.backend == "transformers" and vlm.workers() == 1
     judge = JudgeResource().judge(vlm)
-    assert isinstance(judge, VlmJudge) and judge.identity == "vlm/transformers/tiny-llava/judge-2"
+    assert isinstance(judge, VlmJudge) and judge.identity == f"vlm/transformers/tiny-llava/{JUDGE_PROMPT_VERSION}"
     assert RubricGeneratorResource().identity(vlm) == {"backend": "transformers", "model": "tiny-llava",
-                                                      "prompt_version": "rubric-1"}
+                                                      "prompt_version": PROMPT_VERSION}
     # Without a VLM, the embedded default stays.
     monkeypatch.delenv("ARGUS_VLM_PATH")
     none = vlm_from_env("ARGUS_VLM")

@@ -22,7 +22,7 @@ class NoVlmQa:
         }
 
 
-QA_PROMPT_VERSION = "qa-1"
+QA_PROMPT_VERSION = "qa-2"  # asked without thinking (method §7)
 QA_SYSTEM = (
     "You answer one question about the frames of a video or image, for an evaluation. Describe only what "
     "is visible; say so when it cannot be seen. Be specific and short (at most three sentences)."
@@ -69,7 +69,7 @@ class VlmQa:
                     {"role": "user", "content": [label, *frames.images(), f"Question: {question}"]}]
         try:
             answer, _ = chat_json(self.client, messages, _answer, parse_retries=self.parse_retries,
-                                      max_tokens=300, stats=self.stats)
+                                  max_tokens=300, stats=self.stats, thinking=False)
         except (ParseError, VlmError) as exc:
             return {"ok": False, "error": f"vlm_qa: {exc}", "question": question, "on": on}
         return {"ok": True, "question": question, "on": on, "answer": answer, "n_frames": len(frames.array)}
