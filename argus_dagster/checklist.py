@@ -688,6 +688,8 @@ class FirmEvaluator:
             res.reason = f"WC verifier: {exc}"
             return res
         out = score_wc(checklist, [Verdict(**v) for v in raw], grounding)
+        # The video's own WC checklist, so that its score can be recomputed from stored rows.
+        out.detail["items"] = [asdict(i) for i in checklist.items]
         return out
 
     # -- PQ -------------------------------------------------------------------------------------------
@@ -800,6 +802,7 @@ class FirmTables:
     scores: list[dict] = field(default_factory=list)
     export: list[dict] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # videos without export records, and why
+    results: list[dict[str, DimensionResult]] = field(default_factory=list)  # per job, in job order
 
 
 def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
@@ -835,6 +838,7 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
     with request_pool(max(1, max_workers)) as pool:
         done = list(pool.map(one, jobs))
     for job, res, refs in done:
+        out.results.append(res)
         out.verdicts += verdict_rows(job.input_id, res)
         out.scores.append({**score_row(job.input_id, res), "frames": refs})
         recs, why = export_records(f"{video_prefix}{job.input_id}", job.prompt, refs, res)
