@@ -34,7 +34,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             _print(f"{label} {path}: not a folder")
             return 2
     record_active_bench(args.bench, args.candidates)
-    return _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only)
+    return _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only,
+                     protocol=args.protocol)
 
 
 def _backbones(vlm_only: bool = False) -> str:
@@ -54,13 +55,18 @@ def _backbones(vlm_only: bool = False) -> str:
     return f"{judge}; {gen}{mode}"
 
 
-def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = False) -> int:
+def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = False,
+              protocol: str = "videoargus") -> int:
     from .leaderboard import format_leaderboard
     from .runner import error_summary, row_errors, run_all
     from .settings import load_settings
 
     _print(_backbones(vlm_only))
-    lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
+    lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only, protocol=protocol)
+    if protocol != "videoargus":
+        _print_firm(tasks, models)
+    if lb is None:  # FIRM-Video only
+        return 0
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
     summary = error_summary(row_errors(tasks, models))
@@ -71,6 +77,50 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
         return 1
     _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
     return 0
+
+
+def _print_firm(tasks, models) -> None:
+    """FIRM-Video's mean ratings per task and model (1-5), and how many videos each dimension left unscored."""
+    from .runner import firm_summary
+
+    table = firm_summary(tasks)
+    if models and table.height:
+        table = table.filter(table["model"].is_in(models))
+    _print("\nFIRM-Video (mean ratings 1-5; unscored: videos without a rating, the reason is on their row)\n")
+    _print(str(table) if table.height else "no firm_scores stored")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``argus export firm``: reward-model training instances from the stored firm_scores rows."""
+    from .runner import export_firm
+
+    try:
+        n, left_out = export_firm(args.out, args.task)
+    except (OSError, ValueError) as exc:
+        _print(f"argus export firm: {exc}")
+        return 1
+    for why in left_out[:20]:
+        _print(f"left out: {why}")
+    if len(left_out) > 20:
+        _print(f"... and {len(left_out) - 20} more left out")
+    _print(f"wrote {n} instances (one per video and dimension) to {args.out}")
+    return 0 if n else 1
+
+
+def cmd_best_of_n(args: argparse.Namespace) -> int:
+    """The best candidate per input by one evaluator, from the stored tables."""
+    from .runner import best_of_n_report
+
+    try:
+        picks, texts = best_of_n_report(args.by, args.task)
+    except ValueError as exc:
+        _print(f"argus best-of-n: {exc}")
+        return 1
+    if not texts:
+        _print("no stored scores: run `argus evaluate` (and --protocol firm or both for if, wc, pq) first")
+        return 1
+    _print("\n\n".join(texts.values()))
+    return 0 if picks.height else 1
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -175,7 +225,20 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--model", action="append", help="only this model (repeatable)")
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
+    e.add_argument("--protocol", choices=("videoargus", "firm", "both"), default="videoargus",
+                   help="videoargus (rubrics, evidence, judge; the default), firm (FIRM-Video's checklists: "
+                        "instruction following, world coherence, perceptual quality) or both")
     e.set_defaults(func=cmd_evaluate)
+    ex = sub.add_parser("export", help="export stored results (firm: FIRM-Video reward-model training JSON lines)")
+    ex.add_argument("what", choices=("firm",), help="firm: one instance per video and dimension, for SFT")
+    ex.add_argument("--out", required=True, help="the JSON lines file to write")
+    ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    ex.set_defaults(func=cmd_export)
+    bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
+    bn.add_argument("--by", choices=("final", "if", "wc", "pq"), default="final",
+                    help="final (VideoArgus) or a FIRM-Video rating")
+    bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    bn.set_defaults(func=cmd_best_of_n)
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
     lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
     lb.set_defaults(func=cmd_leaderboard)

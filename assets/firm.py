@@ -342,7 +342,7 @@ def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_sc
                                      tie_tolerance=config.tie_tolerance, n_boot=config.n_boot)
     except ValueError as exc:
         raise dg.Failure(f"best_of_n config by={config.by!r} weights={config.weights}: {exc}") from None
-    return dg.Output(df, data_version=_digest(df.write_csv().splitlines()), metadata={
+    return dg.Output(df, data_version=_digest(df.write_ndjson().splitlines()), metadata={
         "n_inputs": df.height, "evaluator": df["evaluator"][0] if df.height else str(by),
         "n_ties": int((df["n_tied"] > 0).sum()) if df.height else 0,
         **{f"{t} best of N": dg.MetadataValue.md("```\n" + text + "\n```") for t, text in texts.items()}})
