@@ -112,3 +112,32 @@ def test_best_of_n_over_samples_of_one_model_from_stored_tables(tmp_path):
     assert "mean human score: picks   3.500, random   2.667" in texts["T2V"]
     by_if, _ = best_of_n_tables({"a": vs}, {"b": fs}, "if")
     assert by_if.filter(pl.col("input_id") == "p0")["pick_sample"][0] == "2"
+
+
+def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path, monkeypatch, capsys):
+    """`argus evaluate --protocol firm` against the loopback judge: no rubric, evidence or judge call,
+    one planner call per input; `argus export firm` then writes one record per video and dimension."""
+    from tests.integration.test_firm_graph import MODELS, PROMPTS, _bench
+    from tests.servers.openai_server import FakeVlmServer, kind_of
+
+    bench, cands = _bench(tmp_path)
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster_home"))
+    with FakeVlmServer() as srv:
+        monkeypatch.setenv("ARGUS_VLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("ARGUS_VLM_MODEL", "judge-a")
+        assert cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--protocol", "firm"]) == 0
+        kinds = [kind_of(r["body"]) for r in srv.requests]
+        out = capsys.readouterr().out
+        assert "FIRM-Video (mean ratings" in out and "Leaderboard" not in out
+        assert kinds.count("firm_if_plan") == len(PROMPTS)
+        assert kinds.count("firm_if_verify") == len(PROMPTS) * len(MODELS)
+        assert not {"rubric", "judge", "qa"} & set(kinds)
+        n = len(srv.requests)
+        path = tmp_path / "firm.jsonl"
+        assert cli.main(["export", "firm", "--out", str(path), "--task", "T2V"]) == 0
+        assert len(srv.requests) == n  # the export calls nothing
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines) == len(PROMPTS) * len(MODELS) * 3
+    assert len({(r["video_id"], r["dimension"]) for r in lines}) == len(lines)
+    assert f"wrote {len(lines)} instances" in capsys.readouterr().out
