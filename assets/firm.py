@@ -11,7 +11,6 @@ candidate of every input by a chosen evaluator. These assets run only when asked
 """
 
 import hashlib
-import json
 from pathlib import Path
 
 import dagster as dg
