@@ -63,10 +63,9 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
 
     _print(_backbones(vlm_only))
     lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only, protocol=protocol)
-    if protocol != "videoargus":
-        _print_firm(tasks, models)
+    firm = _print_firm(tasks, models) if protocol != "videoargus" else None
     if lb is None:  # FIRM-Video only
-        return 0
+        return 0 if firm is not None and firm.height else 1
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
     summary = error_summary(row_errors(tasks, models))
@@ -79,7 +78,7 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
     return 0
 
 
-def _print_firm(tasks, models) -> None:
+def _print_firm(tasks, models):
     """FIRM-Video's mean ratings per task and model (1-5), and how many videos each dimension left unscored."""
     from .runner import firm_summary
 
@@ -88,6 +87,7 @@ def _print_firm(tasks, models) -> None:
         table = table.filter(table["model"].is_in(models))
     _print("\nFIRM-Video (mean ratings 1-5; unscored: videos without a rating, the reason is on their row)\n")
     _print(str(table) if table.height else "no firm_scores stored")
+    return table
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -288,8 +288,8 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         return defs.load_asset_value(asset, instance=instance)
 
     board = stored("leaderboard") if protocol != "firm" else None
-    if protocol == "firm":
-        pass
+    if protocol == "firm":  # FIRM-Video only: no leaderboard (argus evaluate prints FIRM's summary)
+        progress(f"[{time.perf_counter() - t_start:6.1f}s] FIRM-Video done")
     elif board is None:
         result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
                                 instance=instance, resources=resources, run_config=QUIET)

@@ -163,3 +163,26 @@ def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_pa
         assert all(e.passed for e in out.get_asset_check_evaluations())
         n, left = export_firm(tmp_path / "x.jsonl", instance=instance, resources=res)
         assert n == 0 and len(left) == len(PROMPTS) and all("not every dimension is scored" in x for x in left)
+
+
+def test_a_failed_plan_is_an_error_row_and_the_rest_proceed(tmp_path):
+    from tests.servers.openai_server import Scripted
+
+    bench, cands = _bench(tmp_path)
+    with FakeVlmServer() as srv, dg.instance_for_test() as instance:
+        vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=1)
+        res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
+        instance.add_dynamic_partitions("candidate_models", ["m"])
+        srv.queue(*[Scripted(content="{not json") for _ in range(3)])  # every attempt of the first plan
+        assert _firm_run(instance, res, "T2V", with_inputs=True).success
+        rows = load("firm_checklists", res, instance, "T2V")
+        bad = rows.filter(pl.col("error").is_not_null())
+        assert bad.height == 1 and bad["error"][0].startswith("IF planner:") and bad["checklist_hash"][0] is None
+        assert set(rows.filter(pl.col("error").is_null())["input_id"]) == set(PROMPTS) - set(bad["input_id"])
+        out = _firm_run(instance, res, "T2V", "m", with_inputs=True)
+        assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
+        scores = load("firm_scores", res, instance, _key("m"))
+        failed = scores.filter(pl.col("input_id") == bad["input_id"][0]).row(0, named=True)
+        assert failed["if_rating"] is None and failed["if_reason"].startswith("IF planner:")
+        assert failed["wc_rating"] is not None and failed["pq_rating"] is not None  # the other dimensions ran
+        assert scores.filter(pl.col("input_id") != bad["input_id"][0])["if_rating"].null_count() == 0
