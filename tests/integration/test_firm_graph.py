@@ -186,3 +186,36 @@ def test_a_failed_plan_is_an_error_row_and_the_rest_proceed(tmp_path):
         assert failed["if_rating"] is None and failed["if_reason"].startswith("IF planner:")
         assert failed["wc_rating"] is not None and failed["pq_rating"] is not None  # the other dimensions ran
         assert scores.filter(pl.col("input_id") != bad["input_id"][0])["if_rating"].null_count() == 0
+
+
+def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_reason(tmp_path):
+    """TI2V: the condition image goes to the planner and to the IF verifier, labelled (checklist.py's
+    docstring says what carries over); a model without a video for an input gets that reason on every
+    dimension."""
+    import cv2
+
+    from tests.servers.openai_server import n_images, request_text
+
+    bench, cands = tmp_path / "bench", tmp_path / "cands"
+    (bench / "TI2V").mkdir(parents=True)
+    cv2.imwrite(str(bench / "TI2V" / "q0.png"), _clip(5)[0])
+    (bench / "TI2V" / "manifest.jsonl").write_text(
+        json.dumps({"id": "q0", "prompt": "The pattern from the first frame slides left", "first_frame": "q0.png"}) + "\n"
+        + json.dumps({"id": "q1", "prompt": "The pattern slides right", "first_frame": "q0.png"}) + "\n")
+    write_video(cands / "TI2V" / "m" / "q0.mp4", _clip(5), 12)  # no video for q1
+    with FakeVlmServer() as srv, dg.instance_for_test() as instance:
+        vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=2)
+        res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
+        instance.add_dynamic_partitions("candidate_models", ["m"])
+        assert _firm_run(instance, res, "TI2V", with_inputs=True).success
+        plans = srv.bodies("firm_if_plan")
+        assert len(plans) == 2 and all(n_images(b) == 1 and "[first_frame] 1 frames" in request_text(b) for b in plans)
+        out = _firm_run(instance, res, "TI2V", "m", with_inputs=True)
+        assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
+        verify, = srv.bodies("firm_if_verify")
+        assert n_images(verify) == 1 + 8 and "[first_frame]" in request_text(verify)
+        scores = load("firm_scores", res, instance, dg.MultiPartitionKey({"task": "TI2V", "model": "m"}))
+        by_id = {r["input_id"]: r for r in scores.iter_rows(named=True)}
+        assert by_id["q0"]["if_rating"] is not None
+        assert all(by_id["q1"][f"{d}_rating"] is None and "missing: no video" in by_id["q1"][f"{d}_reason"]
+                   for d in ("if", "wc", "pq"))
