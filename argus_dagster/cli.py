@@ -111,8 +111,15 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
     """The best candidate per input by one evaluator, from the stored tables."""
     from .runner import best_of_n_report
 
+    by: str | dict[str, float] = args.by
+    if args.mix:
+        try:
+            by = {k.strip(): float(w) for k, w in (m.split("=", 1) for m in args.mix)}
+        except ValueError:
+            _print(f"argus best-of-n: --mix {' '.join(args.mix)}: give COLUMN=WEIGHT pairs, e.g. final=1 if=1")
+            return 2
     try:
-        picks, texts = best_of_n_report(args.by, args.task)
+        picks, texts = best_of_n_report(by, args.task)
     except ValueError as exc:
         _print(f"argus best-of-n: {exc}")
         return 1
@@ -237,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
     bn.add_argument("--by", choices=("final", "if", "wc", "pq"), default="final",
                     help="final (VideoArgus) or a FIRM-Video rating")
+    bn.add_argument("--mix", nargs="+", metavar="COL=W",
+                    help="a weighted mix instead of --by (each column put on [0, 1] by its scale), e.g. final=1 pq=1")
     bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
     bn.set_defaults(func=cmd_best_of_n)
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")

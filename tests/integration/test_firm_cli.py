@@ -65,6 +65,12 @@ def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):
     assert "best of N by pq" in capsys.readouterr().out
     assert cli.main(["best-of-n", "--by", "if", "--task", "T2V"]) == 0  # offline: nothing to pick, said per input
     assert "no candidate of 4 has a score by if" in capsys.readouterr().out
+    assert cli.main(["best-of-n", "--mix", "final=1", "pq=3", "--task", "T2V"]) == 0
+    assert "best of N by 1*final+3*pq" in capsys.readouterr().out
+    assert cli.main(["best-of-n", "--mix", "final", "--task", "T2V"]) == 2
+    assert "give COLUMN=WEIGHT pairs" in capsys.readouterr().out
+    assert cli.main(["best-of-n", "--mix", "nope=1", "--task", "T2V"]) == 1
+    assert "'nope' is not in the table" in capsys.readouterr().out
 
 
 def test_best_of_n_asset_and_human_alignment_with_firm_evaluators(demo):
