@@ -2,7 +2,8 @@
 # make test: set up and run the test suite (the default install; what CI runs, with make test-ocr).
 # make test-ocr: the easyocr tests in a venv of their own (.venv-ocr, about 6 GB).
 # make bench: cost at benchmark scale (cold, warm and forced runs against a loopback VLM) and decoding speed.
-# make ui: the Dagster UI on the same instance.
+# make ui: the Dagster UI on the same instance, and the reports server (`argus open`) beside it
+#   (without `dagster dev`'s advice to use `dg dev`, a CLI this install does not include).
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -14,7 +15,7 @@ OCR_VENV ?= .venv-ocr
 OCR_BIN  := $(OCR_VENV)/bin
 OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 
-.PHONY: setup demo test test-ocr bench ui clean
+.PHONY: setup demo test test-ocr bench ui clean chromium postgres
 
 $(BIN)/.installed: pyproject.toml
 	@echo "setting up $(VENV): the pinned dependencies (Dagster, torch CPU, transformers, OpenCV, ...), about 2.6 GB and 3 minutes"
@@ -31,8 +32,24 @@ setup: $(BIN)/.installed
 demo: setup
 	$(BIN)/argus demo
 
-test: setup
+test: setup chromium postgres
 	$(BIN)/python -m pytest -q
+
+# The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).
+# The Postgres tests start a real server from Debian's package on a temporary data directory.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's postgresql for the Postgres tests (about 50 MB)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  else echo "postgresql is not installed: the Postgres tests skip (sudo apt-get install postgresql)"; fi; }
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests (about 300 MB, 1 minute)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is not installed: the browser tests skip (sudo apt-get install chromium)"; fi; }
 
 # The ocr extra's torch replaces the base pin; of the base dependencies only what tests/ocr imports goes in.
 $(OCR_BIN)/.installed: pyproject.toml
@@ -59,7 +76,8 @@ bench: setup
 ui: setup
 	DAGSTER_HOME=$(ARGUS_HOME)/dagster_home; mkdir -p $$DAGSTER_HOME; export DAGSTER_HOME; \
 	test -f $$DAGSTER_HOME/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $$DAGSTER_HOME/dagster.yaml; \
-	$(BIN)/dagster dev -w workspace.yaml
+	$(BIN)/argus open --before-results & reports=$$!; trap 'kill $$reports 2>/dev/null' EXIT INT TERM; \
+	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
 
 clean:
 	rm -rf $(VENV) $(OCR_VENV) .argus

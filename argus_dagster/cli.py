@@ -1,4 +1,4 @@
-"""``argus``: demo, evaluate, leaderboard (thin launchers of Dagster materializations) and align."""
+"""``argus``: demo, evaluate, leaderboard (thin launchers of Dagster materializations), align and open."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _print(f"argus demo: ARGUS_HOME={home}")
     bench, cands = build_demo_bench(home, force=args.rebuild, progress=_print)
     record_active_bench(bench, cands)
-    return _evaluate(None, None, t0, force=args.force)
+    return _overview_hint(_evaluate(None, None, t0, force=args.force))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -34,8 +34,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             _print(f"{label} {path}: not a folder")
             return 2
     record_active_bench(args.bench, args.candidates)
-    return _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only,
-                     protocol=args.protocol)
+    return _overview_hint(_evaluate(args.task, args.model, time.perf_counter(), force=args.force,
+                                    vlm_only=args.vlm_only, protocol=args.protocol))
+
+
+def _overview_hint(status: int) -> int:
+    """After a run: where the overview of every result is, and how to look at it in a browser."""
+    from .settings import load_settings
+
+    from .settings import reports_port
+
+    index = load_settings().reports_dir / "index.html"
+    if status == 0 and index.is_file():
+        try:
+            where = f" at http://127.0.0.1:{reports_port()}/index.html"
+        except ValueError:
+            where = ""
+        _print(f"Overview of every task: {index}; `argus open` serves it{where}")
+    return status
 
 
 def _backbones(vlm_only: bool = False) -> str:
@@ -135,7 +151,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .leaderboard import format_leaderboard
-    from .runner import current_leaderboard
+    from .runner import current_leaderboard, info_and_above
     from .settings import find_home
 
     home = find_home()
@@ -146,11 +162,43 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if not (home / "dagster_home").is_dir():
         _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
         return 1
-    lb = current_leaderboard()
+    with info_and_above():  # reading the stored table logs the IO manager's DEBUG lines
+        lb = current_leaderboard()
     if lb is None:
         _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
         return 1
     _print(format_leaderboard(_only(lb, args.task)))
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    """Serve ``$ARGUS_HOME/reports`` on loopback and print the overview's URL; read-only like ``leaderboard``."""
+    from pathlib import Path
+
+    from .serve import make_server, url_of
+    from .settings import find_home, reports_port
+
+    home = find_home()
+    if home is None:
+        _print(f"no ARGUS_HOME: no .argus folder in {Path.cwd()} or its parents, and ARGUS_HOME is not set; "
+               "run `argus demo` or `argus evaluate` there first")
+        return 1
+    reports = home / "reports"
+    if not args.before_results and not (reports / "index.html").is_file():
+        _print(f"no overview yet in {reports}: run `argus demo` or `argus evaluate` first")
+        return 1
+    try:
+        server = make_server(reports, reports_port() if args.port is None else args.port)
+    except (OSError, ValueError) as exc:
+        _print(f"argus open: {exc}")
+        return 2
+    _print(f"serving {reports} at {url_of(server, 'index.html')} (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -251,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
     lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
     lb.set_defaults(func=cmd_leaderboard)
+    op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
+                        "and print the URL")
+    op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
+    op.add_argument("--before-results", action="store_true",
+                    help="serve even before the first results (make ui: pages appear as runs write them)")
+    op.set_defaults(func=cmd_open)
     from .alignment import ALIGNMENT_LEGEND
 
     al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)",

@@ -5,7 +5,7 @@ import dagster as dg
 from assets import ALL_ASSETS, GRAPH_CHECKS
 from assets.schedules import nightly_reconcile
 from assets.sensors import candidate_store_sensor
-from resources import resources_for
+from resources import executor_for, resources_for
 
 # Declarative automation (the leaderboard follows ``video_scores``) is evaluated by this sensor. It is
 # declared here, running by default, because Dagster's implicit one starts stopped: without it a
@@ -16,4 +16,5 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     description="Materializes what follows a materialization (the leaderboard after video_scores).")
 
 defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=GRAPH_CHECKS, resources=resources_for(),
-                      sensors=[candidate_store_sensor, automation_sensor], schedules=[nightly_reconcile])
+                      sensors=[candidate_store_sensor, automation_sensor], schedules=[nightly_reconcile],
+                      executor=executor_for())

@@ -8,12 +8,26 @@ Without a VLM, :class:`EvidenceOnlyJudge` scores only what measurable evidence s
 calibration, per tool (each maps to 0-10, linear between the stated points, clamped):
 
 =============  =====================================================================
-flicker_probe  luma jitter <= 1.0 -> 10, >= 8.0 -> 0
-motion_probe   mean flow 0 -> 0, >= 0.6 px/step -> 10, capped by 10 x (1 - static share)
+flicker_probe  the larger of block-coherent luma and colour jitter on consecutive
+               frames, on a log scale: <= 1 -> 10, 6.9 -> 5, >= 48 -> 0 (an alternation of
+               +-3 levels every frame: jitter 12 -> 3.6)
+motion_probe   coherence: the lowest of jump share (<= 0.03 -> 10, >= 0.25 -> 0),
+               duplicated-frame share in a moving clip (<= 0.1 -> 10, >= 0.6 -> 0; a film
+               cadence repeats 20%), longest freeze (<= 0.1 s -> 10, >= 1 s -> 0), motion
+               reversals over at least 8 steps (<= 0.3 -> 10, >= 0.8 -> 0; real to-and-fro
+               motion reaches 0.5) and speed surplus against neighbouring steps (<= 0.05 -> 10,
+               >= 0.6 -> 0). Incoherence is reported, not scored: a fast real clip (or one
+               whose frames are far apart) reaches a shuffled clip's 1.0. For a temporal-quality
+               criterion (dimension 12) that is the score; otherwise it is capped by
+               the amount of motion: mean flow 0 -> 0, >= 4 px/s (256 px) -> 10,
+               and by 10 x (1 - static share)
 aesthetic      technical (or learned) quality 0-100 -> /10
 ssim_compare   video vs video: the larger of SSIM and edge SSIM; image vs first frame:
                0.7 SSIM + 0.3 colour-histogram correlation; either way <= 0.3 -> 0, >= 0.9 -> 10
-change_probe   the larger of: mean absolute RGB difference to the source (<= 2 -> 0, >= 12 -> 10)
+change_probe   with a measurable edit instruction: fulfilment of the requested property x 10;
+               for an edit-degeneracy check (``check: degenerate``) with a known expected
+               change: change / expected change <= 0.15 -> 0, >= 0.5 -> 10; otherwise the
+               larger of: mean absolute RGB difference to the source (<= 2 -> 0, >= 12 -> 10)
                and share of pixels changed by more than 25 levels (<= 0.5% -> 0, >= 5% -> 10)
 ocr            best fuzzy match of the target text: ratio x 10
 dino_sim       cosine similarity of DINO embeddings <= 0.2 -> 0, >= 0.8 -> 10
@@ -23,6 +37,8 @@ relation       holds in the order the entities are listed x 10; count with an ex
                10 - 5 x |median count - expected|; otherwise no measure
 =============  =====================================================================
 
+A probe that could not measure this clip (``not_measurable``: too few frames, one flat colour)
+contributes nothing and says why; it is a property of the clip, so it is not retried.
 Several measures in one criterion are averaged, or the lowest is taken when the aggregation hint
 asks for the worst ("worst", "min", "lowest", "any"). A ``vlm_qa`` step without a VLM, or a failed
 tool, contributes nothing; a criterion with no measure left stays unscored, with the reason.
@@ -72,23 +88,41 @@ def _lin(x: float, lo: float, hi: float) -> float:
     return float(np.clip((x - lo) / (hi - lo), 0.0, 1.0))
 
 
-def _flicker(r: dict) -> tuple[float, str]:
-    s = 10 * _lin(r["jitter"], 8.0, 1.0)
-    return s, f"flicker_probe: luma jitter {r['jitter']:.2f}, {len(r['flagged_frames'])} flagged frames"
+def _flicker(r: dict, view: dict | None = None) -> tuple[float, str]:
+    x = max(r["jitter"], r.get("color_jitter", 0.0))
+    # On a log scale: doubling the flicker costs the same at any level, so strengths stay apart.
+    s = 10 * _lin(float(np.log(max(x, 1e-3))), float(np.log(48.0)), 0.0)
+    return s, (f"flicker_probe: luma jitter {r['jitter']:.2f}, colour jitter {r.get('color_jitter', 0.0):.2f} "
+               f"on consecutive frames, {len(r['flagged_frames'])} flagged frames")
 
 
-def _motion(r: dict) -> tuple[float, str]:
-    s = min(10 * _lin(r["mean_flow"], 0.0, 0.6), 10 * (1 - r["static_fraction"]))
-    return s, (f"motion_probe: mean flow {r['mean_flow']:.3f} px/step, static share "
-               f"{r['static_fraction']:.2f}, smoothness {r['smoothness']:.2f}")
+def _coherence(r: dict) -> tuple[float, str]:
+    parts = [10 * _lin(r.get("jump_fraction", 0.0), 0.25, 0.03), 10 * _lin(r.get("duplicate_fraction", 0.0), 0.6, 0.1),
+             10 * _lin(r.get("longest_freeze_s", 0.0), 1.0, 0.1),
+             10 * _lin(r.get("speed_surplus", 0.0), 0.6, 0.05)]
+    if r.get("reversal_steps", 0) >= 8:  # a few steps of to-and-fro motion say nothing about order
+        parts.append(10 * _lin(r.get("reversal_fraction", 0.0), 0.8, 0.3))
+    return min(parts), (f"{len(r.get('jump_times', []))} jumps ({r.get('jump_fraction', 0.0):.0%} of steps), "
+                        f"{r.get('duplicate_fraction', 0.0):.0%} duplicated frames, {r.get('reversal_fraction', 0.0):.0%} "
+                        f"motion reversals, speed surplus {r.get('speed_surplus', 0.0):.2f}, longest freeze "
+                        f"{r.get('longest_freeze_s', 0.0):.2f}s, incoherence {r.get('incoherence')}")
 
 
-def _aesthetic(r: dict) -> tuple[float, str]:
-    extra = f" (sharpness {r['sharpness']:.1f}, noise sigma {r['noise_sigma']:.2f})" if "sharpness" in r else ""
+def _motion(r: dict, view: dict | None = None) -> tuple[float, str]:
+    coherence, how = _coherence(r)
+    if (view or {}).get("dimension") == 12:
+        return coherence, f"motion_probe (temporal coherence): {how}"
+    amount = min(10 * _lin(r["mean_flow"], 0.0, 4.0), 10 * (1 - r["static_fraction"]))
+    return min(amount, coherence), (f"motion_probe: mean flow {r['mean_flow']:.2f} px/s, static share "
+                                    f"{r['static_fraction']:.2f}, smoothness {r['smoothness']:.2f}; {how}")
+
+
+def _aesthetic(r: dict, view: dict | None = None) -> tuple[float, str]:
+    extra = f" (sharpness {r['sharpness']:.2f}, noise sigma {r['noise_sigma']:.2f})" if "sharpness" in r else ""
     return r["quality"] / 10.0, f"aesthetic[{r.get('backend', '?')}]: quality {r['quality']:.1f}/100{extra}"
 
 
-def _ssim(r: dict) -> tuple[float, str]:
+def _ssim(r: dict, view: dict | None = None) -> tuple[float, str]:
     if r["mode"] == "aligned":
         # Video against video (preservation): structure counts, colour may be what the edit changed.
         sim = max(r["ssim"], r["edge_ssim"])
@@ -99,21 +133,33 @@ def _ssim(r: dict) -> tuple[float, str]:
                                       f"{r['edge_ssim']:.3f}, colour correlation {r['hist_corr']:.3f}")
 
 
-def _change(r: dict) -> tuple[float, str]:
+def _change(r: dict, view: dict | None = None) -> tuple[float, str]:
+    seen = (f"mean |diff| {r['mean_abs_diff']:.2f}/255 vs source, {r['changed_pixel_fraction']:.1%} of pixels "
+            f"changed, {r['unchanged_fraction']:.0%} of frames unchanged")
+    edit = (r.get("edit") or {}).get("kind", "unknown")
+    if (r.get("args") or {}).get("check") == "degenerate":
+        if r.get("change_vs_expected") is not None:
+            return 10 * _lin(r["change_vs_expected"], 0.15, 0.5), (
+                f"change_probe: {seen}; the requested {edit} edit would change the source by "
+                f"{r['expected_change']:.2f}/255, the output changed {r['change_vs_expected']:.2f}x that")
+    elif r.get("fulfilment") is not None:
+        return 10 * r["fulfilment"], (f"change_probe: requested {edit} edit carried out to "
+                                      f"{r['fulfilment']:.0%} ({r.get('edit_measure', '')}); {seen}")
     # A global edit moves every pixel a little, a local one (an inserted object) a few pixels a lot.
     s = max(10 * _lin(r["mean_abs_diff"], 2.0, 12.0), 10 * _lin(r["changed_pixel_fraction"], 0.005, 0.05))
-    return s, (f"change_probe: mean |diff| {r['mean_abs_diff']:.2f}/255 vs source, "
-               f"{r['changed_pixel_fraction']:.1%} of pixels changed, {r['unchanged_fraction']:.0%} of frames unchanged")
+    return s, f"change_probe: {seen}"
 
 
-def _ocr(r: dict) -> tuple[float, str] | None:
+def _ocr(r: dict, view: dict | None = None) -> tuple[float, str] | None:
     if "match" not in r:
         return None
     seen = ", ".join(repr(x["text"]) for x in r["lines"][:4]) or "no text"
     return 10 * r["match"], f"ocr: target {r['target']!r} matched {r['match']:.2f} (read {seen})"
 
 
-MEASURES: dict[str, Callable[[dict], tuple[float, str] | None]] = {
+# Each measure reads one tool record; those of this module also read the criterion as the judge sees it.
+VIEW_AWARE = frozenset({"flicker_probe", "motion_probe", "aesthetic", "ssim_compare", "change_probe", "ocr"})
+MEASURES: dict[str, Callable[..., tuple[float, str] | None]] = {
     "flicker_probe": _flicker,
     "motion_probe": _motion,
     "aesthetic": _aesthetic,
@@ -129,7 +175,7 @@ _WORST = re.compile(r"\b(worst|min|minimum|lowest|any)\b", re.IGNORECASE)
 
 class EvidenceOnlyJudge:
     name = "evidence-only"
-    version = "1"
+    version = "2"
     needs_frames = False
     deterministic = True  # an unscored criterion stays unscored on a rerun
 
@@ -142,11 +188,14 @@ class EvidenceOnlyJudge:
         skipped: list[str] = []
         for rec in evidence:
             tool = rec.get("tool", "?")
+            if rec.get("not_measurable"):
+                skipped.append(f"{tool}: not measurable on this clip: {rec['not_measurable']}")
+                continue
             if not rec.get("ok"):
                 skipped.append(f"{tool}: {rec.get('error', 'failed')}")
                 continue
             fn = MEASURES.get(tool)
-            m = fn(rec) if fn else None
+            m = (fn(rec, view) if tool in VIEW_AWARE else fn(rec)) if fn else None
             if m is None:
                 skipped.append(f"{tool}: evidence not measurable without a VLM")
                 continue

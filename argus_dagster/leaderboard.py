@@ -19,17 +19,45 @@ def bootstrap_ci(values: np.ndarray, n_resamples: int = 2000, seed: int = 0) -> 
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def _mean(values: list) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
 def build_leaderboard(video_scores: pl.DataFrame) -> pl.DataFrame:
+    """Per task and model: the mean final score and its interval, and what those scores cover (mean
+    criteria scored of how many, share of importance weight, judges, criteria that need a VLM)."""
     rows = []
     if video_scores.height:
         for (task, model), g in video_scores.group_by(["task", "model"], maintain_order=True):
-            finals = g["final_score"].drop_nulls().to_numpy()
+            ok = g.filter(pl.col("final_score").is_not_null())
+            finals = ok["final_score"].to_numpy()
             lo, hi = bootstrap_ci(finals)
+            cols = set(g.columns)
+            judges = sorted({j.strip() for v in (ok["judge"] if "judge" in cols else []) if v for j in v.split(",")})
+            needs = sorted({c for v in (ok["needs_vlm"] if "needs_vlm" in cols else []) if v is not None for c in v})
             rows.append({"task": task, "model": model,
                          "mean_final": float(finals.mean()) if len(finals) else None,
                          "ci_low": lo if len(finals) else None, "ci_high": hi if len(finals) else None,
-                         "n_videos": int(len(finals)), "n_errors": int(g.height - len(finals))})
+                         "n_videos": int(len(finals)), "n_errors": int(g.height - len(finals)),
+                         "n_scored": _mean(ok["n_scored"].to_list()) if "n_scored" in cols else None,
+                         "n_criteria": _mean(ok["n_criteria"].to_list()) if "n_criteria" in cols else None,
+                         "weight_scored": _mean(ok["weight_scored"].to_list()) if "weight_scored" in cols else None,
+                         "judge": ", ".join(judges) or None, "needs_vlm": needs,
+                         "ci_scope": "scored criteria only" if needs or ("n_scored" in cols and any(
+                             (a or 0) < (b or 0) for a, b in zip(ok["n_scored"], ok["n_criteria"]))) else "all criteria"})
     return frame(rows, LEADERBOARD).sort(["task", "mean_final"], descending=[False, True], nulls_last=True)
+
+
+def coverage_text(n_scored: float | None, n_criteria: float | None, judge: str | None) -> str:
+    """``3 of 6 criteria · evidence-only``: what a score covers, shown beside it everywhere."""
+    if not n_criteria:
+        return "no criteria"
+
+    def num(x: float) -> str:
+        return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+
+    return f"{num(n_scored or 0)} of {num(n_criteria)} criteria · {judge or 'no judge'}"
 
 
 def format_leaderboard(lb: pl.DataFrame) -> str:
@@ -38,10 +66,18 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
     for task in sorted(lb["task"].unique().to_list()):
         g = lb.filter(pl.col("task") == task)
         out.append(f"{task}")
-        out.append(f"  {'rank':>4}  {'model':<18} {'final':>6}  {'95% CI':>13}  {'n':>3}  {'errors':>6}")
+        out.append(f"  {'rank':>4}  {'model':<18} {'final':>6}  {'covers':<36} {'95% CI*':>13}  {'n':>3}  {'errors':>6}")
+        needs: set[str] = set()
+        partial = False
         for rank, r in enumerate(g.iter_rows(named=True), start=1):
             score = f"{r['mean_final']:6.2f}" if r["mean_final"] is not None else "     -"
             ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if r["ci_low"] is not None else "-"
-            out.append(f"  {rank:>4}  {r['model']:<18} {score}  {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
+            covers = coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge"))
+            out.append(f"  {rank:>4}  {r['model']:<18} {score}  {covers:<36} {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
+            needs |= set(r.get("needs_vlm") or [])
+            partial |= r.get("ci_scope") == "scored criteria only"
+        out.append("  * the interval covers " + ("the scored criteria only" if partial else "all criteria"))
+        if needs:
+            out.append(f"  needs a VLM (not scored): {', '.join(sorted(needs))}")
         out.append("")
     return "\n".join(out)

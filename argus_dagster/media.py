@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import sys
 import tempfile
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import cv2
 import numpy as np
@@ -25,23 +29,78 @@ class MediaError(RuntimeError):
     """A medium that cannot be read: missing, corrupt or empty. The message names the URI."""
 
 
+# FFmpeg's log prefix ("[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55...] ") and decord's ("[21:22:01] /src/x.cc:83: ").
+_NATIVE_PREFIX = re.compile(r"^(\[[^\]]* @ 0x[0-9a-f]+\]\s*|\[\d\d:\d\d:\d\d\]\s*\S+\.(cc|cpp|h):\d+:\s*)+")
+_NATIVE_LOCK = threading.Lock()
+
+
+def native_messages(text: str) -> list[str]:
+    """What FFmpeg and decord said, without their pointers, clock times and C++ source paths, each once."""
+    out: list[str] = []
+    for line in text.splitlines():
+        msg = _NATIVE_PREFIX.sub("", line.strip()).strip()
+        if msg.startswith("ERROR opening:"):  # decord's line repeats the path; keep FFmpeg's reason
+            msg = msg.rsplit(",", 1)[-1].strip()
+        if msg and msg not in out:
+            out.append(msg)
+    return out
+
+
+@contextmanager
+def captured_native_stderr() -> Iterator[list[str]]:
+    """Collect what native decoders write to file descriptor 2 while the block runs.
+
+    FFmpeg (inside decord and OpenCV) prints "moov atom not found" and decord a C++ source path for
+    each file it cannot open, straight to fd 2, past Python's ``sys.stderr``: a person running a
+    command sees that for every bad video. Here it goes into the yielded list (see
+    :func:`native_messages`), which the caller puts in the video's error. fd 2 is per process, so
+    captures are serialized by a lock; lines that are not native log lines are written back.
+    """
+    lines: list[str] = []
+    with _NATIVE_LOCK, tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
+            native = [ln for ln in text.splitlines() if _NATIVE_PREFIX.match(ln.strip())]
+            other = [ln for ln in text.splitlines() if ln.strip() and not _NATIVE_PREFIX.match(ln.strip())]
+            lines.extend(native_messages("\n".join(native)))
+            if other:
+                sys.stderr.write("\n".join(other) + "\n")
+
+
 @dataclass(frozen=True)
 class SamplingPolicy:
     """Which frames of a video a consumer sees.
 
     ``fps`` samples at that rate (None: uniformly over the whole clip); the result is then thinned
-    uniformly to at most ``max_frames``.
+    uniformly to at most ``max_frames``. With ``windows``, frames are instead consecutive frames of the
+    source rate in that many windows spread over the clip (``max_frames`` in all): what a temporal
+    probe needs to see a per-frame alternation that any subsampling would hide. ``max_side`` bounds
+    the decoded size (None: native resolution, for measures that a resize would falsify).
     """
 
     name: str
     fps: float | None
     max_frames: int
+    windows: int = 0
+    max_side: int | None = 768
 
 
 RUBRIC_POLICY = SamplingPolicy("rubric", fps=2.0, max_frames=8)
 JUDGE_POLICY = SamplingPolicy("judge", fps=None, max_frames=8)
 DENSE_POLICY = SamplingPolicy("dense", fps=6.0, max_frames=48)
-POLICIES = {p.name: p for p in (RUBRIC_POLICY, JUDGE_POLICY, DENSE_POLICY)}
+# Flicker, temporal coherence and motion smoothness: 3 windows of 32 consecutive frames at 256 px.
+TEMPORAL_POLICY = SamplingPolicy("temporal", fps=None, max_frames=96, windows=3, max_side=256)
+# Frame quality: 4 frames at the clip's own resolution (the measures read a few tiles of each).
+NATIVE_POLICY = SamplingPolicy("native", fps=None, max_frames=4, max_side=None)
+POLICIES = {p.name: p for p in (RUBRIC_POLICY, JUDGE_POLICY, DENSE_POLICY, TEMPORAL_POLICY, NATIVE_POLICY)}
 JPEG_QUALITY = 85
 # Which frames every consumer sees and how they are sized and encoded: part of every cache key, so a
 # changed policy recomputes what was computed under the old one.
@@ -270,6 +329,8 @@ def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:
     n = info.n_frames
     if n <= 0:
         return []
+    if policy.windows:
+        return window_indices(n, policy.max_frames, policy.windows)
     if policy.fps and info.fps > 0:
         step = max(info.fps / policy.fps, 1.0)
         idx = [int(round(i * step)) for i in range(int(np.ceil(n / step)))]
@@ -280,6 +341,27 @@ def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:
         pick = np.linspace(0, len(idx) - 1, policy.max_frames).round().astype(int)
         idx = [idx[i] for i in pick]
     return idx
+
+
+def window_indices(n: int, max_frames: int, windows: int) -> list[int]:
+    """Consecutive frame indices: all ``n`` when they fit, else ``windows`` runs of equal length
+    starting at evenly spaced points (the first at frame 0, the last ending at the last frame)."""
+    if n <= max_frames:
+        return list(range(n))
+    length = max_frames // windows
+    starts = np.linspace(0, n - length, windows).round().astype(int)
+    return sorted({int(s) + k for s in starts for k in range(length)})
+
+
+def runs(indices: list[int] | tuple[int, ...]) -> list[list[int]]:
+    """``indices`` split where they are not consecutive: the windows a temporal probe may difference."""
+    out: list[list[int]] = []
+    for pos, i in enumerate(indices):
+        if out and i == indices[pos - 1] + 1:
+            out[-1].append(pos)
+        else:
+            out.append([pos])
+    return out
 
 
 def _scaled_size(w: int, h: int, max_side: int) -> tuple[int, int]:
@@ -297,6 +379,7 @@ class VideoReader:
 
     def __init__(self, uri: str, max_side: int | None = None):
         self.uri = uri
+        self._max_side = max_side
         path = local_path(uri)
         if not Path(path).exists():
             raise MediaError(f"{uri}: file not found")
@@ -304,6 +387,18 @@ class VideoReader:
             raise MediaError(f"{uri}: empty file (0 bytes)")
         self._decord = None
         self._cv_frames: np.ndarray | None = None
+        with captured_native_stderr() as said:
+            n, fps, w, h = self._open(path)
+        if n is None:
+            reason = f": {'; '.join(said)}" if said else ""
+            raise MediaError(f"{uri}: cannot be decoded (not a video, or corrupt){reason}")
+        if n == 0:
+            raise MediaError(f"{uri}: the video has zero decodable frames")
+        self.info = VideoInfo(n_frames=n, fps=fps if fps > 0 else 25.0, width=int(w), height=int(h))
+
+    def _open(self, path: str) -> tuple:
+        """``(n_frames, fps, width, height)``, all None when neither decoder can open the file."""
+        max_side = self._max_side
         try:
             import decord
 
@@ -323,7 +418,7 @@ class VideoReader:
             self._decord = None
             cap = cv2.VideoCapture(path)
             if not cap.isOpened():
-                raise MediaError(f"{uri}: cannot be decoded (not a video, or corrupt)") from None
+                return None, None, None, None
             fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
             frames = []
             while True:
@@ -336,9 +431,7 @@ class VideoReader:
             n = len(frames)
             h, w = self._cv_frames.shape[1:3] if n else (0, 0)
             self.backend = "opencv"
-        if n == 0:
-            raise MediaError(f"{uri}: the video has zero decodable frames")
-        self.info = VideoInfo(n_frames=n, fps=fps if fps > 0 else 25.0, width=int(w), height=int(h))
+        return n, fps, w, h
 
     def get(self, indices: list[int]) -> np.ndarray:
         if self._decord is not None:
@@ -349,10 +442,10 @@ class VideoReader:
         assert self._cv_frames is not None
         return self._cv_frames[indices]
 
-    def sample(self, policy: SamplingPolicy, max_side: int = MAX_SIDE) -> Frames:
+    def sample(self, policy: SamplingPolicy, max_side: int | None = MAX_SIDE) -> Frames:
         idx = sample_indices(self.info, policy)
         arr = self.get(idx)
-        if max(arr.shape[1:3]) > max_side:
+        if max_side and max(arr.shape[1:3]) > max_side:
             arr = np.stack([resize_longest(f, max_side) for f in arr])
         return Frames(arr, tuple(idx), tuple(i / self.info.fps for i in idx))
 

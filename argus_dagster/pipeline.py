@@ -22,7 +22,7 @@ from .evidence.tools.registry import ToolSuite
 from .instances import InputInstance
 from .judge import judge_view, judgment_evidence
 from .media import JUDGE_POLICY, SAMPLING_ID, Frames, MediaError, file_digest
-from .rubric.schema import Criterion, Rubric
+from .rubric.schema import IMPORTANCE_WEIGHT, Criterion, Rubric
 from .scoring import ScoredCriterion, aggregate
 
 
@@ -60,8 +60,8 @@ def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore,
         "seconds": round(time.perf_counter() - t0, 4),
         "n_cached": sum(hits),
         "cache_hit": bool(hits) and all(hits),
-        # failed steps are not stored, so a rerun runs them again
-        "n_failed": sum(1 for r in records if not (r.get("ok") or r.get("unavailable"))),
+        # failed steps are not stored, so a rerun runs them again; "not measurable" is final
+        "n_failed": sum(1 for r in records if not (r.get("ok") or r.get("unavailable") or r.get("not_measurable"))),
         "error": None,
     }
 
@@ -133,6 +133,25 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
     return [f.result() for f in [pool.submit(one, c) for c in rubric.criteria]]
 
 
+def judge_label(identity: str) -> str:
+    """A judge identity as people read it: ``evidence-only/2`` -> ``evidence-only``, ``vlm/b/m/v`` -> ``vlm m``."""
+    parts = (identity or "").split("/")
+    return f"vlm {parts[2]}" if parts[0] == "vlm" and len(parts) > 2 else parts[0]
+
+
+def coverage(criterion_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a score covers: criteria and importance weight scored, by which judge, and the criteria
+    left unscored because only a VLM could judge them (the evidence-only judge had nothing to measure)."""
+    weights = [IMPORTANCE_WEIGHT.get(r["importance"], 0) for r in criterion_rows]
+    total = sum(weights)
+    scored_w = sum(w for w, r in zip(weights, criterion_rows) if r["score"] is not None)
+    judges = sorted({judge_label(r.get("judge") or "") for r in criterion_rows if r["score"] is not None})
+    needs_vlm = [r["criterion_id"] for r in criterion_rows
+                 if r["score"] is None and judge_label(r.get("judge") or "") == "evidence-only"]
+    return {"weight_scored": round(scored_w / total, 4) if total else 0.0,
+            "judge": ", ".join(judges) or None, "needs_vlm": needs_vlm}
+
+
 def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str, Any]:
     agg = aggregate([
         ScoredCriterion(r["criterion_id"], r["importance"], r["type"],
@@ -142,6 +161,7 @@ def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str,
     return {
         "base_score": agg.base_score, "final_score": agg.final_score, "cap_alpha": agg.cap_alpha,
         "caps_fired": agg.caps_fired, "n_scored": agg.n_scored, "n_criteria": agg.n_criteria,
+        **coverage(criterion_rows),
     }
 
 

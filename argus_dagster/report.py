@@ -82,9 +82,14 @@ def _json_list(text: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
+# Every page here lives at reports/<TASK>/<model or compare>/, two folders below the overview site.
+OVERVIEW_HREF = "../../index.html"
+
+
 def _page(title: str, body: str) -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+            f'<style>{STYLE}</style></head><body><div class="muted"><a class="overview" href="{OVERVIEW_HREF}">'
+            f"all results</a></div>{body}</body></html>\n")
 
 
 def _steps(plan: list, evidence: list) -> str:
@@ -140,7 +145,9 @@ def render_video_report(*, task: str, model: str, input_id: str, prompt: str, co
     summary = (f'<div class="summary"><span>final <b>{_num(video.get("final_score"))}</b></span>'
                f'<span>base <b>{_num(video.get("base_score"))}</b></span><span>α {_num(video.get("cap_alpha"))}</span>'
                f'<span>caps fired: {esc(", ".join(caps) or "none")}</span>'
-               f'<span>scored {esc(video.get("n_scored"))}/{esc(video.get("n_criteria"))} criteria</span></div>')
+               f'<span>covers <b>{esc(_coverage(video))}</b></span>'
+               + (f'<span>needs a VLM: {esc(", ".join(video.get("needs_vlm") or []))}</span>' if video.get("needs_vlm") else "")
+               + '</div>')
     err = f'<div class="err">{esc(video["error"])}</div>' if video.get("error") else ""
     rows = "".join(_criterion_row({**c, "fired": c.get("criterion_id") in caps}) for c in criteria)
     table = ("<table><tr><th>criterion</th><th>requirement</th><th>tool trace and evidence</th><th>score</th>"
@@ -152,6 +159,16 @@ def render_video_report(*, task: str, model: str, input_id: str, prompt: str, co
     return _page(f"{task} {model} {input_id}", body)
 
 
+def _coverage(v: dict) -> str:
+    """``3 of 6 criteria · evidence-only · 55% of the weight``: what a score covers."""
+    from .leaderboard import coverage_text
+
+    text = coverage_text(v.get("n_scored"), v.get("n_criteria"), v.get("judge"))
+    if v.get("weight_scored") is not None:
+        text += f" · {v['weight_scored']:.0%} of the weight"
+    return text
+
+
 def render_index(*, task: str, model: str, rows: Iterable[dict]) -> str:
     """A partition's index: one line per video with its scores and a link to its page."""
     lines = []
@@ -159,15 +176,19 @@ def render_index(*, task: str, model: str, rows: Iterable[dict]) -> str:
         name = f'<a href="{esc(r["href"])}">{esc(r["input_id"])}</a>' if r.get("href") else esc(r["input_id"])
         lines.append(f"<tr><td>{name}</td><td>{esc((r.get('prompt') or '')[:160])}</td>"
                      f'<td class="score">{_num(r.get("final_score"))}</td><td class="score">{_num(r.get("base_score"))}</td>'
+                     f"<td>{esc(_coverage(r))}</td><td>{esc(', '.join(r.get('needs_vlm') or []) or '-')}</td>"
                      f"<td>{esc(', '.join(r.get('caps_fired') or []) or '-')}</td>"
                      f'<td class="err">{esc(r.get("error") or "")}</td></tr>')
     body = (f"<h1>{esc(task)} × {esc(model)}</h1><table><tr><th>input</th><th>prompt</th><th>final</th><th>base</th>"
-            f"<th>caps fired</th><th>error</th></tr>{''.join(lines)}</table>")
+            f"<th>covers</th><th>needs a VLM</th><th>caps fired</th><th>error</th></tr>{''.join(lines)}</table>")
     return _page(f"{task} {model}", body)
 
 
-def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dict]) -> str:
-    """Every model's output of one input side by side, then criterion scores in one table.
+def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dict],
+                      conditions: list[FrameRow] | None = None) -> str:
+    """The input (prompt and its conditions: first frame, subject images, source frames), every
+    model's output of it below, then criterion scores in one table: what was asked next to what
+    each model made of it.
 
     ``models``: per model ``model``, ``final_score``, ``base_score``, ``caps_fired``, ``error``,
     ``frames`` (JPEG bytes), ``href`` and ``scores`` ({criterion_id: score or None}).
@@ -177,7 +198,8 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
     for m in models:
         link = f'<a href="{esc(m["href"])}">{esc(m["model"])}</a>' if m.get("href") else esc(m["model"])
         caps = ", ".join(m.get("caps_fired") or []) or "none"
-        blocks.append(f"<h2>{link}: final {_num(m.get('final_score'))} (base {_num(m.get('base_score'))}, "
+        covers = f" · {esc(_coverage(m))}" if m.get("n_criteria") is not None else ""
+        blocks.append(f"<h2>{link}: final {_num(m.get('final_score'))}{covers} (base {_num(m.get('base_score'))}, "
                       f"caps {esc(caps)})</h2>"
                       + _frame_row(FrameRow("output", m.get("frames") or [], error=m.get("error"))))
     criteria = sorted({c for m in models for c in (m.get("scores") or {})})
@@ -188,8 +210,11 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
 
     rows = "".join(f"<tr><td><code>{esc(c)}</code></td>" + "".join(cell(m, c) for m in models) + "</tr>"
                    for c in criteria)
-    body = (f"<h1>{esc(task)} · {esc(input_id)}: models compared</h1><div class=\"prompt\">{esc(prompt)}</div>"
-            + "".join(blocks) + f"<h2>Criterion scores</h2><table><tr><th>criterion</th>{head}</tr>{rows}</table>")
+    body = (f"<h1>{esc(task)} · {esc(input_id)}: models compared</h1>"
+            f'<h2>Input</h2><div class="prompt">{esc(prompt)}</div>'
+            + "".join(_frame_row(r) for r in conditions or [])
+            + '<h2 class="outputs">Outputs</h2>' + "".join(blocks)
+            + f"<h2>Criterion scores</h2><table><tr><th>criterion</th>{head}</tr>{rows}</table>")
     return _page(f"{task} {input_id} compared", body)
 
 
@@ -200,7 +225,9 @@ def leaderboard_png(task: str, rows: list[dict], width: int = 640) -> bytes:
     img = np.full((height, width, 3), 255, np.uint8)
     scale = (width - left - right) / 10.0
     font = cv2.FONT_HERSHEY_SIMPLEX
-    cv2.putText(img, f"{task}: mean final score, 95% CI", (8, 20), font, 0.55, (20, 20, 20), 1, cv2.LINE_AA)
+    partial = any(r.get("ci_scope") == "scored criteria only" for r in rows)
+    title = f"{task}: mean final score, 95% CI" + (" (scored criteria only)" if partial else "")
+    cv2.putText(img, title, (8, 20), font, 0.5, (20, 20, 20), 1, cv2.LINE_AA)
     for t in range(0, 11, 2):
         x = int(left + t * scale)
         cv2.line(img, (x, top - 8), (x, height - 12), (225, 225, 225), 1)
@@ -222,6 +249,9 @@ def leaderboard_png(task: str, rows: list[dict], width: int = 640) -> bytes:
             for x in (xl, xh):
                 cv2.line(img, (x, yc - 5), (x, yc + 5), (30, 30, 30), 1, cv2.LINE_AA)
         cv2.putText(img, f"{mean:.2f}", (int(left + 10 * scale) + 6, y + 17), font, 0.42, (20, 20, 20), 1, cv2.LINE_AA)
+        if r.get("n_criteria"):
+            cov = f"{r.get('n_scored') or 0:.0f}/{r['n_criteria']:.0f} crit."
+            cv2.putText(img, cov, (left + 4, y + 17), font, 0.38, (255, 255, 255), 1, cv2.LINE_AA)
     ok, buf = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     if not ok:
         raise ValueError("PNG encoding failed")

@@ -120,6 +120,8 @@ VARIABLES: dict[str, str] = {
     "ARGUS_TOOL_THREADS": "compute-bound tools running at once per process (default the CPU count)",
     "ARGUS_PARALLEL_RUNS": "partition runs argus evaluate runs at once (default 5)",
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
+    "ARGUS_REPORTS_PORT": "the loopback port argus open and make ui serve the reports on (default 3030)",
+    "ARGUS_REPORTS_URL": "where a browser finds the reports (default http://127.0.0.1:$ARGUS_REPORTS_PORT/)",
 }
 
 
@@ -171,3 +173,39 @@ def environment() -> Environment:
     """The documented ARGUS_* variables as set now (read at each call, so a test or a CLI flag that
     sets one before building resources is seen)."""
     return Environment({name: os.environ[name] for name in VARIABLES if os.environ.get(name)})
+
+
+# --- The reports server (`argus open`, `make ui`) --------------------------------------------------
+REPORTS_PORT = 3030
+
+
+def reports_port() -> int:
+    """The loopback port `argus open` serves the reports folder on: ``ARGUS_REPORTS_PORT``, else 3030."""
+    raw = environment().get("ARGUS_REPORTS_PORT").strip()
+    if not raw:
+        return REPORTS_PORT
+    if not raw.isdigit() or not 0 <= int(raw) <= 65535:
+        raise ValueError(f"ARGUS_REPORTS_PORT={raw!r}: give a port number 0-65535 (0 picks a free one)")
+    return int(raw)
+
+
+def reports_base_url() -> str:
+    """Where a browser finds ``$ARGUS_HOME/reports``: ``ARGUS_REPORTS_URL`` (e.g. behind a proxy), else
+    the `argus open` server on loopback. Metadata links use it because a page of the Dagster UI,
+    served over HTTP, may not open ``file://`` links."""
+    url = environment().get("ARGUS_REPORTS_URL").strip() or f"http://127.0.0.1:{reports_port()}/"
+    return url if url.endswith("/") else url + "/"
+
+
+def report_url(path: str | Path, reports_dir: Path | None = None) -> str:
+    """The URL of a file under the reports folder (its path segments percent-encoded, so the
+    ``~%E7...`` names of :func:`argus_dagster.names.file_name` resolve); ``file://`` for one outside."""
+    from urllib.parse import quote
+
+    root = (reports_dir or load_settings().reports_dir).resolve()
+    p = Path(path).resolve()
+    try:
+        rel = p.relative_to(root)
+    except ValueError:
+        return p.as_uri()
+    return reports_base_url() + quote(rel.as_posix())

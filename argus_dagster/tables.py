@@ -22,9 +22,15 @@ CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "criterion_id": S, "
 CRITERION_SCORES = {"task": S, "model": S, "input_id": S, "criterion_id": S, "dimension": I, "type": S,
                     "importance": S, "hard_cap": I, "fail_threshold": F, "score": I, "rationale": S, "judge": S,
                     "cache_hit": B}
+# Coverage: ``weight_scored`` is the share of importance weight (high 3, medium 2, low 1) scored,
+# ``judge`` who scored, ``needs_vlm`` the criteria only a VLM judge could score.
 VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "base_score": F, "final_score": F, "cap_alpha": F,
-                "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "error": S}
-LEADERBOARD = {"task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I}
+                "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "weight_scored": F, "judge": S,
+                "needs_vlm": pl.List(S), "error": S}
+# The interval is over videos' final scores, which cover only the scored criteria (``ci_scope``).
+LEADERBOARD = {"task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
+               "n_scored": F, "n_criteria": F, "weight_scored": F, "judge": S, "needs_vlm": pl.List(S),
+               "ci_scope": S}
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:

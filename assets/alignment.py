@@ -19,7 +19,9 @@ from argus_dagster.alignment_plots import scatter_png, slug
 from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
 from argus_dagster.instances import ALL_TASKS
 from argus_dagster.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import load_settings, report_url
+
+from .overview import overview_metadata
 
 ALIGNMENT_TABLE = {"task": pl.String, **ALIGNMENT_SCHEMA}
 
@@ -87,6 +89,7 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
             png = settings.reports_dir / "alignment" / task / f"{slug(evaluator)}.png"
             scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}")
             metadata[f"{task} scatter {evaluator}"] = dg.MetadataValue.path(str(png))
+            metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(report_url(png))
     out = pl.concat(tables) if tables else pl.DataFrame(schema=ALIGNMENT_TABLE)
     if not found:
         context.log.warning(f"no human ratings under {human_dir}: add <TASK>.csv with "
@@ -98,6 +101,7 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         "n_rows": out.height, "tasks": ", ".join(found) or "none", "human_dir": str(human_dir),
         "skipped": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
         **metadata,
+        **overview_metadata(context, alignment=out),
     })
 
 

@@ -16,6 +16,7 @@ from argus_dagster.evidence.tools.registry import ToolSuite
 from argus_dagster.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.instances import InputInstance
 from argus_dagster.media import MediaError, file_digest, probe_video
+from argus_dagster.leaderboard import coverage_text
 from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority
@@ -220,7 +221,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="candidates", kinds={"polars"},
+@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"},
           automation_condition=dg.AutomationCondition.eager())
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
                  scoring: ScoringResource) -> dg.Output[pl.DataFrame]:
@@ -248,7 +249,9 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
         **video_delta_metadata(context, df),
         "n_caps_fired": int(df["caps_fired"].list.len().gt(0).sum()),
         "scores": dg.MetadataValue.md("\n".join(
-            f"- `{r['input_id']}`: final {_fmt(r['final_score'])}, base {_fmt(r['base_score'])}, "
-            f"caps {r['caps_fired'] or 'none'}" + (f", error: {r['error']}" if r["error"] else "")
+            f"- `{r['input_id']}`: final {_fmt(r['final_score'])} · {coverage_text(r['n_scored'], r['n_criteria'], r['judge'])}"
+            f", base {_fmt(r['base_score'])}, caps {r['caps_fired'] or 'none'}"
+            + (f", needs a VLM: {', '.join(r['needs_vlm'])}" if r["needs_vlm"] else "")
+            + (f", error: {r['error']}" if r["error"] else "")
             for r in df.iter_rows(named=True))),
     })

@@ -13,8 +13,10 @@ import polars as pl
 from argus_dagster.files import WriteError, write_atomic
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.report import leaderboard_png
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import load_settings, report_url
 from argus_dagster.tables import VIDEO_SCORES, frame
+
+from .overview import overview_metadata
 
 
 # eager(), except that missing upstream partitions do not hold it back: most task x model pairs are
@@ -35,25 +37,28 @@ def plot_metadata(lb: pl.DataFrame) -> dict:
         try:  # the table is the leaderboard; a plot that cannot be written is said, not fatal
             write_atomic(path, png)
             meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
+            meta[f"plot_{task}_url"] = dg.MetadataValue.url(report_url(path))
         except WriteError as exc:
             meta[f"plot_{task}_error"] = str(exc)
     return meta
 
 
-@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="3", group_name="reports", kinds={"polars"},
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Mean final score per task and model, with a bootstrap 95% interval and the video count."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
-    scores = pl.concat(frames) if frames else frame([], VIDEO_SCORES)
+    scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
     lb = build_leaderboard(scores)
-    version = dg.DataVersion(hashlib.sha256(lb.write_csv().encode()).hexdigest()[:16])
+    flat = lb.with_columns(pl.col("needs_vlm").list.join(","))  # CSV holds no lists
+    version = dg.DataVersion(hashlib.sha256(flat.write_csv().encode()).hexdigest()[:16])
     return dg.Output(lb, data_version=version, metadata={
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb),
+        **overview_metadata(context, leaderboard=lb),
     })
 
 

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 import dagster as dg
 import polars as pl
@@ -24,7 +25,7 @@ from argus_dagster.names import file_name
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import load_settings, report_url
 
 from .partitions import task_and_model, task_model_partitions
 
@@ -89,7 +90,9 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
     return out
 
 
-def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str) -> Path:
+def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str,
+                     conditions: list[FrameRow] | None = None) -> Path:
+    """The comparison page of one input from every model's card: the input's conditions above the outputs."""
     cards = []
     for f in sorted((task_dir / "_cards" / safe_name(input_id)).glob("*.json")):
         try:
@@ -99,10 +102,11 @@ def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str) -> P
             continue
         cards.append(card)
     path = task_dir / "compare" / f"{safe_name(input_id)}.html"
-    return write_atomic(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards))
+    return write_atomic(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards,
+                                                conditions=conditions))
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="reports", kinds={"html"},
+@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="reports", kinds={"html"},
           automation_condition=dg.AutomationCondition.eager())
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
@@ -125,17 +129,19 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             output.label = "output frames (as the judge saw them)"
             criteria = _criteria(rubric_rows.get(iid), criterion_evidence.filter(pl.col("input_id") == iid),
                                  criterion_scores.filter(pl.col("input_id") == iid))
+            conditions = condition_rows(inp)
             page = render_video_report(task=task, model=model, input_id=iid, prompt=inp.get("prompt") or "",
-                                       conditions=condition_rows(inp), output=output, video=v, criteria=criteria,
-                                       compare_href=f"../compare/{safe_name(iid)}.html")
+                                       conditions=conditions, output=output, video=v, criteria=criteria,
+                                       compare_href=f"../compare/{quote(safe_name(iid))}.html")
             write_atomic(out_dir / name, page)
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
             card = {"model": model, "final_score": v["final_score"], "base_score": v["base_score"],
-                    "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{safe_name(model)}/{name}",
+                    **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
+                    "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{quote(safe_name(model))}/{quote(name)}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
             write_atomic(task_dir / "_cards" / safe_name(iid) / f"{safe_name(model)}.json", json.dumps(card))
-            write_comparison(task_dir, task, iid, inp.get("prompt") or "")
+            write_comparison(task_dir, task, iid, inp.get("prompt") or "", conditions)
             rows.append({"task": task, "model": model, "input_id": iid, "path": str(out_dir / name), "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row
             context.log.warning(f"{task}/{model}/{iid}: report not written: {exc}")
@@ -145,7 +151,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             context.log.warning(f"{task}/{model}/{iid}: report failed: {exc}")
             rows.append({"task": task, "model": model, "input_id": iid, "path": None,
                          "error": f"report failed: {type(exc).__name__}: {exc}"})
-        index_rows.append({**v, "prompt": inp.get("prompt"), "href": name if rows[-1]["path"] else None})
+        index_rows.append({**v, "prompt": inp.get("prompt"), "href": quote(name) if rows[-1]["path"] else None})
     index = out_dir / "index.html"
     index_error = None
     try:
@@ -159,9 +165,9 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         "n_reports": ok.height, "n_errors": df.height - ok.height,
         **({"index_error": index_error} if index_error else {}),
         "index": dg.MetadataValue.path(str(index)),
-        "index_url": dg.MetadataValue.url(index.as_uri()),
+        "index_url": dg.MetadataValue.url(report_url(index, task_dir.parent)),
         "reports": dg.MetadataValue.md("\n".join(
-            f"- [{_md_text(r['input_id'])}]({Path(r['path']).as_uri()})" if r["path"]
+            f"- [{_md_text(r['input_id'])}]({report_url(r['path'], task_dir.parent)})" if r["path"]
             else f"- `{r['input_id']}`: {r['error']}"
             for r in df.iter_rows(named=True)) or "none"),
     })

@@ -27,7 +27,7 @@ from . import CANDIDATE_ASSETS
 from .candidates import video_scores
 from .inputs import rubrics
 from .lineage import latest_record
-from .sensors import CANDIDATE_KEYS, open_store, recorded_hashes, store_location
+from .sensors import CANDIDATE_KEYS, JUDGE_TAGS, open_store, recorded_hashes, store_location
 
 CODE_VERSION_TAG = "dagster/code_version"
 
@@ -99,7 +99,8 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
     if waiting:  # a schedule targets one partitions definition: the sensor materializes rubrics
         context.log.info(f"tasks {sorted(waiting)} have no rubrics yet; candidate_store_sensor requests them first")
     requests = [dg.RunRequest(run_key=None, asset_selection=CANDIDATE_KEYS,
-                               partition_key=dg.MultiPartitionKey({"task": t, "model": m}), tags={TAG: "nightly_reconcile"})
+                               partition_key=dg.MultiPartitionKey({"task": t, "model": m}),
+                               tags={TAG: "nightly_reconcile", **JUDGE_TAGS})
                  for t, m in chosen]
     if not requests:
         n = sum(len(t) for t in result.models.values())

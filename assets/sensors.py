@@ -34,6 +34,9 @@ from .lineage import latest_record, stored_table
 CANDIDATE_KEYS = [a.key for a in CANDIDATE_ASSETS]
 TASK_KEYS = [a.key for a in TASK_ASSETS]
 CURSOR_VERSION = 1
+# Candidate runs call the judge: a run queue's `tag_concurrency_limits` on this tag bounds how many
+# share its endpoints at once (deploy/aws/dagster.yaml).
+JUDGE_TAGS = {"argus/judge": "1"}
 
 
 def open_store(location: str):
@@ -74,7 +77,7 @@ def candidate_run_request(task: str, model: str, hashes: dict[str, str], launche
     digest = hashlib.sha256(json.dumps(sorted(hashes.items())).encode()).hexdigest()[:16]
     return dg.RunRequest(run_key=f"{task}/{model}/{digest}/{seq}", asset_selection=CANDIDATE_KEYS,
                          partition_key=dg.MultiPartitionKey({"task": task, "model": model}),
-                         tags={"argus/launcher": launcher})
+                         tags={"argus/launcher": launcher, **JUDGE_TAGS})
 
 
 @dg.sensor(name="candidate_store_sensor", asset_selection=CANDIDATE_KEYS + TASK_KEYS, minimum_interval_seconds=60,

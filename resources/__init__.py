@@ -5,7 +5,7 @@
 """
 
 
-
+import dagster as dg
 from dagster_polars import PolarsParquetIOManager
 
 from argus_dagster.settings import environment, load_settings
@@ -52,5 +52,14 @@ def resources_for(env: str | None = None, vlm_only: bool | None = None) -> dict:
             )}
 
 
-__all__ = ["resources_for", "BenchResource", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
+def executor_for(env: str | None = None) -> dg.ExecutorDefinition:
+    """How a run executes its steps. On one machine (``local``, ``gpu``) every step of a run runs in
+    the run's own process: one import of the code location per run instead of one per step, and the
+    steps share the process's VLM client, frame pool and loaded models. ``aws`` keeps Dagster's
+    process per step, for launchers that place steps on other machines."""
+    env = env or environment().get("ARGUS_ENV", "local")
+    return dg.multiprocess_executor if env == "aws" else dg.in_process_executor
+
+
+__all__ = ["resources_for", "executor_for", "BenchResource", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
            "ScoringResource", "VlmResource", "ENVIRONMENTS"]

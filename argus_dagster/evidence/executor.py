@@ -89,8 +89,9 @@ def _run_step(step: dict[str, Any], media: MediaStore, tools: ToolSuite) -> dict
 
 
 def _keep(record: dict[str, Any]) -> bool:
-    # A step that failed (not merely unavailable) may succeed next time: it is not stored.
-    return bool(record.get("ok") or record.get("unavailable"))
+    # A step that failed (not merely unavailable, nor "not measurable" on this clip, which the same
+    # clip always is) may succeed next time: it is not stored.
+    return bool(record.get("ok") or record.get("unavailable") or record.get("not_measurable"))
 
 
 def run_plan(plan: NormalizedPlan, media: MediaStore, tools: ToolSuite, cache: ContentCache | None = None,

@@ -23,7 +23,7 @@ class _Shared:
     def __init__(self, uris: dict[str, str], digests: dict[str, str]):
         self.uris = dict(uris)
         self.digests = dict(digests)
-        self.readers: dict[str, VideoReader] = {}
+        self.readers: dict[tuple[str, int | None], VideoReader] = {}
         self.frames: dict[tuple[str, str], Frames] = {}
         self.own_pool = FramePool(budget_bytes=1 << 62)  # media without a digest: this candidate only
         self.lock = threading.RLock()
@@ -61,23 +61,25 @@ class MediaStore:
             raise MediaError(f"media id {media_id!r} does not exist for this candidate")
         return not is_image(uri)
 
-    def reader(self, media_id: str) -> VideoReader:
+    def reader(self, media_id: str, max_side: int | None = MAX_SIDE) -> VideoReader:
+        """The opened video, decoding to at most ``max_side`` (None: the native size)."""
+        key = (media_id, max_side)
         with self._shared.lock:
-            if media_id not in self._shared.readers:
+            if key not in self._shared.readers:
                 uri = self._shared.uris.get(media_id)
                 if uri is None:
                     raise MediaError(f"media id {media_id!r} does not exist for this candidate")
-                self._shared.readers[media_id] = VideoReader(uri, max_side=MAX_SIDE)
-            return self._shared.readers[media_id]
+                self._shared.readers[key] = VideoReader(uri, max_side=max_side)
+            return self._shared.readers[key]
 
     def _decode(self, media_id: str, policy: SamplingPolicy) -> Frames:
         if self.is_video(media_id):
-            reader = self.reader(media_id)
+            reader = self.reader(media_id, policy.max_side)
             with self._shared.lock:  # one decord reader is not safe to seek from two threads
-                frames = reader.sample(policy)
+                frames = reader.sample(policy, policy.max_side)
                 self._shared.decode_count += 1
             return frames
-        arr = load_image(self._shared.uris[media_id])[None]
+        arr = load_image(self._shared.uris[media_id], policy.max_side or 1 << 16)[None]
         return Frames(arr, (0,), (0.0,))
 
     def frames(self, media_id: str, policy: SamplingPolicy) -> Frames:

@@ -17,7 +17,7 @@ from .postprocess import postprocess
 from .schema import Rubric, parse_rubric
 from .taxonomy import DIMENSIONS, applicable
 
-PROMPT_VERSION = "offline-2"
+PROMPT_VERSION = "offline-3"
 GENERATOR = {"backend": "offline", "model": "rules", "prompt_version": PROMPT_VERSION}
 
 _NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
@@ -180,7 +180,7 @@ def generate_offline(inst: InputInstance) -> Rubric:
             derivable="input_bundle", reference="source_video",
             rule=_rule("the requested edit is fully and visibly applied", "partly applied", "not applied"),
             failure_modes=["edit not applied", "wrong edit", "edit only on some frames"],
-            tools=[{"tool": "change_probe", "args": {"a": "source_video", "b": "output_video"}},
+            tools=[{"tool": "change_probe", "args": {"a": "source_video", "b": "output_video", "instruction": p}},
                    _qa(f"Compared with the source, has this edit been applied: {_quote(p)}")]))
         crit.append(_criterion(
             "source_preservation", 19, "Content the instruction does not touch is preserved from the source "
@@ -196,13 +196,15 @@ def generate_offline(inst: InputInstance) -> Rubric:
             tools=[{"tool": "motion_probe", "args": {"on": "output_video"}},
                    {"tool": "ssim_compare", "args": {"a": "source_video", "b": "output_video"}}]))
         crit.append(_criterion(
-            "degenerate_edit", 18, "The output is a real edit: not nearly unchanged from the source, not frozen, "
-            "and not an edit present only as a static overlay, warp or flicker.", importance="high", kind="hard",
+            "degenerate_edit", 18, "The output is a real edit: it changes the source about as much as the "
+            "instruction asks (not nearly unchanged), is not frozen, and the edit is not present only as a "
+            "static overlay, warp or flicker.", importance="high", kind="hard",
             cap=2, reference="source_video", derivable="input_bundle", aggregation="worst of the measures",
             rule=_rule("a genuine, temporally coherent edit", "a weak or partly degenerate edit",
                        "unchanged source, frozen frames or flicker"),
             failure_modes=["output equals source", "frozen", "static overlay", "flicker"],
-            tools=[{"tool": "change_probe", "args": {"a": "source_video", "b": "output_video"}},
+            tools=[{"tool": "change_probe", "args": {"a": "source_video", "b": "output_video", "instruction": p,
+                                                     "check": "degenerate"}},
                    {"tool": "motion_probe", "args": {"on": "output_video"}},
                    {"tool": "flicker_probe", "args": {"on": "output_video"}}]))
         if has_subj:
@@ -225,11 +227,13 @@ def generate_offline(inst: InputInstance) -> Rubric:
                        {"tool": "aesthetic", "args": {"on": "output_video"}}]))
 
     crit.append(_criterion(
-        "temporal_stability", 12, "The video is temporally stable: no flicker, popping or brightness jumps.",
+        "temporal_stability", 12, "The video is temporally stable: no flicker, popping, brightness jumps, jumps or stutter.",
         importance="medium",
+        aggregation="worst of the measures",
         rule=_rule("perfectly stable", "occasional flicker or jumps", "constant flicker"),
-        failure_modes=["brightness flicker", "colour popping"],
-        tools=[{"tool": "flicker_probe", "args": {"on": "output_video"}}]))
+        failure_modes=["brightness flicker", "colour popping", "frames out of order", "jumps or stutter"],
+        tools=[{"tool": "flicker_probe", "args": {"on": "output_video"}},
+               {"tool": "motion_probe", "args": {"on": "output_video"}}]))
     crit.append(_criterion(
         "visual_quality", 13, "Frames are sharp, clean and well exposed, free of blur, noise and artifacts.",
         importance="medium",

@@ -39,3 +39,37 @@ def materialize_task(task: str, models: list[str], resources: dict, instance: dg
 def load(asset: str, resources: dict, instance: dg.DagsterInstance, partition_key=None) -> pl.DataFrame:
     defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources)
     return defs.load_asset_value(asset, instance=instance, partition_key=partition_key)
+
+
+def pattern_clip(seed: int, n: int = 24, height: int = 64, width: int = 96):
+    """A textured pattern sliding left: real motion, decodable, no media in git."""
+    import numpy as np
+
+    base = np.random.default_rng(seed).integers(0, 255, (height, 2 * width, 3), dtype=np.uint8)
+    return np.stack([np.roll(base, 3 * i, axis=1)[:, :width] for i in range(n)])
+
+
+def t2v_bench(root: Path, n_inputs: int = 3, model: str = "m", n_frames: int = 24) -> tuple[Path, Path]:
+    """``root/bench`` (a T2V manifest of ``n_inputs`` prompts) and ``root/cands`` with ``model``'s videos."""
+    import json
+
+    from argus_dagster.media import write_video
+
+    bench, cands = root / "bench", root / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    rows = [{"id": f"p{i}", "prompt": f"A textured pattern slides to the left, take {i}."} for i in range(n_inputs)]
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for i in range(n_inputs):
+        write_video(cands / "T2V" / model / f"p{i}.mp4", pattern_clip(i, n_frames), 12)
+    return bench, cands
+
+
+def stop(proc) -> None:
+    """Terminate a server or daemon started by a test, killing it if it does not stop."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()

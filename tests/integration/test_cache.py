@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import polars as pl
 import pytest
 
@@ -28,26 +27,18 @@ from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
-from .helpers import graph_resources, load
+from .helpers import graph_resources, load, pattern_clip, t2v_bench
 
 pytestmark = pytest.mark.integration
 KEY = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _clip(seed: int, n: int = 24) -> np.ndarray:
-    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
+_clip = pattern_clip
 
 
 def _bench(root: Path, n_inputs: int = 3) -> tuple[Path, Path]:
-    bench, cands = root / "bench", root / "cands"
-    (bench / "T2V").mkdir(parents=True)
-    rows = [{"id": f"p{i}", "prompt": f"A textured pattern slides to the left, take {i}."} for i in range(n_inputs)]
-    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    for i in range(n_inputs):
-        write_video(cands / "T2V" / "m" / f"p{i}.mp4", _clip(i), 12)
-    return bench, cands
+    return t2v_bench(root, n_inputs)
 
 
 class Graph:

@@ -2,7 +2,6 @@
 into the candidate store is added as a partition, scored, reported and put on the leaderboard with
 no click (the candidate-store sensor, then the automation sensor for the leaderboard)."""
 
-import json
 import os
 import subprocess
 import sys
@@ -10,19 +9,15 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import polars as pl
 import pytest
 
 from argus_dagster.media import write_video
 
+from .helpers import pattern_clip, stop, t2v_bench
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _clip(seed: int, n: int = 24) -> np.ndarray:
-    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
 
 
 def _leaderboard(instance: dg.DagsterInstance) -> pl.DataFrame | None:
@@ -35,13 +30,8 @@ def _leaderboard(instance: dg.DagsterInstance) -> pl.DataFrame | None:
 def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monkeypatch):
     from argus_dagster.runner import local_instance, run_all
 
-    home, bench, cands = tmp_path / "home", tmp_path / "bench", tmp_path / "cands"
-    (bench / "T2V").mkdir(parents=True)
-    (bench / "T2V" / "manifest.jsonl").write_text("".join(
-        json.dumps({"id": f"p{i}", "prompt": f"A textured pattern slides to the left, take {i}."}) + "\n"
-        for i in range(2)))
-    for i in range(2):
-        write_video(cands / "T2V" / "m" / f"p{i}.mp4", _clip(i), 12)
+    home = tmp_path / "home"
+    bench, cands = t2v_bench(tmp_path, n_inputs=2)
     env = {"ARGUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home"),
            "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}
     for k, v in env.items():
@@ -50,7 +40,7 @@ def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monk
     (home / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
 
     for i in range(2):  # a new model appears while the daemon is up
-        write_video(cands / "T2V" / "n" / f"p{i}.mp4", _clip(10 + i)[:, :, ::-1], 12)
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i)[:, :, ::-1], 12)
     log = open(tmp_path / "daemon.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -66,11 +56,7 @@ def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monk
             time.sleep(2)
         assert board is not None and "n" in board["model"].to_list(), (tmp_path / "daemon.log").read_text()[-3000:]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
 
     assert instance.get_dynamic_partitions("candidate_models") == ["m", "n"]

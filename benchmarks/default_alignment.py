@@ -1,0 +1,96 @@
+"""Scores rated real clips with the embedded default (offline rubric, CPU tools, evidence-only judge)
+and writes the tables ``argus align`` reads, so its agreement with the ratings can be compared across
+versions of the default.
+
+Clips: AIGVE's 10 CogVideoX clips (``aigve_toy``, nine human-rated aspects) and VideoPhy-2's 10 example
+clips (``videophy/VIDEOPHY2/examples``; their ``output_pc.csv`` / ``output_sa.csv`` scores are
+VideoPhy-2's own automatic rater's physical-commonsense and semantic-adherence scores, not human ones).
+
+    .venv/bin/python -m benchmarks.default_alignment --out /tmp/align
+    .venv/bin/argus align --human /tmp/align/aigve_human.csv --scores /tmp/align/aigve_video_scores.parquet \
+        --scores /tmp/align/aigve_criterion_scores.parquet --n-boot 200
+    .venv/bin/argus align --human /tmp/align/videophy_human.csv --scores /tmp/align/videophy_video_scores.parquet \
+        --scores /tmp/align/videophy_criterion_scores.parquet --n-boot 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+import polars as pl
+
+from argus_dagster.evidence.tools.registry import embedded_suite
+from argus_dagster.instances import InputInstance
+from argus_dagster.judge import EvidenceOnlyJudge
+from argus_dagster.pipeline import collect_evidence, judge_criteria, score_video
+from argus_dagster.ratings import aigve_ratings, write_human_csv
+from argus_dagster.rubric.offline import generate_offline
+from argus_dagster.tables import CRITERION_SCORES, VIDEO_SCORES, frame
+
+DATA = Path(os.environ.get("ARGUS_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+
+
+def score_clips(clips: list[tuple[str, str, str, str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``clips``: (input_id, model, prompt, path). The ``video_scores`` and ``criterion_scores`` rows."""
+    suite, judge = embedded_suite(), EvidenceOnlyJudge()
+    videos, criteria = [], []
+    for iid, model, prompt, path in clips:
+        inst = InputInstance(id=iid, prompt=prompt)
+        rubric = generate_offline(inst)
+        ev = collect_evidence(inst, rubric, path, suite)
+        rows = judge_criteria(rubric, ev, judge)
+        keys = {"task": "T2V", "model": model, "input_id": iid}
+        criteria += [{**keys, **r} for r in rows]
+        videos.append({**keys, **score_video(rows, 0.5), "error": None})
+    return frame(videos, VIDEO_SCORES), frame(criteria, CRITERION_SCORES)
+
+
+def aigve(out: Path) -> None:
+    src = DATA / "aigve_toy"
+    data = json.loads((src / "annotations.json").read_text())
+    clips = [(str(r["id"]), str(r.get("model") or "unknown"), r["prompt_gt"], str(src / "videos_5frame" / r["video_path_pd"]))
+             for r in data["data_list"]]
+    vs, cs = score_clips(clips)
+    vs.write_parquet(out / "aigve_video_scores.parquet")
+    cs.write_parquet(out / "aigve_criterion_scores.parquet")
+    write_human_csv(aigve_ratings(data).ratings, out / "aigve_human.csv")
+
+
+def videophy(out: Path) -> None:
+    """Two samples of one prompt (``..._0``/``..._1``) are two candidates of one input."""
+    src = DATA / "videophy" / "VIDEOPHY2"
+    ratings, clips = [], {}
+    for dim, name in (("physical_commonsense", "output_pc.csv"), ("semantic_adherence", "output_sa.csv")):
+        with open(src / "examples" / name, newline="") as fh:
+            for r in csv.DictReader(fh):
+                stem = Path(r["videopath"]).stem
+                base, _, sample = stem.rpartition("_")
+                iid, model = (base, f"sample{sample}") if sample.isdigit() else (stem, "sample0")
+                caption = r.get("caption") or stem.replace("_", " ")
+                clips.setdefault(stem, (iid, model, caption, str(src / r["videopath"])))
+                ratings.append({"input_id": iid, "model": model, "dimension": dim, "score": float(r["score"])})
+    vs, cs = score_clips(list(clips.values()))
+    vs.write_parquet(out / "videophy_video_scores.parquet")
+    cs.write_parquet(out / "videophy_criterion_scores.parquet")
+    pl.DataFrame(ratings).write_csv(out / "videophy_human.csv")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    aigve(out)
+    videophy(out)
+    print(f"scored in {time.perf_counter() - t0:.1f}s; tables in {out}")
+
+
+if __name__ == "__main__":
+    main()

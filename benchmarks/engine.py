@@ -1,0 +1,123 @@
+"""``argus evaluate`` against the path UI and sensor runs take, on the same bench and judge.
+
+Builds a bench of about N videos over the five tasks (``benchmarks.scale``'s bench: the demo's real
+clips and stills), starts the loopback OpenAI-compatible server (a process of its own, fixed latency),
+and materializes every asset cold, twice, each time in a fresh ``ARGUS_HOME``:
+
+* ``cli``: ``argus evaluate`` (the CLI's runner);
+* ``dagster``: the same runs as the UI or the candidate-store sensor launch them, one
+  ``dagster asset materialize`` process per run (the code location's executor, a process per run as
+  the run launcher starts it): each task's inputs and rubrics, then each task x model partition with
+  up to ``--parallel`` runs at once (a run queue's ``max_concurrent_runs``), then the leaderboard.
+
+It prints, per path, the wall time, the VLM requests, the judge-latency bound
+``requests x latency / concurrency`` and the ratio of the dagster path to the CLI's.
+
+    .venv/bin/python -m benchmarks.engine [--videos 12] [--latency 0.2] [--concurrency 8] [--parallel 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_scores,diagnostic_reports"
+
+
+def _env(home: Path, base_url: str, concurrency: int, bench: Path, cands: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
+    env.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster_home"), ARGUS_VLM_BASE_URL=base_url,
+               ARGUS_VLM_MODEL="bench-model", ARGUS_VLM_CONCURRENCY=str(concurrency),
+               ARGUS_BENCH_DIR=str(bench), ARGUS_CANDIDATES_DIR=str(cands), PYTHONPATH=str(ROOT))
+    (home / "dagster_home").mkdir(parents=True, exist_ok=True)
+    (home / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return env
+
+
+def _cli(env: dict, bench: Path, cands: Path) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([str(Path(sys.executable).parent / "argus"), "evaluate", "--bench", str(bench),
+                    "--candidates", str(cands)], env=env, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def _dagster(env: dict, cands: Path, parallel: int) -> float:
+    from argus_dagster.bench import discover
+
+    dagster = str(Path(sys.executable).parent / "dagster")
+
+    def materialize(select: str, partition: str | None = None) -> None:
+        cmd = [dagster, "asset", "materialize", "-m", "argus_dagster.definitions", "--select", select]
+        if partition:
+            cmd += ["--partition", partition]
+        subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True)
+
+    found = discover(cands).models
+    tasks = sorted({t for ts in found.values() for t in ts})
+    t0 = time.perf_counter()
+    subprocess.run([dagster, "instance", "info"], env=env, cwd=ROOT, check=True, capture_output=True)
+    # The partitions the sensor adds, then the runs it requests.
+    from dagster import DagsterInstance
+
+    os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
+    DagsterInstance.get().add_dynamic_partitions("candidate_models", sorted(found))
+    with ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(lambda t: materialize("input_instances,rubrics", t), tasks))
+        list(pool.map(lambda tm: materialize(CANDIDATE_ASSETS, f"{tm[1]}|{tm[0]}"),
+                      [(t, m) for m, ts in sorted(found.items()) for t in ts]))
+    materialize("leaderboard")
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--videos", type=int, default=12, help="at least this many candidate videos (5 tasks)")
+    ap.add_argument("--latency", type=float, default=0.2, help="server latency per request, seconds")
+    ap.add_argument("--concurrency", type=int, default=8, help="the judge's bound (ARGUS_VLM_CONCURRENCY)")
+    ap.add_argument("--parallel", type=int, default=5, help="runs at once on the dagster path")
+    args = ap.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.scale import _serve, build_scale_bench
+
+    root = Path(tempfile.mkdtemp(prefix="argus_engine_bench_"))
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    server = ctx.Process(target=_serve, args=(child, args.latency), daemon=True)
+    server.start()
+    try:
+        base_url = conn.recv()
+        bench, cands = build_scale_bench(root / "media", args.videos, 1)
+        n_videos = sum(1 for _ in cands.rglob("*.mp4"))
+        print(f"bench: {n_videos} videos, 5 tasks; judge latency {args.latency * 1000:.0f} ms, concurrency "
+              f"{args.concurrency}; dagster path: {args.parallel} runs at once")
+        results, n0 = [], 0
+        for name in ("cli", "dagster"):
+            env = _env(root / name, base_url, args.concurrency, bench, cands)
+            wall = _cli(env, bench, cands) if name == "cli" else _dagster(env, cands, args.parallel)
+            conn.send(("log", n0))
+            log = conn.recv()
+            n0 = log["n_total"]
+            results.append((name, wall, len(log["kinds"])))
+    finally:
+        conn.send("stop")
+        server.join(timeout=10)
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{'path':<9}{'wall s':>8}{'requests':>10}{'bound s':>9}{'wall/bound':>12}")
+    for name, wall, n in results:
+        bound = n * args.latency / args.concurrency
+        print(f"{name:<9}{wall:>8.1f}{n:>10}{bound:>9.1f}{wall / bound if bound else float('nan'):>12.2f}")
+    print(f"dagster path / cli: {results[1][1] / results[0][1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

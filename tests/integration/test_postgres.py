@@ -1,0 +1,96 @@
+"""The aws environment's instance on a real Postgres server (Debian's `postgresql`), started here on a
+temporary data directory and a loopback port: `argus evaluate` records its runs and materializations
+there, and the instance file's queue and monitoring settings are the ones Dagster reads."""
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from .helpers import t2v_bench
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bin(name: str) -> str | None:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found[-1] if found else shutil.which(name)
+
+
+def _as_postgres(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    """initdb and postgres refuse to run as root: as root, run them as the package's user."""
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    if not (_bin("initdb") and _bin("pg_ctl")):
+        if os.environ.get("CI") == "true":
+            pytest.fail("Postgres is missing under CI (.ci/run installs Debian's postgresql)")
+        pytest.skip("Postgres server binaries not found (apt-get install postgresql)")
+    root = Path(tempfile.mkdtemp(prefix="argus_pg_"))
+    data, sock = root / "data", root / "sock"
+    sock.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+        shutil.chown(sock, "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _as_postgres([_bin("initdb"), "-D", str(data), "-U", "argus", "--auth=trust", "-E", "UTF8"])
+    _as_postgres([_bin("pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "start",
+                  "-o", f"-p {port} -k {sock} -c listen_addresses=127.0.0.1"])
+    try:
+        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "argus", "-d", "postgres", "-c",
+                        "CREATE DATABASE dagster"], check=True, capture_output=True)
+        yield f"postgresql+psycopg2://argus@127.0.0.1:{port}/dagster"
+    finally:
+        _as_postgres([_bin("pg_ctl"), "-D", str(data), "-m", "fast", "stop"])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_aws_instance_file_on_postgres_records_argus_evaluate(postgres_url, tmp_path):
+    home = tmp_path / "home"
+    (home / "dagster_home").mkdir(parents=True)
+    shutil.copy(ROOT / "deploy" / "aws" / "dagster.yaml", home / "dagster_home" / "dagster.yaml")
+    storage = yaml.safe_load((home / "dagster_home" / "dagster.yaml").read_text())["storage"]
+    assert storage == {"postgres": {"postgres_url": {"env": "DAGSTER_PG_URL"}}}  # the URL stays in the environment
+    bench, cands = t2v_bench(tmp_path, n_inputs=2)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}, "DAGSTER_PG_URL": postgres_url,
+           "ARGUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([str(Path(sys.executable).parent / "argus"), "evaluate", "--bench", str(bench),
+                           "--candidates", str(cands)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "partitions run one after another" in done.stdout  # an instance with settings: no shared process
+
+    os.environ["DAGSTER_PG_URL"] = postgres_url
+    try:
+        instance = dg.DagsterInstance.from_config(str(home / "dagster_home"))
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        runs = instance.get_runs()
+        assert len(runs) == 3 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)  # task, partition, board
+        key = str(dg.MultiPartitionKey({"task": "T2V", "model": "m"}))
+        assert instance.get_materialized_partitions(dg.AssetKey("video_scores")) == {key}
+        assert instance.get_latest_materialization_event(dg.AssetKey("leaderboard")) is not None
+        assert instance.run_monitoring_enabled and instance.run_monitoring_start_timeout_seconds == 300
+        config = yaml.safe_load((ROOT / "deploy" / "aws" / "dagster.yaml").read_text())
+        queue = instance.run_coordinator.get_run_queue_config()
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert queue.max_concurrent_runs == config["run_queue"]["max_concurrent_runs"]
+        assert queue.tag_concurrency_limits == config["run_queue"]["tag_concurrency_limits"]
+        assert not instance.telemetry_enabled
+        instance.dispose()
+    finally:
+        os.environ.pop("DAGSTER_PG_URL", None)

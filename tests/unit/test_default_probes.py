@@ -1,0 +1,257 @@
+"""The embedded default's probes on generated clips with known answers: flicker at the clip's own rate,
+frames out of order, blur at 1080p, clips a probe cannot measure, edits that know the instruction, and
+the coverage every score carries."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import polars as pl
+import pytest
+from skimage import data
+
+from argus_dagster.evidence.media_store import MediaStore
+from argus_dagster.evidence.tools.classical import ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe
+from argus_dagster.evidence.tools.edits import parse_edit
+from argus_dagster.judge import EvidenceOnlyJudge
+from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
+from argus_dagster.media import DENSE_POLICY, VideoInfo, runs, sample_indices, window_indices
+from argus_dagster.pipeline import score_video
+from argus_dagster.report import render_index
+
+STABILITY = {"id": "temporal_stability", "dimension": 12, "aggregation": "worst of the measures"}
+
+
+def panning(n: int = 24, shift: int = 3, width: int = 192, height: int = 128) -> np.ndarray:
+    """A real photograph (scikit-image's astronaut) panned ``shift`` px per frame."""
+    img = data.astronaut()
+    return np.stack([np.ascontiguousarray(img[100:100 + height, 40 + shift * i: 40 + shift * i + width]) for i in range(n)])
+
+
+def store(**uris):
+    return MediaStore(uris)
+
+
+def judge(view: dict, *records: dict):
+    return EvidenceOnlyJudge().judge(view, [{"tool": name, **r} for name, r in records])
+
+
+# --- sampling -----------------------------------------------------------------------------------------
+
+def test_temporal_windows_are_consecutive_and_bounded():
+    assert window_indices(40, 96, 3) == list(range(40))
+    idx = window_indices(1000, 96, 3)
+    assert len(idx) == 96 and idx[:32] == list(range(32)) and idx[-1] == 999
+    assert [len(r) for r in runs(idx)] == [32, 32, 32]
+
+
+# --- flicker at the clip's own rate ------------------------------------------------------------------
+
+def test_12fps_alternating_flicker_is_seen(write_clip):
+    clean = panning()
+    sign = np.where(np.arange(len(clean)) % 2 == 0, 1.0, -1.0)[:, None, None, None]
+    flicker = np.clip(clean + 8.0 * sign, 0, 255).astype(np.uint8)
+    # The method's 6 fps dense policy reads every other frame of a 12 fps clip: every frame it reads
+    # has the same sign, so the alternation would be invisible to it.
+    dense = sample_indices(VideoInfo(24, 12.0, 192, 128), DENSE_POLICY)
+    assert len({int(sign[i, 0, 0, 0]) for i in dense}) == 1
+    bad = FlickerProbe().run({}, store(output_video=write_clip("flicker.mp4", flicker)))
+    good = FlickerProbe().run({}, store(output_video=write_clip("clean.mp4", clean)))
+    assert bad["frames_read"] == [[0, 23]] and bad["n_frames"] == 24
+    assert bad["jitter"] > 20 and good["jitter"] < 1.0
+    assert judge(STABILITY, ("flicker_probe", bad)).score <= 1
+    assert judge(STABILITY, ("flicker_probe", good)).score >= 9
+
+
+def test_colour_flicker_at_constant_brightness(write_clip):
+    clean = panning()
+    sign = np.where(np.arange(len(clean)) % 2 == 0, 1.0, -1.0)[:, None, None, None]
+    hue = np.clip(clean + sign * np.array([10.0, -5.0, 0.0]), 0, 255).astype(np.uint8)
+    r = FlickerProbe().run({}, store(output_video=write_clip("hue.mp4", hue)))
+    assert r["color_jitter"] > 5 * FlickerProbe().run({}, store(output_video=write_clip("c.mp4", clean)))["color_jitter"]
+
+
+# --- temporal coherence ------------------------------------------------------------------------------
+
+def test_shuffled_clip_scores_far_below_the_ordered_one(write_clip):
+    clean = panning(n=32)
+    shuffled = clean[np.random.default_rng(0).permutation(len(clean))]
+    recs = {}
+    for name, frames in (("clean", clean), ("shuffled", shuffled)):
+        media = store(output_video=write_clip(f"{name}.mp4", frames))
+        recs[name] = (FlickerProbe().run({}, media), MotionProbe().run({}, media))
+    assert recs["shuffled"][1]["incoherence"] > 0.8 > 0.4 > recs["clean"][1]["incoherence"]
+    assert recs["shuffled"][1]["reversal_fraction"] > 0.3 and recs["clean"][1]["reversal_fraction"] < 0.1
+    clean_score = judge(STABILITY, ("flicker_probe", recs["clean"][0]), ("motion_probe", recs["clean"][1])).score
+    shuffled_score = judge(STABILITY, ("flicker_probe", recs["shuffled"][0]), ("motion_probe", recs["shuffled"][1])).score
+    assert clean_score >= 8 and shuffled_score <= 3
+
+
+def test_frozen_stretch_and_dropped_frames(write_clip):
+    clean = panning(n=40, shift=2)
+    idx = np.arange(40)
+    idx[10:22] = 10  # 12 frames frozen
+    frozen = MotionProbe().run({}, store(output_video=write_clip("freeze.mp4", clean[idx])))
+    assert frozen["duplicate_fraction"] > 0.2 and frozen["longest_freeze_s"] >= 0.5
+    dropped = MotionProbe().run({}, store(output_video=write_clip("drop.mp4", np.concatenate([clean[:15], clean[27:]]))))
+    ok = MotionProbe().run({}, store(output_video=write_clip("ok.mp4", clean)))
+    assert dropped["speed_surplus"] > ok["speed_surplus"] + 0.05
+    assert ok["duplicate_fraction"] == 0.0 and ok["jump_times"] == []
+
+
+# --- frame quality at native resolution --------------------------------------------------------------
+
+def sharp_1080p(seed: int = 0) -> np.ndarray:
+    """A 1920x1080 frame with detail at the pixel scale: photographs tiled at full size, and text."""
+    rng = np.random.default_rng(seed)
+    tiles = [data.astronaut(), data.chelsea(), data.coffee(), data.rocket()]
+    frame = np.zeros((1080, 1920, 3), np.uint8)
+    for y in range(0, 1080, 270):
+        for x in range(0, 1920, 320):
+            t = tiles[int(rng.integers(len(tiles)))]
+            oy, ox = rng.integers(0, t.shape[0] - 270), rng.integers(0, t.shape[1] - 320)
+            frame[y:y + 270, x:x + 320] = t[oy:oy + 270, ox:ox + 320]
+    for i in range(12):
+        cv2.putText(frame, "ARGUS 1080p", (40 + 150 * i, 90 * (i + 1)), cv2.FONT_HERSHEY_SIMPLEX, 1.2, (255, 255, 255), 2)
+    return frame
+
+
+def test_1080p_blur_is_seen_at_native_resolution(write_clip):
+    sharp = sharp_1080p()
+    blurred = cv2.GaussianBlur(sharp, (0, 0), 3)
+    a = ClassicalAesthetic().run({}, store(output_video=write_clip("sharp.mp4", np.stack([sharp] * 3))))
+    b = ClassicalAesthetic().run({}, store(output_video=write_clip("blur.mp4", np.stack([blurred] * 3))))
+    assert a["resolution"] == [1920, 1080] == b["resolution"]
+    assert b["sharpness"] < 0.6 < a["sharpness"]
+    assert a["quality"] - b["quality"] > 20
+    view = {"id": "visual_quality", "dimension": 13, "aggregation": "mean"}
+    assert judge(view, ("aesthetic", b)).score <= 4 < judge(view, ("aesthetic", a)).score
+
+
+def test_noise_and_compression_lower_quality(write_clip):
+    img = np.ascontiguousarray(data.astronaut()[:384, :512])
+    noisy = np.clip(img + np.random.default_rng(1).normal(0, 15, img.shape), 0, 255).astype(np.uint8)
+    jpeg = cv2.imdecode(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 5])[1], cv2.IMREAD_UNCHANGED)
+    q = {name: ClassicalAesthetic().run({}, store(output_video=write_clip(f"{name}.mp4", np.stack([f] * 3))))
+         for name, f in (("clean", img), ("noisy", noisy), ("jpeg", jpeg))}
+    assert q["noisy"]["noise_sigma"] > 3 * q["clean"]["noise_sigma"]
+    assert q["jpeg"]["blockiness"] > q["clean"]["blockiness"] + 0.5
+    assert q["clean"]["quality"] > q["noisy"]["quality"] + 10 and q["clean"]["quality"] > q["jpeg"]["quality"] + 5
+
+
+# --- clips a probe cannot measure ----------------------------------------------------------------------
+
+def test_one_colour_clip_is_not_measurable(write_clip):
+    flat = np.full((12, 64, 96, 3), 128, np.uint8)
+    media = store(output_video=write_clip("flat.mp4", flat))
+    for probe in (ClassicalAesthetic(), MotionProbe()):
+        r = probe.run({}, media)
+        assert r["ok"] is False and "one flat colour" in r["not_measurable"]
+    assert FlickerProbe().run({}, media)["jitter"] == 0.0  # a steady grey clip does not flicker: measurable
+    j = judge({"id": "v", "dimension": 13, "aggregation": "mean"}, ("aesthetic", ClassicalAesthetic().run({}, media)))
+    assert j.score is None and "not measurable on this clip" in j.rationale
+
+
+# --- edits that know the instruction -----------------------------------------------------------------
+
+@pytest.mark.parametrize("text, kind, extra", [
+    ("Make the video black and white.", "grayscale", {}),
+    ("Turn the scene into sepia tones", "sepia", {}),
+    ("Invert the colours", "invert", {}),
+    ("Make the video brighter", "brighter", {}),
+    ("Blur the background", "blur", {}),
+    ("Change the color of the red industrial trailer to a bright yellow", "colour", {"target": "yellow"}),
+    ("Restore the natural colors, replacing the black and white style with a full-color rendition.", "colourize", {}),
+    ("Remove the woman with the grey backpack walking on the right side of the frame.", "remove", {"region": "right"}),
+    ("Add a red balloon in the top left corner", "add", {"region": "top"}),
+    ("Render it in anime style", "style", {}),
+    ("Perform a smooth zoom in on the distant peaks", "unknown", {}),
+])
+def test_parse_edit(text, kind, extra):
+    req = parse_edit(text)
+    assert req.kind == kind
+    for k, v in extra.items():
+        assert getattr(req, k) == v
+
+
+def _grey(frames: np.ndarray) -> np.ndarray:
+    return np.repeat(np.stack([cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames])[..., None], 3, axis=3)
+
+
+def test_black_and_white_edit_is_measured_against_the_request(write_clip):
+    src = panning()
+    h, w = src.shape[1:3]
+    zoom = np.stack([cv2.resize(f[h // 6: -h // 6, w // 6: -w // 6], (w, h)) for f in src])
+    half = src.copy()
+    half[:, :, : w // 2] = _grey(src)[:, :, : w // 2]
+    args = {"a": "source_video", "b": "output_video", "instruction": "Make the video black and white."}
+    source = write_clip("src.mp4", src)
+
+    def probe(frames, name, check=None):
+        return ChangeProbe().run({**args, **({"check": check} if check else {})},
+                                 store(source_video=source, output_video=write_clip(name, frames)))
+
+    follow = {"id": "edit_following", "dimension": 18, "aggregation": "mean"}
+    degenerate = {"id": "degenerate_edit", "dimension": 18, "aggregation": "worst"}
+    correct, unchanged, wrong, partial = (probe(_grey(src), "bw.mp4"), probe(src, "same.mp4"),
+                                          probe(zoom, "zoom.mp4"), probe(half, "half.mp4"))
+    assert correct["edit"]["kind"] == "grayscale" and correct["fulfilment"] > 0.9
+    # the zoom-in shows more of the astronaut's white suit, so a little more grey area
+    assert unchanged["fulfilment"] < 0.05 and wrong["fulfilment"] < 0.2
+    assert 0.3 < partial["fulfilment"] < 0.7
+    scores = {k: judge(follow, ("change_probe", r)).score for k, r in
+              (("correct", correct), ("unchanged", unchanged), ("wrong", wrong), ("partial", partial))}
+    assert scores["correct"] >= 9 and scores["unchanged"] <= 1 and scores["wrong"] <= 1 and 3 <= scores["partial"] <= 7
+    # Degeneracy: the change measured against the change the request implies for this source.
+    rec = probe(src, "same2.mp4", check="degenerate")
+    assert judge(degenerate, ("change_probe", {**rec, "args": {"check": "degenerate"}})).score == 0
+    rec = probe(_grey(src), "bw2.mp4", check="degenerate")
+    assert judge(degenerate, ("change_probe", {**rec, "args": {"check": "degenerate"}})).score == 10
+
+
+def test_black_and_white_edit_of_a_nearly_grey_clip_is_not_degenerate(write_clip):
+    dull = np.clip(_grey(panning()).astype(np.int16) + np.array([3, 0, -2]), 0, 255).astype(np.uint8)  # a faint tint
+    args = {"a": "source_video", "b": "output_video", "instruction": "Make the video black and white.", "check": "degenerate"}
+    r = ChangeProbe().run(args, store(source_video=write_clip("dull.mp4", dull), output_video=write_clip("bw.mp4", _grey(dull))))
+    assert r["changed_pixel_fraction"] < 0.005  # a fixed pixel-fraction rule would call this "nothing done"
+    assert r["expected_change"] < 3 and r["change_vs_expected"] > 0.5
+    assert judge({"id": "degenerate_edit", "dimension": 18, "aggregation": "worst"},
+                 ("change_probe", {**r, "args": {"check": "degenerate"}})).score == 10
+    assert r["fulfilment"] == pytest.approx(1.0, abs=0.05)
+
+
+# --- coverage in every score -------------------------------------------------------------------------
+
+def _rows():
+    base = {"type": "soft", "hard_cap": None, "fail_threshold": 5.0}
+    return [
+        {**base, "criterion_id": "motion_quality", "importance": "high", "score": 8, "judge": "evidence-only/2"},
+        {**base, "criterion_id": "temporal_stability", "importance": "medium", "score": 9, "judge": "evidence-only/2"},
+        {**base, "criterion_id": "visual_quality", "importance": "medium", "score": 6, "judge": "evidence-only/2"},
+        {**base, "criterion_id": "entity_presence", "importance": "high", "score": None, "judge": "evidence-only/2"},
+        {**base, "criterion_id": "overall_alignment", "importance": "high", "score": None, "judge": "evidence-only/2"},
+        {**base, "criterion_id": "physical_plausibility", "importance": "medium", "score": None, "judge": "evidence-only/2"},
+    ]
+
+
+def test_video_score_carries_its_coverage():
+    v = score_video(_rows(), 0.5)
+    assert (v["n_scored"], v["n_criteria"]) == (3, 6)
+    assert v["weight_scored"] == pytest.approx(7 / 15, abs=1e-4)
+    assert v["judge"] == "evidence-only"
+    assert v["needs_vlm"] == ["entity_presence", "overall_alignment", "physical_plausibility"]
+
+
+def test_leaderboard_and_pages_show_coverage_next_to_the_score():
+    v = score_video(_rows(), 0.5)
+    vs = pl.DataFrame([{"task": "T2V", "model": "m", "input_id": str(i), **v, "error": None} for i in range(3)])
+    lb = build_leaderboard(vs)
+    row = lb.row(0, named=True)
+    assert row["n_scored"] == 3 and row["n_criteria"] == 6 and row["judge"] == "evidence-only"
+    assert row["ci_scope"] == "scored criteria only"
+    text = format_leaderboard(lb)
+    assert "3 of 6 criteria · evidence-only" in text
+    assert "interval covers the scored criteria only" in text
+    assert "needs a VLM (not scored): entity_presence, overall_alignment, physical_plausibility" in text
+    page = render_index(task="T2V", model="m", rows=[{"input_id": "0", **v}])
+    assert "3 of 6 criteria · evidence-only · 47% of the weight" in page and "overall_alignment" in page

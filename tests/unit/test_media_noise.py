@@ -1,0 +1,44 @@
+"""Native decoder messages for a bad video end up in its error, never on the terminal."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+from argus_dagster.media import native_messages
+
+ROOT = Path(__file__).resolve().parents[2]
+
+OPEN_BAD = """
+import sys
+from argus_dagster.media import MediaError, VideoReader, write_video
+import numpy as np
+try:
+    VideoReader(sys.argv[1])
+except MediaError as exc:
+    print(exc)
+write_video(sys.argv[2], np.zeros((4, 16, 16, 3), np.uint8), 4.0)
+print(VideoReader(sys.argv[2]).info.n_frames)
+"""
+
+
+def test_bad_video_is_quiet_and_its_error_says_why(tmp_path):
+    bad = tmp_path / "truncated.mp4"
+    bad.write_bytes(b"\x00\x00\x00\x18ftypisom" + bytes(range(256)) * 8)  # an MP4 header and no moov atom
+    good = tmp_path / "good.mp4"
+    proc = subprocess.run([sys.executable, "-c", OPEN_BAD, str(bad), str(good)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", proc.stderr  # no "moov atom not found", no C++ source path
+    error, frames = proc.stdout.strip().splitlines()
+    assert error.startswith(f"{bad}: cannot be decoded") and "moov atom not found" in error
+    assert ".cc:" not in error and "0x" not in error
+    assert frames == "4"  # a good video still opens with the capture in place
+
+
+def test_native_messages_drop_pointers_clock_and_source_paths():
+    text = ("[mov,mp4,m4a,3gp,3g2,mj2 @ 0x559d41771940] moov atom not found\n"
+            "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x559d4177b300] moov atom not found\n"
+            "[21:22:01] /github/workspace/src/video/video_reader.cc:83: ERROR opening: /x.mp4, Invalid data found\n")
+    assert native_messages(text) == ["moov atom not found", "Invalid data found"]
+    assert native_messages("") == []

@@ -1,0 +1,163 @@
+"""The overview page: every task and model, escaped text, links only to pages that exist (encoded as
+the server needs them), the heat map from criterion scores, coverage columns when the table has them;
+and the loopback server behind `argus open`."""
+
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+from urllib.parse import unquote
+
+import polars as pl
+import pytest
+
+from argus_dagster.files import write_atomic
+from argus_dagster.names import file_name
+from argus_dagster.overview import render_overview, stored_table, write_overview
+from argus_dagster.serve import make_server, serve_in_thread, url_of
+from argus_dagster.settings import report_url
+
+EVIL = '<script>alert(1)</script>'
+ODD = "猫 cat/../x"
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs, self.tags, self.imgs = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        a = dict(attrs)
+        if tag == "a" and not a.get("href", "#").startswith("#"):
+            self.hrefs.append(a["href"])
+        if tag == "img":
+            self.imgs.append(a["src"])
+
+
+def _lb(**extra) -> pl.DataFrame:
+    rows = [{"task": "T2V", "model": "good", "mean_final": 8.0, "ci_low": 7.0, "ci_high": 9.0, "n_videos": 2, "n_errors": 0},
+            {"task": "T2V", "model": EVIL, "mean_final": 2.0, "ci_low": 1.0, "ci_high": 3.0, "n_videos": 1, "n_errors": 1},
+            {"task": "TV2V", "model": ODD, "mean_final": None, "ci_low": None, "ci_high": None, "n_videos": 0, "n_errors": 1}]
+    return pl.DataFrame([{**r, **{k: v[i] for k, v in extra.items()}} for i, r in enumerate(rows)])
+
+
+def _site(tmp_path):
+    """Pages for some of the videos, as diagnostic_reports writes them."""
+    reports = tmp_path / "reports"
+    for task, model, iid in (("T2V", "good", "a"), ("T2V", EVIL, ODD), ("TV2V", ODD, ODD)):
+        write_atomic(reports / task / file_name(model) / f"{file_name(iid)}.html", "<p>report</p>")
+        write_atomic(reports / task / file_name(model) / "index.html", "<p>index</p>")
+        write_atomic(reports / task / "compare" / f"{file_name(iid)}.html", "<p>compare</p>")
+    videos = pl.DataFrame({"task": ["T2V", "T2V", "T2V", "TV2V"], "model": ["good", EVIL, "good", ODD],
+                           "input_id": ["a", ODD, "missing-page", ODD], "final_score": [8.0, 2.0, 7.0, None],
+                           "error": [None, None, None, "no video"]})
+    criteria = pl.DataFrame({"task": ["T2V"] * 4, "model": ["good", "good", EVIL, EVIL], "input_id": ["a"] * 4,
+                             "dimension": [13, 16, 13, 16], "score": [9, 7, 1, None]})
+    return reports, videos, criteria
+
+
+def test_every_task_and_model_escaped_and_linked(tmp_path):
+    reports, videos, criteria = _site(tmp_path)
+    page = render_overview(reports, _lb(), criterion_scores=criteria, video_scores=videos)
+    parsed = _Links()
+    parsed.feed(page)
+    assert "script" not in parsed.tags and "&lt;script&gt;" in page
+    for task in ("T2V", "TV2V"):
+        assert f'data-task="{task}"' in page
+    assert page.count('<tr data-model="good">') == 2  # leaderboard and heat map
+    assert len(parsed.imgs) == 2 and all(s.startswith("data:image/png;base64,") for s in parsed.imgs)
+    # Every link resolves to a file under the reports folder once the server decodes it.
+    assert parsed.hrefs
+    for h in parsed.hrefs:
+        target = (reports / unquote(h)).resolve()
+        assert target.is_file() and reports.resolve() in target.parents, h
+    assert "T2V/good/a.html" in parsed.hrefs and "missing-page" not in "".join(parsed.hrefs)
+    assert f"TV2V/compare/{file_name(ODD).replace('%', '%25')}.html" in parsed.hrefs
+    # Heat map: good's d13 mean 9.0, the other model's unscored d16 shows as a dash.
+    assert ">9.0</td>" in page and ">1.0</td>" in page
+
+
+def test_coverage_and_evaluator_columns_are_rendered_when_present(tmp_path):
+    reports, videos, criteria = _site(tmp_path)
+    page = render_overview(reports, _lb(n_scored=[10, 3, 0], n_criteria=[12, 12, 12], judge=["evidence-only"] * 3),
+                           criterion_scores=criteria, video_scores=videos)
+    assert "<th>n_scored</th>" in page and "<th>judge</th>" in page and "<td>evidence-only</td>" in page
+    assert "<th>n_scored</th>" not in render_overview(reports, _lb())
+
+
+def test_write_overview_reads_stored_tables(tmp_path):
+    reports, videos, criteria = _site(tmp_path)
+    storage = tmp_path / "storage"
+    (storage / "video_scores" / "good").mkdir(parents=True)
+    videos.write_parquet(storage / "video_scores" / "good" / "T2V.parquet")
+    (storage / "criterion_scores").mkdir()
+    criteria.write_parquet(storage / "criterion_scores" / "x.parquet")
+    _lb().write_parquet(storage / "leaderboard.parquet")
+    assert stored_table(storage, "leaderboard").height == 3 and stored_table(storage, "human_alignment") is None
+    index = write_overview(reports, storage)
+    page = index.read_text(encoding="utf-8")
+    assert "bench" not in page.split("<nav>")[0]
+    assert index == reports / "index.html" and 'href="T2V/good/a.html"' in page and ">9.0</td>" in page
+    assert "no human ratings" in page
+
+
+def test_server_serves_the_folder_on_loopback_only(tmp_path, monkeypatch):
+    reports, videos, criteria = _site(tmp_path)
+    write_overview(reports, tmp_path / "storage", leaderboard=_lb())
+    (tmp_path / "secret.txt").write_text("outside")
+    server = serve_in_thread(reports)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        with urllib.request.urlopen(url_of(server, "index.html"), timeout=10) as resp:
+            assert "T2V" in resp.read().decode()
+        # A page named from an odd id, by the URL settings.report_url gives it.
+        monkeypatch.setenv("ARGUS_REPORTS_URL", url_of(server))
+        page = reports / "TV2V" / "compare" / f"{file_name(ODD)}.html"
+        with urllib.request.urlopen(report_url(page, reports), timeout=10) as resp:
+            assert resp.read() == b"<p>compare</p>"
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(url_of(server, "../secret.txt"), timeout=10)
+        with pytest.raises(OSError, match="is taken"):
+            make_server(reports, server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_report_url_setting(tmp_path, monkeypatch):
+    monkeypatch.delenv("ARGUS_REPORTS_URL", raising=False)
+    monkeypatch.setenv("ARGUS_REPORTS_PORT", "4040")
+    assert report_url(tmp_path / "reports" / "T2V" / "a b.html", tmp_path / "reports") == "http://127.0.0.1:4040/T2V/a%20b.html"
+    monkeypatch.setenv("ARGUS_REPORTS_URL", "https://reports.example/argus")
+    assert report_url(tmp_path / "reports" / "index.html", tmp_path / "reports") == "https://reports.example/argus/index.html"
+    assert report_url(tmp_path / "elsewhere.png", tmp_path / "reports").startswith("file://")
+    monkeypatch.delenv("ARGUS_REPORTS_URL")
+    monkeypatch.setenv("ARGUS_REPORTS_PORT", "http")
+    with pytest.raises(ValueError, match="ARGUS_REPORTS_PORT"):
+        report_url(tmp_path / "reports" / "index.html", tmp_path / "reports")
+
+
+def test_human_alignment_table_and_scatter_plots(tmp_path):
+    import cv2
+    import numpy as np
+
+    from argus_dagster.alignment import ALIGNMENT_SCHEMA
+
+    reports, videos, criteria = _site(tmp_path)
+    row = {c: None for c in ALIGNMENT_SCHEMA}
+    row.update(evaluator="argus:final", dimension="overall", n_videos=12, srcc=0.81, krcc=0.66, mae=0.9)
+    alignment = pl.DataFrame([{"task": "T2V", **row}], schema={"task": pl.String, **ALIGNMENT_SCHEMA})
+    ok, png = cv2.imencode(".png", np.full((20, 30, 3), 200, np.uint8))
+    write_atomic(reports / "alignment" / "T2V" / "argus-final.png", png.tobytes())
+    page = render_overview(reports, _lb(), video_scores=videos, alignment=alignment)
+    parsed = _Links()
+    parsed.feed(page)
+    assert "<td>0.81</td>" in page and "<td>argus:final</td>" in page
+    assert len(parsed.imgs) == 3  # two leaderboard plots and the scatter plot
+    assert "no human ratings" not in page
+
+
+def test_the_bench_is_named(tmp_path):
+    page = write_overview(tmp_path / "reports", tmp_path / "storage", leaderboard=_lb(),
+                          bench="/data/<my> bench").read_text(encoding="utf-8")
+    assert "bench /data/&lt;my&gt; bench;" in page
