@@ -49,7 +49,11 @@ def test_evaluate_both_stores_firm_scores_beside_the_leaderboard(demo, capsys):
     assert df["if_reason"].str.contains("needs a VLM").all()
     # the frozen model's videos are measured frozen offline, the faithful ones are not
     pq = {m: g["pq_rating"].mean() for (m,), g in df.group_by("model")}
-    assert pq["frozen"] < pq[BEST_MODEL]
+    assert pq["frozen"] < pq[BEST_MODEL] and pq["blurry"] < pq[BEST_MODEL] and pq["flicker"] < pq[BEST_MODEL]
+    # the demo is 320 px wide: low resolution is the faithful clips' one measured defect
+    best = df.filter(pl.col("model") == BEST_MODEL)
+    assert best["pq_rating"].to_list() == [4] * len(demo["ids"])
+    assert best["pq_rationale"].str.starts_with("Measured defects: low resolution (").all()
 
 
 def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):
