@@ -21,9 +21,9 @@ Three dimensions, each rated 1-5 from verified checklist decisions rather than f
 - **Perceptual Quality (PQ).** A generic defect checklist (:data:`PQ_CHECKLIST`); the VLM answers each
   defect, writes the rationale and the 1-5 rating itself (as the seed's evaluator does), the prompt
   only to tell intended style from defect. Without a VLM, :func:`pq_offline` rates the defects the
-  CPU tools measure (blur, noise, exposure, flicker, colour instability, frozen video) and says which
-  it could not; IF and WC then stay unscored with the reason (:func:`unscored_offline`), as criteria
-  without measurable evidence do in the VideoArgus path.
+  CPU tools measure (blur, noise, exposure, compression, flicker, colour instability, frozen video)
+  and says which it could not; IF and WC then stay unscored with the reason
+  (:func:`unscored_offline`), as criteria without measurable evidence do in the VideoArgus path.
 
 Rationales (:func:`if_rationale`, :func:`wc_rationale`) are written from the verified decisions after
 the score is fixed: a template verbalizes them, so no rationale can move a score. With
