@@ -925,23 +925,25 @@ def wc_rationale(checklist: Checklist, verdicts: Sequence[Verdict], score: float
 # ----------------------------------------------------------------------------------------------------
 
 # Documented calibration of the measurable defects (numbers as FlickerProbe, MotionProbe and
-# ClassicalAesthetic report them). ClassicalAesthetic's sharpness is the native / half-resolution
-# edge-strength ratio (about 0.5 once blurred, 0.65-0.75 on the demo's real clips) and its noise
-# sigma Immerkaer's estimate on the flattest tiles (1-4 on real clips, about 10 on the demo's
-# blurred-and-noisy model); blockiness is the excess difference across 8-px borders (JPEG q30: 0.8).
+# ClassicalAesthetic report them; the quality components are ClassicalAesthetic's native-resolution
+# measures on 0-1, where clean real clips sit near 1).
 PQ_OFFLINE_LIMITS = {
     "low_resolution": "shorter side < 360 px",
-    "blur": "sharpness (native / half-resolution edge ratio) < 0.60",
-    "noise": "noise sigma > 6",
-    "exposure": "mean luma < 40 or > 215, or clipped share > 0.25",
-    "compression": "blockiness > 1.0",
+    "blur": "sharpness component < 0.35",
+    "noise": "noise component < 0.35",
+    "exposure": "exposure component < 0.35",
+    "compression": "blockiness component < 0.35",
     "brightness_instability": "luma jitter > 3.0 levels",
     "color_instability": "colour jitter > 3.0 levels",
     "flicker": "share of flagged frames > 0.10",
-    "frozen": "static share of steps > 0.90",
+    "frozen": "static share of steps > 0.90, over 60% repeated frames, or a freeze of 1 s or more",
 }
 OFFLINE_UNMEASURED = ("distortion",)
 PQ_OFFLINE_VERSION = "firm-pq-offline-2"
+
+
+# A native-resolution quality component (0-1, 1 = a clean real clip) under this is a defect.
+DEFECT_BELOW = 0.35
 
 
 def pq_offline(records: Iterable[dict], *, width: int | None = None, height: int | None = None) -> DimensionResult:
@@ -956,18 +958,14 @@ def pq_offline(records: Iterable[dict], *, width: int | None = None, height: int
         if min(width, height) < 360:
             found["low_resolution"] = f"{width}x{height}"
     a = recs.get("aesthetic")
-    if a and "sharpness" in a:
-        measured += ["blur", "noise", "exposure"]
-        if a["sharpness"] < 0.60:
-            found["blur"] = f"sharpness {a['sharpness']:.2f}"
-        if a["noise_sigma"] > 6:
-            found["noise"] = f"noise sigma {a['noise_sigma']:.2f}"
-        if a["mean_luma"] < 40 or a["mean_luma"] > 215 or a["clipped_fraction"] > 0.25:
-            found["exposure"] = f"mean luma {a['mean_luma']:.0f}, clipped {a['clipped_fraction']:.0%}"
-        if "blockiness" in a:
-            measured.append("compression")
-            if a["blockiness"] > 1.0:
-                found["compression"] = f"blockiness {a['blockiness']:.2f}"
+    c = (a or {}).get("components") or {}
+    if c:  # the native-resolution measures, each on 0-1 (1 = clean): a defect below DEFECT_BELOW
+        for defect, comp in (("blur", "sharpness"), ("noise", "noise_sigma"), ("exposure", "exposure"),
+                             ("compression", "blockiness")):
+            if comp in c:
+                measured.append(defect)
+                if c[comp] < DEFECT_BELOW:
+                    found[defect] = f"{comp} {a.get(comp, c[comp]):.2f} ({c[comp]:.2f} of clean)"
     f = recs.get("flicker_probe")
     if f:
         measured += ["brightness_instability", "color_instability", "flicker"]
@@ -980,8 +978,10 @@ def pq_offline(records: Iterable[dict], *, width: int | None = None, height: int
     m = recs.get("motion_probe")
     if m:
         measured.append("frozen")
-        if m["static_fraction"] > 0.90:
-            found["frozen"] = f"static share {m['static_fraction']:.2f}"
+        freeze, copies = m.get("longest_freeze_s", 0.0), m.get("duplicate_fraction", 0.0)
+        if m.get("static_fraction", 0.0) > 0.90 or copies > 0.6 or freeze >= 1.0:
+            found["frozen"] = (f"static share {m.get('static_fraction', 0.0):.2f}, {copies:.0%} repeated frames, "
+                               f"longest freeze {freeze:.1f}s")
     unmeasured = [d for d, _ in PQ_CHECKLIST if d not in measured]
     if not measured:
         return DimensionResult(PQ, reason="PQ offline: no usable CPU tool record (flicker_probe, motion_probe, "

@@ -6,11 +6,14 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from argus_dagster.instances import ALL_TASKS
 
 
 def _print(msg: str) -> None:
+    if sys.stderr.isatty():  # over the progress line, not after it
+        sys.stderr.write("\r\033[2K")
     print(msg, flush=True)
 
 
@@ -33,16 +36,26 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if not os.path.isdir(path):
             _print(f"{label} {path}: not a folder")
             return 2
+    from .settings import argus_home
+
+    recorded = argus_home() / "argus.json"
+    before = recorded.read_bytes() if recorded.is_file() else None
     record_active_bench(args.bench, args.candidates)
-    return _overview_hint(_evaluate(args.task, args.model, time.perf_counter(), force=args.force,
-                                    vlm_only=args.vlm_only, protocol=args.protocol))
+    _print(f"active bench: {Path(args.bench).resolve()} (candidates {Path(args.candidates).resolve()}), "
+           f"recorded in {recorded} for later runs, the UI and the sensor")
+    status = 1
+    try:
+        status = _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only,
+                           protocol=args.protocol)
+    finally:
+        if status != 0:  # a run that scored nothing leaves the previously active bench in place
+            recorded.unlink(missing_ok=True) if before is None else recorded.write_bytes(before)
+    return _overview_hint(status)
 
 
 def _overview_hint(status: int) -> int:
     """After a run: where the overview of every result is, and how to look at it in a browser."""
-    from .settings import load_settings
-
-    from .settings import reports_port
+    from .settings import load_settings, reports_port
 
     index = load_settings().reports_dir / "index.html"
     if status == 0 and index.is_file():
@@ -78,7 +91,10 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
     from .settings import load_settings
 
     _print(_backbones(vlm_only))
-    lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only, protocol=protocol)
+    from .progress import TerminalLine
+
+    with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
+        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only, protocol=protocol)
     firm = _print_firm(tasks, models) if protocol != "videoargus" else None
     if lb is None:  # FIRM-Video only
         return 0 if firm is not None and firm.height else 1
@@ -148,8 +164,6 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Read-only: finds the home like git finds its repository, and creates nothing."""
-    from pathlib import Path
-
     from .leaderboard import format_leaderboard
     from .runner import current_leaderboard, info_and_above
     from .settings import find_home
@@ -173,8 +187,6 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_open(args: argparse.Namespace) -> int:
     """Serve ``$ARGUS_HOME/reports`` on loopback and print the overview's URL; read-only like ``leaderboard``."""
-    from pathlib import Path
-
     from .serve import make_server, url_of
     from .settings import find_home, reports_port
 
@@ -325,7 +337,37 @@ def main(argv: list[str] | None = None) -> int:
     en = sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")
     en.set_defaults(func=cmd_env)
     args = p.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Exception as exc:
+        full = disk_full(exc)
+        if full is None:
+            raise
+        _print(f"argus {args.command}: {full}")
+        return 2
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """One line for a full disk, wherever it surfaced (a file write, or the Dagster instance's
+    SQLite database under ``$ARGUS_HOME``); None for any other error."""
+    import errno
+
+    from .files import WriteError
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, WriteError) and "No space left" in str(exc):
+            return str(exc)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return f"no space left on the disk holding {exc.filename or 'ARGUS_HOME'}: free space there and run again"
+        if "database or disk is full" in str(exc):
+            from .settings import load_settings
+
+            return (f"no space left on the disk holding the Dagster instance ({load_settings().dagster_home}): "
+                    "free space there and run again (what was computed is kept in the content cache)")
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 if __name__ == "__main__":

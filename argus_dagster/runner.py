@@ -38,6 +38,7 @@ import polars as pl
 from .bench import discover, task_dir
 from .cache import cache_key
 from .media import file_digest
+from .progress import PROGRESS
 from .settings import environment, load_settings
 from .vlm import request_priority
 
@@ -185,6 +186,8 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     task_checks = [c for c in partitioned if all(k.asset_key in task_keys for k in c.check_keys)]
     candidate_checks = [c for c in partitioned if c not in task_checks]
     t_start = time.perf_counter()
+    n_videos = {(t, m): _count_videos(settings.candidates_dir, t, m) for m, ts in found.items() for t in ts if t in task_list}
+    PROGRESS.reset(sum(n_videos.values()))
     say_lock = threading.Lock()
     evaluator = evaluator_identity(resources)
     ran: list[str] = []
@@ -248,6 +251,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         key = dg.MultiPartitionKey({"task": task, "model": model})
         fp = fingerprint(evaluator, settings, task, model)  # the state this run starts from
         if not force and _up_to_date(instance, "diagnostic_reports", str(key), fp):
+            PROGRESS.expect(-n_videos.get((task, model), 0))
             say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: up to date")
             return
         with request_priority(urgency[task]):
@@ -314,6 +318,11 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
     return board
+
+
+def _count_videos(candidates: Path, task: str, model: str) -> int:
+    folder = task_dir(candidates, task)
+    return sum(1 for p in (folder / model).iterdir() if p.is_file()) if folder and (folder / model).is_dir() else 0
 
 
 def row_errors(tasks: list[str] | None = None, models: list[str] | None = None,

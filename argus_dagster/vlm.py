@@ -149,6 +149,9 @@ class CallStats:
         self.errors: dict[str, int] = {}
 
     def add_request(self, endpoint: str, latency_s: float, nbytes: int, outcome: str) -> None:
+        from .progress import PROGRESS
+
+        PROGRESS.request_done()
         with self._lock:
             self.requests += 1
             self.latencies.append(latency_s)

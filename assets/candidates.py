@@ -17,6 +17,7 @@ from argus_dagster.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.instances import InputInstance
 from argus_dagster.media import MediaError, file_digest, probe_video
 from argus_dagster.leaderboard import coverage_text
+from argus_dagster.progress import StageLog
 from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority
@@ -137,18 +138,16 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
 
     workers = (vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1)
     rows: list[dict] = []
-    last_said = time.perf_counter()
+    progress = StageLog(lambda m: context.log.info(f"{task}/{model}: {m}"), "evidence", len(todo), "evidence")
     with request_priority(stage=STAGE_EVIDENCE), request_pool(workers) as pool:
         futures = [(cand, [pool.submit(one, cand, c) for c in rubric_of[cand["input_id"]].criteria]) for cand in todo]
-        for n, (cand, fs) in enumerate(futures, start=1):
+        for cand, fs in futures:
             got = [f.result() for f in fs]
             rows += got
             for r in got:
                 if r.get("error"):
                     context.log.warning(f"{task}/{model}/{cand['input_id']}/{r['criterion_id']}: {r['error']}")
-            if time.perf_counter() - last_said > 15:  # progress on long partitions, not an event per video
-                last_said = time.perf_counter()
-                context.log.info(f"{task}/{model}: evidence {n}/{len(todo)} videos")
+            progress.video_done()  # a line in the run's log every 15 s, and the CLI's progress line
     df = frame(rows, CRITERION_EVIDENCE)
     statuses = df["plan_status"].value_counts().to_dicts() if df.height else []
     tool_calls = df.explode("tools", empty_as_null=True)["tools"].value_counts().to_dicts() if df.height else []
@@ -198,7 +197,10 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
                              cache=cache, video_sha256=video.get("sha256") or "")
         if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
             context.log.warning(f"{task}/{model}/{input_id}: the judge saw no frames (the video cannot be decoded)")
+        judged.video_done()
         return [{"task": task, "model": model, "input_id": input_id, **s} for s in got]
+
+    judged = StageLog(lambda m: context.log.info(f"{task}/{model}: {m}"), "judged", len(groups), "judgments")
 
     with request_priority(stage=STAGE_JUDGMENTS), request_pool(workers) as calls, \
             request_pool(min(max(4, workers), max(1, len(groups)))) as per_video:

@@ -187,3 +187,13 @@ def test_align_explains_every_column(demo_run, capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["align", "--help"])
     assert "wi_n            inputs with at least two distinct human scores" in capsys.readouterr().out
+
+
+def test_stages_say_their_progress_in_the_runs_logs(demo_run):
+    import dagster as dg
+
+    _, instance, _ = demo_run
+    [record] = instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": "faithful|T2V"}), limit=1)
+    messages = [e.user_message for e in instance.all_logs(record.dagster_run.run_id)]
+    assert any("T2V/faithful: evidence 3/3 videos (" in m for m in messages)
+    assert any("T2V/faithful: judged 3/3 videos (" in m and "VLM requests" in m for m in messages)

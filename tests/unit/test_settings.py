@@ -60,3 +60,29 @@ def test_argus_env_lists_every_setting(monkeypatch, capsys):
     assert main(["env"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in VARIABLES) and "sk-secret" not in out and "= ***" in out
+
+
+def test_a_full_disk_is_one_line_wherever_it_surfaces(monkeypatch, capsys, tmp_path):
+    import errno
+    import sqlite3
+
+    from argus_dagster import cli
+
+    def instance_full(_args):
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as exc:  # as SQLAlchemy wraps it
+            raise RuntimeError("(sqlite3.OperationalError) database or disk is full [SQL: INSERT ...]") from exc
+
+    def page_full(_args):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "page.html"))
+
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
+    for fails, where in ((instance_full, "dagster_home"), (page_full, "page.html")):
+        monkeypatch.setattr(cli, "cmd_leaderboard", fails)
+        assert cli.main(["leaderboard"]) == 2
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and "no space left on the disk holding" in out and where in out, out
+    monkeypatch.setattr(cli, "cmd_leaderboard", lambda _a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["leaderboard"])
