@@ -21,9 +21,9 @@ Three dimensions, each rated 1-5 from verified checklist decisions rather than f
 - **Perceptual Quality (PQ).** A generic defect checklist (:data:`PQ_CHECKLIST`); the VLM answers each
   defect, writes the rationale and the 1-5 rating itself (as the seed's evaluator does), the prompt
   only to tell intended style from defect. Without a VLM, :func:`pq_offline` rates the defects the
-  CPU tools measure (blur, noise, exposure, flicker, colour instability, frozen video) and says which
-  it could not; IF and WC then stay unscored with the reason (:func:`unscored_offline`), as criteria
-  without measurable evidence do in the VideoArgus path.
+  CPU tools measure (blur, noise, exposure, compression, flicker, colour instability, frozen video)
+  and says which it could not; IF and WC then stay unscored with the reason
+  (:func:`unscored_offline`), as criteria without measurable evidence do in the VideoArgus path.
 
 Rationales (:func:`if_rationale`, :func:`wc_rationale`) are written from the verified decisions after
 the score is fixed: a template verbalizes them, so no rationale can move a score. With
@@ -688,6 +688,8 @@ class FirmEvaluator:
             res.reason = f"WC verifier: {exc}"
             return res
         out = score_wc(checklist, [Verdict(**v) for v in raw], grounding)
+        # The video's own WC checklist, so that its score can be recomputed from stored rows.
+        out.detail["items"] = [asdict(i) for i in checklist.items]
         return out
 
     # -- PQ -------------------------------------------------------------------------------------------
@@ -800,6 +802,7 @@ class FirmTables:
     scores: list[dict] = field(default_factory=list)
     export: list[dict] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # videos without export records, and why
+    results: list[dict[str, DimensionResult]] = field(default_factory=list)  # per job, in job order
 
 
 def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
@@ -835,6 +838,7 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
     with request_pool(max(1, max_workers)) as pool:
         done = list(pool.map(one, jobs))
     for job, res, refs in done:
+        out.results.append(res)
         out.verdicts += verdict_rows(job.input_id, res)
         out.scores.append({**score_row(job.input_id, res), "frames": refs})
         recs, why = export_records(f"{video_prefix}{job.input_id}", job.prompt, refs, res)

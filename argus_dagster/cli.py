@@ -45,7 +45,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
            f"recorded in {recorded} for later runs, the UI and the sensor")
     status = 1
     try:
-        status = _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only)
+        status = _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only,
+                           protocol=args.protocol)
     finally:
         if status != 0:  # a run that scored nothing leaves the previously active bench in place
             recorded.unlink(missing_ok=True) if before is None else recorded.write_bytes(before)
@@ -83,7 +84,8 @@ def _backbones(vlm_only: bool = False) -> str:
     return f"{judge}; {gen}{mode}"
 
 
-def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = False) -> int:
+def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = False,
+              protocol: str = "videoargus") -> int:
     from .leaderboard import format_leaderboard
     from .runner import error_summary, row_errors, run_all
     from .settings import load_settings
@@ -92,7 +94,10 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
     from .progress import TerminalLine
 
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
-        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only)
+        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only, protocol=protocol)
+    firm = _print_firm(tasks, models) if protocol != "videoargus" else None
+    if lb is None:  # FIRM-Video only
+        return 0 if firm is not None and firm.height else 1
     _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
     summary = error_summary(row_errors(tasks, models))
@@ -103,6 +108,58 @@ def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = Fa
         return 1
     _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
     return 0
+
+
+def _print_firm(tasks, models):
+    """FIRM-Video's mean ratings per task and model (1-5), and how many videos each dimension left unscored."""
+    from .runner import firm_summary
+
+    table = firm_summary(tasks)
+    if models and table.height:
+        table = table.filter(table["model"].is_in(models))
+    _print("\nFIRM-Video (mean ratings 1-5; unscored: videos without a rating, the reason is on their row)\n")
+    _print(str(table) if table.height else "no firm_scores stored")
+    return table
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``argus export firm``: reward-model training instances from the stored firm_scores rows."""
+    from .runner import export_firm
+
+    try:
+        n, left_out = export_firm(args.out, args.task)
+    except (OSError, ValueError) as exc:
+        _print(f"argus export firm: {exc}")
+        return 1
+    for why in left_out[:20]:
+        _print(f"left out: {why}")
+    if len(left_out) > 20:
+        _print(f"... and {len(left_out) - 20} more left out")
+    _print(f"wrote {n} instances (one per video and dimension) to {args.out}")
+    return 0 if n else 1
+
+
+def cmd_best_of_n(args: argparse.Namespace) -> int:
+    """The best candidate per input by one evaluator, from the stored tables."""
+    from .runner import best_of_n_report
+
+    by: str | dict[str, float] = args.by
+    if args.mix:
+        try:
+            by = {k.strip(): float(w) for k, w in (m.split("=", 1) for m in args.mix)}
+        except ValueError:
+            _print(f"argus best-of-n: --mix {' '.join(args.mix)}: give COLUMN=WEIGHT pairs, e.g. final=1 if=1")
+            return 2
+    try:
+        picks, texts = best_of_n_report(by, args.task)
+    except ValueError as exc:
+        _print(f"argus best-of-n: {exc}")
+        return 1
+    if not texts:
+        _print("no stored scores: run `argus evaluate` (and --protocol firm or both for if, wc, pq) first")
+        return 1
+    _print("\n\n".join(texts.values()))
+    return 0 if picks.height else 1
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -235,7 +292,22 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--model", action="append", help="only this model (repeatable)")
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
+    e.add_argument("--protocol", choices=("videoargus", "firm", "both"), default="videoargus",
+                   help="videoargus (rubrics, evidence, judge; the default), firm (FIRM-Video's checklists: "
+                        "instruction following, world coherence, perceptual quality) or both")
     e.set_defaults(func=cmd_evaluate)
+    ex = sub.add_parser("export", help="export stored results (firm: FIRM-Video reward-model training JSON lines)")
+    ex.add_argument("what", choices=("firm",), help="firm: one instance per video and dimension, for SFT")
+    ex.add_argument("--out", required=True, help="the JSON lines file to write")
+    ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    ex.set_defaults(func=cmd_export)
+    bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
+    bn.add_argument("--by", choices=("final", "if", "wc", "pq"), default="final",
+                    help="final (VideoArgus) or a FIRM-Video rating")
+    bn.add_argument("--mix", nargs="+", metavar="COL=W",
+                    help="a weighted mix instead of --by (each column put on [0, 1] by its scale), e.g. final=1 pq=1")
+    bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    bn.set_defaults(func=cmd_best_of_n)
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
     lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
     lb.set_defaults(func=cmd_leaderboard)

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets import ALL_ASSETS, ALL_CHECKS
+from assets import ALL_ASSETS, GRAPH_CHECKS
 from assets.schedules import nightly_reconcile
 from assets.sensors import candidate_store_sensor
 from resources import executor_for, resources_for
@@ -15,6 +15,6 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
     description="Materializes what follows a materialization (the leaderboard after video_scores).")
 
-defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources_for(),
+defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=GRAPH_CHECKS, resources=resources_for(),
                       sensors=[candidate_store_sensor, automation_sensor], schedules=[nightly_reconcile],
                       executor=executor_for())

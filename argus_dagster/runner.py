@@ -107,18 +107,28 @@ def shares_a_process() -> bool:
     return set(configured) <= {"telemetry"}
 
 
+PROTOCOLS = ("videoargus", "firm", "both")
+
+
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
-            parallel: int | None = None, force: bool = False, vlm_only: bool = False) -> pl.DataFrame:
-    """Materialize every asset for the selected tasks and models; returns the leaderboard.
+            parallel: int | None = None, force: bool = False, vlm_only: bool = False,
+            protocol: str = "videoargus") -> pl.DataFrame | None:
+    """Materialize every asset for the selected tasks and models; returns the leaderboard (None
+    with ``protocol="firm"``, which makes none).
 
     Up to ``parallel`` partition runs at once (``ARGUS_PARALLEL_RUNS``, default 5; 1 runs them one
     after another). Up-to-date partitions are skipped unless ``force``. ``vlm_only``: the VLM-only
     ablation (every plan one ``vlm_qa``), else as ``ARGUS_VLM_ONLY`` says. The runs' event logs keep
-    INFO and above (see ``info_and_above``).
+    INFO and above (see ``info_and_above``). ``protocol``: ``videoargus`` (the default), ``firm``
+    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or ``both`` (the
+    FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and the
+    content cache answers what they computed before).
     """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
     with info_and_above():
-        return _run_all(tasks, models, progress, instance, parallel, force, vlm_only)
+        return _run_all(tasks, models, progress, instance, parallel, force, vlm_only, protocol)
 
 
 @contextmanager
@@ -141,7 +151,7 @@ def info_and_above() -> Iterator[None]:
 
 def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callable[[str], None],
              instance: dg.DagsterInstance | None, parallel: int | None, force: bool,
-             vlm_only: bool = False) -> pl.DataFrame:
+             vlm_only: bool = False, protocol: str = "videoargus") -> pl.DataFrame | None:
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
     from resources import resources_for
@@ -191,6 +201,35 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
             progress(msg)
 
     def task_run(task: str) -> None:
+        if protocol != "firm":
+            videoargus_task_run(task)
+        if protocol != "videoargus":
+            firm_task_run(task)
+
+    def model_run(task: str, model: str) -> None:
+        if protocol != "firm":
+            videoargus_model_run(task, model)
+        if protocol != "videoargus":
+            firm_model_run(task, model)
+
+    def firm_task_run(task: str) -> None:
+        t0 = time.perf_counter()
+        with request_priority(urgency[task]):
+            res = _firm_run(instance, resources, task, with_inputs=protocol == "firm")
+        _check(res, say)
+        ran.append(f"firm {task}")
+        say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: FIRM-Video checklists ({time.perf_counter() - t0:.1f}s)")
+
+    def firm_model_run(task: str, model: str) -> None:
+        t0 = time.perf_counter()
+        with request_priority(urgency[task]):
+            res = _firm_run(instance, resources, task, model, with_inputs=protocol == "firm")
+        _check(res, say)
+        ran.append(f"firm {task} x {model}")
+        say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: FIRM-Video scores "
+            f"({time.perf_counter() - t0:.1f}s)")
+
+    def videoargus_task_run(task: str) -> None:
         t0 = time.perf_counter()
         if not force and _up_to_date(instance, "rubrics", task, fingerprint(evaluator, settings, task)):
             say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics up to date")
@@ -207,7 +246,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
         ran.append(task)
         say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
 
-    def model_run(task: str, model: str) -> None:
+    def videoargus_model_run(task: str, model: str) -> None:
         t0 = time.perf_counter()
         key = dg.MultiPartitionKey({"task": task, "model": model})
         fp = fingerprint(evaluator, settings, task, model)  # the state this run starts from
@@ -252,8 +291,10 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
             return None
         return defs.load_asset_value(asset, instance=instance)
 
-    board = stored("leaderboard")
-    if board is None:
+    board = stored("leaderboard") if protocol != "firm" else None
+    if protocol == "firm":  # FIRM-Video only: no leaderboard (argus evaluate prints FIRM's summary)
+        progress(f"[{time.perf_counter() - t_start:6.1f}s] FIRM-Video done")
+    elif board is None:
         result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
                                 instance=instance, resources=resources, run_config=QUIET)
         _check(result, progress)
@@ -485,3 +526,94 @@ def current_leaderboard(instance: dg.DagsterInstance | None = None) -> pl.DataFr
         return None
     defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
     return defs.load_asset_value("leaderboard", instance=instance)
+
+
+# ----------------------------------------------------------------------------------------------------
+# FIRM-Video and best-of-N (argus evaluate --protocol firm|both, argus export firm, argus best-of-n)
+# ----------------------------------------------------------------------------------------------------
+
+
+def _firm_run(instance: dg.DagsterInstance, resources: dict, task: str, model: str | None = None,
+              with_inputs: bool = False) -> dg.ExecuteInProcessResult:
+    """One FIRM-Video run: a task's checklists, or a task x model partition's verdicts and scores (and
+    their check). ``with_inputs``: also materialize the input (or candidate) table it reads."""
+    from assets import CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS, FIRM_TASK_ASSETS, TASK_ASSETS
+    from assets.candidates import candidate_videos
+    from assets.inputs import input_instances
+
+    if model is None:
+        selection = ([input_instances] if with_inputs else []) + FIRM_TASK_ASSETS
+        return dg.materialize(TASK_ASSETS + FIRM_TASK_ASSETS, selection=selection, partition_key=task,
+                              instance=instance, resources=resources, run_config=QUIET, tags=launcher_tags())
+    key = dg.MultiPartitionKey({"task": task, "model": model})
+    selection = ([candidate_videos] if with_inputs else []) + FIRM_CANDIDATE_ASSETS + FIRM_CHECKS
+    return dg.materialize(TASK_ASSETS + CANDIDATE_ASSETS + FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS + FIRM_CHECKS,
+                          selection=selection, partition_key=key, instance=instance, resources=resources,
+                          run_config=QUIET, tags=launcher_tags())
+
+
+def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, tasks: list[str] | None = None,
+                      resources: dict | None = None) -> dict[str, pl.DataFrame]:
+    """Every materialized partition of ``asset`` as stored (of ``tasks`` only, when given), by key."""
+    from assets import ALL_ASSETS, GRAPH_CHECKS
+    from assets.partitions import task_model_partitions
+    from resources import resources_for
+
+    instance = instance or local_instance()
+    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=GRAPH_CHECKS, resources=resources or resources_for())
+    out = {}
+    for key in sorted(instance.get_materialized_partitions(dg.AssetKey(asset)) or ()):
+        task = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension["task"] if "|" in key else key
+        if tasks and task not in tasks:
+            continue
+        out[key] = defs.load_asset_value(asset, partition_key=key, instance=instance)
+    return out
+
+
+def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                require_all: bool = True, resources: dict | None = None) -> tuple[int, list[str]]:
+    """Write the reward-model training instances of every stored ``firm_scores`` row to ``out`` (JSON
+    lines, one per video and dimension); returns how many, and the videos left out with why. Reads
+    the stored tables only: nothing is called."""
+    from .checklist import export_from_rows, write_export
+
+    scores = stored_partitions("firm_scores", instance, tasks, resources)
+    if not scores:
+        raise ValueError("no firm_scores stored: run `argus evaluate --protocol firm` (or both) first")
+    inputs = stored_partitions("input_instances", instance, tasks, resources)
+    prompts = {(df["task"][0] if df.height else k): dict(zip(df["input_id"], df["prompt"])) for k, df in inputs.items()}
+    records, left_out = [], []
+    for df in scores.values():
+        for (task, model), g in df.group_by("task", "model", maintain_order=True):
+            recs, why = export_from_rows(g.to_dicts(), prompts.get(task, {}), video_prefix=f"{task}/{model}/",
+                                         require_all=require_all)
+            records += recs
+            left_out += why
+    return write_export(out, records), left_out
+
+
+def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,
+                     instance: dg.DagsterInstance | None = None,
+                     resources: dict | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Best-of-N picks from the stored ``video_scores`` and ``firm_scores`` (the ``best_of_n`` asset's
+    computation), with the comparison against ``$ARGUS_HOME/human/<TASK>.csv`` where it exists."""
+    from assets.firm import best_of_n_tables
+
+    instance = instance or local_instance()
+    return best_of_n_tables(stored_partitions("video_scores", instance, tasks, resources),
+                            stored_partitions("firm_scores", instance, tasks, resources), by, tasks=tasks,
+                            human_dir=load_settings().home / "human")
+
+
+def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                 resources: dict | None = None) -> pl.DataFrame:
+    """Per task and model: videos, mean IF/WC/PQ ratings (1-5) and how many of each are unscored."""
+    parts = [df for df in stored_partitions("firm_scores", instance, tasks, resources).values() if df.height]
+    if not parts:
+        return pl.DataFrame()
+    df = pl.concat(parts, how="diagonal_relaxed")
+    return (df.group_by("task", "model").agg(
+        pl.len().alias("n_videos"),
+        *[pl.col(f"{d}_rating").mean().round(2).alias(f"mean_{d}") for d in ("if", "wc", "pq")],
+        *[pl.col(f"{d}_rating").is_null().sum().alias(f"{d}_unscored") for d in ("if", "wc", "pq")])
+        .sort("task", "model"))

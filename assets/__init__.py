@@ -11,6 +11,7 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 from .alignment import human_alignment, human_alignment_in_range
 from .candidates import candidate_videos, criterion_evidence, criterion_scores, video_scores
 from .checks import ALL_CHECKS as INVARIANT_CHECKS
+from .firm import FIRM_CANDIDATE_ASSETS, FIRM_CHECKS, FIRM_TASK_ASSETS, best_of_n
 from .inputs import input_instances, rubrics
 from .leaderboard import leaderboard, leaderboard_in_range
 from .partitions import model_partitions, task_model_partitions, task_partitions
@@ -18,8 +19,13 @@ from .reports import diagnostic_reports
 
 TASK_ASSETS = [input_instances, rubrics]
 CANDIDATE_ASSETS = [candidate_videos, criterion_evidence, criterion_scores, video_scores, diagnostic_reports]
-ALL_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, human_alignment]
+# FIRM-Video and best-of-N: in the graph, run only when asked (argus evaluate --protocol firm|both).
+FIRM_ASSETS = FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS + [best_of_n]
+ALL_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, human_alignment] + FIRM_ASSETS
 ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS]
+# Kept apart from ALL_CHECKS, whose partitioned checks ride along with every VideoArgus partition run.
+GRAPH_CHECKS = ALL_CHECKS + FIRM_CHECKS
 
-__all__ = ["ALL_ASSETS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "model_partitions",
+__all__ = ["ALL_ASSETS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "FIRM_TASK_ASSETS", "FIRM_CANDIDATE_ASSETS",
+           "FIRM_CHECKS", "GRAPH_CHECKS", "model_partitions",
            "task_partitions", "task_model_partitions"]

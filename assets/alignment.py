@@ -2,8 +2,10 @@
 
 Human ratings are read from ``$ARGUS_HOME/human/<TASK>.csv`` (``input_id, model, score[, dimension][,
 rater]``); the evaluators are this project's ``video_scores`` (final and base score) and its
-``criterion_scores`` (one evaluator per taxonomy dimension). The computation is the one ``argus align``
-runs (:func:`argus_dagster.ratings.alignment_report`).
+``criterion_scores`` (one evaluator per taxonomy dimension), and FIRM-Video's ``firm_scores`` where
+they are materialized (``firm_if``, ``firm_wc``, ``firm_pq`` ratings on 1-5, each compared with the human
+dimension of its name when the ratings have it, else with every dimension). The computation is the
+one ``argus align`` runs (:func:`argus_dagster.ratings.alignment_report`).
 """
 
 import hashlib
@@ -14,8 +16,9 @@ import polars as pl
 
 from argus_dagster.alignment import ALIGNMENT_SCHEMA, format_alignment
 from argus_dagster.alignment_plots import scatter_png, slug
+from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
 from argus_dagster.instances import ALL_TASKS
-from argus_dagster.ratings import alignment_report, project_scores, read_human
+from argus_dagster.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
 from argus_dagster.settings import load_settings, report_url
 
 from .overview import overview_metadata
@@ -38,12 +41,23 @@ def _concat(parts: dict[str, pl.DataFrame] | None, task: str) -> pl.DataFrame | 
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
-@dg.asset(code_version="1", group_name="reports", kinds={"polars"},
+def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[str]) -> EvaluatorScores | None:
+    """FIRM ratings as evaluators: each against the human dimension of its name when rated, else every one."""
+    if firm_scores is None or firm_scores.height == 0:
+        return None
+    dims = {s: (d if d in human_dimensions else None)
+            for s, d in (("if", "instruction_following"), ("wc", "world_coherence"), ("pq", "perceptual_quality"))}
+    return EvaluatorScores(firm_evaluator_scores(firm_scores, dims), dict(FIRM_RANGES))
+
+
+@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
-               "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
+               "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
+               "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentConfig,
                     video_scores: dict[str, pl.DataFrame],
-                    criterion_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+                    criterion_scores: dict[str, pl.DataFrame],
+                    firm_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """SRCC, KRCC, PLCC, RMSE, pairwise accuracy, within-input SRCC/KRCC, MAE and accuracies per
     task, human dimension and evaluator, with a scatter plot per evaluator."""
     settings = load_settings()
@@ -60,6 +74,9 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         human = read_human(path)
         problems += human.problems
         scores = project_scores(_concat(video_scores, task), _concat(criterion_scores, task), task=task)
+        firm = firm_as_evaluators(_concat(firm_scores, task), set(human.averaged()["dimension"].to_list()))
+        if firm is not None:
+            scores = merge_scores([scores, firm])
         table = alignment_report(human, scores, human_scale=scale, n_boot=config.n_boot)
         if table.height == 0:
             problems.append(f"{task}: no video has both a human rating in {path} and a score "

@@ -18,10 +18,11 @@ def _scores(task: str, model: str, finals: dict[str, float]):
     return vs, cs
 
 
-def _run(tmp_path, video_scores, criterion_scores, **config):
+def _run(tmp_path, video_scores, criterion_scores, firm_scores=None, **config):
     ctx = dg.build_asset_context()
     out = human_alignment(context=ctx, config=HumanAlignmentConfig(human_dir=str(tmp_path), n_boot=50, **config),
-                          video_scores=video_scores, criterion_scores=criterion_scores)
+                          video_scores=video_scores, criterion_scores=criterion_scores,
+                          firm_scores=firm_scores or {})
     return out.value, out.metadata
 
 
@@ -63,3 +64,22 @@ def test_range_check_catches_an_impossible_row(tmp_path):
                                 .alias("srcc"))
     assert not human_alignment_in_range(broken).passed
     assert table["within_input_srcc"].is_nan().all()  # NaN (one candidate per input) is not a violation
+
+
+def test_firm_ratings_are_evaluators_on_their_own_dimension(tmp_path):
+    """FIRM's IF rating is compared with the humans' instruction_following, not with their other dimension."""
+    (tmp_path / "T2V.csv").write_text(
+        "input_id,model,dimension,score\n" + "".join(
+            f"p{i},a,instruction_following,{h}\np{i},a,visual,{6 - h}\n" for i, h in enumerate([1, 2, 4, 5])))
+    vs, cs = _scores("T2V", "a", {f"p{i}": s for i, s in enumerate([2.0, 4.0, 6.0, 8.0])})
+    fs = pl.DataFrame({"task": ["T2V"] * 4, "model": ["a"] * 4, "input_id": [f"p{i}" for i in range(4)],
+                       "if_rating": [1, 3, 4, 5], "wc_rating": [None, None, None, None], "pq_rating": [5, 4, 2, 1]},
+                      schema_overrides={"wc_rating": pl.Int64})
+    table, _ = _run(tmp_path, {"a|T2V": vs}, {"a|T2V": cs}, {"a|T2V": fs})
+    firm_if = table.filter(pl.col("evaluator") == "firm_if")
+    assert firm_if["dimension"].to_list() == ["instruction_following"]  # its own dimension only
+    assert firm_if["srcc"][0] == pytest.approx(1.0) and firm_if["n_videos"][0] == 4
+    # no human rated perceptual_quality: firm_pq is compared with every dimension
+    assert sorted(table.filter(pl.col("evaluator") == "firm_pq")["dimension"]) == ["instruction_following", "visual"]
+    assert "firm_wc" not in set(table["evaluator"])  # never scored: nothing to compare
+    assert human_alignment_in_range(table).passed

@@ -14,7 +14,8 @@ def test_asset_graph_snapshot():
 
     graph = defs.resolve_asset_graph()
     keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
-    assert keys == ["candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports", "human_alignment", "input_instances",
+    assert keys == ["best_of_n", "candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports",
+                    "firm_checklists", "firm_scores", "firm_verdicts", "human_alignment", "input_instances",
                     "leaderboard", "rubrics", "video_scores"]
     deps = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
             for k in graph.get_all_asset_keys()}
@@ -28,7 +29,11 @@ def test_asset_graph_snapshot():
         "leaderboard": ["video_scores"],
         "diagnostic_reports": ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
                                "rubrics", "video_scores"],
-        "human_alignment": ["criterion_scores", "video_scores"],
+        "human_alignment": ["criterion_scores", "firm_scores", "video_scores"],
+        "firm_checklists": ["input_instances"],
+        "firm_verdicts": ["candidate_videos", "firm_checklists", "input_instances"],
+        "firm_scores": ["candidate_videos", "firm_checklists", "input_instances"],
+        "best_of_n": ["firm_scores", "video_scores"],
     }
     parts = {k.to_user_string(): type(graph.get(k).partitions_def).__name__ for k in graph.get_all_asset_keys()}
     assert parts["rubrics"] == "StaticPartitionsDefinition"
@@ -38,7 +43,10 @@ def test_asset_graph_snapshot():
     mp = graph.get(dg.AssetKey("video_scores")).partitions_def
     assert [d.name for d in mp.partitions_defs] == ["model", "task"]
     assert {c.name for c in defs.resolve_asset_graph().asset_check_keys} == {"leaderboard_in_range", "human_alignment_in_range", "rubrics_follow_the_rules", "scores_in_range",
-            "every_candidate_scored_or_explained", "leaderboard_covers_partitions"}
+            "every_candidate_scored_or_explained", "leaderboard_covers_partitions", "firm_scores_recompute"}
+    assert parts["firm_checklists"] == "StaticPartitionsDefinition"
+    assert parts["firm_scores"] == parts["firm_verdicts"] == "MultiPartitionsDefinition"
+    assert parts["best_of_n"] == "NoneType"
     assert all(graph.get(k).code_version for k in graph.get_all_asset_keys())
     # Automation: the sensor and the nightly reconcile; downstream tables follow their inputs.
     repo = defs.get_repository_def()
@@ -50,6 +58,9 @@ def test_asset_graph_snapshot():
     assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     for key in ("video_scores", "diagnostic_reports", "leaderboard"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None, key
+    # FIRM-Video runs only when asked: nothing materializes it automatically.
+    for key in ("firm_checklists", "firm_verdicts", "firm_scores", "best_of_n"):
+        assert graph.get(dg.AssetKey(key)).automation_condition is None, key
 
 
 def test_workspace_validates_with_the_dagster_cli(tmp_path):

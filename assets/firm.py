@@ -1,0 +1,352 @@
+"""FIRM-Video (check-before-score) and best-of-N assets.
+
+``firm_checklists`` (task) holds each input's output-blind IF checklist, planned once by the judge's
+VLM and frozen: the verifiers of every model read it from this table, and a re-materialization
+gets it from the content cache (namespace ``firm``) without a planner call. ``firm_verdicts`` and
+``firm_scores`` (task x model) verify and score every candidate on IF, WC and PQ; without a VLM,
+PQ comes from the CPU tools (``flicker_probe``, ``motion_probe``, ``aesthetic``, the same cached
+steps the evidence stage runs) and IF/WC are unscored with the reason. ``best_of_n`` picks the best
+candidate of every input by a chosen evaluator. These assets run only when asked
+(``argus evaluate --protocol firm|both``, or the UI): the default evaluation does not touch them.
+"""
+
+import hashlib
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster import best_of_n as bon
+from argus_dagster import checklist as fc
+from argus_dagster.evidence.executor import run_plan
+from argus_dagster.evidence.media_store import MediaStore
+from argus_dagster.evidence.plan import NormalizedPlan
+from argus_dagster.instances import ALL_TASKS, InputInstance
+from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
+from argus_dagster.ratings import read_human
+from argus_dagster.settings import load_settings
+from argus_dagster.tables import frame
+from argus_dagster.vlm import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
+from resources.tools import ToolsResource
+from resources.vlm import VlmResource
+
+from .candidates import _cache_write_errors, _vlm_metadata
+from .partitions import task_and_model, task_model_partitions, task_partitions
+
+S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
+FIRM_CHECKLISTS = {"task": S, "input_id": S, "dimension": S, "item_id": S, "target": S, "aspect": S, "question": S,
+                   "importance": I, "weight": F, "checklist_hash": S, "maker": S, "error": S}
+FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "dimension": S, "item_id": S, "verdict": S, "verifiable": B,
+                 "evidence": S, "checklist_hash": S, "target": S, "aspect": S, "question": S, "importance": I}
+FIRM_SCORES = {"task": S, "model": S, "input_id": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
+               "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S, "pq_rating": I, "pq_rationale": S,
+               "pq_reason": S, "pq_source": S, "frames": pl.List(S)}
+BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
+# The measurable PQ defects without a VLM: the CPU tools' records (checklist.pq_offline reads them).
+PQ_TOOLS = ("flicker_probe", "motion_probe", "aesthetic")
+
+
+def _digest(values) -> dg.DataVersion:
+    return dg.DataVersion(hashlib.sha256("\n".join(sorted(str(v) for v in values)).encode()).hexdigest()[:16])
+
+
+def _references(inst: InputInstance) -> tuple[dict, dict] | None:
+    """The input's condition media as labelled frames and their digests (TI2V, TS2V, TV2V, TSV2V)."""
+    media = inst.condition_media
+    if not media:
+        return None
+    digests = {m: file_digest(uri) for m, uri in media.items()}
+    store = MediaStore(dict(media), digests)
+    return {m: store.frames(m, JUDGE_POLICY) for m in media}, digests
+
+
+@dg.asset(partitions_def=task_partitions, code_version="1", group_name="firm", kinds={"polars"})
+def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, vlm: VlmResource,
+                    tools: ToolsResource) -> dg.Output[pl.DataFrame]:
+    """One row per IF checklist item of every input (output-blind, frozen), or one error row per
+    input whose checklist could not be planned, with the reason."""
+    task = context.partition_key
+    base = {"task": task, "dimension": fc.IF}
+    rows: list[dict] = []
+    prompts, refs = {}, {}
+    for r in input_instances.iter_rows(named=True):
+        if r["error"]:
+            rows.append({**base, "input_id": r["input_id"], "error": f"input invalid: {r['error']}"})
+            continue
+        if not vlm.configured:
+            rows.append({**base, "input_id": r["input_id"],
+                         "error": fc.unscored_offline()[fc.IF].reason + " (IF and WC need a VLM; PQ is rated "
+                                  "offline from the CPU tools)"})
+            continue
+        inst = InputInstance.from_row(r)
+        try:
+            got = _references(inst)
+        except (MediaError, OSError) as exc:
+            rows.append({**base, "input_id": inst.id, "error": f"condition media: {exc} (fix the input's file)"})
+            continue
+        prompts[inst.id] = inst.prompt
+        if got is not None:
+            refs[inst.id] = got
+    stats, cache = CallStats(), tools.cache("firm")
+    planned = 0
+    if prompts:
+        evaluator = fc.FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
+        with request_priority(stage=STAGE_RUBRICS):
+            items, checklists = fc.plan_checklists(evaluator, prompts, references=refs, max_workers=vlm.workers())
+        rows += [{"task": task, **i} for i in items]
+        for iid, c in checklists.items():
+            if isinstance(c, str):
+                context.log.warning(f"{task} input {iid}: {c}")
+                rows.append({**base, "input_id": iid, "error": c})
+            else:
+                planned += 1
+    df = frame(rows, FIRM_CHECKLISTS).sort("input_id", "item_id")
+    errors = df.filter(pl.col("error").is_not_null())
+    return dg.Output(df, data_version=_digest(df["checklist_hash"].to_list() + df["error"].to_list()), metadata={
+        "n_inputs": input_instances.height, "n_checklists": planned, "n_items": df.height - errors.height,
+        "n_errors": errors.height, "planner_calls": stats.calls if vlm.configured else 0,
+        "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
+        "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}"
+                                                for r in errors.head(20).iter_rows(named=True)) or "none"),
+        **_vlm_metadata(vlm, stats)})
+
+
+def stored_checklists(rows: pl.DataFrame) -> dict[str, fc.Checklist | str]:
+    """Each input's frozen IF checklist from ``firm_checklists`` rows, or the reason it has none."""
+    out: dict[str, fc.Checklist | str] = {}
+    for (iid,), g in rows.group_by("input_id", maintain_order=True):
+        err = g.filter(pl.col("error").is_not_null())
+        if err.height:
+            out[iid] = err["error"][0]
+            continue
+        try:
+            out[iid] = fc.checklist_from_rows(g.filter(pl.col("dimension") == fc.IF).to_dicts())
+        except fc.ChecklistError as exc:
+            out[iid] = str(exc)
+    return out
+
+
+def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dict) -> list[dict]:
+    """Verdict rows with the item each answers (question, target, aspect, importance): IF from the
+    frozen checklist, WC from the video's own grounded checklist."""
+    items = {(fc.IF, i.id): i for i in (checklist.items if checklist is not None else ())}
+    wc = results.get(fc.WC)
+    for i in (wc.detail.get("items", []) if wc is not None else []):
+        items[(fc.WC, i["id"])] = fc.ChecklistItem(**i)
+    out = []
+    for r in rows:
+        it = items.get((r["dimension"], r["item_id"]))
+        out.append({**r, **({"question": it.question, "target": it.target, "aspect": it.aspect,
+                             "importance": it.importance} if it else {})})
+    return out
+
+
+@dg.multi_asset(
+    partitions_def=task_model_partitions, group_name="firm", code_version="1", can_subset=False,
+    outs={"firm_verdicts": dg.AssetOut(kinds={"polars"}, description="One row per checklist item and video: the "
+                                       "verdict (IF yes = satisfied, WC yes = violation), its evidence and the item."),
+          "firm_scores": dg.AssetOut(kinds={"polars"}, description="One row per video: IF and WC scores and "
+                                     "ratings, the PQ rating, rationales, and why a dimension is unscored.")})
+def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, firm_checklists: pl.DataFrame,
+                    input_instances: pl.DataFrame, vlm: VlmResource, tools: ToolsResource):
+    """FIRM-Video's three dimensions for every candidate of the partition; a video that fails gets its
+    reasons on its row and the rest proceed."""
+    task, model = task_and_model(context)
+    inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
+    checklists = stored_checklists(firm_checklists)
+    videos = {r["input_id"]: r for r in candidate_videos.iter_rows(named=True)}
+    stats, cache, evidence_cache = CallStats(), tools.cache("firm"), tools.cache("evidence")
+    suite = tools.suite() if not vlm.configured else None
+    jobs, failed = [], []
+    for cand in candidate_videos.iter_rows(named=True):
+        inp = inputs.get(cand["input_id"])
+        if cand["error"] or inp is None or inp["error"]:
+            failed.append(cand)
+            continue
+        inst = InputInstance.from_row(inp)
+        store = MediaStore({"output_video": cand["uri"]}, {"output_video": cand["sha256"]})
+        refs = None
+        if vlm.configured and inst.condition_media:
+            try:
+                refs = _references(inst)
+            except (MediaError, OSError):
+                refs = None  # firm_checklists recorded the input's reason; its IF is unscored with it
+        jobs.append(fc.VideoJob(inst.id, inst.prompt, cand["uri"], cand["sha256"],
+                                lambda store=store: store.frames("output_video", JUDGE_POLICY),
+                                refs[0] if refs else None, refs[1] if refs else None))
+
+    def offline_records(job: fc.VideoJob):
+        store = MediaStore({"output_video": job.video_uri}, {"output_video": job.video_digest})
+        plan = NormalizedPlan([{"tool": t, "args": {"on": "output_video"}} for t in PQ_TOOLS
+                               if t in suite.available()])
+        v = videos[job.input_id]
+        return run_plan(plan, store, suite, cache=evidence_cache), v["width"], v["height"]
+
+    evaluator = (fc.FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
+                 if vlm.configured else None)
+    with request_priority(stage=STAGE_JUDGMENTS):
+        out = fc.evaluate_videos(evaluator, jobs, checklists, video_prefix=f"{task}/{model}/",
+                                 max_workers=vlm.workers() if vlm.configured else 2,
+                                 offline_records=offline_records if evaluator is None else None)
+    verdicts, scores = [], []
+    for job, res, row in zip(jobs, out.results, out.scores):
+        cl = checklists.get(job.input_id)
+        rows = _item_columns(fc.verdict_rows(job.input_id, res), cl if isinstance(cl, fc.Checklist) else None, res)
+        verdicts += [{"task": task, "model": model, **r} for r in rows]
+        pq = res.get(fc.PQ)
+        scores.append({"task": task, "model": model, **row,
+                       "pq_source": (pq.detail.get("source") if pq is not None and pq.scored else None)})
+    for cand in failed:
+        why = cand["error"] or f"input invalid: {(inputs.get(cand['input_id']) or {}).get('error') or 'not in the task'}"
+        scores.append({"task": task, "model": model, "input_id": cand["input_id"], "frames": [],
+                       **{f"{s}_reason": why for s in ("if", "wc", "pq")}})
+    vdf = frame(verdicts, FIRM_VERDICTS)
+    sdf = frame(scores, FIRM_SCORES).sort("input_id")
+    for d in ("if", "wc", "pq"):
+        for r in sdf.filter(pl.col(f"{d}_rating").is_null()).head(5).iter_rows(named=True):
+            context.log.warning(f"{task}/{model}/{r['input_id']} {d.upper()}: {r[f'{d}_reason']}")
+    means = {f"mean_{d}_rating": (float(sdf[f"{d}_rating"].mean()) if sdf[f"{d}_rating"].drop_nulls().len() else None)
+             for d in ("if", "wc", "pq")}
+    yield dg.Output(vdf, output_name="firm_verdicts",
+                    data_version=_digest(vdf.select(pl.concat_str(pl.all().cast(pl.String).fill_null(""))).to_series()
+                                         .to_list()),
+                    metadata={"n_verdicts": vdf.height, "n_videos": sdf.height})
+    yield dg.Output(sdf, output_name="firm_scores",
+                    data_version=_digest(sdf.drop("frames").select(pl.concat_str(pl.all().cast(pl.String).fill_null("")))
+                                         .to_series().to_list()),
+                    metadata={"n_videos": sdf.height, **means,
+                              **{f"n_{d}_scored": sdf[f"{d}_rating"].drop_nulls().len() for d in ("if", "wc", "pq")},
+                              "n_left_out_of_export": len(out.left_out),
+                              "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
+                              **_vlm_metadata(vlm, stats)})
+
+
+@dg.asset_check(asset="firm_scores", partitions_def=task_model_partitions,
+                additional_ins={"firm_checklists": dg.AssetIn(), "firm_verdicts": dg.AssetIn()},
+                description="Every IF and WC score recomputes from the stored checklist items and verdicts; "
+                            "every rating is 1-5 or null with a reason.")
+def firm_scores_recompute(firm_scores: pl.DataFrame, firm_checklists: pl.DataFrame,
+                          firm_verdicts: pl.DataFrame) -> dg.AssetCheckResult:
+    problems = recompute_problems(firm_scores, firm_checklists, firm_verdicts)
+    return dg.AssetCheckResult(passed=not problems, metadata={
+        "n_videos": firm_scores.height, "n_problems": len(problems),
+        "problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none")})
+
+
+def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts: pl.DataFrame) -> list[str]:
+    """What does not recompute: IF from ``firm_checklists`` items and the video's IF verdicts, WC from
+    the video's WC verdict rows (items and answers), ratings from scores by the seed's thresholds."""
+    frozen = stored_checklists(checklists)
+    by_input = {k[0]: g for k, g in verdicts.group_by("input_id")}
+    problems = []
+    for r in scores.iter_rows(named=True):
+        iid = r["input_id"]
+        for d in ("if", "wc", "pq"):
+            if r[f"{d}_rating"] is None and not (r[f"{d}_reason"] or "").strip():
+                problems.append(f"`{iid}` {d}: unscored without a reason")
+            if r[f"{d}_rating"] is not None and not 1 <= r[f"{d}_rating"] <= 5:
+                problems.append(f"`{iid}` {d}: rating {r[f'{d}_rating']} outside 1-5")
+        v = by_input.get(iid, pl.DataFrame(schema=FIRM_VERDICTS))
+        for d, dim in (("if", fc.IF), ("wc", fc.WC)):
+            if r[f"{d}_score"] is None:
+                continue
+            rows = v.filter(pl.col("dimension") == dim).to_dicts()
+            try:
+                cl = frozen.get(iid) if d == "if" else fc.checklist_from_rows(rows)
+                if not isinstance(cl, fc.Checklist):
+                    raise fc.ChecklistError(f"no stored checklist ({cl})")
+                vs = [fc.Verdict(x["item_id"], x["verdict"] == "yes", x["evidence"] or "", bool(x["verifiable"]))
+                      for x in rows]
+                got = fc.score_if(cl, vs) if d == "if" else fc.score_wc(cl, vs)
+            except (fc.ChecklistError, KeyError, ValueError) as exc:
+                problems.append(f"`{iid}` {d}: cannot recompute: {exc}")
+                continue
+            if (got.score, got.rating) != (r[f"{d}_score"], r[f"{d}_rating"]):
+                problems.append(f"`{iid}` {d}: stored {r[f'{d}_score']} / {r[f'{d}_rating']}, "
+                                f"recomputed {got.score} / {got.rating}")
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------------
+# Best-of-N
+# ----------------------------------------------------------------------------------------------------
+
+
+class BestOfNConfig(dg.Config):
+    by: str = "final"
+    """The evaluator: ``final`` (VideoArgus), ``if``, ``wc`` or ``pq`` (FIRM-Video ratings)."""
+    weights: dict[str, float] = {}
+    """A weighted mix instead of ``by``, e.g. ``{"final": 1, "if": 1}`` (each column on [0, 1] by its scale)."""
+    tie_tolerance: float = 1e-9
+    human_dir: str = ""
+    """Folder of ``<TASK>.csv`` human ratings; empty means ``$ARGUS_HOME/human``."""
+    n_boot: int = 2000
+
+
+def human_scores(path: Path) -> pl.DataFrame | None:
+    """``input_id, model, sample, score`` from a human ratings file: the ``overall`` dimension when
+    rated, else the mean over the rated dimensions (raters averaged)."""
+    avg = read_human(path).averaged()
+    if avg.height == 0:
+        return None
+    if "overall" in avg["dimension"].to_list():
+        avg = avg.filter(pl.col("dimension") == "overall")
+    one = avg.group_by("input_id", "model").agg(pl.col("score").mean())
+    return bon.split_samples(one)
+
+
+def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: dict[str, pl.DataFrame] | None,
+                     by: str | dict[str, float], *, tasks: list[str] | None = None, human_dir: Path | None = None,
+                     tie_tolerance: float = 1e-9, n_boot: int = 2000) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Picks of every task (``BEST_OF_N`` rows) and, per task, the printed table with the comparison
+    against people when ``human_dir/<TASK>.csv`` exists. Input: stored partitions by key."""
+    def of(parts, task):
+        frames = [df.filter(pl.col("task") == task) for df in (parts or {}).values() if df is not None and df.height]
+        frames = [f for f in frames if f.height]
+        return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+    tables, texts = [], {}
+    for task in tasks or ALL_TASKS:
+        vs, fs = of(video_scores, task), of(firm_scores, task)
+        if vs is None and fs is None:
+            continue
+        table = bon.selection_table(vs, fs)
+        try:
+            picks = bon.select_best(table, by, tie_tolerance=tie_tolerance)
+        except ValueError as exc:
+            texts[task] = f"{task}: {exc}"
+            continue
+        humans = None
+        path = human_dir / f"{task}.csv" if human_dir else None
+        if path is not None and path.is_file():
+            h = human_scores(path)
+            humans = bon.against_humans(picks, h, n_boot=n_boot) if h is not None else None
+        tables.append(picks.with_columns(pl.lit(task).alias("task")).select(list(BEST_OF_N)))
+        texts[task] = f"{task}\n" + bon.format_best_of_n(picks, humans)
+    return (pl.concat(tables) if tables else pl.DataFrame(schema=BEST_OF_N)), texts
+
+
+@dg.asset(code_version="1", group_name="reports", kinds={"polars"},
+          ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
+               "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
+def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_scores: dict[str, pl.DataFrame],
+              firm_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+    """Per task and input, the best candidate by the configured evaluator, the margin to the
+    runner-up and the ties; with human ratings, how often the pick is the humans' best and the picks'
+    mean human score against random choice (95% interval)."""
+    by = dict(config.weights) if config.weights else config.by
+    human_dir = Path(config.human_dir) if config.human_dir else load_settings().home / "human"
+    try:
+        df, texts = best_of_n_tables(video_scores, firm_scores, by, human_dir=human_dir,
+                                     tie_tolerance=config.tie_tolerance, n_boot=config.n_boot)
+    except ValueError as exc:
+        raise dg.Failure(f"best_of_n config by={config.by!r} weights={config.weights}: {exc}") from None
+    return dg.Output(df, data_version=_digest(df.write_ndjson().splitlines()), metadata={
+        "n_inputs": df.height, "evaluator": df["evaluator"][0] if df.height else str(by),
+        "n_ties": int((df["n_tied"] > 0).sum()) if df.height else 0,
+        **{f"{t} best of N": dg.MetadataValue.md("```\n" + text + "\n```") for t, text in texts.items()}})
+
+
+FIRM_TASK_ASSETS = [firm_checklists]
+FIRM_CANDIDATE_ASSETS = [firm_evaluation]
+FIRM_CHECKS = [firm_scores_recompute]

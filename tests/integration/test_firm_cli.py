@@ -1,0 +1,153 @@
+"""`argus evaluate --protocol both`, `argus best-of-n` and `argus export firm` on the demo bench (offline),
+and best-of-N over several samples per input from stored tables."""
+
+import json
+import os
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster import cli
+from argus_dagster.demo import BEST_MODEL, build_demo_bench
+from argus_dagster.runner import best_of_n_report, local_instance, stored_partitions
+from assets.firm import BEST_OF_N, best_of_n_tables
+
+pytestmark = pytest.mark.integration
+HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The T2V demo, in its own ARGUS_HOME (the module's runs leave the session's home alone)."""
+    home = tmp_path_factory.mktemp("firm_home")
+    saved = {k: os.environ.get(k) for k in ("ARGUS_HOME", "DAGSTER_HOME")}
+    os.environ["ARGUS_HOME"], os.environ["DAGSTER_HOME"] = str(home), str(home / "dagster_home")
+    try:
+        bench, cands = build_demo_bench(home, progress=lambda m: None)
+        ids = [json.loads(x)["id"] for x in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
+        (home / "human").mkdir()
+        (home / "human" / "T2V.csv").write_text(
+            "input_id,model,score\n" + "".join(f"{i},{m},{s}\n" for i in ids for m, s in HUMAN_T2V.items()))
+        rc = cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V",
+                       "--protocol", "both"])
+        yield {"home": home, "ids": ids, "rc": rc}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_evaluate_both_stores_firm_scores_beside_the_leaderboard(demo, capsys):
+    assert demo["rc"] == 0
+    scores = stored_partitions("firm_scores", local_instance(), ["T2V"])
+    assert len(scores) == len(HUMAN_T2V)
+    df = pl.concat(scores.values())
+    assert df.height == len(HUMAN_T2V) * len(demo["ids"]) and df["pq_rating"].null_count() == 0
+    assert df["if_reason"].str.contains("needs a VLM").all()
+    # the frozen model's videos are measured frozen offline, the faithful ones are not
+    pq = {m: g["pq_rating"].mean() for (m,), g in df.group_by("model")}
+    assert pq["frozen"] < pq[BEST_MODEL] and pq["blurry"] < pq[BEST_MODEL] and pq["flicker"] < pq[BEST_MODEL]
+    # the demo is 320 px wide: low resolution is the faithful clips' one measured defect
+    best = df.filter(pl.col("model") == BEST_MODEL)
+    assert best["pq_rating"].to_list() == [4] * len(demo["ids"])
+    assert best["pq_rationale"].str.starts_with("Measured defects: low resolution (").all()
+
+
+def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):
+    picks, texts = best_of_n_report("final", ["T2V"])
+    assert list(picks.columns) == list(BEST_OF_N) and picks.height == len(demo["ids"])
+    assert (picks["pick_model"] == BEST_MODEL).sum() >= 2  # most inputs
+    assert (picks["n_candidates"] == len(HUMAN_T2V)).all()
+    assert cli.main(["best-of-n", "--by", "final", "--task", "t2v"]) == 0
+    out = capsys.readouterr().out
+    assert "best of N by final" in out and "against people (3 inputs" in out
+    assert "pick is a human-best candidate: " in out
+    assert cli.main(["best-of-n", "--by", "pq", "--task", "T2V"]) == 0
+    assert "best of N by pq" in capsys.readouterr().out
+    assert cli.main(["best-of-n", "--by", "if", "--task", "T2V"]) == 0  # offline: nothing to pick, said per input
+    assert "no candidate of 4 has a score by if" in capsys.readouterr().out
+    assert cli.main(["best-of-n", "--mix", "final=1", "pq=3", "--task", "T2V"]) == 0
+    assert "best of N by 1*final+3*pq" in capsys.readouterr().out
+    assert cli.main(["best-of-n", "--mix", "final", "--task", "T2V"]) == 2
+    assert "give COLUMN=WEIGHT pairs" in capsys.readouterr().out
+    assert cli.main(["best-of-n", "--mix", "nope=1", "--task", "T2V"]) == 1
+    assert "'nope' is not in the table" in capsys.readouterr().out
+
+
+def test_best_of_n_asset_and_human_alignment_with_firm_evaluators(demo):
+    from assets import ALL_ASSETS, GRAPH_CHECKS
+    from assets.alignment import human_alignment
+    from assets.firm import best_of_n
+    from resources import resources_for
+
+    res = dg.materialize(ALL_ASSETS + GRAPH_CHECKS, selection=[best_of_n, human_alignment], instance=local_instance(),
+                         resources=resources_for(),
+                         run_config={"ops": {"best_of_n": {"config": {"weights": {"final": 1.0, "pq": 1.0}}}}})
+    assert res.success
+    picks = res.output_for_node("best_of_n")
+    assert picks.filter(pl.col("task") == "T2V").height == len(demo["ids"])
+    assert picks["evaluator"][0] == "1*final+1*pq"
+    table = res.output_for_node("human_alignment")
+    assert {"argus:final", "firm_pq"} <= set(table["evaluator"])
+
+
+def test_export_firm_offline_writes_nothing_and_says_why(demo, tmp_path, capsys):
+    out = tmp_path / "firm.jsonl"
+    assert cli.main(["export", "firm", "--out", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "wrote 0 instances" in text and "not every dimension is scored" in text
+    assert out.read_text() == ""
+
+
+def test_best_of_n_over_samples_of_one_model_from_stored_tables(tmp_path):
+    """The candidate store holds one video per model and input, so samples come as stored tables whose
+    ids carry the flat layout's ``__<k>``; the humans rated the same samples."""
+    vs = pl.DataFrame({"task": ["T2V"] * 6, "model": ["gen"] * 6,
+                       "input_id": ["p0__0", "p0__1", "p0__2", "p1__0", "p1__1", "p1__2"],
+                       "final_score": [3.0, 8.0, 5.0, 6.0, 6.0, 2.0]})
+    fs = pl.DataFrame({"task": ["T2V"] * 6, "model": ["gen"] * 6, "input_id": vs["input_id"],
+                       "if_rating": [1, 4, 5, 2, 2, 2], "wc_rating": [3] * 6, "pq_rating": [2, 3, 4, 5, 1, 1]})
+    human = tmp_path / "T2V.csv"
+    human.write_text("input_id,model,score\n" + "".join(
+        f"{i},gen,{s}\n" for i, s in zip(vs["input_id"], [1, 5, 3, 2, 4, 1])))
+    picks, texts = best_of_n_tables({"a": vs}, {"b": fs}, "final", human_dir=tmp_path, n_boot=200)
+    p = {r["input_id"]: r for r in picks.iter_rows(named=True)}
+    assert (p["p0"]["pick_sample"], p["p0"]["margin"], p["p0"]["n_candidates"]) == ("1", 3.0, 3)
+    assert p["p1"]["n_tied"] == 2 and p["p1"]["pick_sample"] == "0" and p["p1"]["margin"] == 0.0
+    # p0: pick human 5 = best (hit); p1: pick #0 human 2, best 4 (miss). Random means 3 and 7/3.
+    assert "pick is a human-best candidate:   0.500" in texts["T2V"]
+    assert "mean human score: picks   3.500, random   2.667" in texts["T2V"]
+    by_if, _ = best_of_n_tables({"a": vs}, {"b": fs}, "if")
+    assert by_if.filter(pl.col("input_id") == "p0")["pick_sample"][0] == "2"
+
+
+def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path, monkeypatch, capsys):
+    """`argus evaluate --protocol firm` against the loopback judge: no rubric, evidence or judge call,
+    one planner call per input; `argus export firm` then writes one record per video and dimension."""
+    from tests.integration.test_firm_graph import MODELS, PROMPTS, _bench
+    from tests.servers.openai_server import FakeVlmServer, kind_of
+
+    bench, cands = _bench(tmp_path)
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster_home"))
+    with FakeVlmServer() as srv:
+        monkeypatch.setenv("ARGUS_VLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("ARGUS_VLM_MODEL", "judge-a")
+        assert cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--protocol", "firm"]) == 0
+        kinds = [kind_of(r["body"]) for r in srv.requests]
+        out = capsys.readouterr().out
+        assert "FIRM-Video (mean ratings" in out and "Leaderboard" not in out
+        assert kinds.count("firm_if_plan") == len(PROMPTS)
+        assert kinds.count("firm_if_verify") == len(PROMPTS) * len(MODELS)
+        assert not {"rubric", "judge", "qa"} & set(kinds)
+        n = len(srv.requests)
+        path = tmp_path / "firm.jsonl"
+        assert cli.main(["export", "firm", "--out", str(path), "--task", "T2V"]) == 0
+        assert len(srv.requests) == n  # the export calls nothing
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines) == len(PROMPTS) * len(MODELS) * 3
+    assert len({(r["video_id"], r["dimension"]) for r in lines}) == len(lines)
+    assert f"wrote {len(lines)} instances" in capsys.readouterr().out

@@ -1,0 +1,221 @@
+"""FIRM-Video through the Dagster graph, against the loopback judge and offline.
+
+The checklists are planned once per input and frozen: a second model, and a second materialization,
+make no planner call (counted at the server). The stored scores recompute from the stored items and
+verdicts, the export rebuilt from the stored rows has one valid record per video and dimension, and
+without a VLM PQ comes from the CPU tools while IF and WC say why they are unscored.
+"""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+
+from argus_dagster import checklist as fc
+from argus_dagster.media import write_video
+from argus_dagster.runner import _firm_run, export_firm, firm_summary
+from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
+from resources import VlmResource
+from tests.servers.openai_server import FakeVlmServer, kind_of
+
+from .helpers import graph_resources, load
+
+pytestmark = pytest.mark.integration
+MODELS = ("m", "m2")
+PROMPTS = {f"p{i}": f"A red kite over a beach and a dog running, take {i}" for i in range(3)}
+
+
+def _clip(seed: int, n: int = 24) -> np.ndarray:
+    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
+    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
+
+
+def _bench(root: Path) -> tuple[Path, Path]:
+    bench, cands = root / "bench", root / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps({"id": i, "prompt": p}) + "\n"
+                                                          for i, p in PROMPTS.items()))
+    for m, model in enumerate(MODELS):
+        for i in range(len(PROMPTS)):
+            write_video(cands / "T2V" / model / f"p{i}.mp4", _clip(10 * m + i), 12)
+    return bench, cands
+
+
+def _kinds(srv, n0: int) -> list[str]:
+    return [kind_of(r["body"]) for r in srv.requests[n0:]]
+
+
+@pytest.fixture(scope="module")
+def online(tmp_path_factory):
+    root = tmp_path_factory.mktemp("firm")
+    bench, cands = _bench(root)
+    with FakeVlmServer() as srv, dg.instance_for_test() as instance:
+        vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=3)
+        res = graph_resources(bench, cands, root / "home", vlm=vlm)
+        instance.add_dynamic_partitions("candidate_models", list(MODELS))
+        log = {}
+        n0 = len(srv.requests)
+        assert _firm_run(instance, res, "T2V", with_inputs=True).success
+        log["checklists"] = _kinds(srv, n0)
+        for model in MODELS:
+            n0 = len(srv.requests)
+            out = _firm_run(instance, res, "T2V", model, with_inputs=True)
+            assert out.success
+            log[model] = _kinds(srv, n0)
+            log[f"{model} checks"] = out.get_asset_check_evaluations()
+        first = load("firm_checklists", res, instance, "T2V")
+        n0 = len(srv.requests)
+        assert _firm_run(instance, res, "T2V").success  # a second materialization of the checklists
+        log["again"] = _kinds(srv, n0)
+        yield {"srv": srv, "instance": instance, "res": res, "log": log, "first": first, "root": root}
+
+
+def _key(model: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"task": "T2V", "model": model})
+
+
+def test_checklists_are_planned_once_and_frozen_across_models_and_runs(online):
+    log = online["log"]
+    assert log["checklists"].count("firm_if_plan") == len(PROMPTS)
+    for model in MODELS:  # verifying a model's videos never plans
+        assert log[model].count("firm_if_plan") == 0
+        assert log[model].count("firm_if_verify") == len(PROMPTS)
+    assert log["again"] == []  # the content cache answers the re-materialization
+    again = load("firm_checklists", online["res"], online["instance"], "T2V")
+    assert again.equals(online["first"])
+    rows = online["first"]
+    assert rows["error"].null_count() == rows.height and set(rows["input_id"]) == set(PROMPTS)
+    assert set(rows["dimension"]) == {fc.IF} and rows["importance"].is_between(1, 5).all()
+    for (iid,), g in rows.group_by("input_id"):  # the stored rows are the checklist: they reproduce its hash
+        assert fc.checklist_from_rows(g.to_dicts()).content_hash == g["checklist_hash"][0]
+
+
+def test_scores_recompute_from_the_stored_items_and_verdicts(online):
+    res, instance = online["res"], online["instance"]
+    checklists = load("firm_checklists", res, instance, "T2V")
+    for model in MODELS:
+        evals = {e.check_name: e for e in online["log"][f"{model} checks"]}
+        assert evals["firm_scores_recompute"].passed
+        scores = load("firm_scores", res, instance, _key(model))
+        verdicts = load("firm_verdicts", res, instance, _key(model))
+        assert list(scores.columns) == list(FIRM_SCORES) and list(verdicts.columns) == list(FIRM_VERDICTS)
+        assert scores.height == len(PROMPTS) and scores["if_rating"].null_count() == 0
+        assert scores["wc_rating"].null_count() == 0 and scores["pq_rating"].null_count() == 0
+        assert set(scores["pq_source"]) == {"vlm"}
+        for r in scores.iter_rows(named=True):
+            v = verdicts.filter(pl.col("input_id") == r["input_id"])
+            items = checklists.filter(pl.col("input_id") == r["input_id"]).sort("item_id")
+            iv = {x["item_id"]: x for x in v.filter(pl.col("dimension") == fc.IF).iter_rows(named=True)}
+            assert set(iv) == set(items["item_id"])  # every frozen item answered, nothing else
+            m = items["importance"].to_list()
+            z = [iv[i]["verdict"] == "yes" and iv[i]["verifiable"] for i in items["item_id"]]
+            assert r["if_score"] == round(sum(a for a, b in zip(m, z) if b) / sum(m), 4)
+            assert r["if_rating"] == fc.if_rating(r["if_score"])
+            wc = v.filter(pl.col("dimension") == fc.WC)
+            per: dict[str, tuple[int, list[bool]]] = {}
+            for x in wc.iter_rows(named=True):
+                per.setdefault(x["target"], (x["importance"], []))[1].append(x["verdict"] == "yes" and x["verifiable"])
+            assert r["wc_score"] == fc.wc_score(per.values()) and r["wc_rating"] == fc.wc_rating(r["wc_score"])
+        assert recompute_problems(scores, checklists, verdicts) == []
+        # a stored verdict flipped is found
+        flipped = verdicts.with_columns(pl.when((pl.col("dimension") == fc.IF) & (pl.col("item_id") == "r1"))
+                                        .then(pl.when(pl.col("verdict") == "yes").then(pl.lit("no")).otherwise(pl.lit("yes")))
+                                        .otherwise(pl.col("verdict")).alias("verdict"))
+        assert any("recomputed" in p for p in recompute_problems(scores, checklists, flipped))
+
+
+def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
+    out = tmp_path / "firm.jsonl"
+    n, left_out = export_firm(out, instance=online["instance"], resources=online["res"])
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert n == len(lines) == len(MODELS) * len(PROMPTS) * 3 and left_out == []
+    assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
+        (f"T2V/{m}/{p}", d) for m in MODELS for p in PROMPTS for d in fc.DIMENSIONS)
+    for r in lines:
+        pid = r["video_id"].rsplit("/", 1)[1]
+        assert r["prompt"] == PROMPTS[pid] and r["target"]["score"] in range(1, 6) and r["target"]["reasoning"]
+        assert len(r["frames"]) == 8 and r["frames"][0].split("#")[0].endswith(f"/{pid}.mp4")
+        assert r["messages"][1]["content"] == json.dumps(r["target"], ensure_ascii=False)
+    summary = firm_summary(instance=online["instance"], resources=online["res"])
+    assert summary["n_videos"].to_list() == [len(PROMPTS)] * len(MODELS)
+
+
+def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_path):
+    bench, cands = _bench(tmp_path)
+    res = graph_resources(bench, cands, tmp_path / "home")  # no VLM
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("candidate_models", ["m"])
+        assert _firm_run(instance, res, "T2V", with_inputs=True).success
+        out = _firm_run(instance, res, "T2V", "m", with_inputs=True)
+        assert out.success
+        rows = load("firm_checklists", res, instance, "T2V")
+        assert rows.height == len(PROMPTS) and rows["error"].str.contains("needs a VLM").all()
+        scores = load("firm_scores", res, instance, _key("m"))
+        assert scores["if_rating"].null_count() == scores["wc_rating"].null_count() == len(PROMPTS)
+        assert scores["if_reason"].str.contains("instruction following needs a VLM").all()
+        assert scores["wc_reason"].str.contains("world coherence needs a VLM").all()
+        assert scores["pq_rating"].is_between(1, 5).all() and set(scores["pq_source"]) == {fc.PQ_OFFLINE_VERSION}
+        assert scores["pq_rationale"].str.contains("Checked without a VLM").all()
+        assert load("firm_verdicts", res, instance, _key("m")).height == 0
+        assert all(e.passed for e in out.get_asset_check_evaluations())
+        n, left = export_firm(tmp_path / "x.jsonl", instance=instance, resources=res)
+        assert n == 0 and len(left) == len(PROMPTS) and all("not every dimension is scored" in x for x in left)
+
+
+def test_a_failed_plan_is_an_error_row_and_the_rest_proceed(tmp_path):
+    from tests.servers.openai_server import Scripted
+
+    bench, cands = _bench(tmp_path)
+    with FakeVlmServer() as srv, dg.instance_for_test() as instance:
+        vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=1)
+        res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
+        instance.add_dynamic_partitions("candidate_models", ["m"])
+        srv.queue(*[Scripted(content="{not json") for _ in range(3)])  # every attempt of the first plan
+        assert _firm_run(instance, res, "T2V", with_inputs=True).success
+        rows = load("firm_checklists", res, instance, "T2V")
+        bad = rows.filter(pl.col("error").is_not_null())
+        assert bad.height == 1 and bad["error"][0].startswith("IF planner:") and bad["checklist_hash"][0] is None
+        assert set(rows.filter(pl.col("error").is_null())["input_id"]) == set(PROMPTS) - set(bad["input_id"])
+        out = _firm_run(instance, res, "T2V", "m", with_inputs=True)
+        assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
+        scores = load("firm_scores", res, instance, _key("m"))
+        failed = scores.filter(pl.col("input_id") == bad["input_id"][0]).row(0, named=True)
+        assert failed["if_rating"] is None and failed["if_reason"].startswith("IF planner:")
+        assert failed["wc_rating"] is not None and failed["pq_rating"] is not None  # the other dimensions ran
+        assert scores.filter(pl.col("input_id") != bad["input_id"][0])["if_rating"].null_count() == 0
+
+
+def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_reason(tmp_path):
+    """TI2V: the condition image goes to the planner and to the IF verifier, labelled (checklist.py's
+    docstring says what carries over); a model without a video for an input gets that reason on every
+    dimension."""
+    import cv2
+
+    from tests.servers.openai_server import n_images, request_text
+
+    bench, cands = tmp_path / "bench", tmp_path / "cands"
+    (bench / "TI2V").mkdir(parents=True)
+    cv2.imwrite(str(bench / "TI2V" / "q0.png"), _clip(5)[0])
+    (bench / "TI2V" / "manifest.jsonl").write_text(
+        json.dumps({"id": "q0", "prompt": "The pattern from the first frame slides left", "first_frame": "q0.png"}) + "\n"
+        + json.dumps({"id": "q1", "prompt": "The pattern slides right", "first_frame": "q0.png"}) + "\n")
+    write_video(cands / "TI2V" / "m" / "q0.mp4", _clip(5), 12)  # no video for q1
+    with FakeVlmServer() as srv, dg.instance_for_test() as instance:
+        vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=2)
+        res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
+        instance.add_dynamic_partitions("candidate_models", ["m"])
+        assert _firm_run(instance, res, "TI2V", with_inputs=True).success
+        plans = srv.bodies("firm_if_plan")
+        assert len(plans) == 2 and all(n_images(b) == 1 and "[first_frame] 1 frames" in request_text(b) for b in plans)
+        out = _firm_run(instance, res, "TI2V", "m", with_inputs=True)
+        assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
+        verify, = srv.bodies("firm_if_verify")
+        assert n_images(verify) == 1 + 8 and "[first_frame]" in request_text(verify)
+        scores = load("firm_scores", res, instance, dg.MultiPartitionKey({"task": "TI2V", "model": "m"}))
+        by_id = {r["input_id"]: r for r in scores.iter_rows(named=True)}
+        assert by_id["q0"]["if_rating"] is not None
+        assert all(by_id["q1"][f"{d}_rating"] is None and "missing: no video" in by_id["q1"][f"{d}_reason"]
+                   for d in ("if", "wc", "pq"))
