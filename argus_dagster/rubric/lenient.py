@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .schema import Criterion, Rubric, RubricError, parse_rubric
+from .schema import Criterion, Rubric, RubricError, parse_rubric, read_json_file
 from .taxonomy import DIMENSIONS
 
 CAPS = (2, 4, 6)
@@ -319,15 +319,4 @@ def read_rubric(data: Any, source: str = "") -> tuple[Rubric, list[str]]:
 
 
 def read_rubric_file(path: str) -> tuple[Rubric, list[str]]:
-    try:
-        with open(path, encoding="utf-8-sig") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise RubricError([f"not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"], path) from None
-    except UnicodeDecodeError as exc:
-        raise RubricError([f"not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON"], path) from None
-    except RecursionError:
-        raise RubricError(["JSON nested too deeply"], path) from None
-    except OSError as exc:
-        raise RubricError([f"cannot be read ({exc.strerror or type(exc).__name__})"], path) from None
-    return read_rubric(data, path)
+    return read_rubric(read_json_file(path), path)

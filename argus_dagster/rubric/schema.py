@@ -139,16 +139,21 @@ def parse_rubric(data: Any, source: str = "") -> Rubric:
     return rubric
 
 
-def load_rubric_file(path: str) -> Rubric:
+def read_json_file(path: str):
+    """The JSON value in a rubric file; what keeps it from being read is a :class:`RubricError`."""
     try:
         with open(path, encoding="utf-8-sig") as fh:
-            data = json.load(fh)
+            return json.load(fh)
     except json.JSONDecodeError as exc:
-        raise RubricError([f"not valid JSON ({exc.msg} at line {exc.lineno})"], path) from None
+        raise RubricError([f"not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"], path) from None
     except UnicodeDecodeError as exc:
         raise RubricError([f"not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON"], path) from None
     except RecursionError:
         raise RubricError(["JSON nested too deeply"], path) from None
     except OSError as exc:
         raise RubricError([f"cannot be read ({exc.strerror or type(exc).__name__})"], path) from None
-    return parse_rubric(data, path)
+
+
+def load_rubric_file(path: str) -> Rubric:
+    """A rubric file read strictly (the graph reads them leniently: ``rubric.lenient.read_rubric_file``)."""
+    return parse_rubric(read_json_file(path), path)
