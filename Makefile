@@ -75,7 +75,7 @@ bench: setup
 
 ui: setup
 	DAGSTER_HOME=$(ARGUS_HOME)/dagster_home; mkdir -p $$DAGSTER_HOME; export DAGSTER_HOME; \
-	test -f $$DAGSTER_HOME/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $$DAGSTER_HOME/dagster.yaml; \
+	$(BIN)/python -c "import sys; from argus_dagster.runner import ensure_instance_yaml; ensure_instance_yaml(sys.argv[1])" $$DAGSTER_HOME; \
 	$(BIN)/argus open --before-results & reports=$$!; trap 'kill $$reports 2>/dev/null' EXIT INT TERM; \
 	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
 

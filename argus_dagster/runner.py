@@ -54,7 +54,15 @@ INSTANCE_YAML = """\
 # Dagster's anonymous usage statistics: set enabled to true to send them.
 telemetry:
   enabled: false
+# An instance with settings applies this logging configuration at the start of every run. Incremental,
+# it changes no handler: a full one would close the handlers of the runs argus evaluate runs beside it
+# in one process, and deadlock them.
+python_logs:
+  dagster_handler_config:
+    incremental: true
 """
+# What an instance's dagster.yaml may hold for runs to share a process (see INSTANCE_YAML).
+SHAREABLE = {"telemetry": None, "python_logs": {"dagster_handler_config": {"incremental": True}}}
 _STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
 
@@ -74,37 +82,32 @@ def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
-    config = home / "dagster.yaml"
-    if not config.is_file():  # the instance's own file: no telemetry unless the user turns it on there
-        config.write_text(INSTANCE_YAML)
+    config = ensure_instance_yaml(home)
     configured = yaml.safe_load(config.read_text()) or {}
     overrides = {} if any(k in configured for k in _STORAGE_KEYS) else sqlite_storage_overrides(str(home))
-    config_filename = "dagster.yaml"
     if not capture_stdout:
         overrides.update(_NO_CAPTURE)
-        if set(configured) <= {"telemetry"}:
-            # An instance with settings reconfigures Python logging at the start of every run, which
-            # deadlocks runs that share a process. The telemetry switch is all the default file holds,
-            # so these runs read an empty file beside it. Dagster then notes step events in the local
-            # file $DAGSTER_HOME/logs/event.log; only a webserver or daemon whose instance has
-            # telemetry on sends that file, and theirs read dagster.yaml, where it is off.
-            config_filename = RUNS_YAML
-            (home / RUNS_YAML).write_text("# Read by argus evaluate's in-process runs; dagster.yaml is the instance's file.\n")
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), config_filename=config_filename,
-                                                            overrides=overrides))
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
 
 
-RUNS_YAML = "argus-runs.yaml"
+def ensure_instance_yaml(dagster_home: Path) -> Path:
+    """The instance's own ``dagster.yaml`` (:data:`INSTANCE_YAML`), written where there is none."""
+    config = Path(dagster_home) / "dagster.yaml"
+    if not config.is_file():
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(INSTANCE_YAML)
+    return config
 
 
 def shares_a_process() -> bool:
-    """Whether partition runs can share this process: not when the instance's dagster.yaml has
-    settings beyond telemetry (each run would reconfigure Python logging under the others)."""
+    """Whether partition runs can share this process: the instance's dagster.yaml holds telemetry and
+    the incremental logging configuration at most (anything else would reconfigure Python logging at
+    each run's start, under the other runs)."""
     import yaml
 
     config = load_settings().dagster_home / "dagster.yaml"
     configured = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
-    return set(configured) <= {"telemetry"}
+    return all(k in SHAREABLE and (SHAREABLE[k] is None or configured[k] == SHAREABLE[k]) for k in configured)
 
 
 PROTOCOLS = ("videoargus", "firm", "both")
@@ -158,7 +161,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
 
     parallel = max(1, parallel or int(environment().number("ARGUS_PARALLEL_RUNS", 5, minimum=1)))
     if parallel > 1 and not shares_a_process():
-        progress("dagster.yaml configures more than telemetry: partitions run one after another")
+        progress("dagster.yaml configures more than telemetry and logging: partitions run one after another")
         parallel = 1
     instance = instance or local_instance(capture_stdout=parallel == 1)
     settings = load_settings()
