@@ -54,15 +54,7 @@ INSTANCE_YAML = """\
 # Dagster's anonymous usage statistics: set enabled to true to send them.
 telemetry:
   enabled: false
-# An instance with settings applies this logging configuration at the start of every run. Incremental,
-# it changes no handler: a full one would close the handlers of the runs argus evaluate runs beside it
-# in one process, and deadlock them.
-python_logs:
-  dagster_handler_config:
-    incremental: true
 """
-# What an instance's dagster.yaml may hold for runs to share a process (see INSTANCE_YAML).
-SHAREABLE = {"telemetry": None, "python_logs": {"dagster_handler_config": {"incremental": True}}}
 _STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
 
@@ -100,14 +92,15 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
 
 
 def shares_a_process() -> bool:
-    """Whether partition runs can share this process: the instance's dagster.yaml holds telemetry and
-    the incremental logging configuration at most (anything else would reconfigure Python logging at
-    each run's start, under the other runs)."""
+    """Whether partition runs can share this process: only on an instance without settings. With any
+    (the default file turns telemetry off), Dagster applies a logging configuration at the start of
+    every run, which closes the handlers of the runs beside it in the process and can deadlock them;
+    then they run one after another."""
     import yaml
 
-    config = load_settings().dagster_home / "dagster.yaml"
-    configured = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
-    return all(k in SHAREABLE and (SHAREABLE[k] is None or configured[k] == SHAREABLE[k]) for k in configured)
+    config = ensure_instance_yaml(load_settings().dagster_home)  # as the runs will read it
+    configured = yaml.safe_load(config.read_text()) or {}
+    return not (set(configured) - set(_STORAGE_KEYS) - {"compute_logs", "local_artifact_storage"})
 
 
 PROTOCOLS = ("videoargus", "firm", "both")
@@ -161,8 +154,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
 
     parallel = max(1, parallel or int(environment().number("ARGUS_PARALLEL_RUNS", 5, minimum=1)))
     if parallel > 1 and not shares_a_process():
-        progress("dagster.yaml configures more than telemetry and logging: partitions run one after another")
-        parallel = 1
+        parallel = 1  # see shares_a_process
     instance = instance or local_instance(capture_stdout=parallel == 1)
     settings = load_settings()
     discovery = discover(settings.candidates_dir, settings.bench_dir)

@@ -118,7 +118,7 @@ VARIABLES: dict[str, str] = {
     "ARGUS_MEDIA_CACHE": "where s3:// media are downloaded (default the system's temporary folder)",
     "ARGUS_FRAME_POOL_MB": "decoded frames kept per process, in MB (default 512)",
     "ARGUS_TOOL_THREADS": "compute-bound tools running at once per process (default the CPU count)",
-    "ARGUS_PARALLEL_RUNS": "partition runs argus evaluate runs at once (default 5)",
+    "ARGUS_PARALLEL_RUNS": "partition runs argus evaluate runs at once on an instance without settings (default 5)",
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
     "ARGUS_REPORTS_PORT": "the loopback port argus open and make ui serve the reports on (default 3030)",
     "ARGUS_REPORTS_URL": "where a browser finds the reports (default http://127.0.0.1:$ARGUS_REPORTS_PORT/)",

@@ -485,6 +485,9 @@ def test_concurrent_partition_runs_share_one_bound(tmp_path, monkeypatch):
                      "ARGUS_VLM_CONCURRENCY": "2"}.items():
             monkeypatch.setenv(k, v)
         monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
+        # An instance without settings: partition runs share the process (see runner.shares_a_process).
+        (tmp_path / "home" / "dh").mkdir(parents=True)
+        (tmp_path / "home" / "dh" / "dagster.yaml").write_text("# no settings: partition runs share a process\n")
         board = run_all(progress=lambda _msg: None, parallel=5)
     assert board.height == 6
     assert srv.max_in_flight == 2, srv.max_in_flight  # the bound is used and never passed

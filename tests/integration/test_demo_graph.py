@@ -165,11 +165,10 @@ def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(demo_run):
     from argus_dagster.settings import load_settings
 
     config = load_settings().dagster_home / "dagster.yaml"
-    assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False},
-                                                  "python_logs": {"dagster_handler_config": {"incremental": True}}}
+    assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False}}
     from argus_dagster.runner import shares_a_process
 
-    assert shares_a_process()  # partition runs share the CLI's process with this file
+    assert not shares_a_process()  # an instance with settings: its runs go one after another
 
 
 def test_align_explains_every_column(demo_run, capsys, tmp_path):

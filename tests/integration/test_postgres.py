@@ -73,7 +73,6 @@ def test_the_aws_instance_file_on_postgres_records_argus_evaluate(postgres_url, 
                            "--candidates", str(cands)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "partitions run one after another" in done.stdout  # an instance with settings: no shared process
 
     os.environ["DAGSTER_PG_URL"] = postgres_url
     try:
