@@ -332,7 +332,8 @@ def row_errors(tasks: list[str] | None = None, models: list[str] | None = None,
         found = {m: t for m, t in found.items() if m in models}
     task_list = sorted(tasks or {t for ts in found.values() for t in ts})
     defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources_for())
-    return _row_errors(defs, instance or local_instance(), task_list, found)
+    with info_and_above():  # the IO manager's DEBUG lines ("Loading partition ...") stay off the terminal
+        return _row_errors(defs, instance or local_instance(), task_list, found)
 
 
 def _row_errors(defs: dg.Definitions, instance: dg.DagsterInstance, tasks: list[str],

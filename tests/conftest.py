@@ -33,6 +33,10 @@ def _isolated_home(tmp_path_factory):
     os.environ.pop("ARGUS_BENCH_DIR", None)
     os.environ.pop("ARGUS_CANDIDATES_DIR", None)
     (home / "dagster_home").mkdir()
+    # An instance without settings: the CLI's partition runs share its process, as they do for a user
+    # who removes the default file (argus_dagster.runner.shares_a_process); tests that need the
+    # default instance file make their own ARGUS_HOME.
+    (home / "dagster_home" / "dagster.yaml").write_text("# no settings\n")
     yield home
     for k, v in old.items():
         if v is None:

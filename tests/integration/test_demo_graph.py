@@ -159,15 +159,15 @@ def test_leaderboard_finds_the_home_like_git_and_creates_nothing_elsewhere(demo_
     assert not any(lost.iterdir())
 
 
-def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(demo_run):
+def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monkeypatch):
     import yaml
 
-    from argus_dagster.settings import load_settings
+    from argus_dagster.runner import local_instance, shares_a_process
 
-    config = load_settings().dagster_home / "dagster.yaml"
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    local_instance().dispose()
+    config = tmp_path / "home" / "dagster_home" / "dagster.yaml"
     assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False}}
-    from argus_dagster.runner import shares_a_process
-
     assert not shares_a_process()  # an instance with settings: its runs go one after another
 
 
