@@ -165,6 +165,7 @@ def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monk
     from argus_dagster.runner import local_instance, shares_a_process
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster_home"))  # local_instance sets it
     local_instance().dispose()
     config = tmp_path / "home" / "dagster_home" / "dagster.yaml"
     assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False}}
