@@ -73,8 +73,10 @@ bench: setup
 	$(BIN)/python -m benchmarks.scale
 	$(BIN)/python -m benchmarks.decoding
 
+# One evaluation at a time: the last evaluated, or BENCH=<name> PROFILE=<profile> (see argus evaluations).
 ui: setup
-	DAGSTER_HOME=$(ARGUS_HOME)/dagster_home; mkdir -p $$DAGSTER_HOME; export DAGSTER_HOME; \
+	eval "$$($(BIN)/argus evaluations --env $(if $(BENCH),--bench $(BENCH)) $(if $(PROFILE),--profile $(PROFILE)))"; \
+	mkdir -p $$DAGSTER_HOME; echo "evaluation $$ARGUS_BENCH/$$ARGUS_PROFILE: $$DAGSTER_HOME"; \
 	$(BIN)/python -c "import sys; from argus_dagster.runner import ensure_instance_yaml; ensure_instance_yaml(sys.argv[1])" $$DAGSTER_HOME; \
 	$(BIN)/argus open --before-results & reports=$$!; trap 'kill $$reports 2>/dev/null' EXIT INT TERM; \
 	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml

@@ -19,59 +19,63 @@ def _print(msg: str) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import build_demo_bench
-    from .settings import argus_home, record_active_bench
+    from .settings import DEMO_BENCH, argus_home, evaluation_settings
 
     home = argus_home()
     t0 = time.perf_counter()
     _print(f"argus demo: ARGUS_HOME={home}")
     bench, cands = build_demo_bench(home, force=args.rebuild, progress=_print)
-    record_active_bench(bench, cands)
-    return _overview_hint(_evaluate(None, None, t0, force=args.force))
+    settings = evaluation_settings(bench, cands, name=DEMO_BENCH, profile=args.profile, home=home)
+    return _overview_hint(_evaluate(settings, None, None, t0, force=args.force), settings)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .settings import record_active_bench
+    from .settings import SettingError, evaluation_settings
 
     for label, path in (("--bench", args.bench), ("--candidates", args.candidates)):
         if not os.path.isdir(path):
             _print(f"{label} {path}: not a folder")
             return 2
-    from .settings import argus_home
-
-    recorded = argus_home() / "argus.json"
-    before = recorded.read_bytes() if recorded.is_file() else None
-    record_active_bench(args.bench, args.candidates)
-    _print(f"active bench: {Path(args.bench).resolve()} (candidates {Path(args.candidates).resolve()}), "
-           f"recorded in {recorded} for later runs, the UI and the sensor")
-    status = 1
+    profile = args.profile or "default"
+    if args.vlm_only and "vlm-only" not in profile.split(","):
+        profile = "vlm-only" if profile == "default" else f"{profile},vlm-only"
     try:
-        status = _evaluate(args.task, args.model, time.perf_counter(), force=args.force, vlm_only=args.vlm_only,
-                           protocol=args.protocol)
-    finally:
-        if status != 0:  # a run that scored nothing leaves the previously active bench in place
-            recorded.unlink(missing_ok=True) if before is None else recorded.write_bytes(before)
-    return _overview_hint(status)
+        settings = evaluation_settings(args.bench, args.candidates, name=args.name, profile=profile)
+    except SettingError as exc:
+        _print(f"argus evaluate: {exc}")
+        return 2
+    status = _evaluate(settings, args.task, args.model, time.perf_counter(), force=args.force,
+                       protocol=args.protocol)
+    return _overview_hint(status, settings)
 
 
-def _overview_hint(status: int) -> int:
+def _overview_hint(status: int, settings) -> int:
     """After a run: where the overview of every result is, and how to look at it in a browser."""
-    from .settings import load_settings, reports_port
+    from .settings import reports_port
 
-    index = load_settings().reports_dir / "index.html"
+    index = settings.reports_dir / "index.html"
     if status == 0 and index.is_file():
         try:
             where = f" at http://127.0.0.1:{reports_port()}/index.html"
         except ValueError:
             where = ""
-        _print(f"Overview of every task: {index}; `argus open` serves it{where}")
+        _print(f"Overview of every task: {index}; `argus open{_selector(settings)}` serves it{where}")
     return status
 
 
-def _backbones(vlm_only: bool = False) -> str:
+def _selector(settings) -> str:
+    """The options that name ``settings``' evaluation to a later command (none for the demo's default)."""
+    from .settings import DEFAULT_PROFILE, DEMO_BENCH
+
+    out = "" if settings.bench == DEMO_BENCH else f" --bench {settings.bench}"
+    return out + ("" if settings.profile == DEFAULT_PROFILE else f" --profile {settings.profile}")
+
+
+def _backbones(settings) -> str:
     """Which judge and rubric generator this run uses (never the key, nor credentials in a URL)."""
     from resources import resources_for
 
-    res = resources_for(vlm_only=vlm_only)
+    res = resources_for(settings=settings)
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
 
     def name(v) -> str:
@@ -84,37 +88,49 @@ def _backbones(vlm_only: bool = False) -> str:
     return f"{judge}; {gen}{mode}"
 
 
-def _evaluate(tasks, models, t0: float, force: bool = False, vlm_only: bool = False,
-              protocol: str = "videoargus") -> int:
+def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
     from .leaderboard import format_leaderboard
-    from .runner import error_summary, row_errors, run_all
-    from .settings import load_settings
-
-    _print(_backbones(vlm_only))
     from .progress import TerminalLine
+    from .runner import error_summary, row_errors, run_all
+    from .settings import SettingError, record_evaluation
 
+    try:
+        backbones = _backbones(settings)
+    except SettingError as exc:
+        _print(f"argus: profile {settings.profile!r}: {exc}")
+        return 2
+    _print(f"evaluation {settings.evaluation}: bench {settings.bench!r} ({settings.bench_dir}, candidates "
+           f"{settings.candidates_dir}), profile {settings.profile!r}\n  its instance, tables and reports: "
+           f"{settings.evaluation_dir}")
+    _print(backbones)
+    record_evaluation(settings, evaluated=False)  # listed now; the default for later commands once it scores
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
-        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, vlm_only=vlm_only, protocol=protocol)
-    firm = _print_firm(tasks, models) if protocol != "videoargus" else None
+        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings)
+    firm = _print_firm(tasks, models, settings) if protocol != "videoargus" else None
     if lb is None:  # FIRM-Video only
-        return 0 if firm is not None and firm.height else 1
-    _print(f"\nLeaderboard (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
+        if firm is not None and firm.height:
+            record_evaluation(settings)
+            return 0
+        return 1
+    _print(f"\nLeaderboard of {settings.evaluation} (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
-    summary = error_summary(row_errors(tasks, models))
+    summary = error_summary(row_errors(tasks, models, settings=settings))
     if summary:
         _print(summary)
     if not int(lb["n_videos"].sum() or 0):
         _print("\nno video could be scored: see the errors above")
         return 1
-    _print(f"\nReports: {load_settings().reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui")
+    record_evaluation(settings)  # what `argus leaderboard`, `argus open` and `make ui` show by default
+    _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui"
+           + (f" ARGUS_BENCH={settings.bench} ARGUS_PROFILE={settings.profile}" if _selector(settings) else ""))
     return 0
 
 
-def _print_firm(tasks, models):
+def _print_firm(tasks, models, settings):
     """FIRM-Video's mean ratings per task and model (1-5), and how many videos each dimension left unscored."""
     from .runner import firm_summary
 
-    table = firm_summary(tasks)
+    table = firm_summary(tasks, settings=settings)
     if models and table.height:
         table = table.filter(table["model"].is_in(models))
     _print("\nFIRM-Video (mean ratings 1-5; unscored: videos without a rating, the reason is on their row)\n")
@@ -127,7 +143,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .runner import export_firm
 
     try:
-        n, left_out = export_firm(args.out, args.task)
+        n, left_out = export_firm(args.out, args.task, settings=_chosen(args))
     except (OSError, ValueError) as exc:
         _print(f"argus export firm: {exc}")
         return 1
@@ -151,7 +167,7 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
             _print(f"argus best-of-n: --mix {' '.join(args.mix)}: give COLUMN=WEIGHT pairs, e.g. final=1 if=1")
             return 2
     try:
-        picks, texts = best_of_n_report(by, args.task)
+        picks, texts = best_of_n_report(by, args.task, settings=_chosen(args))
     except ValueError as exc:
         _print(f"argus best-of-n: {exc}")
         return 1
@@ -162,49 +178,110 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
     return 0 if picks.height else 1
 
 
-def cmd_leaderboard(args: argparse.Namespace) -> int:
-    """Read-only: finds the home like git finds its repository, and creates nothing."""
-    from .leaderboard import format_leaderboard
-    from .runner import current_leaderboard, info_and_above
-    from .settings import find_home
+def _chosen(args: argparse.Namespace):
+    """The evaluation ``--bench`` / ``--profile`` name (default: the one evaluated last)."""
+    from .settings import load_settings
+
+    return load_settings(bench=getattr(args, "bench", None), profile=getattr(args, "profile", None))
+
+
+def _read_only_evaluation(args: argparse.Namespace, needs_instance: bool = True):
+    """The evaluation a read-only command shows, or None after saying why there is none. Finds the
+    home like git finds its repository, and creates nothing."""
+    from .settings import SettingError, find_home
 
     home = find_home()
     if home is None:
         _print(f"no ARGUS_HOME: no .argus folder in {Path.cwd()} or its parents, and ARGUS_HOME is not set; "
                "run `argus demo` or `argus evaluate` there first")
+        return None
+    try:
+        settings = _chosen(args)
+    except SettingError as exc:
+        _print(f"argus {args.command}: {exc}")
+        return None
+    if needs_instance and not settings.dagster_home.is_dir():
+        _print(f"nothing evaluated yet for {settings.evaluation} in {home}: run `argus demo` or `argus evaluate` first")
+        return None
+    return settings
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Read-only: one evaluation's leaderboard (``--bench``, ``--profile``; default the last evaluated)."""
+    from .leaderboard import format_leaderboard
+    from .runner import current_leaderboard
+
+    settings = _read_only_evaluation(args)
+    if settings is None:
         return 1
-    if not (home / "dagster_home").is_dir():
-        _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
-        return 1
-    with info_and_above():  # reading the stored table logs the IO manager's DEBUG lines
-        lb = current_leaderboard()
+    lb = current_leaderboard(settings=settings)
     if lb is None:
-        _print(f"no leaderboard yet in {home}: run `argus demo` or `argus evaluate` first")
+        _print(f"no leaderboard yet for {settings.evaluation}: run `argus demo` or `argus evaluate` first")
         return 1
+    _print(f"Leaderboard of {settings.evaluation}: bench {settings.bench!r} ({settings.bench_dir}), "
+           f"profile {settings.profile!r}\n")
     _print(format_leaderboard(_only(lb, args.task)))
     return 0
 
 
-def cmd_open(args: argparse.Namespace) -> int:
-    """Serve ``$ARGUS_HOME/reports`` on loopback and print the overview's URL; read-only like ``leaderboard``."""
-    from .serve import make_server, url_of
-    from .settings import find_home, reports_port
+def cmd_evaluations(args: argparse.Namespace) -> int:
+    """Every evaluation recorded under ARGUS_HOME, the last evaluated first."""
+    from datetime import datetime
 
+    from .settings import find_home, recorded_evaluations
+
+    if args.env:  # for a shell: the variables that pin a UI, daemon or script to one evaluation
+        import shlex
+
+        from .settings import SettingError
+
+        try:
+            s = _chosen(args)
+        except SettingError as exc:
+            _print(f"argus evaluations: {exc}")
+            return 1
+        for name, value in (("DAGSTER_HOME", s.dagster_home), ("ARGUS_BENCH", s.bench), ("ARGUS_PROFILE", s.profile),
+                            ("ARGUS_BENCH_DIR", s.bench_dir), ("ARGUS_CANDIDATES_DIR", s.candidates_dir)):
+            print(f"export {name}={shlex.quote(str(value))}")
+        return 0
     home = find_home()
-    if home is None:
-        _print(f"no ARGUS_HOME: no .argus folder in {Path.cwd()} or its parents, and ARGUS_HOME is not set; "
-               "run `argus demo` or `argus evaluate` there first")
+    records = recorded_evaluations(home) if home else []
+    if not records:
+        _print("no evaluation recorded yet: run `argus demo` or `argus evaluate`")
         return 1
-    reports = home / "reports"
+    _print(f"{'bench':<20} {'profile':<24} {'last evaluated':<20} {'bench hash':<17} bench folder")
+    for r in records:
+        when = datetime.fromtimestamp(float(r.get("last_evaluated") or 0)).strftime("%Y-%m-%d %H:%M:%S")
+        _print(f"{r['bench']:<20} {r['profile']:<24} {when:<20} {r.get('bench_hash', ''):<17} {r['bench_dir']}")
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    """Serve an evaluation's reports on loopback and print the overview's URL; read-only like ``leaderboard``."""
+    from .serve import make_server, url_of
+    from .settings import SettingError, find_home, reports_port
+
+    if args.before_results and find_home() is not None:
+        try:
+            settings = _chosen(args)
+        except SettingError as exc:
+            _print(f"argus open: {exc}")
+            return 1
+    else:
+        settings = _read_only_evaluation(args, needs_instance=False)
+        if settings is None:
+            return 1
+    reports = settings.reports_dir
     if not args.before_results and not (reports / "index.html").is_file():
         _print(f"no overview yet in {reports}: run `argus demo` or `argus evaluate` first")
         return 1
+    reports.mkdir(parents=True, exist_ok=True) if args.before_results else None
     try:
         server = make_server(reports, reports_port() if args.port is None else args.port)
     except (OSError, ValueError) as exc:
         _print(f"argus open: {exc}")
         return 2
-    _print(f"serving {reports} at {url_of(server, 'index.html')} (Ctrl-C stops)")
+    _print(f"serving {settings.evaluation}'s reports ({reports}) at {url_of(server, 'index.html')} (Ctrl-C stops)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -272,6 +349,15 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+PROFILE_HELP = ("the evaluator profile, stored apart from every other: default, vlm-only, judge=<model>, "
+                "rubric=<model>, or parts joined by ','")
+
+
+def _evaluation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bench", help="a recorded bench's name (default: the one evaluated last; see argus evaluations)")
+    parser.add_argument("--profile", help="its evaluator profile (default: the one evaluated last)")
+
+
 FORCE_HELP = ("re-materialize partitions that are up to date too (tool steps and judgments still come "
               "from the content cache)")
 
@@ -283,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="build the demo bench from shipped media and evaluate it")
     d.add_argument("--rebuild", action="store_true", help="rebuild the demo bench media")
     d.add_argument("--force", action="store_true", help=FORCE_HELP)
+    d.add_argument("--profile", default="default", help=PROFILE_HELP)
     d.set_defaults(func=cmd_demo)
     e = sub.add_parser("evaluate", help="evaluate a bench folder and its candidate videos")
     e.add_argument("--bench", required=True, help="folder with <TASK>/manifest.jsonl (or the released layout)")
@@ -290,7 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS,
                    help="only this task (repeatable; any case)")
     e.add_argument("--model", action="append", help="only this model (repeatable)")
-    e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa")
+    e.add_argument("--name", help="the bench's name (default: name in its bench.json, else its folder's name)")
+    e.add_argument("--profile", default="default", help=PROFILE_HELP)
+    e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa (adds vlm-only "
+                   "to the profile)")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--protocol", choices=("videoargus", "firm", "both"), default="videoargus",
                    help="videoargus (rubrics, evidence, judge; the default), firm (FIRM-Video's checklists: "
@@ -300,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("what", choices=("firm",), help="firm: one instance per video and dimension, for SFT")
     ex.add_argument("--out", required=True, help="the JSON lines file to write")
     ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    _evaluation_options(ex)
     ex.set_defaults(func=cmd_export)
     bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
     bn.add_argument("--by", choices=("final", "if", "wc", "pq"), default="final",
@@ -307,15 +398,18 @@ def main(argv: list[str] | None = None) -> int:
     bn.add_argument("--mix", nargs="+", metavar="COL=W",
                     help="a weighted mix instead of --by (each column put on [0, 1] by its scale), e.g. final=1 pq=1")
     bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    _evaluation_options(bn)
     bn.set_defaults(func=cmd_best_of_n)
     lb = sub.add_parser("leaderboard", help="print the current leaderboard")
     lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
+    _evaluation_options(lb)
     lb.set_defaults(func=cmd_leaderboard)
     op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
                         "and print the URL")
     op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
     op.add_argument("--before-results", action="store_true",
                     help="serve even before the first results (make ui: pages appear as runs write them)")
+    _evaluation_options(op)
     op.set_defaults(func=cmd_open)
     from .alignment import ALIGNMENT_LEGEND
 
@@ -334,6 +428,11 @@ def main(argv: list[str] | None = None) -> int:
     al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
     al.add_argument("--out", help="write the table as CSV here")
     al.set_defaults(func=cmd_align)
+    ev = sub.add_parser("evaluations", help="the evaluations recorded here (bench x profile), the last evaluated first")
+    ev.add_argument("--env", action="store_true", help="print the shell exports that pin one evaluation "
+                    "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as make ui uses them")
+    _evaluation_options(ev)
+    ev.set_defaults(func=cmd_evaluations)
     en = sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")
     en.set_defaults(func=cmd_env)
     args = p.parse_args(argv)
@@ -362,9 +461,13 @@ def disk_full(exc: BaseException) -> str | None:
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             return f"no space left on the disk holding {exc.filename or 'ARGUS_HOME'}: free space there and run again"
         if "database or disk is full" in str(exc):
-            from .settings import load_settings
+            from .settings import argus_home, load_settings
 
-            return (f"no space left on the disk holding the Dagster instance ({load_settings().dagster_home}): "
+            try:
+                where = str(load_settings().dagster_home)
+            except ValueError:  # a setting that cannot be used: the home is still worth naming
+                where = f"under {argus_home()}"
+            return (f"no space left on the disk holding the Dagster instance ({where}): "
                     "free space there and run again (what was computed is kept in the content cache)")
         exc = exc.__cause__ or exc.__context__
     return None

@@ -24,7 +24,7 @@ def _mean(values: list) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def build_leaderboard(video_scores: pl.DataFrame) -> pl.DataFrame:
+def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, profile: str | None = None) -> pl.DataFrame:
     """Per task and model: the mean final score and its interval, and what those scores cover (mean
     criteria scored of how many, share of importance weight, judges, criteria that need a VLM)."""
     rows = []
@@ -36,7 +36,7 @@ def build_leaderboard(video_scores: pl.DataFrame) -> pl.DataFrame:
             cols = set(g.columns)
             judges = sorted({j.strip() for v in (ok["judge"] if "judge" in cols else []) if v for j in v.split(",")})
             needs = sorted({c for v in (ok["needs_vlm"] if "needs_vlm" in cols else []) if v is not None for c in v})
-            rows.append({"task": task, "model": model,
+            rows.append({"bench": bench, "profile": profile, "task": task, "model": model,
                          "mean_final": float(finals.mean()) if len(finals) else None,
                          "ci_low": lo if len(finals) else None, "ci_high": hi if len(finals) else None,
                          "n_videos": int(len(finals)), "n_errors": int(g.height - len(finals)),

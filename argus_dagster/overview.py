@@ -1,4 +1,4 @@
-"""The overview site: ``$ARGUS_HOME/reports/index.html``, one page from which every result is found.
+"""The overview site: the evaluation's ``reports/index.html``, one page from which every result is found.
 
 Per task: the leaderboard (mean final, 95% interval, n, errors, and whatever coverage and evaluator
 columns the ``leaderboard`` table carries) with its bar plot; a models x dimensions heat map of mean

@@ -1,85 +1,57 @@
-"""Materializing the graph in the local Dagster instance, partition by partition.
+"""Materializing an evaluation's graph in its Dagster instance, partition by partition.
 
 The CLI is a thin launcher: it registers models as ``candidate_models`` partitions and materializes
-the same assets the UI shows, in the SQLite instance under ``$ARGUS_HOME/dagster_home``.
+the same assets the UI shows, with the same resources (:func:`resources.resources_for`), in the
+evaluation's instance (``$ARGUS_HOME/benches/<bench>/<profile>/dagster_home``, Dagster's own storage
+as its ``dagster.yaml`` configures it). Every run is one of Dagster's in-process runs, one after
+another, each executing its steps with Dagster's in-process executor; what makes them fast lives in
+the resources every run gets (one VLM client and its bound per process, the frame pool, the content
+cache, VLM waits overlapped with CPU tools inside a stage).
 
-A partition that is up to date is not run again: after each successful run the CLI tags the run
-with a fingerprint of everything its outputs depend on (the assets' code versions, the judge, rubric
-generator, tool versions, sampling and aggregation settings, and the content hashes of the task's
-bench files, frozen rubrics and the partition's candidate videos), and skips a partition whose
-latest materialization carries the fingerprint it would get now. A run that left work to retry (a
-rubric that could not be generated, a tool step that failed, a judgment the VLM did not answer) is
-not tagged, so the next run does that work. ``force=True`` (``--force``)
-re-materializes every partition; the content cache then answers every tool step and judgment.
-
-Partitions run as concurrent in-process runs (``ARGUS_PARALLEL_RUNS``, default 5): a task's model
-partitions start as soon as its rubrics exist, so one partition's Dagster bookkeeping and tools
-overlap another's VLM waits, and all of them share one VLM client and its bound (requests that
-wait for a slot are served by stage, then by task order: ``argus_dagster.vlm.request_priority``).
-These runs write their events to the instance like any other; their stdout is not captured into
-compute-log files (that capture redirects the process's file descriptors, which concurrent runs in
-one process would tangle), so the CLI's runs show no raw stdout in the UI.
+A partition that is up to date is not run again. Whether it is, is asked of what Dagster recorded
+with its materializations, whoever launched them (``assets.staleness``: the same question the
+candidate-store sensor and the nightly reconcile ask): code versions, the upstream materializations
+each asset read and their data versions, the bench files, video hashes and evaluator the assets
+recorded, and work left to retry (a rubric that could not be generated, a tool step that failed, a
+judgment the VLM did not answer). A row with a permanent error leaves its partition up to date.
+``force=True`` (``--force``) re-materializes every partition; the content cache then answers every
+tool step and judgment.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import dagster as dg
 import polars as pl
 
 from .bench import discover, task_dir
-from .cache import cache_key
-from .media import file_digest
 from .progress import PROGRESS
-from .settings import environment, load_settings
-from .vlm import request_priority
+from .settings import Settings, load_settings
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
-
-# Concurrent in-process runs: no stdout capture. (Not ``python_logs`` either: with it, every run
-# reconfigures Python logging while the others log, which deadlocks.)
-_NO_CAPTURE = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
-                                "class": "NoOpComputeLogManager"}}
 INSTANCE_YAML = """\
-# The Dagster instance of this ARGUS_HOME (argus evaluate, argus demo, make ui).
+# The Dagster instance of one evaluation (argus evaluate, argus demo, make ui).
 # Dagster's anonymous usage statistics: set enabled to true to send them.
 telemetry:
   enabled: false
 """
-_STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
 
-def local_instance(capture_stdout: bool = True) -> dg.DagsterInstance:
-    """The instance under ``$ARGUS_HOME/dagster_home``; ``capture_stdout=False`` for concurrent
-    in-process runs (no compute-log capture).
-
-    Unless a ``dagster.yaml`` there configures storage, it is the default SQLite storage through
-    ``argus_dagster.storage`` (the same files, with connections kept open).
-    """
-    import yaml
-    from dagster._core.instance.ref import InstanceRef
-
-    from .storage import sqlite_storage_overrides
-
-    settings = load_settings()
+def local_instance(settings: Settings | None = None) -> dg.DagsterInstance:
+    """The Dagster instance of an evaluation (default: this process's, see ``load_settings``): the
+    one ``DAGSTER_HOME`` names, pointed at the evaluation's ``dagster_home``, with Dagster's storage
+    as its ``dagster.yaml`` says (default: SQLite files there)."""
+    settings = settings or load_settings()
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)
-    config = ensure_instance_yaml(home)
-    configured = yaml.safe_load(config.read_text()) or {}
-    overrides = {} if any(k in configured for k in _STORAGE_KEYS) else sqlite_storage_overrides(str(home))
-    if not capture_stdout:
-        overrides.update(_NO_CAPTURE)
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
+    ensure_instance_yaml(home)
+    os.environ["DAGSTER_HOME"] = str(home)  # Dagster's own variable: the instance DagsterInstance.get() opens
+    return dg.DagsterInstance.get()
 
 
 def ensure_instance_yaml(dagster_home: Path) -> Path:
@@ -91,72 +63,32 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
     return config
 
 
-def shares_a_process() -> bool:
-    """Whether partition runs can share this process: only on an instance without settings. With any
-    (the default file turns telemetry off), Dagster applies a logging configuration at the start of
-    every run, which closes the handlers of the runs beside it in the process and can deadlock them;
-    then they run one after another."""
-    import yaml
-
-    config = ensure_instance_yaml(load_settings().dagster_home)  # as the runs will read it
-    configured = yaml.safe_load(config.read_text()) or {}
-    return not (set(configured) - set(_STORAGE_KEYS) - {"compute_logs", "local_artifact_storage"})
-
-
 PROTOCOLS = ("videoargus", "firm", "both")
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
-            parallel: int | None = None, force: bool = False, vlm_only: bool = False,
-            protocol: str = "videoargus") -> pl.DataFrame | None:
-    """Materialize every asset for the selected tasks and models; returns the leaderboard (None
-    with ``protocol="firm"``, which makes none).
+            force: bool = False, protocol: str = "videoargus",
+            settings: Settings | None = None) -> pl.DataFrame | None:
+    """Materialize every asset of one evaluation (``settings``, default this process's) for the
+    selected tasks and models; returns the leaderboard (None with ``protocol="firm"``, which makes none).
 
-    Up to ``parallel`` partition runs at once (``ARGUS_PARALLEL_RUNS``, default 5; 1 runs them one
-    after another). Up-to-date partitions are skipped unless ``force``. ``vlm_only``: the VLM-only
-    ablation (every plan one ``vlm_qa``), else as ``ARGUS_VLM_ONLY`` says. The runs' event logs keep
-    INFO and above (see ``info_and_above``). ``protocol``: ``videoargus`` (the default), ``firm``
-    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or ``both`` (the
-    FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and the
-    content cache answers what they computed before).
+    Up-to-date partitions are skipped unless ``force``. ``protocol``: ``videoargus`` (the default),
+    ``firm`` (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or
+    ``both`` (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to
+    date, and the content cache answers what they computed before).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    with info_and_above():
-        return _run_all(tasks, models, progress, instance, parallel, force, vlm_only, protocol)
-
-
-@contextmanager
-def info_and_above() -> Iterator[None]:
-    """No DEBUG records in this process while the block runs.
-
-    In a run, every log record becomes an event in the instance's event log. The IO manager's DEBUG
-    lines ("Loading partition ...", "Writing file at ...") are a third of a partition run's events
-    and say what the materialization's metadata already says (its path), so the CLI's runs leave
-    them out. Dagster's own events (steps, materializations, checks) are logged whatever the level,
-    so every one of them is kept.
-    """
-    before = logging.root.manager.disable
-    logging.disable(max(before, logging.DEBUG))
-    try:
-        yield
-    finally:
-        logging.disable(before)
-
-
-def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callable[[str], None],
-             instance: dg.DagsterInstance | None, parallel: int | None, force: bool,
-             vlm_only: bool = False, protocol: str = "videoargus") -> pl.DataFrame | None:
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
+    from assets.staleness import evaluator_digests, generator_folder, partition_status, task_status
     from resources import resources_for
 
-    parallel = max(1, parallel or int(environment().number("ARGUS_PARALLEL_RUNS", 5, minimum=1)))
-    if parallel > 1 and not shares_a_process():
-        parallel = 1  # see shares_a_process
-    instance = instance or local_instance(capture_stdout=parallel == 1)
-    settings = load_settings()
+    from .candidate_store import LocalCandidateStore, partition_hashes, scan
+
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
     discovery = discover(settings.candidates_dir, settings.bench_dir)
     for problem in discovery.problems:
         progress(f"left out: {problem}")
@@ -174,7 +106,7 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     if notice:
         progress(notice)
     instance.add_dynamic_partitions("candidate_models", sorted(found))
-    resources = resources_for(vlm_only=vlm_only or None)  # built now, so they follow this process's ARGUS_HOME
+    resources = resources_for(settings=settings)
     # The partitioned checks run with the assets they guard; a failed one is reported, not fatal.
     task_keys = {a.key for a in TASK_ASSETS}
     partitioned = [c for c in ALL_CHECKS if c.partitions_def is not None]
@@ -183,121 +115,79 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
     t_start = time.perf_counter()
     n_videos = {(t, m): _count_videos(settings.candidates_dir, t, m) for m, ts in found.items() for t in ts if t in task_list}
     PROGRESS.reset(sum(n_videos.values()))
-    say_lock = threading.Lock()
-    evaluator = evaluator_identity(resources)
+    digests = evaluator_digests(resources)
+    frozen = generator_folder(settings.frozen_rubrics_dir,
+                              resources["rubric_generator"].identity(resources["rubric_vlm"]))
+    store = scan(LocalCandidateStore(str(settings.candidates_dir)), None) if not force else None
     ran: list[str] = []
-    # Within a stage (rubrics, evidence, judgments: see ``argus_dagster.vlm``), a task's runs send
-    # their VLM requests ahead of later tasks' runs, so tasks finish one after another and one run's
-    # Dagster work overlaps the others' VLM waits.
-    urgency = {t: i for i, t in enumerate(task_list)}
 
-    def say(msg: str) -> None:
-        with say_lock:
-            progress(msg)
-
-    def task_run(task: str) -> None:
-        if protocol != "firm":
-            videoargus_task_run(task)
-        if protocol != "videoargus":
-            firm_task_run(task)
-
-    def model_run(task: str, model: str) -> None:
-        if protocol != "firm":
-            videoargus_model_run(task, model)
-        if protocol != "videoargus":
-            firm_model_run(task, model)
-
-    def firm_task_run(task: str) -> None:
-        t0 = time.perf_counter()
-        with request_priority(urgency[task]):
-            res = _firm_run(instance, resources, task, with_inputs=protocol == "firm")
-        _check(res, say)
-        ran.append(f"firm {task}")
-        say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: FIRM-Video checklists ({time.perf_counter() - t0:.1f}s)")
-
-    def firm_model_run(task: str, model: str) -> None:
-        t0 = time.perf_counter()
-        with request_priority(urgency[task]):
-            res = _firm_run(instance, resources, task, model, with_inputs=protocol == "firm")
-        _check(res, say)
-        ran.append(f"firm {task} x {model}")
-        say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: FIRM-Video scores "
-            f"({time.perf_counter() - t0:.1f}s)")
+    def elapsed() -> str:
+        return f"[{time.perf_counter() - t_start:6.1f}s]"
 
     def videoargus_task_run(task: str) -> None:
         t0 = time.perf_counter()
-        if not force and _up_to_date(instance, "rubrics", task, fingerprint(evaluator, settings, task)):
-            say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics up to date")
+        why = "forced" if force else task_status(instance, task, settings.bench_dir, frozen, digests)
+        if why is None:
+            progress(f"{elapsed()} {task}: inputs and rubrics up to date")
             return
-        with request_priority(urgency[task]):
-            res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
-                                 instance=instance, resources=resources, run_config=QUIET,
-                                 tags=launcher_tags())
-        _check(res, say)
-        # Taken after the run: the rubrics it froze are part of the task's files. A rubric that could
-        # not be written leaves the task untagged, so the next run tries again.
-        if not res.output_for_node("rubrics")["error"].drop_nulls().len():
-            instance.add_run_tags(res.run_id, {FINGERPRINT_TAG: fingerprint(evaluator, settings, task)})
+        res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
+                             instance=instance, resources=resources, run_config=QUIET, tags=launcher_tags())
+        _check(res, progress)
         ran.append(task)
-        say(f"[{time.perf_counter() - t_start:6.1f}s] {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
+        progress(f"{elapsed()} {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
 
     def videoargus_model_run(task: str, model: str) -> None:
         t0 = time.perf_counter()
         key = dg.MultiPartitionKey({"task": task, "model": model})
-        fp = fingerprint(evaluator, settings, task, model)  # the state this run starts from
-        if not force and _up_to_date(instance, "diagnostic_reports", str(key), fp):
+        why = "forced" if force else partition_status(instance, task, model, partition_hashes(store.known, task, model),
+                                                      digests)
+        if why is None:
             PROGRESS.expect(-n_videos.get((task, model), 0))
-            say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: up to date")
+            progress(f"{elapsed()} {task} x {model}: up to date")
             return
-        with request_priority(urgency[task]):
-            res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
-                                 selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
-                                 resources=resources, run_config=QUIET, tags=launcher_tags())
-        _check(res, say)
+        res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
+                             selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
+                             resources=resources, run_config=QUIET, tags=launcher_tags())
+        _check(res, progress)
         meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
         retry = (meta["criterion_evidence"]["tool_steps_failed"].value
                  + meta["criterion_scores"]["n_unscored_retryable"].value)
-        if not retry:  # a partition with failed steps or unanswered judgments is run again next time
-            instance.add_run_tags(res.run_id, {FINGERPRINT_TAG: fp})
         ran.append(f"{task} x {model}")
-        say(f"[{time.perf_counter() - t_start:6.1f}s] {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)"
-            + (f"; {retry} failed tool steps or unanswered judgments, retried on the next run" if retry else ""))
+        progress(f"{elapsed()} {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)"
+                 + (f"; {retry} failed tool steps or unanswered judgments, retried on the next run" if retry else ""))
 
-    # Each task's model partitions are submitted when its rubrics are done; the first failure stops
-    # the submission of new runs and is raised once the running ones finish.
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        pending: dict[Future, str | None] = {pool.submit(task_run, t): t for t in task_list}
-        failure: BaseException | None = None
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                task = pending.pop(f)
-                if f.exception() is not None:
-                    failure = failure or f.exception()
-                elif task is not None and failure is None:
-                    for model in sorted(m for m, ts in found.items() if task in ts):
-                        pending[pool.submit(model_run, task, model)] = None
-        if failure is not None:
-            raise failure
-    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources)
+    def firm_run(task: str, model: str | None = None) -> None:
+        t0 = time.perf_counter()
+        _check(_firm_run(instance, resources, task, model, with_inputs=protocol == "firm"), progress)
+        ran.append(f"firm {task}" + (f" x {model}" if model else ""))
+        what = f"{task} x {model}: FIRM-Video scores" if model else f"{task}: FIRM-Video checklists"
+        progress(f"{elapsed()} {what} ({time.perf_counter() - t0:.1f}s)")
 
+    for task in task_list:
+        if protocol != "firm":
+            videoargus_task_run(task)
+        if protocol != "videoargus":
+            firm_run(task)
+        for model in sorted(m for m, ts in found.items() if task in ts):
+            if protocol != "firm":
+                videoargus_model_run(task, model)
+            if protocol != "videoargus":
+                firm_run(task, model)
     def stored(asset: str) -> pl.DataFrame | None:  # nothing ran: what is stored is current
-        if ran or instance.get_latest_materialization_event(dg.AssetKey(asset)) is None:
-            return None
-        return defs.load_asset_value(asset, instance=instance)
+        return None if ran else load_stored(instance, asset)
 
     board = stored("leaderboard") if protocol != "firm" else None
     if protocol == "firm":  # FIRM-Video only: no leaderboard (argus evaluate prints FIRM's summary)
-        progress(f"[{time.perf_counter() - t_start:6.1f}s] FIRM-Video done")
+        progress(f"{elapsed()} FIRM-Video done")
     elif board is None:
         result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
-                                instance=instance, resources=resources, run_config=QUIET)
+                                instance=instance, resources=resources, run_config=QUIET, tags=launcher_tags())
         _check(result, progress)
         board = result.output_for_node("leaderboard")
-        progress(f"[{time.perf_counter() - t_start:6.1f}s] leaderboard")
+        progress(f"{elapsed()} leaderboard")
     else:
-        progress(f"[{time.perf_counter() - t_start:6.1f}s] every partition up to date (--force re-materializes)")
-    human = sorted((settings.home / "human").glob("*.csv"))
+        progress(f"{elapsed()} every partition up to date (--force re-materializes)")
+    human = sorted(settings.human_dir.glob("*.csv"))
     if human:  # people's ratings are there: say how well the scores agree with them
         from assets.alignment import human_alignment
 
@@ -305,14 +195,22 @@ def _run_all(tasks: list[str] | None, models: list[str] | None, progress: Callab
 
         # Always recomputed (one short run): the ratings themselves may have changed.
         res = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[human_alignment], instance=instance,
-                             resources=resources, run_config=QUIET)
+                             resources=resources, run_config=QUIET, tags=launcher_tags())
         _check(res)
         table = res.output_for_node("human_alignment")
-        progress(f"[{time.perf_counter() - t_start:6.1f}s] human alignment "
-                 f"(ratings: {', '.join(p.name for p in human)})")
+        progress(f"{elapsed()} human alignment (ratings: {', '.join(p.name for p in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
     return board
+
+
+def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame | None:
+    """The table the latest materialization of ``asset`` (``partition``) stored, read from the path
+    its IO manager recorded in the materialization's metadata (as lineage and the sensor read it);
+    None when there is none or it cannot be read."""
+    from assets.lineage import latest_record, stored_table
+
+    return stored_table(latest_record(instance, asset, partition))
 
 
 def _count_videos(candidates: Path, task: str, model: str) -> int:
@@ -321,22 +219,18 @@ def _count_videos(candidates: Path, task: str, model: str) -> int:
 
 
 def row_errors(tasks: list[str] | None = None, models: list[str] | None = None,
-               instance: dg.DagsterInstance | None = None) -> list[tuple[str, str, str]]:
+               instance: dg.DagsterInstance | None = None,
+               settings: Settings | None = None) -> list[tuple[str, str, str]]:
     """The row errors stored for the evaluated bench (the tasks and models given, else all)."""
-    from assets import ALL_ASSETS, ALL_CHECKS
-    from resources import resources_for
-
-    settings = load_settings()
+    settings = settings or load_settings()
     found = discover(settings.candidates_dir, settings.bench_dir).models
     if models:
         found = {m: t for m, t in found.items() if m in models}
     task_list = sorted(tasks or {t for ts in found.values() for t in ts})
-    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources_for())
-    with info_and_above():  # the IO manager's DEBUG lines ("Loading partition ...") stay off the terminal
-        return _row_errors(defs, instance or local_instance(), task_list, found)
+    return _row_errors(instance or local_instance(settings), task_list, found)
 
 
-def _row_errors(defs: dg.Definitions, instance: dg.DagsterInstance, tasks: list[str],
+def _row_errors(instance: dg.DagsterInstance, tasks: list[str],
                 found: dict[str, list[str]]) -> list[tuple[str, str, str]]:
     """``(where, id, error)`` of every row with an error in the evaluated partitions, as stored."""
     out: list[tuple[str, str, str]] = []
@@ -344,7 +238,7 @@ def _row_errors(defs: dg.Definitions, instance: dg.DagsterInstance, tasks: list[
     def stored(asset: str, key) -> pl.DataFrame | None:
         if not instance.get_materialized_partitions(dg.AssetKey(asset)) & {str(key)}:
             return None
-        return defs.load_asset_value(asset, partition_key=str(key), instance=instance)
+        return load_stored(instance, asset, str(key))
 
     for task in tasks:
         seen = set()
@@ -381,7 +275,6 @@ def error_summary(errors: list[tuple[str, str, str]], first: int = 3) -> str:
     return "\n".join(lines)
 
 
-FINGERPRINT_TAG = "argus/fingerprint"
 PROCESS_TAG = "argus/process"  # host:pid:start of the process that executes a CLI run
 IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
 
@@ -453,55 +346,6 @@ def pool_notice(instance: dg.DagsterInstance, pool: str = "gpu") -> str | None:
             "this run's evidence step waits for them")
 
 
-def evaluator_identity(resources: dict) -> dict:
-    """What, besides the data, determines every output: code versions and the evaluator's settings."""
-    from argus_dagster import __version__
-    from argus_dagster.evidence.tools.vlm_qa import qa_version
-    from assets import CANDIDATE_ASSETS, TASK_ASSETS
-
-    from .media import SAMPLING_ID
-
-    vlm, rubric_vlm, tools = resources["vlm"], resources["rubric_vlm"], resources["tools"]
-    return {
-        "version": __version__,
-        "code": {k.to_user_string(): v for a in TASK_ASSETS + CANDIDATE_ASSETS for k, v in a.code_versions_by_key.items()},
-        "rubric_generator": resources["rubric_generator"].identity(rubric_vlm),
-        "judge": resources["judge"].identity(vlm),
-        "tools": {**tools.suite().versions(), **({"vlm_qa": qa_version(vlm.backend, vlm.model_name())}
-                                                 if vlm.configured else {})},
-        "tool_flags": {"vlm_only": tools.vlm_only, "web_search": tools.web_search},
-        "sampling": SAMPLING_ID,
-        "cap_alpha": resources["scoring"].cap_alpha,
-    }
-
-
-def _files(root: Path | None) -> dict[str, str]:
-    if root is None or not root.is_dir():
-        return {}
-    return {str(p.relative_to(root)): file_digest(str(p)) for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.endswith(".part")}
-
-
-def fingerprint(evaluator: dict, settings, task: str, model: str | None = None) -> str:
-    """A task's (or a task x model partition's) inputs and evaluator, as one hash."""
-    parts = {"evaluator": evaluator, "bench": _files(task_dir(settings.bench_dir, task)),
-             "frozen": _files(settings.frozen_rubrics_dir / task)}
-    if model is not None:
-        d = task_dir(settings.candidates_dir, task)
-        parts["candidates"] = _files(d / model if d else None)
-    return cache_key(kind="fingerprint", task=task, model=model, **parts)
-
-
-def _up_to_date(instance: dg.DagsterInstance, asset: str, partition: str, fp: str) -> bool:
-    """Whether the latest materialization of ``asset``'s ``partition`` came from a run with ``fp``."""
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
-    if not records:
-        return False
-    run = instance.get_run_by_id(records[0].run_id)
-    return run is not None and run.tags.get(FINGERPRINT_TAG) == fp
-
-
 def _check(result: dg.ExecuteInProcessResult, progress: Callable[[str], None] = print) -> None:
     if not result.success:
         raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
@@ -512,16 +356,10 @@ def _check(result: dg.ExecuteInProcessResult, progress: Callable[[str], None] = 
                      "see its metadata in the UI")
 
 
-def current_leaderboard(instance: dg.DagsterInstance | None = None) -> pl.DataFrame | None:
+def current_leaderboard(instance: dg.DagsterInstance | None = None,
+                        settings: Settings | None = None) -> pl.DataFrame | None:
     """The last materialized leaderboard, read from storage (no recomputation)."""
-    from assets import ALL_ASSETS
-    from resources import resources_for
-
-    instance = instance or local_instance()
-    if instance.get_latest_materialization_event(dg.AssetKey("leaderboard")) is None:
-        return None
-    defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
-    return defs.load_asset_value("leaderboard", instance=instance)
+    return load_stored(instance or local_instance(settings), "leaderboard")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -549,34 +387,33 @@ def _firm_run(instance: dg.DagsterInstance, resources: dict, task: str, model: s
 
 
 def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, tasks: list[str] | None = None,
-                      resources: dict | None = None) -> dict[str, pl.DataFrame]:
+                      settings: Settings | None = None) -> dict[str, pl.DataFrame]:
     """Every materialized partition of ``asset`` as stored (of ``tasks`` only, when given), by key."""
-    from assets import ALL_ASSETS, GRAPH_CHECKS
     from assets.partitions import task_model_partitions
-    from resources import resources_for
 
-    instance = instance or local_instance()
-    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=GRAPH_CHECKS, resources=resources or resources_for())
+    instance = instance or local_instance(settings)
     out = {}
     for key in sorted(instance.get_materialized_partitions(dg.AssetKey(asset)) or ()):
         task = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension["task"] if "|" in key else key
         if tasks and task not in tasks:
             continue
-        out[key] = defs.load_asset_value(asset, partition_key=key, instance=instance)
+        table = load_stored(instance, asset, key)
+        if table is not None:
+            out[key] = table
     return out
 
 
 def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
-                require_all: bool = True, resources: dict | None = None) -> tuple[int, list[str]]:
+                require_all: bool = True, settings: Settings | None = None) -> tuple[int, list[str]]:
     """Write the reward-model training instances of every stored ``firm_scores`` row to ``out`` (JSON
     lines, one per video and dimension); returns how many, and the videos left out with why. Reads
     the stored tables only: nothing is called."""
     from .checklist import export_from_rows, write_export
 
-    scores = stored_partitions("firm_scores", instance, tasks, resources)
+    scores = stored_partitions("firm_scores", instance, tasks, settings)
     if not scores:
         raise ValueError("no firm_scores stored: run `argus evaluate --protocol firm` (or both) first")
-    inputs = stored_partitions("input_instances", instance, tasks, resources)
+    inputs = stored_partitions("input_instances", instance, tasks, settings)
     prompts = {(df["task"][0] if df.height else k): dict(zip(df["input_id"], df["prompt"])) for k, df in inputs.items()}
     records, left_out = [], []
     for df in scores.values():
@@ -590,21 +427,22 @@ def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.Da
 
 def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,
                      instance: dg.DagsterInstance | None = None,
-                     resources: dict | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
+                     settings: Settings | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
     """Best-of-N picks from the stored ``video_scores`` and ``firm_scores`` (the ``best_of_n`` asset's
     computation), with the comparison against ``$ARGUS_HOME/human/<TASK>.csv`` where it exists."""
     from assets.firm import best_of_n_tables
 
-    instance = instance or local_instance()
-    return best_of_n_tables(stored_partitions("video_scores", instance, tasks, resources),
-                            stored_partitions("firm_scores", instance, tasks, resources), by, tasks=tasks,
-                            human_dir=load_settings().home / "human")
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    return best_of_n_tables(stored_partitions("video_scores", instance, tasks, settings),
+                            stored_partitions("firm_scores", instance, tasks, settings), by, tasks=tasks,
+                            human_dir=settings.human_dir)
 
 
 def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
-                 resources: dict | None = None) -> pl.DataFrame:
+                 settings: Settings | None = None) -> pl.DataFrame:
     """Per task and model: videos, mean IF/WC/PQ ratings (1-5) and how many of each are unscored."""
-    parts = [df for df in stored_partitions("firm_scores", instance, tasks, resources).values() if df.height]
+    parts = [df for df in stored_partitions("firm_scores", instance, tasks, settings).values() if df.height]
     if not parts:
         return pl.DataFrame()
     df = pl.concat(parts, how="diagonal_relaxed")

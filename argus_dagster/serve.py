@@ -1,4 +1,4 @@
-"""The reports server: ``$ARGUS_HOME/reports`` over HTTP on loopback (`argus open`, `make ui`).
+"""The reports server: an evaluation's ``reports`` over HTTP on loopback (`argus open`, `make ui`).
 
 Pages link to each other by relative URLs and embed their images, so a plain static file server is
 enough; it binds 127.0.0.1 only, serves nothing outside the folder (``http.server`` resolves paths

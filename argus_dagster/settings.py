@@ -1,19 +1,39 @@
-"""Where argus-dagster keeps its state, in one place.
+"""Where argus-dagster keeps its state, and which evaluation a command or run belongs to.
 
 Everything lives under ``ARGUS_HOME``. Unset, the home is the nearest ``.argus`` folder in the working
 directory or one of its parents (as git finds its repository), else ``.argus`` in the working
-directory, which commands that write create and read-only commands never do. The active bench
-and candidate store are, in order: ``ARGUS_BENCH_DIR`` / ``ARGUS_CANDIDATES_DIR``, then what
-``argus evaluate`` last recorded in ``$ARGUS_HOME/argus.json``, then ``$ARGUS_HOME/bench`` and
-``$ARGUS_HOME/candidates`` (the demo bench).
+directory, which commands that write create and read-only commands never do.
+
+An **evaluation** is a bench (a name, its folder, its candidate store) scored by an evaluator
+**profile** (``default``; ``vlm-only``; ``judge=<model>``; ``rubric=<model>``; parts joined by
+``,``). Each evaluation has a folder of its own, so evaluating one never touches what another
+stored::
+
+    $ARGUS_HOME/cache/                                   content cache, shared (keyed by content)
+    $ARGUS_HOME/benches/<bench>/rubrics/<generator>/     frozen rubrics, shared by the bench's profiles
+    $ARGUS_HOME/benches/<bench>/<profile>/evaluation.json    what the evaluation is (shown by argus evaluations)
+    $ARGUS_HOME/benches/<bench>/<profile>/dagster_home/  its Dagster instance (runs, partitions, lineage)
+    $ARGUS_HOME/benches/<bench>/<profile>/storage/       its tables
+    $ARGUS_HOME/benches/<bench>/<profile>/reports/       its reports and overview
+
+Which evaluation a process works on: ``ARGUS_BENCH_DIR`` (+ ``ARGUS_CANDIDATES_DIR``) names a bench by
+its folders; else ``ARGUS_BENCH`` names a recorded one; else the one evaluated last; else the demo
+bench (``$ARGUS_HOME/bench``, named ``demo``). ``ARGUS_PROFILE`` picks the profile (default:
+``default``, or the bench's last evaluated one). ``argus evaluate --bench/--profile`` record an
+evaluation; nothing else is written that would steer later runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+DEMO_BENCH = "demo"
+DEFAULT_PROFILE = "default"
 
 
 @dataclass(frozen=True)
@@ -21,22 +41,53 @@ class Settings:
     home: Path
     bench_dir: Path
     candidates_dir: Path
+    bench: str = DEMO_BENCH
+    profile: str = DEFAULT_PROFILE
+
+    @property
+    def evaluation(self) -> str:
+        """``<bench>/<profile>``: how commands and tables name this evaluation."""
+        return f"{self.bench}/{self.profile}"
+
+    @property
+    def bench_home(self) -> Path:
+        from .names import file_name
+
+        return self.home / "benches" / file_name(self.bench)
+
+    @property
+    def evaluation_dir(self) -> Path:
+        from .names import file_name
+
+        return self.bench_home / file_name(self.profile)
 
     @property
     def dagster_home(self) -> Path:
-        return self.home / "dagster_home"
+        return self.evaluation_dir / "dagster_home"
 
     @property
     def storage_dir(self) -> Path:
-        return self.home / "storage"
+        return self.evaluation_dir / "storage"
 
     @property
     def frozen_rubrics_dir(self) -> Path:
-        return self.home / "rubrics"
+        return self.bench_home / "rubrics"
 
     @property
     def reports_dir(self) -> Path:
-        return self.home / "reports"
+        return self.evaluation_dir / "reports"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"
+
+    @property
+    def human_dir(self) -> Path:
+        return self.home / "human"
+
+    @property
+    def record_path(self) -> Path:
+        return self.evaluation_dir / "evaluation.json"
 
 
 def find_home(start: Path | None = None) -> Path | None:
@@ -57,26 +108,180 @@ def argus_home() -> Path:
     return find_home() or (Path.cwd() / ".argus").resolve()
 
 
-def load_settings() -> Settings:
+# ------------------------------------------------------------------------------------ evaluations
+
+PROFILE_PARTS = ("default", "vlm-only", "judge=<model>", "rubric=<model>")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What an evaluator profile sets: the VLM-only ablation, the judge's and the rubric
+    generator's model (on the endpoints the environment configures)."""
+
+    name: str
+    vlm_only: bool = False
+    judge_model: str = ""
+    rubric_model: str = ""
+
+
+def parse_profile(name: str) -> Profile:
+    """``default``, ``vlm-only``, ``judge=<model>``, ``rubric=<model>``, or parts of them joined by ``,``."""
+    name = (name or DEFAULT_PROFILE).strip()
+    fields: dict = {}
+    for part in (p.strip() for p in name.split(",")):
+        key, eq, value = part.partition("=")
+        if part == "default" and name == "default":
+            continue
+        if part == "vlm-only":
+            fields["vlm_only"] = True
+        elif eq and key in ("judge", "rubric") and value.strip():
+            fields[f"{key}_model"] = value.strip()
+        else:
+            raise SettingError(f"profile {name!r}: {part!r} is not a profile part; expected "
+                               f"{', '.join(PROFILE_PARTS)} (joined by ',')")
+    return Profile(name, **fields)
+
+
+def bench_name(bench_dir: str | Path) -> str:
+    """A bench's default name: ``name`` in its ``bench.json``, else its folder's name."""
+    folder = Path(bench_dir).expanduser().resolve()
+    meta = folder / "bench.json"
+    if meta.is_file():
+        try:
+            name = json.loads(meta.read_text()).get("name")
+            if isinstance(name, str) and name.strip():
+                return name.strip()
+        except (OSError, ValueError, AttributeError):
+            pass
+    return folder.name or "bench"
+
+
+def bench_hash(bench_dir: str | Path) -> str:
+    """The content hash of a bench's text: its manifests and rubrics (``.json``, ``.jsonl``, ``.csv``,
+    ``.txt``, ``.yaml``) by path and bytes, and every other file (condition media) by path and size;
+    the media's own content hashes are in ``input_instances``."""
+    root = Path(bench_dir)
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")) if root.is_dir() else []:
+        if not p.is_file() or p.name.endswith(".part"):
+            continue
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        if p.suffix.lower() in (".json", ".jsonl", ".csv", ".txt", ".yaml", ".yml"):
+            h.update(p.read_bytes())
+        else:
+            h.update(str(p.stat().st_size).encode())
+    return h.hexdigest()[:16]
+
+
+def recorded_evaluations(home: Path | None = None) -> list[dict]:
+    """Every evaluation recorded under ``$ARGUS_HOME/benches``, the most recently evaluated first."""
+    home = home or argus_home()
+    out = []
+    for path in (home / "benches").glob("*/*/evaluation.json"):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and {"bench", "profile", "bench_dir", "candidates_dir"} <= set(rec):
+            out.append(rec)
+    return sorted(out, key=lambda r: -float(r.get("last_evaluated") or 0))
+
+
+def _from_record(home: Path, rec: dict) -> Settings:
+    return Settings(home, Path(rec["bench_dir"]), Path(rec["candidates_dir"]), rec["bench"], rec["profile"])
+
+
+def load_settings(bench: str | None = None, profile: str | None = None) -> Settings:
+    """The evaluation this process works on (see the module docstring); ``bench`` (a recorded bench's
+    name) and ``profile`` stand before ``ARGUS_BENCH`` and ``ARGUS_PROFILE`` (the CLI's ``--bench``,
+    ``--profile``)."""
     home = argus_home()
-    recorded: dict = {}
-    cfg = home / "argus.json"
-    if cfg.is_file():
-        recorded = json.loads(cfg.read_text())
     env = environment()
-    bench = env.get("ARGUS_BENCH_DIR") or recorded.get("bench_dir") or str(home / "bench")
-    cands = env.get("ARGUS_CANDIDATES_DIR") or recorded.get("candidates_dir") or str(home / "candidates")
-    return Settings(home, Path(bench).expanduser().resolve(), Path(cands).expanduser().resolve())
+    profile = (profile or env.get("ARGUS_PROFILE")).strip()
+    if profile:
+        parse_profile(profile)  # a misspelt profile is said here, not as a missing folder later
+    records = recorded_evaluations(home)
+    if env.get("ARGUS_BENCH_DIR") and not bench:
+        bench_dir = Path(env.get("ARGUS_BENCH_DIR")).expanduser().resolve()
+        same = [r for r in records if Path(r["bench_dir"]) == bench_dir]
+        name = env.get("ARGUS_BENCH").strip() or (same[0]["bench"] if same else bench_name(bench_dir))
+        cands = env.get("ARGUS_CANDIDATES_DIR") or (same[0]["candidates_dir"] if same else "")
+        if not cands:
+            raise SettingError("ARGUS_BENCH_DIR is set: set ARGUS_CANDIDATES_DIR to its candidate store too")
+        return Settings(home, bench_dir, Path(cands).expanduser().resolve(), name, profile or DEFAULT_PROFILE)
+    name = (bench or env.get("ARGUS_BENCH")).strip()
+    if name:
+        mine = [r for r in records if r["bench"] == name]
+        if not mine and name != DEMO_BENCH:
+            known = sorted({r["bench"] for r in records}) or ["none yet"]
+            raise SettingError(f"bench {name!r}: no such bench recorded under {home} "
+                               f"(recorded: {', '.join(known)}); argus evaluate --bench DIR records one")
+        if profile and mine:
+            exact = [r for r in mine if r["profile"] == profile]
+            mine = exact or mine
+        records = mine
+    if records:
+        last = records[0]
+        if profile and profile != last["profile"]:
+            return _from_record(home, {**last, "profile": profile})
+        return _from_record(home, last)
+    return Settings(home, home / "bench", home / "candidates", DEMO_BENCH, profile or DEFAULT_PROFILE)
 
 
-def record_active_bench(bench_dir: str | Path, candidates_dir: str | Path) -> None:
-    """Make a bench the active one for every later run (CLI, UI, sensors) under this ARGUS_HOME."""
-    home = argus_home()
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "argus.json").write_text(json.dumps({
-        "bench_dir": str(Path(bench_dir).expanduser().resolve()),
-        "candidates_dir": str(Path(candidates_dir).expanduser().resolve()),
-    }, indent=2))
+def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name: str | None = None,
+                        profile: str | None = None, home: Path | None = None) -> Settings:
+    """The evaluation of a bench folder by a profile. The bench's name is ``name``, else the name it was
+    recorded under, else :func:`bench_name`; a name already taken by another folder is an error."""
+    home = home or argus_home()
+    bench_dir = Path(bench_dir).expanduser().resolve()
+    candidates_dir = Path(candidates_dir).expanduser().resolve()
+    profile = parse_profile(profile or DEFAULT_PROFILE).name
+    records = recorded_evaluations(home)
+    if not name:
+        same = [r for r in records if Path(r["bench_dir"]) == bench_dir]
+        name = same[0]["bench"] if same else bench_name(bench_dir)
+    for r in records:
+        if r["bench"] == name and Path(r["bench_dir"]) != bench_dir:
+            raise SettingError(f"the bench name {name!r} is taken by {r['bench_dir']}: give this bench "
+                               f"({bench_dir}) another with --name")
+    return Settings(home, bench_dir, candidates_dir, name, profile)
+
+
+def record_evaluation(settings: Settings, evaluated: bool = True) -> Path:
+    """Write (or refresh) the evaluation's ``evaluation.json``: its bench, profile, folders, the bench's
+    content hash and when it was last evaluated (the default for commands that name none).
+    ``evaluated=False`` records it without making it the latest (before its runs: an evaluation
+    that scores nothing leaves the default as it was)."""
+    from .files import write_atomic
+
+    before = 0.0
+    if not evaluated and settings.record_path.is_file():
+        try:
+            before = float(json.loads(settings.record_path.read_text()).get("last_evaluated") or 0)
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass
+    rec = {"bench": settings.bench, "profile": settings.profile, "bench_dir": str(settings.bench_dir),
+           "candidates_dir": str(settings.candidates_dir), "bench_hash": bench_hash(settings.bench_dir),
+           "last_evaluated": time.time() if evaluated else before}
+    write_atomic(settings.record_path, json.dumps(rec, indent=2))
+    return settings.record_path
+
+
+def record_bench(bench_dir: str | Path, candidates_dir: str | Path, name: str | None = None,
+                 profile: str | None = None) -> Settings:
+    """Record the evaluation of a bench by a profile (as ``argus evaluate`` does before its runs), which
+    makes it the default of later commands that name none; returns it."""
+    settings = evaluation_settings(bench_dir, candidates_dir, name=name, profile=profile)
+    record_evaluation(settings)
+    return settings
+
+
+def current_bench_hash(settings: Settings) -> str:
+    """The bench hash recorded for ``settings``' evaluation (empty when none is recorded)."""
+    try:
+        return json.loads(settings.record_path.read_text()).get("bench_hash", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 # ------------------------------------------------------------------------------------ the environment
@@ -87,8 +292,10 @@ def record_active_bench(bench_dir: str | Path, candidates_dir: str | Path) -> No
 VARIABLES: dict[str, str] = {
     "ARGUS_HOME": "the folder that holds all state (default: the nearest .argus, as git finds its repository)",
     "ARGUS_ENV": "the resource set: local (default), gpu or aws",
-    "ARGUS_BENCH_DIR": "the bench folder (default: the one argus evaluate recorded, else $ARGUS_HOME/bench)",
-    "ARGUS_CANDIDATES_DIR": "the candidate store (default: as recorded, else $ARGUS_HOME/candidates)",
+    "ARGUS_BENCH_DIR": "a bench folder to work on (default: the bench evaluated last, else $ARGUS_HOME/bench)",
+    "ARGUS_CANDIDATES_DIR": "the candidate store of ARGUS_BENCH_DIR",
+    "ARGUS_BENCH": "a recorded bench's name (with ARGUS_BENCH_DIR: the name to record it under)",
+    "ARGUS_PROFILE": "the evaluator profile: default, vlm-only, judge=<model>, rubric=<model> (joined by ,)",
     "ARGUS_VLM_BASE_URL": "the judge's OpenAI-compatible endpoint(s), comma-separated",
     "ARGUS_VLM_MODEL": "the judge's model name",
     "ARGUS_VLM_API_KEY": "the judge endpoint's key (never stored or shown)",
@@ -97,7 +304,6 @@ VARIABLES: dict[str, str] = {
     "ARGUS_VLM_CONCURRENCY": "requests in flight per judge endpoint (default 8)",
     "ARGUS_VLM_TIMEOUT_S": "seconds per judge request (default 120)",
     "ARGUS_VLM_MAX_RETRIES": "retries per judge request (default 5)",
-    "ARGUS_VLM_ONLY": "1: the VLM-only ablation (every plan one vlm_qa)",
     "ARGUS_RUBRIC_BASE_URL": "the rubric generator's endpoint(s); unset: the judge's whole configuration",
     "ARGUS_RUBRIC_MODEL": "the rubric generator's model name",
     "ARGUS_RUBRIC_API_KEY": "the rubric endpoint's key (never stored or shown)",
@@ -118,7 +324,6 @@ VARIABLES: dict[str, str] = {
     "ARGUS_MEDIA_CACHE": "where s3:// media are downloaded (default the system's temporary folder)",
     "ARGUS_FRAME_POOL_MB": "decoded frames kept per process, in MB (default 512)",
     "ARGUS_TOOL_THREADS": "compute-bound tools running at once per process (default the CPU count)",
-    "ARGUS_PARALLEL_RUNS": "partition runs argus evaluate runs at once on an instance without settings (default 5)",
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
     "ARGUS_REPORTS_PORT": "the loopback port argus open and make ui serve the reports on (default 3030)",
     "ARGUS_REPORTS_URL": "where a browser finds the reports (default http://127.0.0.1:$ARGUS_REPORTS_PORT/)",
@@ -190,7 +395,7 @@ def reports_port() -> int:
 
 
 def reports_base_url() -> str:
-    """Where a browser finds ``$ARGUS_HOME/reports``: ``ARGUS_REPORTS_URL`` (e.g. behind a proxy), else
+    """Where a browser finds an evaluation's ``reports``: ``ARGUS_REPORTS_URL`` (e.g. behind a proxy), else
     the `argus open` server on loopback. Metadata links use it because a page of the Dagster UI,
     served over HTTP, may not open ``file://`` links."""
     url = environment().get("ARGUS_REPORTS_URL").strip() or f"http://127.0.0.1:{reports_port()}/"

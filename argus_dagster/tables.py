@@ -28,7 +28,7 @@ VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "base_score": F, "final_sc
                 "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "weight_scored": F, "judge": S,
                 "needs_vlm": pl.List(S), "error": S}
 # The interval is over videos' final scores, which cover only the scored criteria (``ci_scope``).
-LEADERBOARD = {"task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
+LEADERBOARD = {"bench": S, "profile": S, "task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
                "n_scored": F, "n_criteria": F, "weight_scored": F, "judge": S, "needs_vlm": pl.List(S),
                "ci_scope": S}
 

@@ -19,7 +19,8 @@ from argus_dagster.alignment_plots import scatter_png, slug
 from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
 from argus_dagster.instances import ALL_TASKS
 from argus_dagster.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
-from argus_dagster.settings import load_settings, report_url
+from argus_dagster.settings import report_url
+from resources.bench import BenchResource
 
 from .overview import overview_metadata
 
@@ -57,11 +58,10 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
 def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentConfig,
                     video_scores: dict[str, pl.DataFrame],
                     criterion_scores: dict[str, pl.DataFrame],
-                    firm_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+                    firm_scores: dict[str, pl.DataFrame], bench: BenchResource) -> dg.Output[pl.DataFrame]:
     """SRCC, KRCC, PLCC, RMSE, pairwise accuracy, within-input SRCC/KRCC, MAE and accuracies per
     task, human dimension and evaluator, with a scatter plot per evaluator."""
-    settings = load_settings()
-    human_dir = Path(config.human_dir) if config.human_dir else settings.home / "human"
+    human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
     if config.human_scale and len(config.human_scale) != 2:
         raise dg.Failure(f"human_alignment config human_scale={config.human_scale}: give [lo, hi] or leave it empty")
     scale = tuple(config.human_scale) if config.human_scale else None
@@ -86,10 +86,10 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         metadata[f"{task} alignment"] = dg.MetadataValue.md("```\n" + format_alignment(table) + "\n```")
         averaged = human.averaged()
         for evaluator in table["evaluator"].unique(maintain_order=True).to_list():
-            png = settings.reports_dir / "alignment" / task / f"{slug(evaluator)}.png"
+            png = bench.reports_path() / "alignment" / task / f"{slug(evaluator)}.png"
             scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}")
             metadata[f"{task} scatter {evaluator}"] = dg.MetadataValue.path(str(png))
-            metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(report_url(png))
+            metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(report_url(png, bench.reports_path()))
     out = pl.concat(tables) if tables else pl.DataFrame(schema=ALIGNMENT_TABLE)
     if not found:
         context.log.warning(f"no human ratings under {human_dir}: add <TASK>.csv with "
@@ -101,7 +101,7 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         "n_rows": out.height, "tasks": ", ".join(found) or "none", "human_dir": str(human_dir),
         "skipped": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
         **metadata,
-        **overview_metadata(context, alignment=out),
+        **overview_metadata(context, bench, alignment=out),
     })
 
 

@@ -29,6 +29,7 @@ from resources.vlm import VlmResource
 
 from .lineage import criterion_delta_metadata, video_delta_metadata
 from .partitions import task_and_model, task_model_partitions
+from .staleness import evidence_digest, judge_digest, scoring_digest
 
 
 def _fmt(x: float | None) -> str:
@@ -158,6 +159,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
                          "tool_steps_failed": sum(r.get("n_failed", 0) for r in rows),
+                         "evaluator": evidence_digest(tools, vlm),
                          "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
                          "cache": cache.location or "off", **_cache_write_errors(cache),
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
@@ -213,6 +215,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     return dg.Output(df, data_version=_version(df, ["input_id", "criterion_id", "score", "judge"]), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
         "n_unscored_retryable": sum(1 for r in rows if r["retry"]),
+        "evaluator": judge_digest(judge, vlm, tools),
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
         "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
@@ -246,6 +249,7 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
     df = frame(rows, VIDEO_SCORES)
     finals = df["final_score"].drop_nulls()
     return dg.Output(df, data_version=_version(df, ["input_id", "final_score", "error"]), metadata={
+        "evaluator": scoring_digest(scoring),
         "n_videos": df.height, "n_scored": finals.len(), "n_errors": df.filter(pl.col("error").is_not_null()).height,
         "mean_final": float(finals.mean()) if finals.len() else None,
         **video_delta_metadata(context, df),

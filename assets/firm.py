@@ -24,9 +24,9 @@ from argus_dagster.evidence.plan import NormalizedPlan
 from argus_dagster.instances import ALL_TASKS, InputInstance
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.ratings import read_human
-from argus_dagster.settings import load_settings
 from argus_dagster.tables import frame
 from argus_dagster.vlm import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
+from resources.bench import BenchResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
@@ -330,12 +330,12 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_scores: dict[str, pl.DataFrame],
-              firm_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+              firm_scores: dict[str, pl.DataFrame], bench: BenchResource) -> dg.Output[pl.DataFrame]:
     """Per task and input, the best candidate by the configured evaluator, the margin to the
     runner-up and the ties; with human ratings, how often the pick is the humans' best and the picks'
     mean human score against random choice (95% interval)."""
     by = dict(config.weights) if config.weights else config.by
-    human_dir = Path(config.human_dir) if config.human_dir else load_settings().home / "human"
+    human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
     try:
         df, texts = best_of_n_tables(video_scores, firm_scores, by, human_dir=human_dir,
                                      tie_tolerance=config.tie_tolerance, n_boot=config.n_boot)

@@ -18,6 +18,7 @@ from resources.vlm import VlmResource
 
 from .lineage import rubric_delta_metadata
 from .partitions import task_partitions
+from .staleness import bench_files_digest, generator_digest, generator_folder, rubric_files_digest
 
 
 def _version(values) -> dg.DataVersion:
@@ -35,6 +36,7 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource) -> 
         context.log.warning(f"{task} input {r['input_id']}: {r['error']}")
     return dg.Output(df, data_version=_version(df["content_hash"].to_list() + df["error"].to_list()), metadata={
         "bench": str(bench.bench_path()), "n_inputs": df.height, "n_errors": errors.height,
+        "bench_files": bench_files_digest(bench.bench_path(), task),
         "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}" for r in errors.iter_rows(named=True)) or "none"),
     })
 
@@ -45,7 +47,17 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
     """One frozen rubric per input: loaded if the bench (or ARGUS_HOME) has it, else generated once."""
     task = context.partition_key
     generator = rubric_generator.identity(rubric_vlm)
+    # One folder per generator (backend and model): profiles that share a generator share its rubrics.
+    frozen = generator_folder(bench.frozen_rubrics_path(), generator)
     stats = CallStats()
+    failed_generation: set[str] = set()  # inputs whose rubric the generator failed to make: tried again
+
+    def generate(inst: InputInstance):
+        try:
+            return rubric_generator.generate(inst, rubric_vlm, stats)
+        except Exception:
+            failed_generation.add(inst.id)
+            raise
 
     def one(r: dict) -> dict:
         base = {"task": task, "input_id": r["input_id"]}
@@ -53,8 +65,8 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
             return {**base, "error": f"input invalid: {r['error']}"}
         inst = InputInstance.from_row(r)
         try:
-            rubric, source, log, load_log = resolve_rubric(inst, task, bench.bench_path(), bench.frozen_rubrics_path(),
-                                                 generator, lambda i: rubric_generator.generate(i, rubric_vlm, stats))
+            rubric, source, log, load_log = resolve_rubric(inst, task, bench.bench_path(), frozen,
+                                                 generator, generate)
         except RubricError as exc:
             context.log.warning(f"{task} input {inst.id}: {exc}")
             return {**base, "error": str(exc)}
@@ -74,6 +86,11 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
     ok = df.filter(pl.col("error").is_null())
     return dg.Output(df, data_version=_version(df["rubric_hash"].to_list() + df["error"].to_list()), metadata={
         "n_rubrics": ok.height, "n_errors": df.height - ok.height,
+        # Rubrics that could not be made for a valid input (a generator that failed): tried again.
+        "n_retryable": len(failed_generation),
+        "evaluator": generator_digest(rubric_generator, rubric_vlm),
+        # The frozen rubric files as this run left them (it may have frozen new ones).
+        "rubric_files": rubric_files_digest(bench.bench_path(), frozen, task),
         "n_loaded": ok.filter(pl.col("source") == "loaded").height,
         "n_coerced": ok.filter(pl.col("load_log") != "[]").height,
         "n_generated": ok.filter(pl.col("source") == "generated").height,

@@ -6,6 +6,7 @@ It follows ``video_scores`` by declarative automation: a re-scored partition upd
 
 import base64
 import hashlib
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -13,8 +14,10 @@ import polars as pl
 from argus_dagster.files import WriteError, write_atomic
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.report import leaderboard_png
-from argus_dagster.settings import load_settings, report_url
+from argus_dagster.settings import report_url
 from argus_dagster.tables import VIDEO_SCORES, frame
+
+from resources.bench import BenchResource
 
 from .overview import overview_metadata
 
@@ -25,9 +28,9 @@ FOLLOWS_PARTITIONS = dg.AutomationCondition.eager().without(~dg.AutomationCondit
     "eager, over the partitions that exist")
 
 
-def plot_metadata(lb: pl.DataFrame) -> dict:
-    """Per task: the PNG written under ``$ARGUS_HOME/reports/leaderboard/`` and shown inline."""
-    out_dir = load_settings().reports_dir / "leaderboard"
+def plot_metadata(lb: pl.DataFrame, reports_dir: Path) -> dict:
+    """Per task: the PNG written under the evaluation's ``reports/leaderboard/`` and shown inline."""
+    out_dir = reports_dir / "leaderboard"
     meta = {}
     for task in sorted(lb["task"].unique().to_list()):
         png = leaderboard_png(task, lb.filter(pl.col("task") == task).to_dicts())
@@ -37,28 +40,31 @@ def plot_metadata(lb: pl.DataFrame) -> dict:
         try:  # the table is the leaderboard; a plot that cannot be written is said, not fatal
             write_atomic(path, png)
             meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
-            meta[f"plot_{task}_url"] = dg.MetadataValue.url(report_url(path))
+            meta[f"plot_{task}_url"] = dg.MetadataValue.url(report_url(path, reports_dir))
         except WriteError as exc:
             meta[f"plot_{task}_error"] = str(exc)
     return meta
 
 
-@dg.asset(code_version="3", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="4", group_name="reports", kinds={"polars"},
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
-def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
-    """Mean final score per task and model, with a bootstrap 95% interval and the video count."""
+def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
+                bench: BenchResource) -> dg.Output[pl.DataFrame]:
+    """Mean final score per task and model, with a bootstrap 95% interval and the video count, of
+    one evaluation (its ``bench`` and ``profile`` columns)."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
     scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
-    lb = build_leaderboard(scores)
+    lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name())
     flat = lb.with_columns(pl.col("needs_vlm").list.join(","))  # CSV holds no lists
     version = dg.DataVersion(hashlib.sha256(flat.write_csv().encode()).hexdigest()[:16])
     return dg.Output(lb, data_version=version, metadata={
+        "bench": bench.bench_name(), "profile": bench.profile_name(), "bench_dir": str(bench.bench_path()),
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
-        **plot_metadata(lb),
-        **overview_metadata(context, leaderboard=lb),
+        **plot_metadata(lb, bench.reports_path()),
+        **overview_metadata(context, bench, leaderboard=lb),
     })
 
 

@@ -1,7 +1,7 @@
 """Diagnostic reports (task x model): one HTML page per video, an index per partition, and a
 comparison page per input that every model's partition refreshes.
 
-Pages go to ``$ARGUS_HOME/reports/<TASK>/<model>/``. For the comparison pages each partition leaves
+Pages go to the evaluation's ``reports/<TASK>/<model>/``. For the comparison pages each partition leaves
 a small card per video (scores and a few thumbnails) under ``<TASK>/_cards/<input_id>/``; the page of
 an input is rebuilt from all cards present, so it never needs another partition's tables. Every
 folder and file name made from an id or a model name is its :func:`~argus_dagster.names.file_name`;
@@ -25,7 +25,8 @@ from argus_dagster.names import file_name
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.settings import load_settings, report_url
+from argus_dagster.settings import report_url
+from resources.bench import BenchResource
 
 from .partitions import task_and_model, task_model_partitions
 
@@ -110,10 +111,11 @@ def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str,
           automation_condition=dg.AutomationCondition.eager())
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
-                       criterion_scores: pl.DataFrame, video_scores: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                       criterion_scores: pl.DataFrame, video_scores: pl.DataFrame,
+                       bench: BenchResource) -> dg.Output[pl.DataFrame]:
     """One self-contained HTML report per video, an index page, and the per-input comparison pages."""
     task, model = task_and_model(context)
-    task_dir = load_settings().reports_dir / task
+    task_dir = bench.reports_path() / task
     out_dir = task_dir / safe_name(model)
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}

@@ -1,12 +1,8 @@
 """The nightly reconcile: a run for every task x model partition that is missing or stale.
 
-A partition of the candidate store is
-
-* missing when any candidate asset (``candidate_videos`` … ``diagnostic_reports``) never
-  materialized for it;
-* stale when its videos' content hashes differ from those its ``candidate_videos`` table recorded,
-  when the task's rubrics materialized after its ``video_scores``, or when an asset's code version
-  differs from the one its last materialization ran with.
+Missing and stale are :mod:`assets.staleness`'s answer, the one ``argus evaluate`` and the
+candidate-store sensor get too (code versions, the inputs each asset read and their data versions,
+video hashes, the evaluator, work left to retry).
 
 Missing partitions go first, then stale ones, up to ``ARGUS_RECONCILE_MAX_PARTITIONS`` (default 100)
 per night, so one night never floods the run queue (one run per partition). The candidate partitions
@@ -22,37 +18,17 @@ import dagster as dg
 from argus_dagster.candidate_store import partition_hashes, scan
 from argus_dagster.settings import environment
 from resources.bench import BenchResource
+from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
+from resources.tools import ToolsResource
+from resources.vlm import VlmResource
 
-from . import CANDIDATE_ASSETS
-from .candidates import video_scores
 from .inputs import rubrics
-from .lineage import latest_record
-from .sensors import CANDIDATE_KEYS, JUDGE_TAGS, open_store, recorded_hashes, store_location
-
-CODE_VERSION_TAG = "dagster/code_version"
+from .sensors import CANDIDATE_KEYS, JUDGE_TAGS, open_store, store_location
+from .staleness import evaluator_digests, partition_status
 
 
 def max_partitions() -> int:
     return int(environment().number("ARGUS_RECONCILE_MAX_PARTITIONS", 100, minimum=1))
-
-
-def partition_status(instance: dg.DagsterInstance, task: str, model: str, hashes: dict[str, str]) -> str | None:
-    """``"missing"``, ``"stale: <why>"`` or None (up to date)."""
-    key = str(dg.MultiPartitionKey({"task": task, "model": model}))
-    records = {a.key: latest_record(instance, a.key.to_user_string(), key) for a in CANDIDATE_ASSETS}
-    absent = [k.to_user_string() for k, r in records.items() if r is None]
-    if absent:
-        return "missing"
-    if recorded_hashes(instance, task, model) != hashes:
-        return "stale: candidate videos changed"
-    rubric = latest_record(instance, "rubrics", task)
-    if rubric is not None and rubric.storage_id > records[video_scores.key].storage_id:
-        return "stale: rubrics re-materialized"
-    for a in CANDIDATE_ASSETS:
-        ran_with = records[a.key].asset_materialization.tags.get(CODE_VERSION_TAG)
-        if ran_with != a.code_versions_by_key[a.key]:
-            return f"stale: {a.key.to_user_string()} code version {ran_with} -> {a.code_versions_by_key[a.key]}"
-    return None
 
 
 TAG = "argus/launcher"
@@ -71,8 +47,12 @@ def _in_flight(instance: dg.DagsterInstance) -> set[str]:
 @dg.schedule(cron_schedule="0 2 * * *", name="nightly_reconcile", target=CANDIDATE_KEYS,
              default_status=dg.DefaultScheduleStatus.RUNNING,
              description="Requests a run for every task x model partition that is missing or stale (bounded per night).")
-def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResource):
+def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResource,
+                      rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
+                      vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource):
     instance = context.instance
+    digests = evaluator_digests({"rubric_generator": rubric_generator, "rubric_vlm": rubric_vlm, "tools": tools,
+                                 "vlm": vlm, "judge": judge, "scoring": scoring})
     result = scan(open_store(store_location(bench)), None)
     known_models = set(instance.get_dynamic_partitions("candidate_models"))
     new_models = sorted(set(result.models) - known_models)
@@ -88,7 +68,7 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
                 continue
             if str(dg.MultiPartitionKey({"task": task, "model": model})) in running:
                 continue
-            status = partition_status(instance, task, model, partition_hashes(result.known, task, model))
+            status = partition_status(instance, task, model, partition_hashes(result.known, task, model), digests)
             if status == "missing":
                 missing.append((task, model))
             elif status:

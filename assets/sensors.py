@@ -26,10 +26,14 @@ import dagster as dg
 from argus_dagster.candidate_store import LocalCandidateStore, S3CandidateStore, partition_hashes, scan
 from argus_dagster.settings import environment, load_settings
 from resources.bench import BenchResource
+from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
+from resources.tools import ToolsResource
+from resources.vlm import VlmResource
 
 from . import CANDIDATE_ASSETS, TASK_ASSETS
 from .inputs import rubrics
 from .lineage import latest_record, stored_table
+from .staleness import evaluator_digests, partition_status
 
 CANDIDATE_KEYS = [a.key for a in CANDIDATE_ASSETS]
 TASK_KEYS = [a.key for a in TASK_ASSETS]
@@ -83,7 +87,9 @@ def candidate_run_request(task: str, model: str, hashes: dict[str, str], launche
 @dg.sensor(name="candidate_store_sensor", asset_selection=CANDIDATE_KEYS + TASK_KEYS, minimum_interval_seconds=60,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Adds new models as partitions and scores new or changed candidate videos.")
-def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchResource):
+def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchResource,
+                           rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
+                           vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource):
     t0 = time.perf_counter()
     previous, seq = _read_cursor(context.cursor)
     result = scan(open_store(store_location(bench)), previous)
@@ -94,11 +100,14 @@ def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchReso
     rubric_tasks = set(instance.get_materialized_partitions(rubrics.key) or ())
 
     changed = set(result.changed)
-    if previous is None:  # first tick: keep partitions whose stored table already has these videos
-        for task, model in sorted(changed):
-            recorded = recorded_hashes(instance, task, model) if model in known_models else None
-            if recorded is not None and recorded == partition_hashes(result.known, task, model):
-                changed.discard((task, model))
+    digests = evaluator_digests({"rubric_generator": rubric_generator, "rubric_vlm": rubric_vlm, "tools": tools,
+                                 "vlm": vlm, "judge": judge, "scoring": scoring})
+    # A changed partition that is already up to date (scored by argus evaluate, or by the UI) is not
+    # requested again: the same question argus evaluate and the nightly reconcile ask.
+    for task, model in sorted(changed):
+        if model in known_models and partition_status(
+                instance, task, model, partition_hashes(result.known, task, model), digests) is None:
+            changed.discard((task, model))
 
     requests, waiting = [], set()
     for task in sorted({t for t, _ in changed}):

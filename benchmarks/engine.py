@@ -35,11 +35,12 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 def _env(home: Path, base_url: str, concurrency: int, bench: Path, cands: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
-    env.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster_home"), ARGUS_VLM_BASE_URL=base_url,
+    dagster_home = home / "benches" / bench.name / "default" / "dagster_home"  # the evaluation's instance
+    env.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(dagster_home), ARGUS_VLM_BASE_URL=base_url,
                ARGUS_VLM_MODEL="bench-model", ARGUS_VLM_CONCURRENCY=str(concurrency),
                ARGUS_BENCH_DIR=str(bench), ARGUS_CANDIDATES_DIR=str(cands), PYTHONPATH=str(ROOT))
-    (home / "dagster_home").mkdir(parents=True, exist_ok=True)
-    (home / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     return env
 
 

@@ -137,7 +137,6 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the temporary ARGUS_HOME (bench, cache, reports)")
     ap.add_argument("--timeline", action="store_true",
                     help="print the cold run's progress and its requests started per second")
-    ap.add_argument("--parallel-runs", type=int, default=int(os.environ.get("ARGUS_PARALLEL_RUNS") or 5))
     args = ap.parse_args()
 
     import multiprocessing as mp
@@ -153,25 +152,25 @@ def main() -> None:
         os.environ.update(ARGUS_VLM_BASE_URL=base_url, ARGUS_VLM_MODEL="bench-model",
                           ARGUS_VLM_CONCURRENCY=str(args.concurrency))
         from argus_dagster.runner import local_instance, run_all
-        from argus_dagster.settings import record_active_bench
+        from argus_dagster.settings import record_bench
 
         t0 = time.perf_counter()
         bench, cands = build_scale_bench(home, args.videos, args.models)
-        record_active_bench(bench, cands)
+        record_bench(bench, cands)
         n_videos = sum(1 for _ in cands.rglob("*.mp4"))
         t1 = time.perf_counter()
         local_instance()  # the instance's databases are created once per ARGUS_HOME, before any run
         t_instance = time.perf_counter() - t1
         print(f"bench: {n_videos} videos, 5 tasks x {args.models} model(s) ({time.perf_counter() - t0:.1f} s to build); "
               f"server latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}, "
-              f"{args.parallel_runs} partition runs at once; Dagster instance created in {t_instance:.1f} s "
+              f"partition runs one after another; Dagster instance created in {t_instance:.1f} s "
               "(once per ARGUS_HOME, not in the runs' figures)")
         runs = []
         n0 = 0
         for name, force in (("cold", False), ("warm", False), ("forced", True)):
             w0, c0, m0 = time.perf_counter(), time.process_time(), time.monotonic()
             run_all(progress=print if args.timeline and name == "cold" else (lambda m: None),
-                    parallel=args.parallel_runs, force=force)
+                    force=force)
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
             conn.send(("log", n0))
             log = conn.recv()

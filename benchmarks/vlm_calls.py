@@ -36,12 +36,12 @@ def main() -> None:
 
         from argus_dagster.demo import build_demo_bench
         from argus_dagster.runner import local_instance, run_all
-        from argus_dagster.settings import record_active_bench
+        from argus_dagster.settings import record_bench
         from assets import ALL_ASSETS
         from resources import resources_for
 
         bench, cands = build_demo_bench(home, progress=lambda m: None)
-        record_active_bench(bench, cands)
+        record_bench(bench, cands)
         t0 = time.perf_counter()
         lb = run_all(models=args.models, progress=lambda m: None)
         wall = time.perf_counter() - t0

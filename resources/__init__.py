@@ -8,9 +8,10 @@
 import dagster as dg
 from dagster_polars import PolarsParquetIOManager
 
-from argus_dagster.settings import environment, load_settings
+from argus_dagster.names import file_name
+from argus_dagster.settings import Settings, SettingError, environment, load_settings, parse_profile
 
-from .bench import BenchResource
+from .bench import BenchResource, bench_from_settings
 from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from .tools import ToolsResource, tools_from_env
 from .vlm import VlmResource, vlm_from_env
@@ -18,38 +19,53 @@ from .vlm import VlmResource, vlm_from_env
 ENVIRONMENTS = ("local", "gpu", "aws")
 
 
-def resources_for(env: str | None = None, vlm_only: bool | None = None) -> dict:
-    """The resources of one environment; ``vlm_only`` None: as ``ARGUS_VLM_ONLY`` says."""
+def resources_for(env: str | None = None, settings: Settings | None = None) -> dict:
+    """The resources of one environment for one evaluation (default: this process's, see
+    :func:`argus_dagster.settings.load_settings`). The evaluation's profile sets the VLM-only
+    ablation and the judge's and rubric generator's model names; its folders are the bench
+    resource's config and the IO manager's base."""
     variables = environment()
     env = env or variables.get("ARGUS_ENV", "local")
     if env not in ENVIRONMENTS:
         raise ValueError(f"ARGUS_ENV={env!r}: expected one of {ENVIRONMENTS}")
-    settings = load_settings()
-    if vlm_only is None:
-        vlm_only = variables.flag("ARGUS_VLM_ONLY")
+    settings = settings or load_settings()
+    profile = parse_profile(settings.profile)
+    vlm_only = profile.vlm_only
     common = {
-        "bench": BenchResource(),
+        "bench": bench_from_settings(settings),
         "rubric_generator": RubricGeneratorResource(),
         "judge": JudgeResource(),
         "scoring": ScoringResource(),
         # The judge's VLM (also answers vlm_qa) and the rubric generator's, chosen independently.
-        "vlm": vlm_from_env("ARGUS_VLM"),
-        "rubric_vlm": vlm_from_env("ARGUS_RUBRIC", fallback="ARGUS_VLM"),
+        "vlm": _with_model(vlm_from_env("ARGUS_VLM"), profile.judge_model, "judge", "ARGUS_VLM"),
+        "rubric_vlm": _with_model(vlm_from_env("ARGUS_RUBRIC", fallback="ARGUS_VLM"), profile.rubric_model,
+                                  "rubric", "ARGUS_RUBRIC (or ARGUS_VLM)"),
     }
     if env == "local":
         return {**common,
-                "tools": tools_from_env("cpu", vlm_only=vlm_only),
+                "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=str(settings.cache_dir)),
                 "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
     if env == "gpu":
         return {**common,
-                "tools": tools_from_env("cuda", vlm_only=vlm_only),
+                "tools": tools_from_env("cuda", vlm_only=vlm_only, cache_dir=str(settings.cache_dir)),
                 "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
     return {**common,
-            "tools": tools_from_env("cpu", vlm_only=vlm_only),
+            "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=str(settings.cache_dir)),
             "io_manager": PolarsParquetIOManager(
-                base_dir=f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'storage')}",
+                base_dir=(f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'storage')}/"
+                          f"{file_name(settings.bench)}/{file_name(settings.profile)}"),
                 storage_options={"endpoint_url": {"env": "ARGUS_S3_ENDPOINT_URL"}} if variables.get("ARGUS_S3_ENDPOINT_URL") else None,
             )}
+
+
+def _with_model(vlm: VlmResource, model: str, part: str, prefix: str) -> VlmResource:
+    """The VLM with the profile's model name (``judge=<model>``, ``rubric=<model>``) on its endpoints."""
+    if not model:
+        return vlm
+    if not vlm.configured:
+        raise SettingError(f"profile part {part}={model}: no endpoint to ask it on; set {prefix}_BASE_URL "
+                           f"(or _PATH)")
+    return vlm.model_copy(update={"model": model})
 
 
 def executor_for(env: str | None = None) -> dg.ExecutorDefinition:

@@ -1,4 +1,4 @@
-"""Where inputs, candidates and frozen rubrics live."""
+"""The evaluation a run belongs to: its bench, profile and folders."""
 
 
 from pathlib import Path
@@ -9,11 +9,27 @@ from argus_dagster.settings import load_settings
 
 
 class BenchResource(dg.ConfigurableResource):
-    """The bench and candidate store. Empty fields resolve at run time from :mod:`argus_dagster.settings`."""
+    """The evaluation's identity (``bench``, ``profile``) and every folder a run reads or writes.
 
+    :func:`resources.resources_for` fills each field from the evaluation, so the UI's resource view
+    and each run's config show them; an empty field resolves at run time from
+    :mod:`argus_dagster.settings` (a resource built by hand in a test or notebook).
+    """
+
+    bench: str = ""
+    profile: str = ""
     bench_dir: str = ""
     candidates_dir: str = ""
     frozen_rubrics_dir: str = ""
+    reports_dir: str = ""
+    human_dir: str = ""
+    storage_dir: str = ""
+
+    def bench_name(self) -> str:
+        return self.bench or load_settings().bench
+
+    def profile_name(self) -> str:
+        return self.profile or load_settings().profile
 
     def bench_path(self) -> Path:
         return Path(self.bench_dir) if self.bench_dir else load_settings().bench_dir
@@ -23,3 +39,21 @@ class BenchResource(dg.ConfigurableResource):
 
     def frozen_rubrics_path(self) -> Path:
         return Path(self.frozen_rubrics_dir) if self.frozen_rubrics_dir else load_settings().frozen_rubrics_dir
+
+    def reports_path(self) -> Path:
+        return Path(self.reports_dir) if self.reports_dir else load_settings().reports_dir
+
+    def storage_path(self) -> Path:
+        """Where the evaluation's tables are (the overview page reads them)."""
+        return Path(self.storage_dir) if self.storage_dir else load_settings().storage_dir
+
+    def human_path(self) -> Path:
+        return Path(self.human_dir) if self.human_dir else load_settings().human_dir
+
+
+def bench_from_settings(settings=None) -> BenchResource:
+    s = settings or load_settings()
+    return BenchResource(bench=s.bench, profile=s.profile, bench_dir=str(s.bench_dir),
+                         candidates_dir=str(s.candidates_dir), frozen_rubrics_dir=str(s.frozen_rubrics_dir),
+                         reports_dir=str(s.reports_dir), human_dir=str(s.human_dir),
+                         storage_dir=str(s.storage_dir))

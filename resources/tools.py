@@ -49,7 +49,7 @@ class ToolsResource(dg.ConfigurableResource):
         """The ``evidence`` or ``judgments`` namespace of the content cache (fresh counters)."""
         if self.cache_dir == "off":
             return ContentCache(None, namespace)
-        return ContentCache(self.cache_dir or str(load_settings().home / "cache"), namespace)
+        return ContentCache(self.cache_dir or str(load_settings().cache_dir), namespace)
 
     def suite(self) -> ToolSuite:
         if self.ocr_backend not in OCR_BACKENDS:
@@ -61,7 +61,7 @@ class ToolsResource(dg.ConfigurableResource):
         return bool(self.web_search_url and self.web_search_key)
 
 
-def tools_from_env(device: str, vlm_only: bool = False) -> ToolsResource:
+def tools_from_env(device: str, vlm_only: bool = False, cache_dir: str = "") -> ToolsResource:
     """The tools resource from ``ARGUS_MODELS_DIR``, ``ARGUS_DEVICE`` (overrides ``device``),
     ``ARGUS_OCR_BACKEND``, ``ARGUS_WEB_SEARCH_URL``, ``ARGUS_WEB_SEARCH_KEY`` and ``ARGUS_CACHE``."""
     env = environment().get
@@ -70,4 +70,4 @@ def tools_from_env(device: str, vlm_only: bool = False) -> ToolsResource:
     return ToolsResource(device=env("ARGUS_DEVICE") or device, models_dir=env("ARGUS_MODELS_DIR"),
                          web_search_url=env("ARGUS_WEB_SEARCH_URL"), web_search_key=key,
                          ocr_backend=env("ARGUS_OCR_BACKEND") or "rapidocr", vlm_only=vlm_only,
-                         cache_dir=env("ARGUS_CACHE"))
+                         cache_dir=env("ARGUS_CACHE") or cache_dir)

@@ -27,16 +27,13 @@ def real_data() -> Path:
 def _isolated_home(tmp_path_factory):
     """No test writes into the developer's .argus or Dagster instance."""
     home = tmp_path_factory.mktemp("argus_home")
-    old = {k: os.environ.get(k) for k in ("ARGUS_HOME", "DAGSTER_HOME", "ARGUS_BENCH_DIR", "ARGUS_CANDIDATES_DIR")}
+    old = {k: os.environ.get(k) for k in ("ARGUS_HOME", "DAGSTER_HOME", "ARGUS_BENCH_DIR", "ARGUS_CANDIDATES_DIR",
+                                           "ARGUS_BENCH", "ARGUS_PROFILE")}
     os.environ["ARGUS_HOME"] = str(home)
-    os.environ["DAGSTER_HOME"] = str(home / "dagster_home")
-    os.environ.pop("ARGUS_BENCH_DIR", None)
-    os.environ.pop("ARGUS_CANDIDATES_DIR", None)
+    os.environ["DAGSTER_HOME"] = str(home / "dagster_home")  # tests' own instances; the CLI's are per evaluation
+    for k in ("ARGUS_BENCH_DIR", "ARGUS_CANDIDATES_DIR", "ARGUS_BENCH", "ARGUS_PROFILE"):
+        os.environ.pop(k, None)
     (home / "dagster_home").mkdir()
-    # An instance without settings: the CLI's partition runs share its process, as they do for a user
-    # who removes the default file (argus_dagster.runner.shares_a_process); tests that need the
-    # default instance file make their own ARGUS_HOME.
-    (home / "dagster_home" / "dagster.yaml").write_text("# no settings\n")
     yield home
     for k, v in old.items():
         if v is None:

@@ -1,11 +1,13 @@
 """Frozen rubrics: load the one an input already has, else generate it once and freeze it.
 
 Look-up order: the bench's ``<TASK>/rubrics/<id>.json`` (released rubrics live there), then
-``$ARGUS_HOME/rubrics/<TASK>/<id>.json``; an id that is not a single folder entry (``../x``, ``a/b``)
+``<frozen_dir>/<TASK>/<id>.json`` (``$ARGUS_HOME/benches/<bench>/rubrics/<generator>``); an id that is not a single folder entry (``../x``, ``a/b``)
 is looked up and frozen under its :func:`~argus_dagster.names.file_name` only, so no id reads or writes
 outside those folders. A rubric this project generated records its input's content
 hash and generator; it is regenerated only when either changed. New rubrics are frozen into the
-bench when it is writable, else under ``$ARGUS_HOME``.
+bench when it is writable and holds no rubric of another generator for the input (so two evaluator
+profiles with different rubric generators never overwrite each other's), else under ``frozen_dir``
+(``$ARGUS_HOME/benches/<bench>/rubrics/<generator>``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,18 @@ def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
             or g.get("backend") != generator.get("backend")
             or g.get("model") != generator.get("model")
             or g.get("prompt_version") != generator.get("prompt_version"))
+
+
+def _other_generator(path: Path, generator: dict) -> bool:
+    """Whether ``path`` holds a rubric that another generator (backend or model) wrote, or a
+    released one: it is left as it is."""
+    if not path.is_file():
+        return False
+    try:
+        g = read_rubric_file(str(path))[0].generator
+    except Exception:  # an unreadable file is replaced
+        return False
+    return "input_hash" not in g or (g.get("backend"), g.get("model")) != (generator.get("backend"), generator.get("model"))
 
 
 def _write(path: Path, rubric: Rubric) -> bool:
@@ -68,6 +82,6 @@ def resolve_rubric(
             return rubric, "loaded", log, load_log
     rubric = generate(inst)
     rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
-    if not (bench_path is not None and _write(bench_path, rubric)):
+    if not (bench_path is not None and not _other_generator(bench_path, generator) and _write(bench_path, rubric)):
         _write(home_path, rubric)
     return rubric, "generated", log, []

@@ -16,8 +16,9 @@ def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource 
     return {
         "vlm": vlm or VlmResource(),
         "rubric_vlm": rubric_vlm or vlm or VlmResource(),
-        "bench": BenchResource(bench_dir=str(bench), candidates_dir=str(candidates),
-                               frozen_rubrics_dir=str(home / "rubrics")),
+        "bench": BenchResource(bench="test", profile="default", bench_dir=str(bench), candidates_dir=str(candidates),
+                               frozen_rubrics_dir=str(home / "rubrics"), reports_dir=str(home / "reports"),
+                               storage_dir=str(home / "storage"), human_dir=str(home / "human")),
         "tools": ToolsResource(cache_dir=str(home / "cache")),
         "rubric_generator": RubricGeneratorResource(),
         "judge": JudgeResource(),

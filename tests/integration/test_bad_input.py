@@ -157,20 +157,22 @@ def test_the_cli_ends_with_a_summary_of_row_errors_and_fails_only_when_nothing_i
     assert "no video could be scored" in capsys.readouterr().out
 
 
-def test_an_evaluate_that_scores_nothing_leaves_the_active_bench_as_it_was(tmp_path, monkeypatch, capsys):
+def test_an_evaluate_that_scores_nothing_leaves_the_default_evaluation_as_it_was(tmp_path, monkeypatch, capsys):
     import json as _json
 
     from argus_dagster.cli import main
+    from argus_dagster.settings import load_settings, record_bench, recorded_evaluations
 
     bench, cands = tmp_path / "bench", tmp_path / "cands"
     (bench / "T2V").mkdir(parents=True)
     (bench / "T2V" / "manifest.jsonl").write_text(_json.dumps({"id": "v0", "prompt": "A pattern slides."}) + "\n")
     (cands / "T2V" / "m").mkdir(parents=True)
     (cands / "T2V" / "m" / "v0.mp4").write_bytes(b"")  # nothing scorable
+    other = tmp_path / "other"
+    (other / "T2V").mkdir(parents=True)
     home = tmp_path / "home"
-    home.mkdir()
-    active = {"bench_dir": "/somewhere/else", "candidates_dir": "/somewhere/cands"}
-    (home / "argus.json").write_text(_json.dumps(active))
     monkeypatch.setenv("ARGUS_HOME", str(home))
+    record_bench(other, tmp_path / "other_cands")
     assert main(["evaluate", "--bench", str(bench), "--candidates", str(cands)]) == 1
-    assert _json.loads((home / "argus.json").read_text()) == active
+    assert load_settings().bench == "other"  # still the default
+    assert {r["bench"] for r in recorded_evaluations()} == {"other", "bench"}  # the failed one is listed

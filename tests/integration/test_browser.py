@@ -87,10 +87,7 @@ def site(tmp_path_factory, browser):
     port = _free_port()
     base = f"http://127.0.0.1:{port}/"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "ARGUS_HOME": str(home),
-           "DAGSTER_HOME": str(home / "dagster_home"), "ARGUS_REPORTS_URL": base, "PYTHONPATH": str(ROOT),
-           # One run at a time: concurrent in-process runs can deadlock in Python logging where the
-           # instance has a dagster.yaml (a runner matter, not what these tests look at).
-           "ARGUS_PARALLEL_RUNS": "1"}
+           "ARGUS_REPORTS_URL": base, "PYTHONPATH": str(ROOT)}
     bench, cands = build_demo_bench(home, progress=lambda m: None)
     for task, bad in KNOWN_BAD.items():
         for d in (cands / task).iterdir():
@@ -104,8 +101,8 @@ def site(tmp_path_factory, browser):
     (home / "human" / "T2V.csv").write_text("input_id,model,score\n" + "".join(
         f"{i},{m},{s}\n" for i in ids for m, s in ((BEST_MODEL, 5), (KNOWN_BAD["T2V"][0], 1))))
     # The evaluation runs in its own process with these settings, through the runner `argus demo` uses.
-    script = ("from argus_dagster.runner import run_all; from argus_dagster.settings import record_active_bench; "
-              f"record_active_bench({str(bench)!r}, {str(cands)!r}); run_all(progress=lambda m: None)")
+    script = ("from argus_dagster.runner import run_all; from argus_dagster.settings import record_bench; "
+              f"record_bench({str(bench)!r}, {str(cands)!r}, name='demo'); run_all(progress=lambda m: None)")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -114,8 +111,9 @@ def site(tmp_path_factory, browser):
     try:
         line = server.stdout.readline()
         assert f"at {base}index.html" in line, line + (server.stdout.read() if server.poll() is not None else "")
-        lb = pl.read_parquet(home / "storage" / "leaderboard.parquet")
-        yield {"home": home, "base": base, "env": env, "leaderboard": lb, "root": root}
+        evaluation = home / "benches" / "demo" / "default"
+        lb = pl.read_parquet(evaluation / "storage" / "leaderboard.parquet")
+        yield {"home": home, "evaluation": evaluation, "base": base, "env": env, "leaderboard": lb, "root": root}
     finally:
         _stop(server)
 
@@ -246,11 +244,11 @@ def dagster_ui(site):
     """The real dagster-webserver on the evaluated instance."""
     port = _free_port()
     log = open(site["root"] / "webserver.log", "w")
-    dagster_home = site["home"] / "dagster_home"
-    if not (dagster_home / "dagster.yaml").exists():
-        (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    dagster_home = site["evaluation"] / "dagster_home"  # as `make ui` pins it (argus evaluations --env)
+    assert (dagster_home / "dagster.yaml").exists()
+    env = {**site["env"], "DAGSTER_HOME": str(dagster_home)}
     proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-w", "workspace.yaml",
-                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=site["env"], stdout=log,
+                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:

@@ -367,7 +367,7 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
         lines, calls, runs = run()
         assert calls == 2 + 2 * (5 + 3) * 2 and runs == 4  # rubrics, then per video 5 judgments + 3 vlm_qa
         lines, calls, runs = run()
-        assert (calls, runs) == (0, 0)
+        assert (calls, runs) == (0, 0), lines
         assert sum("up to date" in x for x in lines) == 4, lines
         write_video(cands / "T2V" / "o" / "p0.mp4", _clip(30), 12)  # a new model
         lines, calls, runs = run()
@@ -440,9 +440,10 @@ def test_a_frame_is_decoded_and_encoded_once_for_every_criterion_of_its_video(tm
     assert store.decode_count == 1 and len(encoded) == 8
 
 
-def test_concurrent_partition_runs_share_one_bound(tmp_path, monkeypatch):
-    """Partition runs that start together (three tasks, two models) build one VLM client between them:
-    the server never sees more requests in flight than the configured concurrency."""
+def test_partition_runs_share_one_client_and_its_bound(tmp_path, monkeypatch):
+    """The runs of an evaluation (three tasks, two models), and the many criteria each run judges at
+    once, build one VLM client between them: the server never sees more requests in flight than the
+    configured concurrency, and sees that many."""
     from argus_dagster.runner import run_all
     from resources.vlm import _client
 
@@ -485,9 +486,6 @@ def test_concurrent_partition_runs_share_one_bound(tmp_path, monkeypatch):
                      "ARGUS_VLM_CONCURRENCY": "2"}.items():
             monkeypatch.setenv(k, v)
         monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
-        # An instance without settings: partition runs share the process (see runner.shares_a_process).
-        (tmp_path / "home" / "dh").mkdir(parents=True)
-        (tmp_path / "home" / "dh" / "dagster.yaml").write_text("# no settings: partition runs share a process\n")
-        board = run_all(progress=lambda _msg: None, parallel=5)
+        board = run_all(progress=lambda _msg: None)
     assert board.height == 6
     assert srv.max_in_flight == 2, srv.max_in_flight  # the bound is used and never passed

@@ -29,15 +29,17 @@ def _leaderboard(instance: dg.DagsterInstance) -> pl.DataFrame | None:
 
 def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monkeypatch):
     from argus_dagster.runner import local_instance, run_all
+    from argus_dagster.settings import load_settings
 
     home = tmp_path / "home"
     bench, cands = t2v_bench(tmp_path, n_inputs=2)
-    env = {"ARGUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home"),
-           "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}
+    env = {"ARGUS_HOME": str(home), "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
+    settings = load_settings()
+    env["DAGSTER_HOME"] = str(settings.dagster_home)  # as `argus evaluations --env` pins it for make ui
     run_all(progress=lambda _m: None)  # the bench as evaluated before: model m on the leaderboard
-    (home / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    assert (settings.dagster_home / "dagster.yaml").read_text().count("enabled: false") == 1
 
     for i in range(2):  # a new model appears while the daemon is up
         write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i)[:, :, ::-1], 12)
@@ -46,7 +48,7 @@ def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monk
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), **env})
     try:
-        instance = dg.DagsterInstance.from_config(str(home / "dagster_home"))
+        instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
         deadline, board = time.time() + 240, None
         while time.time() < deadline:
             board = _leaderboard(instance)
@@ -70,5 +72,5 @@ def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monk
     assert "sensor" in launched  # scored by the candidate-store sensor's run
     automated = [r for r in runs if r.tags.get("dagster/from_automation_condition") == "true"]
     assert automated, [r.tags for r in runs]  # the leaderboard was re-materialized by declarative automation
-    assert (home / "reports" / "T2V" / "n" / "index.html").is_file()
+    assert (settings.reports_dir / "T2V" / "n" / "index.html").is_file()
     local_instance().dispose()

@@ -10,7 +10,7 @@ from argus_dagster import tables
 from argus_dagster.demo import BEST_MODEL, KNOWN_BAD, build_demo_bench
 from argus_dagster.instances import ALL_TASKS
 from argus_dagster.runner import current_leaderboard, local_instance, run_all
-from argus_dagster.settings import load_settings, record_active_bench
+from argus_dagster.settings import load_settings, record_bench
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
 @pytest.fixture(scope="module")
 def demo_run(_isolated_home):
     bench, cands = build_demo_bench(_isolated_home, progress=lambda m: None)
-    record_active_bench(bench, cands)
+    record_bench(bench, cands, name="demo")
     human = _isolated_home / "human" / "T2V.csv"
     human.parent.mkdir(exist_ok=True)
     ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
@@ -162,14 +162,15 @@ def test_leaderboard_finds_the_home_like_git_and_creates_nothing_elsewhere(demo_
 def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monkeypatch):
     import yaml
 
-    from argus_dagster.runner import local_instance, shares_a_process
+    from argus_dagster.runner import local_instance
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster_home"))  # local_instance sets it
-    local_instance().dispose()
-    config = tmp_path / "home" / "dagster_home" / "dagster.yaml"
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))  # local_instance points it at the evaluation's
+    instance = local_instance()
+    config = tmp_path / "home" / "benches" / "demo" / "default" / "dagster_home" / "dagster.yaml"
     assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False}}
-    assert not shares_a_process()  # an instance with settings: its runs go one after another
+    assert instance.root_directory == str(config.parent)
+    instance.dispose()
 
 
 def test_align_explains_every_column(demo_run, capsys, tmp_path):

@@ -36,6 +36,7 @@ def test_killed_three_times_under_faults_the_run_resumes_and_loses_nothing(tmp_p
 
     home = tmp_path / "home"
     bench, cands = build_scale_bench(home, 50, 1)
+    evaluation = home / "benches" / "bench" / "default"  # the bench's folder name; the default profile
     rng = random.Random(7)
     with FakeVlmServer(latency_s=0.05, error_rate=0.10, unparseable_rate=0.05, stall_rate=0.02, stall_s=2.0,
                        seed=3) as srv:
@@ -62,15 +63,15 @@ def test_killed_three_times_under_faults_the_run_resumes_and_loses_nothing(tmp_p
         requests = list(srv.requests)
 
     # Every video of the bench is on the leaderboard, none in error.
-    board = pl.read_parquet(next((home / "storage").glob("leaderboard*")))
+    board = pl.read_parquet(next((evaluation / "storage").glob("leaderboard*")))
     assert sorted(board["task"]) == ["T2V", "TI2V", "TS2V", "TSV2V", "TV2V"], board
     assert board["n_videos"].to_list() == [10] * 5 and board["n_errors"].to_list() == [0] * 5, board
     # No table or report is corrupt.
-    tables = sorted((home / "storage").rglob("*.parquet"))
+    tables = sorted((evaluation / "storage").rglob("*.parquet"))
     assert len(tables) >= 5 * 6
     for t in tables:
         pl.read_parquet(t)
-    pages = sorted((home / "reports").rglob("*.html"))
+    pages = sorted((evaluation / "reports").rglob("*.html"))
     assert len(pages) >= 50
     for page in pages:
         assert page.read_text(encoding="utf-8").rstrip().endswith("</html>"), page
@@ -91,6 +92,6 @@ def test_killed_three_times_under_faults_the_run_resumes_and_loses_nothing(tmp_p
           f"{outcomes.count('garbage')} garbage); {repeated} answered requests asked again")
     assert repeated <= len(kills) * 2 * CONCURRENCY, (repeated, kills)
     # At most 1% of criteria unscored.
-    scores = pl.concat([pl.read_parquet(t) for t in (home / "storage" / "criterion_scores").rglob("*.parquet")])
+    scores = pl.concat([pl.read_parquet(t) for t in (evaluation / "storage" / "criterion_scores").rglob("*.parquet")])
     unscored = scores.filter(pl.col("score").is_null()).height
     assert scores.height > 200 and unscored <= 0.01 * scores.height, (unscored, scores.height)

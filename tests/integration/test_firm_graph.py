@@ -129,7 +129,7 @@ def test_scores_recompute_from_the_stored_items_and_verdicts(online):
 
 def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
     out = tmp_path / "firm.jsonl"
-    n, left_out = export_firm(out, instance=online["instance"], resources=online["res"])
+    n, left_out = export_firm(out, instance=online["instance"])
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert n == len(lines) == len(MODELS) * len(PROMPTS) * 3 and left_out == []
     assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
@@ -139,7 +139,7 @@ def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
         assert r["prompt"] == PROMPTS[pid] and r["target"]["score"] in range(1, 6) and r["target"]["reasoning"]
         assert len(r["frames"]) == 8 and r["frames"][0].split("#")[0].endswith(f"/{pid}.mp4")
         assert r["messages"][1]["content"] == json.dumps(r["target"], ensure_ascii=False)
-    summary = firm_summary(instance=online["instance"], resources=online["res"])
+    summary = firm_summary(instance=online["instance"])
     assert summary["n_videos"].to_list() == [len(PROMPTS)] * len(MODELS)
 
 
@@ -161,7 +161,7 @@ def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_pa
         assert scores["pq_rationale"].str.contains("Checked without a VLM").all()
         assert load("firm_verdicts", res, instance, _key("m")).height == 0
         assert all(e.passed for e in out.get_asset_check_evaluations())
-        n, left = export_firm(tmp_path / "x.jsonl", instance=instance, resources=res)
+        n, left = export_firm(tmp_path / "x.jsonl", instance=instance)
         assert n == 0 and len(left) == len(PROMPTS) and all("not every dimension is scored" in x for x in left)
 
 

@@ -230,7 +230,7 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
 
     resources = graph_resources(bench, cands, home)
     with dg.instance_for_test() as instance:
-        ctx = dg.build_sensor_context(instance=instance, resources={"bench": resources["bench"]})
+        ctx = dg.build_sensor_context(instance=instance, resources=resources)
         result = candidate_store_sensor(ctx)
         added = [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
         assert added == ["m"]
@@ -266,6 +266,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
     run database (its job snapshots included) and the CLI's output show the endpoint without them,
     and the calls still reach the server."""
     from argus_dagster.cli import _backbones
+    from argus_dagster.settings import load_settings
     from resources import VlmResource
     from tests.servers.openai_server import FakeVlmServer
 
@@ -282,7 +283,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
         from resources.vlm import vlm_from_env
 
         vlm = vlm_from_env()
-        shown = _backbones()
+        shown = _backbones(load_settings())
         resources = graph_resources(bench, cands, home, vlm=vlm)
         with dg.instance_for_test() as instance:
             materialize_task("T2V", ["m"], resources, instance)

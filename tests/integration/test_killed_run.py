@@ -20,9 +20,10 @@ def test_a_run_killed_holding_the_gpu_pool_is_swept_and_the_next_run_finishes(tm
     home = tmp_path / "home"
     bench, cands = t2v_bench(tmp_path, n_inputs=6, n_frames=36)  # enough work to be caught holding the slot
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")},
-           "ARGUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home"), "PYTHONPATH": str(ROOT)}
-    (home / "dagster_home").mkdir(parents=True)
-    instance = dg.DagsterInstance.from_config(str(home / "dagster_home"))
+           "ARGUS_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    dagster_home = home / "benches" / "bench" / "default" / "dagster_home"  # the evaluation's instance
+    dagster_home.mkdir(parents=True)
+    instance = dg.DagsterInstance.from_config(str(dagster_home))
     instance.event_log_storage.set_concurrency_slots("gpu", 1)  # as `dagster instance concurrency set gpu 1`
     cmd = [str(Path(sys.executable).parent / "argus"), "evaluate", "--bench", str(bench), "--candidates", str(cands)]
 

@@ -160,7 +160,7 @@ def test_nightly_reconcile_requests_missing_then_stale(scored, monkeypatch):
 
     def tick():
         # The context is entered and left: it sets Dagster's state storage while open.
-        with dg.build_schedule_context(instance=instance, resources={"bench": resources["bench"]},
+        with dg.build_schedule_context(instance=instance, resources=resources,
                                        repository_def=repo) as ctx:
             result = nightly_reconcile(ctx)
         if isinstance(result, dg.SkipReason):

@@ -5,6 +5,12 @@ import dagster as dg
 import polars as pl
 
 from assets.overview import overview_metadata
+from resources.bench import BenchResource
+
+
+def _bench(tmp_path) -> BenchResource:
+    return BenchResource(bench="b", profile="default", reports_dir=str(tmp_path / "reports"),
+                         storage_dir=str(tmp_path / "storage"), bench_dir=str(tmp_path / "bench"))
 
 LB = pl.DataFrame({"task": ["T2V"], "model": ["m"], "mean_final": [7.0], "ci_low": [6.0], "ci_high": [8.0],
                    "n_videos": [3], "n_errors": [0]})
@@ -13,7 +19,7 @@ LB = pl.DataFrame({"task": ["T2V"], "model": ["m"], "mean_final": [7.0], "ci_low
 def test_written_and_linked_over_http(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
     monkeypatch.setenv("ARGUS_REPORTS_URL", "http://127.0.0.1:9/")
-    meta = overview_metadata(dg.build_asset_context(), leaderboard=LB)
+    meta = overview_metadata(dg.build_asset_context(), _bench(tmp_path), leaderboard=LB)
     assert meta["overview_url"].value == "http://127.0.0.1:9/index.html"
     assert 'data-task="T2V"' in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
 
@@ -21,5 +27,5 @@ def test_written_and_linked_over_http(tmp_path, monkeypatch):
 def test_a_page_that_cannot_be_written_is_said(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
     (tmp_path / "reports" / "index.html").mkdir(parents=True)  # in the way of the page
-    meta = overview_metadata(dg.build_asset_context(), leaderboard=LB)
+    meta = overview_metadata(dg.build_asset_context(), _bench(tmp_path), leaderboard=LB)
     assert "overview_url" not in meta and "index.html" in meta["overview_error"]

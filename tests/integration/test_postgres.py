@@ -62,13 +62,14 @@ def postgres_url():
 
 def test_the_aws_instance_file_on_postgres_records_argus_evaluate(postgres_url, tmp_path):
     home = tmp_path / "home"
-    (home / "dagster_home").mkdir(parents=True)
-    shutil.copy(ROOT / "deploy" / "aws" / "dagster.yaml", home / "dagster_home" / "dagster.yaml")
-    storage = yaml.safe_load((home / "dagster_home" / "dagster.yaml").read_text())["storage"]
+    dagster_home = home / "benches" / "bench" / "default" / "dagster_home"  # the evaluation's instance
+    dagster_home.mkdir(parents=True)
+    shutil.copy(ROOT / "deploy" / "aws" / "dagster.yaml", dagster_home / "dagster.yaml")
+    storage = yaml.safe_load((dagster_home / "dagster.yaml").read_text())["storage"]
     assert storage == {"postgres": {"postgres_url": {"env": "DAGSTER_PG_URL"}}}  # the URL stays in the environment
     bench, cands = t2v_bench(tmp_path, n_inputs=2)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}, "DAGSTER_PG_URL": postgres_url,
-           "ARGUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home"), "PYTHONPATH": str(ROOT)}
+           "ARGUS_HOME": str(home), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([str(Path(sys.executable).parent / "argus"), "evaluate", "--bench", str(bench),
                            "--candidates", str(cands)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
@@ -76,7 +77,7 @@ def test_the_aws_instance_file_on_postgres_records_argus_evaluate(postgres_url, 
 
     os.environ["DAGSTER_PG_URL"] = postgres_url
     try:
-        instance = dg.DagsterInstance.from_config(str(home / "dagster_home"))
+        instance = dg.DagsterInstance.from_config(str(dagster_home))
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         runs = instance.get_runs()
         assert len(runs) == 3 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)  # task, partition, board

@@ -36,7 +36,7 @@ def store(tmp_path):
 
 
 def _tick(instance, resources, cursor=None):
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"bench": resources["bench"]})
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
     result = candidate_store_sensor(ctx)
     for req in result.dynamic_partitions_requests or []:  # what the daemon does with the request
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))

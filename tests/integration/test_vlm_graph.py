@@ -17,7 +17,7 @@ from argus_dagster.demo import build_demo_bench
 from argus_dagster.judge import JUDGE_PROMPT_VERSION
 from argus_dagster.rubric.generate import PROMPT_VERSION, system_prompt
 from argus_dagster.runner import local_instance, run_all
-from argus_dagster.settings import record_active_bench
+from argus_dagster.settings import record_bench
 from assets import ALL_ASSETS
 from resources import resources_for
 from tests.servers.openai_server import FakeVlmServer, dead_url, kind_of
@@ -47,7 +47,7 @@ def vlm_run(tmp_path_factory):
             mp.setenv("ARGUS_RUBRIC_BASE_URL", rubric_server.base_url)
             mp.setenv("ARGUS_RUBRIC_MODEL", "rubric-model")
             bench, cands = build_demo_bench(home, progress=lambda m: None)
-            record_active_bench(bench, cands)
+            record_bench(bench, cands)
             lb = run_all(models=MODELS, progress=lambda m: None)
             instance = local_instance()
             defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())

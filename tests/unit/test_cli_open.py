@@ -21,8 +21,9 @@ def test_open_before_results_says_what_to_run(tmp_path, monkeypatch, capsys):
 
 
 def test_open_names_a_bad_port_setting(tmp_path, monkeypatch, capsys):
-    (tmp_path / "reports").mkdir()
-    (tmp_path / "reports" / "index.html").write_text("<p>x</p>")
+    reports = tmp_path / "benches" / "demo" / "default" / "reports"  # the demo evaluation's
+    reports.mkdir(parents=True)
+    (reports / "index.html").write_text("<p>x</p>")
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
     monkeypatch.setenv("ARGUS_REPORTS_PORT", "eighty")
     assert main(["open"]) == 2

@@ -25,6 +25,26 @@ def test_no_module_reads_the_environment_but_settings():
     assert not offenders, offenders
 
 
+def test_only_dagsters_public_api_is_used():
+    """``dagster._core`` (and any other private module) changes without notice between releases."""
+    offenders = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in _sources()
+                 for n, line in enumerate(path.read_text().splitlines(), start=1)
+                 if re.search(r"\bdagster\._", line)]
+    assert not offenders, offenders
+
+
+def test_a_profile_is_parsed_or_refused_by_name():
+    from argus_dagster.settings import parse_profile
+
+    assert parse_profile("default").vlm_only is False
+    p = parse_profile("judge=qwen2.5-vl-72b,vlm-only")
+    assert (p.vlm_only, p.judge_model, p.rubric_model) == (True, "qwen2.5-vl-72b", "")
+    assert parse_profile("rubric=big").rubric_model == "big"
+    for bad in ("fast", "judge=", "default,vlm-only,x"):
+        with pytest.raises(SettingError, match="not a profile part"):
+            parse_profile(bad)
+
+
 def test_every_variable_the_code_names_is_documented():
     named = set()
     for path in _sources():

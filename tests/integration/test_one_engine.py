@@ -1,0 +1,75 @@
+"""A run launched the way the UI and the sensor launch them (`dagster asset materialize` on the code
+location, in its own process) and `argus evaluate` leave the same tables and count each other's work
+as done."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster.media import write_video
+from argus_dagster.runner import local_instance, run_all
+from argus_dagster.settings import load_settings
+
+from .helpers import pattern_clip, t2v_bench
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_scores,diagnostic_reports"
+
+
+def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
+    record = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), asset_partitions=[partition]), limit=1).records[0]
+    return pl.read_parquet(str(record.asset_materialization.metadata["path"].value)).sort("input_id")
+
+
+def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):
+    bench, cands = t2v_bench(tmp_path, n_inputs=2)
+    for i in range(2):
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i)[:, :, ::-1], 12)
+    key = str(dg.MultiPartitionKey({"task": "T2V", "model": "m"}))
+
+    def home(name: str):
+        for k, v in {"ARGUS_HOME": str(tmp_path / name), "ARGUS_BENCH_DIR": str(bench),
+                     "ARGUS_CANDIDATES_DIR": str(cands)}.items():
+            monkeypatch.setenv(k, v)
+        return load_settings()
+
+    # Home "ui": the task and model m scored by Dagster's own launcher, as a UI backfill would.
+    settings = home("ui")
+    instance = local_instance(settings)
+    instance.add_dynamic_partitions("candidate_models", ["m", "n"])
+    env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "PYTHONPATH": str(ROOT)}
+    dagster = str(Path(sys.executable).parent / "dagster")
+    for select, partition in (("input_instances,rubrics", "T2V"), (CANDIDATE_ASSETS, key)):
+        done = subprocess.run([dagster, "asset", "materialize", "-m", "argus_dagster.definitions", "--select", select,
+                               "--partition", partition], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ui_runs = {r.run_id for r in instance.get_runs()}
+    lines: list[str] = []
+    run_all(progress=lines.append, settings=settings)
+    assert any("T2V: inputs and rubrics up to date" in x for x in lines), lines
+    assert any("T2V x m: up to date" in x for x in lines), lines
+    assert any("T2V x n: scored" in x for x in lines), lines
+    new_runs = [r for r in instance.get_runs() if r.run_id not in ui_runs]
+    assert {r.tags.get("dagster/partition") for r in new_runs} == {str(dg.MultiPartitionKey({"task": "T2V", "model": "n"})),
+                                                                   None}  # n's partition and the leaderboard
+    # And the other way round: what argus evaluate stored is up to date for Dagster's own sensor.
+    from assets.sensors import candidate_store_sensor
+    from resources import resources_for
+
+    ctx = dg.build_sensor_context(instance=instance, resources=resources_for(settings=settings))
+    result = candidate_store_sensor(ctx)
+    assert not getattr(result, "run_requests", None), result
+
+    # Home "cli": the same bench through argus evaluate only: the same scores.
+    cli = home("cli")
+    run_all(progress=lambda m: None, settings=cli)
+    cli_instance = local_instance(cli)
+    for partition in (key, str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))):
+        assert _scores(cli_instance, partition).equals(_scores(instance, partition))
