@@ -224,6 +224,26 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_robustness(args: argparse.Namespace) -> int:
+    """Backbone robustness: a bench's evaluator profiles compared, from their stored scores."""
+    from assets.robustness import robustness_tables
+    from resources.bench import bench_from_settings
+
+    settings = _read_only_evaluation(args, needs_instance=False)
+    if settings is None:
+        return 1
+    try:
+        _, _, _, text, missing = robustness_tables(bench_from_settings(settings), args.profiles or [], args.key)
+    except ValueError as exc:
+        _print(f"argus robustness: {exc}")
+        return 1
+    if missing:
+        _print(f"left out (no scores stored): {', '.join(missing)}")
+    _print(f"Backbone robustness of bench {settings.bench!r} ({args.key} agreement)\n")
+    _print(text)
+    return 0
+
+
 def cmd_evaluations(args: argparse.Namespace) -> int:
     """Every evaluation recorded under ARGUS_HOME, the last evaluated first."""
     from datetime import datetime
@@ -428,6 +448,14 @@ def main(argv: list[str] | None = None) -> int:
     al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
     al.add_argument("--out", help="write the table as CSV here")
     al.set_defaults(func=cmd_align)
+    rb = sub.add_parser("robustness", help="a bench's evaluator profiles compared: rank agreement, criterion "
+                        "agreement, models that move (from their stored scores)")
+    rb.add_argument("--bench", help="a recorded bench's name (default: the one evaluated last)")
+    rb.add_argument("--profiles", nargs="+", metavar="PROFILE",
+                    help="the profiles to compare (default: every profile of the bench with stored scores)")
+    rb.add_argument("--key", choices=("criterion", "dimension"), default="criterion",
+                    help="criterion (profiles that share rubrics) or dimension (rubrics that differ)")
+    rb.set_defaults(func=cmd_robustness)
     ev = sub.add_parser("evaluations", help="the evaluations recorded here (bench x profile), the last evaluated first")
     ev.add_argument("--env", action="store_true", help="print the shell exports that pin one evaluation "
                     "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as make ui uses them")

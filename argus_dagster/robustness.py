@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from itertools import combinations
+from pathlib import Path
 
 import polars as pl
 
@@ -135,3 +136,25 @@ def format_robustness(ranks: pl.DataFrame, moves: pl.DataFrame, criteria: pl.Dat
 def _f(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
+
+
+def stored_table(storage_dir: str | Path, asset: str) -> pl.DataFrame | None:
+    """Every partition of ``asset`` an evaluation stored (``<storage>/<asset>/**/*.parquet``, the IO
+    manager's layout), as one table; None when there is none."""
+    files = sorted(Path(storage_dir, asset).rglob("*.parquet"))
+    if not files:
+        return None
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+
+def profile_tables(storage_dirs: dict[str, Path]) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
+    """``(video_scores, criterion_scores, missing)`` of each profile's stored evaluation (by profile
+    name); ``missing`` names the profiles with no scores stored."""
+    videos, criteria, missing = {}, {}, []
+    for name, storage in storage_dirs.items():
+        v, c = stored_table(storage, "video_scores"), stored_table(storage, "criterion_scores")
+        if v is None or c is None:
+            missing.append(name)
+            continue
+        videos[name], criteria[name] = v, c
+    return videos, criteria, missing

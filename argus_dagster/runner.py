@@ -39,6 +39,10 @@ INSTANCE_YAML = """\
 # Dagster's anonymous usage statistics: set enabled to true to send them.
 telemetry:
   enabled: false
+# Runs' event logs keep log lines of INFO and above (every Dagster event is kept whatever its level):
+# the IO manager's DEBUG lines repeat each materialization's path. DEBUG keeps them too.
+python_logs:
+  python_log_level: INFO
 """
 
 
@@ -82,7 +86,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
     from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
     from assets.leaderboard import leaderboard
-    from assets.staleness import evaluator_digests, generator_folder, partition_status, task_status
+    from assets.staleness import evaluator_digests, generator_folder, leaderboard_status, partition_status, task_status
     from resources import resources_for
 
     from .candidate_store import LocalCandidateStore, partition_hashes, scan
@@ -173,10 +177,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 videoargus_model_run(task, model)
             if protocol != "videoargus":
                 firm_run(task, model)
-    def stored(asset: str) -> pl.DataFrame | None:  # nothing ran: what is stored is current
-        return None if ran else load_stored(instance, asset)
 
-    board = stored("leaderboard") if protocol != "firm" else None
+    # Nothing ran and the stored leaderboard follows every stored video_scores: it is current.
+    current = protocol != "firm" and not ran and leaderboard_status(instance) is None
+    board = load_stored(instance, "leaderboard") if current else None
     if protocol == "firm":  # FIRM-Video only: no leaderboard (argus evaluate prints FIRM's summary)
         progress(f"{elapsed()} FIRM-Video done")
     elif board is None:

@@ -16,12 +16,13 @@ from .inputs import input_instances, rubrics
 from .leaderboard import leaderboard, leaderboard_in_range
 from .partitions import model_partitions, task_model_partitions, task_partitions
 from .reports import diagnostic_reports
+from .robustness import backbone_robustness
 
 TASK_ASSETS = [input_instances, rubrics]
 CANDIDATE_ASSETS = [candidate_videos, criterion_evidence, criterion_scores, video_scores, diagnostic_reports]
 # FIRM-Video and best-of-N: in the graph, run only when asked (argus evaluate --protocol firm|both).
 FIRM_ASSETS = FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS + [best_of_n]
-ALL_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, human_alignment] + FIRM_ASSETS
+ALL_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, human_alignment, backbone_robustness] + FIRM_ASSETS
 ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS]
 # Kept apart from ALL_CHECKS, whose partitioned checks ride along with every VideoArgus partition run.
 GRAPH_CHECKS = ALL_CHECKS + FIRM_CHECKS

@@ -144,6 +144,22 @@ def _graph_status(instance: dg.DagsterInstance, assets: list, partitions: dict[s
     return records, None
 
 
+def leaderboard_status(instance: dg.DagsterInstance) -> str | None:
+    """``"missing"``, ``"stale: <why>"`` or None: whether the leaderboard follows every ``video_scores``
+    partition materialized so far, with the code it has now."""
+    from .leaderboard import leaderboard
+
+    record = latest_record(instance, "leaderboard")
+    if record is None:
+        return "missing"
+    ran_with = record.asset_materialization.tags.get(CODE_VERSION_TAG)
+    if ran_with != leaderboard.code_versions_by_key[leaderboard.key]:
+        return f"stale: leaderboard code version {ran_with} -> {leaderboard.code_versions_by_key[leaderboard.key]}"
+    newer = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), after_storage_id=record.storage_id), limit=1)
+    return "stale: video_scores materialized since" if newer.records else None
+
+
 def _videos_changed(record, hashes: dict[str, str]) -> bool:
     """Whether a video of an input the stored ``candidate_videos`` table lists was added, removed or
     changed (files of inputs the manifest does not list are not the graph's concern)."""

@@ -47,6 +47,24 @@ class BenchResource(dg.ConfigurableResource):
         """Where the evaluation's tables are (the overview page reads them)."""
         return Path(self.storage_dir) if self.storage_dir else load_settings().storage_dir
 
+    def profile_storage(self, profile: str) -> Path:
+        """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``)."""
+        from argus_dagster.names import file_name
+
+        return self.storage_path().parent.parent / file_name(profile) / "storage"
+
+    def profiles(self) -> list[str]:
+        """The profiles of this bench recorded under ARGUS_HOME (``evaluation.json`` beside their storage)."""
+        import json
+
+        out = []
+        for rec in sorted(self.storage_path().parent.parent.glob("*/evaluation.json")):
+            try:
+                out.append(json.loads(rec.read_text())["profile"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return out
+
     def human_path(self) -> Path:
         return Path(self.human_dir) if self.human_dir else load_settings().human_dir
 

@@ -168,7 +168,8 @@ def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monk
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))  # local_instance points it at the evaluation's
     instance = local_instance()
     config = tmp_path / "home" / "benches" / "demo" / "default" / "dagster_home" / "dagster.yaml"
-    assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False}}
+    assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False},
+                                                  "python_logs": {"python_log_level": "INFO"}}
     assert instance.root_directory == str(config.parent)
     instance.dispose()
 
@@ -202,3 +203,20 @@ def test_stages_say_their_progress_in_the_runs_logs(demo_run):
     messages = [e.user_message for e in instance.all_logs(record.dagster_run.run_id)]
     assert any("T2V/faithful: evidence 3/3 videos (" in m for m in messages)
     assert any("T2V/faithful: judged 3/3 videos (" in m and "VLM requests" in m for m in messages)
+
+
+def test_event_logs_keep_every_dagster_event_and_info_lines(demo_run):
+    """The instance file's ``python_log_level: INFO``: no IO-manager DEBUG lines, every Dagster event."""
+    import logging
+
+    import dagster as dg
+
+    _, instance, _ = demo_run
+    run = next(r for r in instance.get_runs() if r.tags.get("dagster/partition") == "blurry|T2V")
+    logs = instance.all_logs(run.run_id)
+    assert not [e for e in logs if "Loading partition" in (e.user_message or "")]
+    kinds = {e.dagster_event.event_type_value for e in logs if e.dagster_event}
+    assert {t.value for t in (dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS,
+                              dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.HANDLED_OUTPUT,
+                              dg.DagsterEventType.LOADED_INPUT, dg.DagsterEventType.RUN_SUCCESS)} <= kinds
+    assert any(e.level == logging.INFO and not e.dagster_event for e in logs)  # the stages' progress lines

@@ -1,0 +1,58 @@
+"""Backbone robustness (method §9): this bench as scored by its evaluator profiles, compared.
+
+Each profile is an evaluation of its own (``argus evaluate --profile ...``); this asset reads the
+``video_scores`` and ``criterion_scores`` each stored, and reports per task and pair of profiles the
+rank agreement of the model leaderboards, per-criterion score agreement and the models that move most
+(:mod:`argus_dagster.robustness`). ``argus robustness`` prints the same.
+"""
+
+import hashlib
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster import robustness as rb
+from resources.bench import BenchResource
+
+
+class RobustnessConfig(dg.Config):
+    # The profiles to compare (at least two); empty: every profile of this bench with stored scores.
+    profiles: list[str] = []
+    # criterion (profiles that share rubrics: two judges, vlm-only) or dimension (rubrics that differ).
+    key: str = "criterion"
+
+
+def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "criterion"):
+    """``(ranks, moves, criteria, text, missing)`` for ``profiles`` of ``bench`` (default: all it recorded)."""
+    names = profiles or bench.profiles()
+    videos, criteria, missing = rb.profile_tables({p: bench.profile_storage(p) for p in names})
+    if len(videos) < 2:
+        raise ValueError(f"backbone robustness needs two profiles with stored scores; bench {bench.bench_name()!r} "
+                         f"has {sorted(videos) or 'none'}" + (f" (nothing stored for {sorted(missing)})" if missing else "")
+                         + ": score it with another, e.g. `argus evaluate --bench DIR --candidates DIR --profile vlm-only`")
+    ranks, moves = rb.rank_agreement(videos)
+    crit = rb.criterion_agreement(criteria, key=key)
+    return ranks, moves, crit, rb.format_robustness(ranks, moves, crit), missing
+
+
+@dg.asset(code_version="1", group_name="reports", kinds={"polars"})
+def backbone_robustness(context: dg.AssetExecutionContext, config: RobustnessConfig,
+                        bench: BenchResource) -> dg.Output[pl.DataFrame]:
+    """Per task and pair of evaluator profiles of this bench: Kendall tau and Spearman between their
+    model leaderboards, top-1 agreement, criterion score agreement and the models that move most."""
+    try:
+        ranks, moves, crit, text, missing = robustness_tables(bench, list(config.profiles), config.key)
+    except ValueError as exc:
+        raise dg.Failure(str(exc)) from None
+    if missing:
+        context.log.warning(f"no scores stored for profile(s) {missing}: left out")
+    version = dg.DataVersion(hashlib.sha256(ranks.write_csv().encode() + crit.write_csv().encode()).hexdigest()[:16])
+    overall = crit.filter(pl.col("criterion") == rb.ALL)
+    return dg.Output(ranks, data_version=version, metadata={
+        "bench": bench.bench_name(), "profiles": dg.MetadataValue.json(sorted(set(ranks["profile_a"]) | set(ranks["profile_b"]))),
+        "robustness": dg.MetadataValue.md("```\n" + text + "\n```"),
+        "criterion_agreement": dg.MetadataValue.md("```\n" + str(overall) + "\n```"),
+        "movers": dg.MetadataValue.md("```\n" + str(moves.head(30)) + "\n```"),
+        "min_kendall_tau": float(ranks["kendall_tau"].drop_nans().min()) if ranks["kendall_tau"].drop_nans().len() else None,
+    })
+
