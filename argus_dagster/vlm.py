@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import hashlib
 import heapq
 import itertools
 import json
+import os
 import random
 import re
 import threading
@@ -309,6 +311,42 @@ def chat_json(client: VlmClient, messages: list[dict], parse: Callable[[str], T]
     raise ParseError(f"unusable answer after {parse_retries + 1} attempts: {last}")
 
 
+class MachineSlots:
+    """At most ``n`` requests in flight to one endpoint from every process on this machine: one lock
+    file per slot under ``folder`` (``fcntl.flock``, released by the kernel when a process dies, so a
+    killed run never keeps a slot). A process first takes one of its own slots (the client's bound),
+    then one of these; while every file is held it polls every ``poll_s`` seconds."""
+
+    def __init__(self, folder: str | Path, n: int, poll_s: float = 0.01):
+        self.folder, self.n, self.poll_s = Path(folder), n, poll_s
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def acquire(self) -> int:
+        """An open file descriptor holding one slot (give it to :meth:`release`)."""
+        import fcntl
+
+        start = random.randrange(self.n)
+        while True:
+            for i in range(self.n):
+                fd = os.open(self.folder / f"slot-{(start + i) % self.n}", os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return fd
+                except BlockingIOError:
+                    os.close(fd)
+            time.sleep(self.poll_s)
+
+    @staticmethod
+    def release(fd: int) -> None:
+        os.close(fd)  # closing the descriptor drops its lock
+
+
+def slots_folder(root: str | Path, url: str, model: str) -> Path:
+    """The slot files of one endpoint and model under ``root`` (the folder name is a hash: no URL,
+    credentials included, is written to disk)."""
+    return Path(root) / hashlib.sha256(f"{url}\n{model}".encode()).hexdigest()[:20]
+
+
 @dataclass
 class _Endpoint:
     url: str
@@ -319,6 +357,7 @@ class _Endpoint:
     # The server answered 400 to ``chat_template_kwargs`` and accepted the request without it.
     rejects_thinking_switch: bool = False
     local: threading.local = field(default_factory=threading.local)
+    machine: MachineSlots | None = None  # the bound shared with every process on this machine
 
 
 @dataclass(order=True)
@@ -350,7 +389,8 @@ class OpenAICompatibleClient:
 
     def __init__(self, base_urls: list[str] | str, model: str, api_key: str = "", *, concurrency: int = 8,
                  timeout_s: float = 120.0, max_retries: int = 5, backoff_s: float = 0.5, backoff_max_s: float = 20.0,
-                 exclude_after: int = 2, exclude_for_s: float = 30.0, seed: int | None = None):
+                 exclude_after: int = 2, exclude_for_s: float = 30.0, seed: int | None = None,
+                 slots_dir: str | Path | None = None):
         urls = [u.strip().rstrip("/") for u in (base_urls.split(",") if isinstance(base_urls, str) else base_urls)]
         urls = [u for u in urls if u]
         if not urls:
@@ -368,7 +408,11 @@ class OpenAICompatibleClient:
         self.backoff_max_s = backoff_max_s
         self.exclude_after = exclude_after
         self.exclude_for_s = exclude_for_s
-        self.endpoints = [_Endpoint(u, shown=redact_url(u)) for u in urls]
+        # With ``slots_dir``, each endpoint's bound holds for every process on this machine (runs the
+        # UI, the sensor or argus evaluate start at once), not only for this one.
+        self.endpoints = [_Endpoint(u, shown=redact_url(u),
+                                    machine=MachineSlots(slots_folder(slots_dir, u, model), concurrency)
+                                    if slots_dir else None) for u in urls]
         self._lock = threading.Lock()
         self._waiting: list[_Waiter] = []  # a heap: (stage, priority, arrival)
         self._arrivals = itertools.count()
@@ -482,6 +526,11 @@ class OpenAICompatibleClient:
         t_call = time.perf_counter()
         for attempt in range(1, self.max_retries + 2):
             ep = self._acquire()
+            try:
+                held = ep.machine.acquire() if ep.machine else None
+            except BaseException:
+                self._release(ep, False)
+                raise
             t0 = time.perf_counter()
             wait, fatal = None, ""
             connect_failed = False
@@ -528,6 +577,8 @@ class OpenAICompatibleClient:
                 else:  # a bad request does not get better by repeating it
                     outcome = f"http_{status}"
                     fatal = f"{ep.shown}: HTTP {status} (not retried): {self._redact(resp.text[:200])}"
+            if held is not None:
+                ep.machine.release(held)
             self._release(ep, connect_failed)
             if stats is not None:
                 stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), outcome)

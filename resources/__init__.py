@@ -37,9 +37,10 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
         "judge": JudgeResource(),
         "scoring": ScoringResource(),
         # The judge's VLM (also answers vlm_qa) and the rubric generator's, chosen independently.
-        "vlm": _with_model(vlm_from_env("ARGUS_VLM"), profile.judge_model, "judge", "ARGUS_VLM"),
-        "rubric_vlm": _with_model(vlm_from_env("ARGUS_RUBRIC", fallback="ARGUS_VLM"), profile.rubric_model,
-                                  "rubric", "ARGUS_RUBRIC (or ARGUS_VLM)"),
+        "vlm": _on_machine(_with_model(vlm_from_env("ARGUS_VLM"), profile.judge_model, "judge", "ARGUS_VLM"),
+                           settings),
+        "rubric_vlm": _on_machine(_with_model(vlm_from_env("ARGUS_RUBRIC", fallback="ARGUS_VLM"),
+                                              profile.rubric_model, "rubric", "ARGUS_RUBRIC (or ARGUS_VLM)"), settings),
     }
     if env == "local":
         return {**common,
@@ -66,6 +67,13 @@ def _with_model(vlm: VlmResource, model: str, part: str, prefix: str) -> VlmReso
         raise SettingError(f"profile part {part}={model}: no endpoint to ask it on; set {prefix}_BASE_URL "
                            f"(or _PATH)")
     return vlm.model_copy(update={"model": model})
+
+
+def _on_machine(vlm: VlmResource, settings: Settings) -> VlmResource:
+    """The VLM with its bound shared by every process of this ARGUS_HOME on this machine."""
+    if vlm.backend != "openai":
+        return vlm
+    return vlm.model_copy(update={"slots_dir": str(settings.home / "locks" / "vlm")})
 
 
 def executor_for(env: str | None = None) -> dg.ExecutorDefinition:

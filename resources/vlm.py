@@ -19,10 +19,10 @@ BACKENDS = ("none", "openai", "transformers")
 
 @once_per_key(maxsize=8)
 def _client(backend: str, base_urls: str, model: str, api_key: str, concurrency: int, timeout_s: float,
-            max_retries: int, model_path: str, device: str, max_new_tokens: int) -> VlmClient:
+            max_retries: int, model_path: str, device: str, max_new_tokens: int, slots_dir: str) -> VlmClient:
     if backend == "openai":
         return OpenAICompatibleClient(base_urls, model, api_key, concurrency=concurrency, timeout_s=timeout_s,
-                                      max_retries=max_retries)
+                                      max_retries=max_retries, slots_dir=slots_dir or None)
     return TransformersClient(model_path, device=device, max_new_tokens=max_new_tokens, name=model)
 
 
@@ -42,6 +42,10 @@ class VlmResource(dg.ConfigurableResource):
     # A local model's ceiling on answer length: a rich rubric with plans runs to several thousand tokens
     # (judge and vlm_qa calls ask for a few hundred, whatever this says).
     max_new_tokens: int = 8192
+    # Where the endpoints' slot files live: ``concurrency`` then bounds the requests in flight to an
+    # endpoint from every process on this machine (concurrent runs of the UI, the sensor, argus
+    # evaluate), not per process. Empty: per process.
+    slots_dir: str = ""
 
     @property
     def configured(self) -> bool:
@@ -53,7 +57,7 @@ class VlmResource(dg.ConfigurableResource):
         if self.backend == "none":
             raise ValueError("no VLM is configured (set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL, or ARGUS_VLM_PATH)")
         return _client(self.backend, self.base_urls, self.model_name(), self.api_key, self.concurrency, self.timeout_s,
-                       self.max_retries, self.model_path, self.device, self.max_new_tokens)
+                       self.max_retries, self.model_path, self.device, self.max_new_tokens, self.slots_dir)
 
     def model_name(self) -> str:
         if self.backend == "transformers":

@@ -112,6 +112,37 @@ def test_concurrency_never_exceeds_the_bound_per_endpoint():
         assert len(a.requests) + len(b.requests) == 48
 
 
+_MANY = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from argus_dagster.vlm import OpenAICompatibleClient
+c = OpenAICompatibleClient(sys.argv[1], "judge", concurrency=2, slots_dir=sys.argv[2] or None)
+with ThreadPoolExecutor(8) as pool:
+    list(pool.map(lambda i: c.chat([{"role": "user", "content": ["hello"]}]), range(12)))
+"""
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_bound_holds_for_every_process_on_the_machine(tmp_path, shared):
+    """Three processes (three runs at once) with a bound of 2 each: with the slot files, 2 in flight
+    in all; without them (``slots_dir`` unset), each process keeps its own bound."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    with FakeVlmServer(latency_s=0.1) as srv:
+        procs = [subprocess.Popen([sys.executable, "-c", _MANY, srv.base_url, str(tmp_path / "slots") if shared else ""],
+                                  cwd=root) for _ in range(3)]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+        assert len(srv.requests) == 36
+        assert srv.max_in_flight == 2 if shared else srv.max_in_flight > 2, srv.max_in_flight
+    if shared:  # one folder of slot files per endpoint and model, named by a hash (no URL on disk)
+        [folder] = list((tmp_path / "slots").iterdir())
+        assert sorted(p.name for p in folder.iterdir()) == ["slot-0", "slot-1"]
+        assert "127.0.0.1" not in str(folder)
+
+
 def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
     """One slot, held by a first request: the ones that queue behind it go by stage, then priority,
     then arrival, whatever order they arrived in; threads of a request_pool carry both."""
