@@ -28,21 +28,18 @@ best-of-N experiment compares a reward model with random sampling.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 import polars as pl
 
-from .bench import VIDEO_SUFFIXES
-from .names import lookup_names, model_name_problem
+from .bench import SAMPLE_STEM, model_samples
+from .names import model_name_problem
 
 SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.0, 5.0), "pq": (1.0, 5.0),
           "if_rating": (1.0, 5.0), "wc_rating": (1.0, 5.0), "pq_rating": (1.0, 5.0), "if_score": (0.0, 1.0),
           "wc_score": (0.0, 1.0)}
-_SAMPLE_STEM = re.compile(r"(.+)__(\d+)")
-_SAMPLE_NAME = re.compile(r"\d+")
 
 CANDIDATE_SCHEMA = {"model": pl.String, "input_id": pl.String, "sample": pl.String, "uri": pl.String}
 PICK_SCHEMA = {"input_id": pl.String, "evaluator": pl.String, "n_candidates": pl.Int64, "n_scored": pl.Int64,
@@ -53,10 +50,11 @@ PICK_SCHEMA = {"input_id": pl.String, "evaluator": pl.String, "n_candidates": pl
 
 def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = None) -> tuple[pl.DataFrame, list[str]]:
     """``(model, input_id, sample, uri)`` rows under ``candidates/<TASK>/``, and the entries left out
-    with the reason (a file that is not a video, a sample folder entry that is not ``<digits>.<ext>``)."""
+    with the reason (a file that is not a video, a sample folder entry that is not ``<digits>.<ext>``).
+    Each model's folder is read as the graph's ``candidate_videos`` reads it
+    (:func:`~argus_dagster.bench.model_samples`)."""
     root = Path(task_dir)
-    known = {n: i for i in known_ids for n in lookup_names(i)} if known_ids is not None else None
-    ident = (lambda stem: known.get(stem, stem)) if known is not None else (lambda stem: stem)
+    known = list(known_ids) if known_ids is not None else None
     rows, problems = [], []
     if not root.is_dir():
         return pl.DataFrame(schema=CANDIDATE_SCHEMA), [f"{root}: no such folder"]
@@ -65,30 +63,10 @@ def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = 
         if bad:
             problems.append(f"{model_dir}: left out, {bad}")
             continue
-        for entry in sorted(model_dir.iterdir()):
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir():  # <model>/<id>/<k>.mp4
-                for f in sorted(entry.iterdir()):
-                    if f.suffix.lower() in VIDEO_SUFFIXES and _SAMPLE_NAME.fullmatch(f.stem):
-                        rows.append((model_dir.name, ident(entry.name), str(int(f.stem)), str(f)))
-                    elif not f.name.startswith("."):
-                        problems.append(f"{f}: not a sample (expected <k>.mp4 with k a number)")
-                continue
-            if entry.suffix.lower() not in VIDEO_SUFFIXES:
-                problems.append(f"{entry}: not a video ({', '.join(VIDEO_SUFFIXES)})")
-                continue
-            m = _SAMPLE_STEM.fullmatch(entry.stem)
-            if m and not (known is not None and entry.stem in known):
-                rows.append((model_dir.name, ident(m.group(1)), str(int(m.group(2))), str(entry)))
-            else:
-                rows.append((model_dir.name, ident(entry.stem), "", str(entry)))
-    df = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row")
-    dup = df.group_by("model", "input_id", "sample").len().filter(pl.col("len") > 1)
-    for r in dup.iter_rows(named=True):
-        problems.append(f"{r['model']}/{r['input_id']} sample {r['sample'] or '(single)'}: {r['len']} files "
-                        "(keep one per sample; the first by name is used)")
-    return df.unique(["model", "input_id", "sample"], keep="first", maintain_order=True), problems
+        found, why = model_samples(model_dir, known)
+        rows += [(model_dir.name, iid, sample, str(path)) for iid, sample, path in found]
+        problems += why
+    return pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row"), problems
 
 
 def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) -> pl.DataFrame:
@@ -97,7 +75,7 @@ def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) 
     known = set(known_ids) if known_ids is not None else None
 
     def split(iid: str) -> tuple[str, str]:
-        m = _SAMPLE_STEM.fullmatch(iid)
+        m = SAMPLE_STEM.fullmatch(iid)
         if m and not (known is not None and (iid in known or m.group(1) not in known)):
             return m.group(1), str(int(m.group(2)))
         return iid, ""
