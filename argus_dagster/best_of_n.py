@@ -11,7 +11,8 @@ A stem ``x__3`` is the sample 3 of ``x`` unless ``x__3`` is itself an input id o
 ``known_ids``), so an id that happens to contain ``__<digits>`` keeps working. With ``known_ids``, a
 file or folder named by an id's :func:`~argus_dagster.names.file_name` (ids that are not plain names)
 is read as that id. The single-video layout is sample ``""``. A candidate is named by ``model`` and
-``sample``.
+``sample``. The graph reads a model's folder the same way (:func:`~argus_dagster.bench.model_samples`),
+so its ``video_scores`` and ``firm_scores`` hold a row per sample with its ``sample`` column.
 
 The evaluator is a score column (``final`` for VideoArgus, ``if``/``wc``/``pq`` for FIRM-Video
 ratings) or a weighted mix of columns; a mix puts every column on [0, 1] by its scale
@@ -89,24 +90,35 @@ def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) 
 def selection_table(video_scores: pl.DataFrame | None = None, firm_scores: pl.DataFrame | None = None,
                     known_ids: Iterable[str] | None = None) -> pl.DataFrame:
     """``input_id, model, sample, final, if, wc, pq``: VideoArgus finals (``video_scores``) and FIRM
-    ratings (``firm_scores``) of the same candidates side by side (an outer join: a column is null
-    where its evaluator did not score the video), samples split from the ids."""
+    ratings (``firm_scores``) of the same candidates side by side (an outer join on input, model and
+    sample: a column is null where its evaluator did not score the video). The sample is the tables'
+    ``sample`` column (the graph's tables have it); a table without one has its samples split from
+    the ids (:func:`split_samples`)."""
+    keys = ["input_id", "model", "sample"]
+
+    def with_samples(df: pl.DataFrame) -> pl.DataFrame:
+        if "sample" in df.columns:
+            return df.with_columns(pl.col("sample").cast(pl.String).fill_null(""))
+        return split_samples(df, known_ids)
+
     parts = []
     if video_scores is not None:
-        parts.append(video_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
-                                         pl.col("final_score").cast(pl.Float64).alias("final")))
+        parts.append(with_samples(video_scores).select(
+            pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String), "sample",
+            pl.col("final_score").cast(pl.Float64).alias("final")))
     if firm_scores is not None:
-        parts.append(firm_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
-                                        *[pl.col(f"{d}_rating").cast(pl.Float64).alias(d) for d in ("if", "wc", "pq")]))
+        parts.append(with_samples(firm_scores).select(
+            pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String), "sample",
+            *[pl.col(f"{d}_rating").cast(pl.Float64).alias(d) for d in ("if", "wc", "pq")]))
     if not parts:
         raise ValueError("best-of-N: give video_scores, firm_scores or both")
     out = parts[0]
     for other in parts[1:]:
-        out = out.join(other, on=["input_id", "model"], how="full", coalesce=True)
+        out = out.join(other, on=keys, how="full", coalesce=True)
     for col in ("final", "if", "wc", "pq"):
         if col not in out.columns:
             out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
-    return split_samples(out, known_ids).select("input_id", "model", "sample", "final", "if", "wc", "pq")
+    return out.select(*keys, "final", "if", "wc", "pq")
 
 
 def evaluator_score(scores: pl.DataFrame, by: str | dict[str, float],
