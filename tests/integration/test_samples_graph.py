@@ -16,6 +16,7 @@ import pytest
 
 from argus_dagster.candidate_store import LocalCandidateStore, partition_hashes, scan
 from argus_dagster.media import write_video
+from argus_dagster.runner import _firm_run
 from assets.firm import best_of_n_tables
 from assets.staleness import evaluator_digests, partition_status
 
@@ -113,6 +114,22 @@ def test_best_of_n_picks_among_samples(graph):
     assert set(only_m["pick_sample"]) <= {"0", "1", "2"} and set(only_m["pick_model"]) == {"m"}
     assert sorted(only_m["input_id"]) == sorted(INPUTS)
     assert "T2V" in texts
+
+
+def test_firm_rates_every_sample_and_best_of_n_picks_by_it(graph):
+    res, instance = graph["res"], graph["instance"]
+    assert _firm_run(instance, res, "T2V").success
+    out = _firm_run(instance, res, "T2V", "n")
+    assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
+    scores = load("firm_scores", res, instance, dg.MultiPartitionKey({"task": "T2V", "model": "n"}))
+    assert _keys(scores) == sorted((i, k) for i in INPUTS for k in SAMPLES["n"])
+    assert scores["pq_rating"].is_between(1, 5).all()  # offline: PQ from the CPU tools, per sample
+    picks, _ = best_of_n_tables({"n": graph["video_scores/n"]}, {"n": scores}, "pq", tasks=["T2V"])
+    for r in picks.iter_rows(named=True):
+        mine = scores.filter(pl.col("input_id") == r["input_id"])
+        assert r["n_candidates"] == 2 and r["pick_score"] == mine["pq_rating"].max()
+        assert r["pick_sample"] in {"0", "1"} and r["pick_sample"] in mine.filter(
+            pl.col("pq_rating") == mine["pq_rating"].max())["sample"].to_list()
 
 
 def test_a_new_sample_makes_the_partition_stale(graph):
