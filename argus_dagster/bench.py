@@ -15,15 +15,18 @@ counted twice.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .instances import InputInstance, Task, infer_task, instance_hash
 from .media import MediaError, check_image, file_digest
 from .names import input_id_problem, lookup_names, model_name_problem
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
+SAMPLE_STEM = re.compile(r"(.+)__(\d+)")
+SAMPLE_NAME = re.compile(r"\d+")
 _ALIASES = {
     "id": ("id", "input_id", "sample_id", "instance_id", "uid"),
     "prompt": ("prompt", "instruction", "text", "caption", "edit_instruction"),
@@ -159,18 +162,87 @@ def bench_rubric_path(bench_dir: str | Path, task: str, input_id: str) -> Path |
     return next((p for p in paths if p.is_file()), paths[0] if paths else None)
 
 
-def find_candidate(candidates_dir: str | Path, task: str, model: str, input_id: str) -> Path | None:
-    """``<TASK>/<model>/<id>.<ext>`` (or the id's file name); None for a model name that is not a
-    folder name of the store, and never a file outside the model's folder."""
+def sample_of(entry: str, sample_file: str | None = None, known: dict[str, str] | None = None) -> tuple[str, str] | None:
+    """``(input_id, sample)`` of a video in a model's folder: ``entry`` is the name (without suffix) of
+    a file there, or of a folder there when ``sample_file`` is the stem of a file inside it.
+
+    - ``<id>.<ext>``: the single video of ``<id>``, sample ``""``;
+    - ``<id>__<k>.<ext>``: sample ``k`` (digits) of ``<id>``, unless ``<id>__<k>`` is itself an input id;
+    - ``<id>/<k>.<ext>``: sample ``k`` of ``<id>``.
+
+    ``known`` maps the names an input may be stored under (:func:`~.names.lookup_names`) to its id;
+    without it a name is the id. None: a folder entry that is not ``<digits>``."""
+    ident = (lambda stem: known.get(stem, stem)) if known is not None else (lambda stem: stem)
+    if sample_file is not None:
+        return (ident(entry), str(int(sample_file))) if SAMPLE_NAME.fullmatch(sample_file) else None
+    m = SAMPLE_STEM.fullmatch(entry)
+    if m and not (known is not None and entry in known):
+        return ident(m.group(1)), str(int(m.group(2)))
+    return ident(entry), ""
+
+
+def model_samples(model_dir: str | Path, known_ids: Iterable[str] | None = None
+                  ) -> tuple[list[tuple[str, str, Path]], list[str]]:
+    """``(input_id, sample, path)`` of every video in one model's folder (layouts: :func:`sample_of`),
+    one per (input, sample), and the entries left out with the reason: a file that is not a video, a
+    sample folder entry that is not ``<digits>.<ext>``, a second file of the same sample (the first
+    by name is used)."""
+    folder = Path(model_dir)
+    known = {n: i for i in known_ids for n in lookup_names(i)} if known_ids is not None else None
+    found: list[tuple[str, str, Path]] = []
+    problems: list[str] = []
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():  # <model>/<id>/<k>.mp4
+            for f in sorted(entry.iterdir()):
+                key = sample_of(entry.name, f.stem, known) if f.suffix.lower() in VIDEO_SUFFIXES else None
+                if key is not None and f.is_file():
+                    found.append((*key, f))
+                elif not f.name.startswith("."):
+                    problems.append(f"{f}: not a sample (expected <k>.mp4 with k a number)")
+            continue
+        if entry.suffix.lower() not in VIDEO_SUFFIXES:
+            problems.append(f"{entry}: not a video ({', '.join(VIDEO_SUFFIXES)})")
+            continue
+        found.append((*sample_of(entry.stem, None, known), entry))
+    out: dict[tuple[str, str], Path] = {}
+    extra: dict[tuple[str, str], int] = {}
+    for iid, sample, path in found:
+        if (iid, sample) in out:
+            extra[(iid, sample)] = extra.get((iid, sample), 1) + 1
+        else:
+            out[(iid, sample)] = path
+    for (iid, sample), n in extra.items():
+        problems.append(f"{folder.name}/{iid} sample {sample or '(single)'}: {n} files "
+                        "(keep one per sample; the first by name is used)")
+    return [(iid, sample, path) for (iid, sample), path in out.items()], problems
+
+
+def find_candidates(candidates_dir: str | Path, task: str, model: str,
+                    input_ids: Iterable[str]) -> dict[str, list[tuple[str, Path]]]:
+    """``{input_id: [(sample, path), ...]}`` of the listed inputs under ``<TASK>/<model>/`` (layouts:
+    :func:`sample_of`; samples in numeric order, the single video first); an input without a video is
+    not a key. Nothing for a model name that is not a folder name of the store, and never a file
+    outside the model's folder."""
     d = task_dir(candidates_dir, task)
     if d is None or model_name_problem(model):
-        return None
-    for name in lookup_names(input_id):
-        for suffix in VIDEO_SUFFIXES:
-            p = d / model / f"{name}{suffix}"
-            if p.is_file():
-                return p
-    return None
+        return {}
+    ids = [i for i in input_ids if isinstance(i, str)]
+    wanted = set(ids)
+    out: dict[str, list[tuple[str, Path]]] = {}
+    for iid, sample, path in model_samples(d / model, ids)[0]:
+        if iid in wanted:
+            out.setdefault(iid, []).append((sample, path))
+    for samples in out.values():
+        samples.sort(key=lambda s: (s[0] != "", int(s[0]) if s[0] else 0))
+    return out
+
+
+def find_candidate(candidates_dir: str | Path, task: str, model: str, input_id: str) -> Path | None:
+    """The single video ``<TASK>/<model>/<id>.<ext>`` (or under the id's file name); None for a model
+    name that is not a folder name of the store, and never a file outside the model's folder."""
+    return dict(find_candidates(candidates_dir, task, model, [input_id]).get(input_id, [])).get("")
 
 
 @dataclass
@@ -182,7 +254,9 @@ class Discovery:
 
 
 def _has_videos(folder: Path) -> bool:
-    return any(f.suffix.lower() in VIDEO_SUFFIXES for f in folder.iterdir())
+    """Videos in the folder, or in its sample folders (``<id>/<k>.mp4``)."""
+    return any(f.suffix.lower() in VIDEO_SUFFIXES or (f.is_dir() and any(
+        g.suffix.lower() in VIDEO_SUFFIXES for g in f.iterdir())) for f in folder.iterdir())
 
 
 def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) -> Discovery:
@@ -216,7 +290,7 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) ->
             continue
         listed: set[str] | None = None
         if bench_dir is not None:
-            listed = {name for r in read_task(bench_dir, task) for name in lookup_names(r["input_id"])}
+            listed = {r["input_id"] for r in read_task(bench_dir, task)}
         for m in sorted(p for p in d.iterdir() if p.is_dir()):
             if not _has_videos(m):
                 continue
@@ -226,8 +300,8 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) ->
                 continue
             out.models.setdefault(m.name, []).append(task)
             if listed is not None:
-                extra = sorted(f.name for f in m.iterdir()
-                               if f.suffix.lower() in VIDEO_SUFFIXES and f.stem not in listed)
+                extra = sorted(p.relative_to(m).as_posix() for iid, _, p in model_samples(m, listed)[0]
+                               if iid not in listed)
                 if extra:
                     out.problems.append(f"{m}: {len(extra)} videos of inputs the {task} manifest does not list, "
                                         f"not scored: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
@@ -240,4 +314,5 @@ def discover_models(candidates_dir: str | Path) -> dict[str, list[str]]:
     return discover(candidates_dir).models
 
 
-__all__ = ["read_task", "discover", "discover_models", "find_candidate", "bench_rubric_path", "infer_task"]
+__all__ = ["read_task", "discover", "discover_models", "find_candidate", "find_candidates", "model_samples", "sample_of",
+           "bench_rubric_path", "infer_task"]

@@ -11,7 +11,8 @@ A stem ``x__3`` is the sample 3 of ``x`` unless ``x__3`` is itself an input id o
 ``known_ids``), so an id that happens to contain ``__<digits>`` keeps working. With ``known_ids``, a
 file or folder named by an id's :func:`~argus_dagster.names.file_name` (ids that are not plain names)
 is read as that id. The single-video layout is sample ``""``. A candidate is named by ``model`` and
-``sample``.
+``sample``. The graph reads a model's folder the same way (:func:`~argus_dagster.bench.model_samples`),
+so its ``video_scores`` and ``firm_scores`` hold a row per sample with its ``sample`` column.
 
 The evaluator is a score column (``final`` for VideoArgus, ``if``/``wc``/``pq`` for FIRM-Video
 ratings) or a weighted mix of columns; a mix puts every column on [0, 1] by its scale
@@ -28,21 +29,18 @@ best-of-N experiment compares a reward model with random sampling.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 import polars as pl
 
-from .bench import VIDEO_SUFFIXES
-from .names import lookup_names, model_name_problem
+from .bench import SAMPLE_STEM, model_samples
+from .names import model_name_problem
 
 SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.0, 5.0), "pq": (1.0, 5.0),
           "if_rating": (1.0, 5.0), "wc_rating": (1.0, 5.0), "pq_rating": (1.0, 5.0), "if_score": (0.0, 1.0),
           "wc_score": (0.0, 1.0)}
-_SAMPLE_STEM = re.compile(r"(.+)__(\d+)")
-_SAMPLE_NAME = re.compile(r"\d+")
 
 CANDIDATE_SCHEMA = {"model": pl.String, "input_id": pl.String, "sample": pl.String, "uri": pl.String}
 PICK_SCHEMA = {"input_id": pl.String, "evaluator": pl.String, "n_candidates": pl.Int64, "n_scored": pl.Int64,
@@ -53,10 +51,11 @@ PICK_SCHEMA = {"input_id": pl.String, "evaluator": pl.String, "n_candidates": pl
 
 def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = None) -> tuple[pl.DataFrame, list[str]]:
     """``(model, input_id, sample, uri)`` rows under ``candidates/<TASK>/``, and the entries left out
-    with the reason (a file that is not a video, a sample folder entry that is not ``<digits>.<ext>``)."""
+    with the reason (a file that is not a video, a sample folder entry that is not ``<digits>.<ext>``).
+    Each model's folder is read as the graph's ``candidate_videos`` reads it
+    (:func:`~argus_dagster.bench.model_samples`)."""
     root = Path(task_dir)
-    known = {n: i for i in known_ids for n in lookup_names(i)} if known_ids is not None else None
-    ident = (lambda stem: known.get(stem, stem)) if known is not None else (lambda stem: stem)
+    known = list(known_ids) if known_ids is not None else None
     rows, problems = [], []
     if not root.is_dir():
         return pl.DataFrame(schema=CANDIDATE_SCHEMA), [f"{root}: no such folder"]
@@ -65,30 +64,10 @@ def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = 
         if bad:
             problems.append(f"{model_dir}: left out, {bad}")
             continue
-        for entry in sorted(model_dir.iterdir()):
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir():  # <model>/<id>/<k>.mp4
-                for f in sorted(entry.iterdir()):
-                    if f.suffix.lower() in VIDEO_SUFFIXES and _SAMPLE_NAME.fullmatch(f.stem):
-                        rows.append((model_dir.name, ident(entry.name), str(int(f.stem)), str(f)))
-                    elif not f.name.startswith("."):
-                        problems.append(f"{f}: not a sample (expected <k>.mp4 with k a number)")
-                continue
-            if entry.suffix.lower() not in VIDEO_SUFFIXES:
-                problems.append(f"{entry}: not a video ({', '.join(VIDEO_SUFFIXES)})")
-                continue
-            m = _SAMPLE_STEM.fullmatch(entry.stem)
-            if m and not (known is not None and entry.stem in known):
-                rows.append((model_dir.name, ident(m.group(1)), str(int(m.group(2))), str(entry)))
-            else:
-                rows.append((model_dir.name, ident(entry.stem), "", str(entry)))
-    df = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row")
-    dup = df.group_by("model", "input_id", "sample").len().filter(pl.col("len") > 1)
-    for r in dup.iter_rows(named=True):
-        problems.append(f"{r['model']}/{r['input_id']} sample {r['sample'] or '(single)'}: {r['len']} files "
-                        "(keep one per sample; the first by name is used)")
-    return df.unique(["model", "input_id", "sample"], keep="first", maintain_order=True), problems
+        found, why = model_samples(model_dir, known)
+        rows += [(model_dir.name, iid, sample, str(path)) for iid, sample, path in found]
+        problems += why
+    return pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row"), problems
 
 
 def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) -> pl.DataFrame:
@@ -97,7 +76,7 @@ def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) 
     known = set(known_ids) if known_ids is not None else None
 
     def split(iid: str) -> tuple[str, str]:
-        m = _SAMPLE_STEM.fullmatch(iid)
+        m = SAMPLE_STEM.fullmatch(iid)
         if m and not (known is not None and (iid in known or m.group(1) not in known)):
             return m.group(1), str(int(m.group(2)))
         return iid, ""
@@ -111,24 +90,35 @@ def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) 
 def selection_table(video_scores: pl.DataFrame | None = None, firm_scores: pl.DataFrame | None = None,
                     known_ids: Iterable[str] | None = None) -> pl.DataFrame:
     """``input_id, model, sample, final, if, wc, pq``: VideoArgus finals (``video_scores``) and FIRM
-    ratings (``firm_scores``) of the same candidates side by side (an outer join: a column is null
-    where its evaluator did not score the video), samples split from the ids."""
+    ratings (``firm_scores``) of the same candidates side by side (an outer join on input, model and
+    sample: a column is null where its evaluator did not score the video). The sample is the tables'
+    ``sample`` column (the graph's tables have it); a table without one has its samples split from
+    the ids (:func:`split_samples`)."""
+    keys = ["input_id", "model", "sample"]
+
+    def with_samples(df: pl.DataFrame) -> pl.DataFrame:
+        if "sample" in df.columns:
+            return df.with_columns(pl.col("sample").cast(pl.String).fill_null(""))
+        return split_samples(df, known_ids)
+
     parts = []
     if video_scores is not None:
-        parts.append(video_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
-                                         pl.col("final_score").cast(pl.Float64).alias("final")))
+        parts.append(with_samples(video_scores).select(
+            pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String), "sample",
+            pl.col("final_score").cast(pl.Float64).alias("final")))
     if firm_scores is not None:
-        parts.append(firm_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
-                                        *[pl.col(f"{d}_rating").cast(pl.Float64).alias(d) for d in ("if", "wc", "pq")]))
+        parts.append(with_samples(firm_scores).select(
+            pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String), "sample",
+            *[pl.col(f"{d}_rating").cast(pl.Float64).alias(d) for d in ("if", "wc", "pq")]))
     if not parts:
         raise ValueError("best-of-N: give video_scores, firm_scores or both")
     out = parts[0]
     for other in parts[1:]:
-        out = out.join(other, on=["input_id", "model"], how="full", coalesce=True)
+        out = out.join(other, on=keys, how="full", coalesce=True)
     for col in ("final", "if", "wc", "pq"):
         if col not in out.columns:
             out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
-    return split_samples(out, known_ids).select("input_id", "model", "sample", "final", "if", "wc", "pq")
+    return out.select(*keys, "final", "if", "wc", "pq")
 
 
 def evaluator_score(scores: pl.DataFrame, by: str | dict[str, float],

@@ -1,4 +1,5 @@
-"""Listing the candidate store (``<TASK>/<model>/<input_id>.<ext>``) and detecting what changed.
+"""Listing the candidate store (``<TASK>/<model>/<input_id>.<ext>``, and samples as
+``<input_id>__<k>.<ext>`` or ``<input_id>/<k>.<ext>``) and detecting what changed.
 
 A store lists entries with a *cheap change token* (local files: size and mtime; S3: the ETag) and
 gives a *content hash* on demand (local: sha256 of the bytes; S3: the ETag, already content-derived).
@@ -14,11 +15,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 
-from .bench import VIDEO_SUFFIXES, task_dir
+from .bench import SAMPLE_NAME, VIDEO_SUFFIXES, sample_of, task_dir
 from .instances import Task
-from .names import model_name_problem
+from .names import lookup_names, model_name_problem
 
 # Previous scan: {entry key: [token, content hash]}.
 Known = dict[str, list[str]]
@@ -28,7 +29,7 @@ Known = dict[str, list[str]]
 class CandidateEntry:
     task: str
     model: str
-    input_id: str
+    input_id: str  # the stem of the file, or the name of its sample folder (:func:`~.bench.sample_of` reads it)
     key: str  # the entry's location relative to the store (a relative path or an object key)
     token: str  # changes whenever the content may have changed; cheap to read
 
@@ -51,12 +52,15 @@ class LocalCandidateStore:
             if d is None:
                 continue
             for model_dir in sorted(p for p in d.iterdir() if p.is_dir()):
-                for f in sorted(model_dir.iterdir()):
-                    if f.suffix.lower() not in VIDEO_SUFFIXES or not f.is_file():
-                        continue
-                    st = f.stat()
-                    yield CandidateEntry(task.value, model_dir.name, f.stem, str(f.relative_to(self.root)),
-                                         f"{st.st_size}:{st.st_mtime_ns}")
+                for entry in sorted(model_dir.iterdir()):
+                    files = ([(entry.name, f) for f in sorted(entry.iterdir()) if SAMPLE_NAME.fullmatch(f.stem)]
+                             if entry.is_dir() else [(entry.stem, entry)])  # <id>/<k>.mp4 or <id>[__<k>].mp4
+                    for name, f in files:
+                        if f.suffix.lower() not in VIDEO_SUFFIXES or not f.is_file():
+                            continue
+                        st = f.stat()
+                        yield CandidateEntry(task.value, model_dir.name, name, f.relative_to(self.root).as_posix(),
+                                             f"{st.st_size}:{st.st_mtime_ns}")
 
     def content_hash(self, entry: CandidateEntry) -> str:
         h = hashlib.sha256()
@@ -82,12 +86,15 @@ class S3CandidateStore:
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
             for obj in page.get("Contents", []):
                 parts = obj["Key"][len(base):].split("/")
-                if len(parts) != 3 or parts[0].lower() not in tasks:
+                if len(parts) not in (3, 4) or parts[0].lower() not in tasks:
                     continue
-                stem, dot, suffix = parts[2].rpartition(".")
+                stem, dot, suffix = parts[-1].rpartition(".")
                 if not dot or f".{suffix.lower()}" not in VIDEO_SUFFIXES:
                     continue
-                yield CandidateEntry(tasks[parts[0].lower()], parts[1], stem, obj["Key"], obj["ETag"].strip('"'))
+                if len(parts) == 4 and not SAMPLE_NAME.fullmatch(stem):  # <id>/<k>.mp4 only
+                    continue
+                yield CandidateEntry(tasks[parts[0].lower()], parts[1], parts[2] if len(parts) == 4 else stem,
+                                     obj["Key"], obj["ETag"].strip('"'))
 
     def content_hash(self, entry: CandidateEntry) -> str:
         return entry.token
@@ -131,19 +138,47 @@ def scan(store: CandidateStore, previous: Known | None) -> ScanResult:
         if prev is None or prev[1] != digest:
             changed.add((e.task, e.model))
     for key in set(previous) - set(known):
-        parts = key.replace("\\", "/").split("/")
-        if len(parts) >= 3:
-            task = next((t.value for t in Task if t.value.lower() == parts[-3].lower()), None)
-            if task is not None and parts[-2] in models:
-                changed.add((task, parts[-2]))  # a removed video: the partition now lacks it
+        for task, model, _ in key_places(key):
+            if model in models:
+                changed.add((task, model))  # a removed video: the partition now lacks it
     return ScanResult(known, models, changed, n, n_hashed, [problems[k] for k in sorted(problems)])
 
 
+def key_places(key: str) -> list[tuple[str, str, str]]:
+    """``(task, model, name)`` a store key may be: ``.../<TASK>/<model>/<name>.<ext>``, or
+    ``.../<TASK>/<model>/<id>/<k>.<ext>`` with name ``<id>/<k>``."""
+    parts = key.replace("\\", "/").split("/")
+    stem = parts[-1].rpartition(".")[0]
+    out = []
+    for depth, name in ((3, stem), (4, "/".join(parts[-2:-1] + [stem]))):
+        if len(parts) < depth or (depth == 4 and not SAMPLE_NAME.fullmatch(stem)):
+            continue
+        task = next((t.value for t in Task if t.value.lower() == parts[-depth].lower()), None)
+        if task is not None:
+            out.append((task, parts[-depth + 1], name))
+    return out
+
+
 def partition_hashes(known: Known, task: str, model: str) -> dict[str, str]:
-    """``{input_id: content hash}`` of one partition, from a scan's ``known`` state."""
+    """``{name: content hash}`` of one partition's videos, from a scan's ``known`` state: the name is
+    the file's stem (``<id>`` or ``<id>__<k>``) or ``<id>/<k>`` for a sample folder's file
+    (:func:`video_hashes` reads them as inputs and samples)."""
     out = {}
-    for key, (_, digest) in known.items():
-        parts = key.replace("\\", "/").split("/")
-        if len(parts) >= 3 and parts[-3].lower() == task.lower() and parts[-2] == model:
-            out[parts[-1].rpartition(".")[0]] = digest
+    for key, (_, digest) in sorted(known.items()):  # two files of one name: the first, as candidate_videos
+        for t, m, name in key_places(key):
+            if t.lower() == task.lower() and m == model:
+                out.setdefault(name, digest)
+    return out
+
+
+def video_hashes(hashes: dict[str, str], input_ids: Iterable[str]) -> dict[tuple[str, str], str]:
+    """``{(input_id, sample): content hash}`` from :func:`partition_hashes`, read with the bench's ids
+    as ``candidate_videos`` reads the folder (:func:`~argus_dagster.bench.sample_of`)."""
+    known = {n: i for i in input_ids for n in lookup_names(i)}
+    out = {}
+    for name, digest in sorted(hashes.items()):
+        entry, _, sample_file = name.partition("/")
+        key = sample_of(entry, sample_file or None, known)
+        if key is not None:
+            out.setdefault(key, digest)
     return out

@@ -1127,19 +1127,21 @@ def export_records(video_id: str, prompt: str, refs: Sequence[str], results: dic
 def export_from_rows(rows: Iterable[dict], prompts: dict[str, str], *, video_prefix: str = "",
                      require_all: bool = True) -> tuple[list[dict], list[str]]:
     """Training instances rebuilt from stored ``firm_scores`` rows (with their ``frames`` column), so
-    an export reads the table and calls nothing. Returns the instances and the videos left out, with why."""
+    an export reads the table and calls nothing. Returns the instances and the videos left out, with why.
+    A video is named ``<prefix><input_id>``, and ``#<k>`` for sample ``k`` of the input."""
     records, left_out = [], []
     for r in rows:
         iid = r["input_id"]
+        video = f"{video_prefix}{iid}" + (f"#{r['sample']}" if r.get("sample") else "")
         if iid not in prompts:
-            left_out.append(f"{video_prefix}{iid}: no prompt for this input")
+            left_out.append(f"{video}: no prompt for this input")
             continue
         res = {}
         for d in DIMENSIONS:
             s = SHORT[d]
             res[d] = DimensionResult(d, r.get(f"{s}_score"), r.get(f"{s}_rating"), r.get(f"{s}_rationale") or "",
                                      r.get(f"{s}_reason") or "")
-        recs, why = export_records(f"{video_prefix}{iid}", prompts[iid], list(r.get("frames") or []), res,
+        recs, why = export_records(video, prompts[iid], list(r.get("frames") or []), res,
                                    require_all=require_all)
         records += recs
         if why:

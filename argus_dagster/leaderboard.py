@@ -26,7 +26,11 @@ def _mean(values: list) -> float | None:
 
 def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, profile: str | None = None) -> pl.DataFrame:
     """Per task and model: the mean final score and its interval, and what those scores cover (mean
-    criteria scored of how many, share of importance weight, judges, criteria that need a VLM)."""
+    criteria scored of how many, share of importance weight, judges, criteria that need a VLM).
+
+    A model is ranked over all its videos: with several samples of an input, every sample is one
+    video of the mean and of the bootstrap (``n_videos`` counts them), as drawing N samples per prompt
+    measures the model's typical video, not its best (best-of-N is :mod:`~argus_dagster.best_of_n`)."""
     rows = []
     if video_scores.height:
         for (task, model), g in video_scores.group_by(["task", "model"], maintain_order=True):

@@ -6,7 +6,10 @@ Ids and model names are data, never path fragments. Every file name made from on
 object store: a name of plain characters (``[A-Za-z0-9][A-Za-z0-9._+-]*``, at most 100 characters,
 not ending in a dot) stays as it is; any other name becomes ``~`` followed by its percent-encoded
 UTF-8 (or, when that would be long, ``~~`` and its SHA-256). ``~`` never starts a plain name, so two
-different names never share a file, whatever an adversary chooses.
+different names never share a file, whatever an adversary chooses. A file of one of several
+samples of an input (or of a model's videos) is :func:`sample_file_name`: the name's file name, ``!``
+and the sample's; no :func:`file_name` holds ``!``, so it never meets another sample's file or the
+file of a single video.
 
 What each kind of name may contain:
 
@@ -49,6 +52,12 @@ def file_name(name: str) -> str:
     if len(encoded) <= 150:
         return "~" + encoded
     return "~~" + hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+def sample_file_name(name: str, sample: str = "") -> str:
+    """The file name for sample ``sample`` of ``name``: :func:`file_name` for the single video
+    (``sample`` empty), else ``<file_name(name)>!<file_name(sample)>``; injective in the pair."""
+    return f"{file_name(name)}!{file_name(sample)}" if sample else file_name(name)
 
 
 def is_single_component(name: str) -> bool:

@@ -45,15 +45,19 @@ def _ranks(means: dict[str, float]) -> dict[str, int]:
 
 def rank_agreement(video_scores: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``(rank agreement, movers)`` for every task and pair of profiles. Each table has ``task, model,
-    input_id, final_score``; rows with a null score are left out."""
+    input_id, final_score`` and, with samples, ``sample`` (a video is an input and sample); rows with
+    a null score are left out."""
     if len(video_scores) < 2:
         raise ValueError(f"robustness needs at least two profiles, got {sorted(video_scores)}")
-    clean = {p: df.select("task", "model", "input_id", pl.col("final_score").cast(pl.Float64))
+    keys = ["task", "model", "input_id", "sample"]
+    clean = {p: df.with_columns(pl.col("sample").cast(pl.String).fill_null("") if "sample" in df.columns
+                                else pl.lit("").alias("sample"))
+             .select(*keys, pl.col("final_score").cast(pl.Float64))
              .filter(pl.col("final_score").is_not_null() & pl.col("final_score").is_not_nan())
              for p, df in video_scores.items()}
     ranks, moves = [], []
     for a, b in combinations(list(video_scores), 2):
-        joined = clean[a].join(clean[b], on=["task", "model", "input_id"], suffix="_b")
+        joined = clean[a].join(clean[b], on=keys, suffix="_b")
         for (task,), g in joined.sort("task").group_by("task", maintain_order=True):
             m = g.group_by("model").agg(pl.col("final_score").mean().alias("a"),
                                         pl.col("final_score_b").mean().alias("b")).sort("model")

@@ -1,4 +1,8 @@
-"""Table contracts between stages (polars schemas). Other tools and later stages read these columns."""
+"""Table contracts between stages (polars schemas). Other tools and later stages read these columns.
+
+A row about one video names it by ``model``, ``input_id`` and ``sample``: ``""`` for the single video
+of an input (``<id>.mp4``), the sample number for one of several (``<id>__<k>.mp4``, ``<id>/<k>.mp4``).
+"""
 
 from __future__ import annotations
 
@@ -13,18 +17,18 @@ INPUT_INSTANCES = {"task": S, "input_id": S, "prompt": S, "first_frame": S, "sub
 RUBRICS = {"task": S, "input_id": S, "rubric_hash": S, "rubric_json": S, "source": S, "generator_backend": S,
            "generator_model": S, "prompt_version": S, "n_criteria": I, "n_hard": I, "postprocess_log": S,
            "load_log": S, "error": S}
-CANDIDATE_VIDEOS = {"task": S, "model": S, "input_id": S, "uri": S, "sha256": S, "n_frames": I, "fps": F,
+CANDIDATE_VIDEOS = {"task": S, "model": S, "input_id": S, "sample": S, "uri": S, "sha256": S, "n_frames": I, "fps": F,
                     "width": I, "height": I, "duration": F, "error": S}
-CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "criterion_id": S, "rubric_hash": S,
+CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "sample": S, "criterion_id": S, "rubric_hash": S,
                       "video_sha256": S, "plan": S, "repairs": S, "plan_status": S, "tools": pl.List(S),
                       "evidence": S, "n_ok": I, "seconds": F, "n_cached": I, "cache_hit": B,
                       "error": S}
-CRITERION_SCORES = {"task": S, "model": S, "input_id": S, "criterion_id": S, "dimension": I, "type": S,
+CRITERION_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "criterion_id": S, "dimension": I, "type": S,
                     "importance": S, "hard_cap": I, "fail_threshold": F, "score": I, "rationale": S, "judge": S,
                     "cache_hit": B}
 # Coverage: ``weight_scored`` is the share of importance weight (high 3, medium 2, low 1) scored,
 # ``judge`` who scored, ``needs_vlm`` the criteria only a VLM judge could score.
-VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "base_score": F, "final_score": F, "cap_alpha": F,
+VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "base_score": F, "final_score": F, "cap_alpha": F,
                 "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "weight_scored": F, "judge": S,
                 "needs_vlm": pl.List(S), "error": S}
 # The interval is over videos' final scores, which cover only the scored criteria (``ci_scope``).

@@ -51,49 +51,60 @@ def _cache_write_errors(cache) -> dict:
     return {"cache_write_errors": len(errors), "cache_write_error": errors[0]} if errors else {}
 
 
+def video_label(input_id: str, sample: str | None) -> str:
+    """How logs and metadata name a video: its input id, and ``#<k>`` for sample ``k``."""
+    return f"{input_id}#{sample}" if sample else input_id
+
+
 def _version(df: pl.DataFrame, cols: list[str]) -> dg.DataVersion:
     text = df.select(cols).sort(cols[:3]).write_csv()
     return dg.DataVersion(hashlib.sha256(text.encode()).hexdigest()[:16])
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="candidates", kinds={"polars"})
+@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"})
 def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.DataFrame,
                      bench: BenchResource) -> dg.Output[pl.DataFrame]:
-    """One row per input of the task for this model: its video's URI, hash and geometry, or the error."""
+    """One row per video of an input of the task for this model (``sample`` ``""`` for the single
+    video ``<id>.mp4``, ``k`` for ``<id>__<k>.mp4`` or ``<id>/<k>.mp4``): its URI, hash and geometry,
+    or the error; an input without a video has one row saying so."""
     task, model = task_and_model(context)
+    found = bench_lib.find_candidates(bench.candidates_path(), task, model, input_instances["input_id"].to_list())
     rows = []
     for r in input_instances.iter_rows(named=True):
-        row = {"task": task, "model": model, "input_id": r["input_id"]}
-        path = None if r["error"] else bench_lib.find_candidate(bench.candidates_path(), task, model, r["input_id"])
+        base = {"task": task, "model": model, "input_id": r["input_id"], "sample": ""}
         if r["error"]:  # a bad manifest row (a duplicate id among them) is never looked up or judged
-            row["error"] = f"input invalid: {r['error']}"
-        elif path is None:
-            row["error"] = (f"missing: no video for input {r['input_id']!r} under "
-                            f"{bench.candidates_path()}/{task}/{model}/")
+            videos = [({**base, "error": f"input invalid: {r['error']}"}, None)]
+        elif r["input_id"] not in found:
+            videos = [({**base, "error": f"missing: no video for input {r['input_id']!r} under "
+                                          f"{bench.candidates_path()}/{task}/{model}/"}, None)]
         else:
-            row["uri"] = str(path)
-            try:
-                row["sha256"] = file_digest(str(path))
-                info = probe_video(str(path))
-                row.update(n_frames=info.n_frames, fps=info.fps, width=info.width, height=info.height,
-                           duration=info.duration, error=None)
-            except MediaError as exc:
-                row["error"] = str(exc)
-        if row.get("error"):
-            context.log.warning(f"{task}/{model}/{r['input_id']}: {row['error']}")
-        rows.append(row)
+            videos = [({**base, "sample": sample, "uri": str(path)}, path) for sample, path in found[r["input_id"]]]
+        for row, path in videos:
+            if path is not None:
+                try:
+                    row["sha256"] = file_digest(str(path))
+                    info = probe_video(str(path))
+                    row.update(n_frames=info.n_frames, fps=info.fps, width=info.width, height=info.height,
+                               duration=info.duration, error=None)
+                except MediaError as exc:
+                    row["error"] = str(exc)
+            if row.get("error"):
+                context.log.warning(f"{task}/{model}/{video_label(r['input_id'], row['sample'])}: {row['error']}")
+            rows.append(row)
     df = frame(rows, CANDIDATE_VIDEOS)
-    n_err = df.filter(pl.col("error").is_not_null()).height
-    return dg.Output(df, data_version=_version(df, ["input_id", "sha256", "error"]), metadata={
-        "n_videos": df.height, "n_errors": n_err,
-        "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}" for r in df.filter(pl.col("error").is_not_null()).iter_rows(named=True)) or "none"),
+    errors = df.filter(pl.col("error").is_not_null())
+    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "sha256", "error"]), metadata={
+        "n_videos": df.height, "n_errors": errors.height, "n_inputs": df["input_id"].n_unique(),
+        "errors": dg.MetadataValue.md("\n".join(f"- `{video_label(r['input_id'], r['sample'])}`: {r['error']}"
+                                                for r in errors.iter_rows(named=True)) or "none"),
     })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"}, pool="gpu")
+@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu")
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
                        input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource) -> dg.Output[pl.DataFrame]:
-    """One row per (input, criterion): the normalized plan, its repairs, and every tool's record.
+    """One row per (video, criterion): the normalized plan, its repairs, and every tool's record. A
+    video is an (input, sample); every sample of an input is checked against the input's rubric.
 
     The criteria of every video in the partition run at once, up to the VLM's bound plus one thread
     per CPU, so tools compute while ``vlm_qa`` waits; each video is decoded once per sampling policy.
@@ -111,21 +122,21 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     todo = [c for c in candidate_videos.filter(pl.col("error").is_null()).iter_rows(named=True)
             # a candidate whose rubric is missing or invalid: video_scores records why it has no score
             if rubric_rows.get(c["input_id"]) is not None and not rubric_rows[c["input_id"]]["error"]]
-    rubric_of = {c["input_id"]: parse_rubric(json.loads(rubric_rows[c["input_id"]]["rubric_json"])) for c in todo}
-    media: dict[str, MediaStore] = {}
-    left: dict[str, int] = {c["input_id"]: len(rubric_of[c["input_id"]].criteria) for c in todo}
+    rubric_of = {iid: parse_rubric(json.loads(rubric_rows[iid]["rubric_json"])) for iid in {c["input_id"] for c in todo}}
+    media: dict[tuple[str, str], MediaStore] = {}
+    left: dict[tuple[str, str], int] = {(c["input_id"], c["sample"]): len(rubric_of[c["input_id"]].criteria) for c in todo}
     lock = threading.Lock()
 
     def one(cand: dict, c) -> dict:
-        iid = cand["input_id"]
-        base = {"task": task, "model": model, "input_id": iid, "rubric_hash": rubric_rows[iid]["rubric_hash"],
-                "video_sha256": cand["sha256"]}
+        iid, key = cand["input_id"], (cand["input_id"], cand["sample"])
+        base = {"task": task, "model": model, "input_id": iid, "sample": cand["sample"],
+                "rubric_hash": rubric_rows[iid]["rubric_hash"], "video_sha256": cand["sha256"]}
         inst = InputInstance.from_row(inputs[iid])
         try:
             with lock:
-                if iid not in media:
-                    media[iid] = candidate_media(inst, cand["uri"], cand["sha256"])
-                store = media[iid]
+                if key not in media:
+                    media[key] = candidate_media(inst, cand["uri"], cand["sha256"])
+                store = media[key]
             return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
                                                      vlm_only=tools.vlm_only, cache=cache)}
         except Exception as exc:  # the criterion gets the error; the partition goes on
@@ -133,9 +144,9 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                     "error": f"evidence failed: {type(exc).__name__}: {exc}"}
         finally:
             with lock:
-                left[iid] -= 1
-                if left[iid] == 0:  # its last criterion: the video's frames may go
-                    media.pop(iid, None)
+                left[key] -= 1
+                if left[key] == 0:  # its last criterion: the video's frames may go
+                    media.pop(key, None)
 
     workers = (vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1)
     rows: list[dict] = []
@@ -147,14 +158,15 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
             rows += got
             for r in got:
                 if r.get("error"):
-                    context.log.warning(f"{task}/{model}/{cand['input_id']}/{r['criterion_id']}: {r['error']}")
+                    context.log.warning(f"{task}/{model}/{video_label(cand['input_id'], cand['sample'])}/"
+                                        f"{r['criterion_id']}: {r['error']}")
             progress.video_done()  # a line in the run's log every 15 s, and the CLI's progress line
     df = frame(rows, CRITERION_EVIDENCE)
     statuses = df["plan_status"].value_counts().to_dicts() if df.height else []
     tool_calls = df.explode("tools", empty_as_null=True)["tools"].value_counts().to_dicts() if df.height else []
     n_steps = int(df["tools"].list.len().sum()) if df.height else 0
     n_cached = int(df["n_cached"].sum()) if df.height else 0
-    return dg.Output(df, data_version=_version(df, ["input_id", "criterion_id", "rubric_hash", "video_sha256", "evidence"]),
+    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "rubric_hash", "video_sha256", "evidence"]),
                      metadata={
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
@@ -169,11 +181,11 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                      })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"})
+@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"})
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
                      candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource,
                      tools: ToolsResource) -> dg.Output[pl.DataFrame]:
-    """One row per (input, criterion): the judge's integer score (null when unscored) and rationale.
+    """One row per (video, criterion): the judge's integer score (null when unscored) and rationale.
 
     Judgments made before (same judge, criterion, evidence and video) come from the cache; the judge
     calls of every video in the partition share one pool sized to the VLM's bound.
@@ -183,14 +195,14 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     the_judge = judge.judge(vlm, stats)
     cache = tools.cache("judgments")
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True) if not r["error"]}
-    videos = {r["input_id"]: r for r in candidate_videos.iter_rows(named=True)}
-    groups = [(k[0], g) for k, g in criterion_evidence.group_by("input_id", maintain_order=True)]
+    videos = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
+    groups = [(k, g) for k, g in criterion_evidence.group_by("input_id", "sample", maintain_order=True)]
     workers = vlm.workers() if vlm.configured else 1
 
     def one(item) -> list[dict]:
-        input_id, ev = item
-        rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))
-        video = videos.get(input_id) or {}
+        (input_id, sample), ev = item
+        rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))  # the input's, for every sample
+        video = videos.get((input_id, sample)) or {}
         # Decoded only if a criterion is not in the cache, and then once for all of them (the
         # evidence stage of this process has usually left the frames in the pool).
         frames = output_frames(MediaStore({"output_video": video.get("uri") or ""},
@@ -198,9 +210,10 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
                              cache=cache, video_sha256=video.get("sha256") or "")
         if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
-            context.log.warning(f"{task}/{model}/{input_id}: the judge saw no frames (the video cannot be decoded)")
+            context.log.warning(f"{task}/{model}/{video_label(input_id, sample)}: the judge saw no frames "
+                                "(the video cannot be decoded)")
         judged.video_done()
-        return [{"task": task, "model": model, "input_id": input_id, **s} for s in got]
+        return [{"task": task, "model": model, "input_id": input_id, "sample": sample, **s} for s in got]
 
     judged = StageLog(lambda m: context.log.info(f"{task}/{model}: {m}"), "judged", len(groups), "judgments")
 
@@ -212,7 +225,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     unscored = df.filter(pl.col("score").is_null())
     reasons = (unscored.with_columns(pl.col("rationale").str.slice(0, 90)).group_by("rationale").len()
                .sort("len", descending=True).head(8).to_dicts()) if unscored.height else []
-    return dg.Output(df, data_version=_version(df, ["input_id", "criterion_id", "score", "judge"]), metadata={
+    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "score", "judge"]), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
         "n_unscored_retryable": sum(1 for r in rows if r["retry"]),
         "evaluator": judge_digest(judge, vlm, tools),
@@ -226,36 +239,38 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"},
+@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"},
           automation_condition=dg.AutomationCondition.eager())
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
                  scoring: ScoringResource) -> dg.Output[pl.DataFrame]:
-    """One row per candidate: base and final score, alpha, caps fired, or the reason it has no score."""
+    """One row per candidate video (every sample of an input its own): base and final score, alpha,
+    caps fired, or the reason it has no score."""
     task, model = task_and_model(context)
-    by_input = {k[0]: g for k, g in criterion_scores.group_by("input_id")}
+    by_video = {k: g for k, g in criterion_scores.group_by("input_id", "sample")}
     rows = []
     for cand in candidate_videos.iter_rows(named=True):
-        row = {"task": task, "model": model, "input_id": cand["input_id"], "cap_alpha": scoring.cap_alpha,
-               "caps_fired": [], "n_scored": 0, "n_criteria": 0}
+        key = (cand["input_id"], cand["sample"])
+        row = {"task": task, "model": model, "input_id": cand["input_id"], "sample": cand["sample"],
+               "cap_alpha": scoring.cap_alpha, "caps_fired": [], "n_scored": 0, "n_criteria": 0}
         if cand["error"]:
             row["error"] = cand["error"]
-        elif cand["input_id"] not in by_input:
+        elif key not in by_video:
             row["error"] = "no criteria: the input's rubric is missing or invalid (see rubrics)"
         else:
-            row.update(score_video(by_input[cand["input_id"]].to_dicts(), scoring.cap_alpha))
+            row.update(score_video(by_video[key].to_dicts(), scoring.cap_alpha))
             if row["final_score"] is None:
                 row["error"] = "no criterion could be scored"
         rows.append(row)
     df = frame(rows, VIDEO_SCORES)
     finals = df["final_score"].drop_nulls()
-    return dg.Output(df, data_version=_version(df, ["input_id", "final_score", "error"]), metadata={
+    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "final_score", "error"]), metadata={
         "evaluator": scoring_digest(scoring),
         "n_videos": df.height, "n_scored": finals.len(), "n_errors": df.filter(pl.col("error").is_not_null()).height,
         "mean_final": float(finals.mean()) if finals.len() else None,
         **video_delta_metadata(context, df),
         "n_caps_fired": int(df["caps_fired"].list.len().gt(0).sum()),
         "scores": dg.MetadataValue.md("\n".join(
-            f"- `{r['input_id']}`: final {_fmt(r['final_score'])} · {coverage_text(r['n_scored'], r['n_criteria'], r['judge'])}"
+            f"- `{video_label(r['input_id'], r['sample'])}`: final {_fmt(r['final_score'])} · {coverage_text(r['n_scored'], r['n_criteria'], r['judge'])}"
             f", base {_fmt(r['base_score'])}, caps {r['caps_fired'] or 'none'}"
             + (f", needs a VLM: {', '.join(r['needs_vlm'])}" if r["needs_vlm"] else "")
             + (f", error: {r['error']}" if r["error"] else "")

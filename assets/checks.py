@@ -19,7 +19,7 @@ import polars as pl
 from argus_dagster.rubric.postprocess import postprocess
 from argus_dagster.rubric.schema import RubricError, parse_rubric
 
-from .candidates import criterion_scores, video_scores
+from .candidates import criterion_scores, video_label, video_scores
 from .inputs import rubrics
 from .lineage import latest_record
 from .leaderboard import leaderboard
@@ -83,9 +83,9 @@ def scores_in_range(criterion_scores: pl.DataFrame) -> dg.AssetCheckResult:
     out_of_range = df.filter(pl.col("score").is_not_null() & ~pl.col("score").is_between(0, 10))
     no_reason = df.filter(pl.col("score").is_null()
                           & (pl.col("rationale").is_null() | (pl.col("rationale").str.strip_chars() == "")))
-    problems = [f"`{r['input_id']}` `{r['criterion_id']}`: score {r['score']} outside 0-10"
+    problems = [f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: score {r['score']} outside 0-10"
                 for r in out_of_range.iter_rows(named=True)]
-    problems += [f"`{r['input_id']}` `{r['criterion_id']}`: unscored without a reason"
+    problems += [f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: unscored without a reason"
                  for r in no_reason.iter_rows(named=True)]
     return dg.AssetCheckResult(passed=not problems, metadata={
         "n_criteria": df.height, "n_out_of_range": out_of_range.height, "n_unscored_without_reason": no_reason.height,
@@ -94,18 +94,19 @@ def scores_in_range(criterion_scores: pl.DataFrame) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=video_scores, partitions_def=task_model_partitions,
                 additional_ins={"candidate_videos": dg.AssetIn()},
-                description="Every candidate has a final score in 0-10 or a recorded error.")
+                description="Every candidate video (each sample) has a final score in 0-10 or a recorded error.")
 def every_candidate_scored_or_explained(video_scores: pl.DataFrame, candidate_videos: pl.DataFrame) -> dg.AssetCheckResult:
-    scored = {r["input_id"]: r for r in video_scores.iter_rows(named=True)}
+    scored = {(r["input_id"], r["sample"]): r for r in video_scores.iter_rows(named=True)}
     problems = []
     for cand in candidate_videos.iter_rows(named=True):
-        r = scored.get(cand["input_id"])
+        r = scored.get((cand["input_id"], cand["sample"]))
+        name = video_label(cand["input_id"], cand["sample"])
         if r is None:
-            problems.append(f"`{cand['input_id']}`: no row in video_scores")
+            problems.append(f"`{name}`: no row in video_scores")
         elif r["final_score"] is None and not (r["error"] or "").strip():
-            problems.append(f"`{cand['input_id']}`: neither a final score nor an error")
+            problems.append(f"`{name}`: neither a final score nor an error")
         elif r["final_score"] is not None and not 0.0 <= r["final_score"] <= 10.0:
-            problems.append(f"`{cand['input_id']}`: final score {r['final_score']:.3f} outside 0-10")
+            problems.append(f"`{name}`: final score {r['final_score']:.3f} outside 0-10")
     return dg.AssetCheckResult(passed=not problems, metadata={
         "n_candidates": candidate_videos.height, "n_problems": len(problems), "problems": _listing(problems)})
 

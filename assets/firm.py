@@ -30,15 +30,15 @@ from resources.bench import BenchResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
-from .candidates import _cache_write_errors, _vlm_metadata
+from .candidates import _cache_write_errors, _vlm_metadata, video_label
 from .partitions import task_and_model, task_model_partitions, task_partitions
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
 FIRM_CHECKLISTS = {"task": S, "input_id": S, "dimension": S, "item_id": S, "target": S, "aspect": S, "question": S,
                    "importance": I, "weight": F, "checklist_hash": S, "maker": S, "error": S}
-FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "dimension": S, "item_id": S, "verdict": S, "verifiable": B,
+FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "sample": S, "dimension": S, "item_id": S, "verdict": S, "verifiable": B,
                  "evidence": S, "checklist_hash": S, "target": S, "aspect": S, "question": S, "importance": I}
-FIRM_SCORES = {"task": S, "model": S, "input_id": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
+FIRM_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
                "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S, "pq_rating": I, "pq_rationale": S,
                "pq_reason": S, "pq_source": S, "frames": pl.List(S)}
 BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
@@ -142,22 +142,23 @@ def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dic
 
 
 @dg.multi_asset(
-    partitions_def=task_model_partitions, group_name="firm", code_version="1", can_subset=False,
+    partitions_def=task_model_partitions, group_name="firm", code_version="2", can_subset=False,
     outs={"firm_verdicts": dg.AssetOut(kinds={"polars"}, description="One row per checklist item and video: the "
                                        "verdict (IF yes = satisfied, WC yes = violation), its evidence and the item."),
           "firm_scores": dg.AssetOut(kinds={"polars"}, description="One row per video: IF and WC scores and "
                                      "ratings, the PQ rating, rationales, and why a dimension is unscored.")})
 def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, firm_checklists: pl.DataFrame,
                     input_instances: pl.DataFrame, vlm: VlmResource, tools: ToolsResource):
-    """FIRM-Video's three dimensions for every candidate of the partition; a video that fails gets its
-    reasons on its row and the rest proceed."""
+    """FIRM-Video's three dimensions for every candidate video of the partition (each sample of an
+    input against the input's checklist); a video that fails gets its reasons on its row and the rest
+    proceed."""
     task, model = task_and_model(context)
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     checklists = stored_checklists(firm_checklists)
-    videos = {r["input_id"]: r for r in candidate_videos.iter_rows(named=True)}
+    videos = {r["uri"]: r for r in candidate_videos.iter_rows(named=True) if r["uri"]}
     stats, cache, evidence_cache = CallStats(), tools.cache("firm"), tools.cache("evidence")
     suite = tools.suite() if not vlm.configured else None
-    jobs, failed = [], []
+    jobs, samples, failed = [], [], []
     for cand in candidate_videos.iter_rows(named=True):
         inp = inputs.get(cand["input_id"])
         if cand["error"] or inp is None or inp["error"]:
@@ -171,6 +172,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                 refs = _references(inst)
             except (MediaError, OSError):
                 refs = None  # firm_checklists recorded the input's reason; its IF is unscored with it
+        samples.append(cand["sample"])
         jobs.append(fc.VideoJob(inst.id, inst.prompt, cand["uri"], cand["sha256"],
                                 lambda store=store: store.frames("output_video", JUDGE_POLICY),
                                 refs[0] if refs else None, refs[1] if refs else None))
@@ -179,7 +181,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
         store = MediaStore({"output_video": job.video_uri}, {"output_video": job.video_digest})
         plan = NormalizedPlan([{"tool": t, "args": {"on": "output_video"}} for t in PQ_TOOLS
                                if t in suite.available()])
-        v = videos[job.input_id]
+        v = videos[job.video_uri]
         return run_plan(plan, store, suite, cache=evidence_cache), v["width"], v["height"]
 
     evaluator = (fc.FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
@@ -189,22 +191,22 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                                  max_workers=vlm.workers() if vlm.configured else 2,
                                  offline_records=offline_records if evaluator is None else None)
     verdicts, scores = [], []
-    for job, res, row in zip(jobs, out.results, out.scores):
+    for job, sample, res, row in zip(jobs, samples, out.results, out.scores):
         cl = checklists.get(job.input_id)
         rows = _item_columns(fc.verdict_rows(job.input_id, res), cl if isinstance(cl, fc.Checklist) else None, res)
-        verdicts += [{"task": task, "model": model, **r} for r in rows]
+        verdicts += [{"task": task, "model": model, **r, "sample": sample} for r in rows]
         pq = res.get(fc.PQ)
-        scores.append({"task": task, "model": model, **row,
+        scores.append({"task": task, "model": model, **row, "sample": sample,
                        "pq_source": (pq.detail.get("source") if pq is not None and pq.scored else None)})
     for cand in failed:
         why = cand["error"] or f"input invalid: {(inputs.get(cand['input_id']) or {}).get('error') or 'not in the task'}"
-        scores.append({"task": task, "model": model, "input_id": cand["input_id"], "frames": [],
+        scores.append({"task": task, "model": model, "input_id": cand["input_id"], "sample": cand["sample"], "frames": [],
                        **{f"{s}_reason": why for s in ("if", "wc", "pq")}})
     vdf = frame(verdicts, FIRM_VERDICTS)
-    sdf = frame(scores, FIRM_SCORES).sort("input_id")
+    sdf = frame(scores, FIRM_SCORES).sort("input_id", "sample")
     for d in ("if", "wc", "pq"):
         for r in sdf.filter(pl.col(f"{d}_rating").is_null()).head(5).iter_rows(named=True):
-            context.log.warning(f"{task}/{model}/{r['input_id']} {d.upper()}: {r[f'{d}_reason']}")
+            context.log.warning(f"{task}/{model}/{video_label(r['input_id'], r['sample'])} {d.upper()}: {r[f'{d}_reason']}")
     means = {f"mean_{d}_rating": (float(sdf[f"{d}_rating"].mean()) if sdf[f"{d}_rating"].drop_nulls().len() else None)
              for d in ("if", "wc", "pq")}
     yield dg.Output(vdf, output_name="firm_verdicts",
@@ -237,16 +239,19 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
     """What does not recompute: IF from ``firm_checklists`` items and the video's IF verdicts, WC from
     the video's WC verdict rows (items and answers), ratings from scores by the seed's thresholds."""
     frozen = stored_checklists(checklists)
-    by_input = {k[0]: g for k, g in verdicts.group_by("input_id")}
+    if "sample" not in verdicts.columns:  # stored before samples were read: single videos
+        verdicts = verdicts.with_columns(pl.lit("").alias("sample"))
+    by_video = {k: g for k, g in verdicts.group_by("input_id", "sample")}
     problems = []
     for r in scores.iter_rows(named=True):
-        iid = r["input_id"]
+        iid, sample = r["input_id"], r.get("sample") or ""
+        name = video_label(iid, sample)
         for d in ("if", "wc", "pq"):
             if r[f"{d}_rating"] is None and not (r[f"{d}_reason"] or "").strip():
-                problems.append(f"`{iid}` {d}: unscored without a reason")
+                problems.append(f"`{name}` {d}: unscored without a reason")
             if r[f"{d}_rating"] is not None and not 1 <= r[f"{d}_rating"] <= 5:
-                problems.append(f"`{iid}` {d}: rating {r[f'{d}_rating']} outside 1-5")
-        v = by_input.get(iid, pl.DataFrame(schema=FIRM_VERDICTS))
+                problems.append(f"`{name}` {d}: rating {r[f'{d}_rating']} outside 1-5")
+        v = by_video.get((iid, sample), pl.DataFrame(schema=FIRM_VERDICTS))
         for d, dim in (("if", fc.IF), ("wc", fc.WC)):
             if r[f"{d}_score"] is None:
                 continue
@@ -259,10 +264,10 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
                       for x in rows]
                 got = fc.score_if(cl, vs) if d == "if" else fc.score_wc(cl, vs)
             except (fc.ChecklistError, KeyError, ValueError) as exc:
-                problems.append(f"`{iid}` {d}: cannot recompute: {exc}")
+                problems.append(f"`{name}` {d}: cannot recompute: {exc}")
                 continue
             if (got.score, got.rating) != (r[f"{d}_score"], r[f"{d}_rating"]):
-                problems.append(f"`{iid}` {d}: stored {r[f'{d}_score']} / {r[f'{d}_rating']}, "
+                problems.append(f"`{name}` {d}: stored {r[f'{d}_score']} / {r[f'{d}_rating']}, "
                                 f"recomputed {got.score} / {got.rating}")
     return problems
 

@@ -50,7 +50,7 @@ def criterion_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame
     if before is None:
         return {"score_delta_summary": dg.MetadataValue.md("first materialization of this partition")}
     deltas = criterion_deltas(before, df)
-    return {"n_criteria_moved": deltas.height, "n_videos_moved": deltas["input_id"].n_unique(),
+    return {"n_criteria_moved": deltas.height, "n_videos_moved": deltas.select("input_id", "sample").n_unique(),
             "score_delta": _table(deltas), "score_delta_summary": dg.MetadataValue.md(delta_summary(deltas))}
 
 

@@ -1,5 +1,7 @@
 """Diagnostic reports (task x model): one HTML page per video, an index per partition, and a
-comparison page per input that every model's partition refreshes.
+comparison page per input that every model's partition refreshes. A video is an (input, sample):
+each sample of an input has its own page and card, named by
+:func:`~argus_dagster.names.sample_file_name`, and the input's comparison page shows every sample.
 
 Pages go to the evaluation's ``reports/<TASK>/<model>/``. For the comparison pages each partition leaves
 a small card per video (scores and a few thumbnails) under ``<TASK>/_cards/<input_id>/``; the page of
@@ -21,16 +23,17 @@ import polars as pl
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.files import WriteError, write_atomic
-from argus_dagster.names import file_name
+from argus_dagster.names import file_name, sample_file_name
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.settings import report_url
 from resources.bench import BenchResource
 
+from .candidates import video_label
 from .partitions import task_and_model, task_model_partitions
 
-REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "path": pl.String, "error": pl.String}
+REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "sample": pl.String, "path": pl.String, "error": pl.String}
 
 
 def safe_name(text: str) -> str:
@@ -107,7 +110,7 @@ def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str,
                                                 conditions=conditions))
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="reports", kinds={"html"},
+@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="reports", kinds={"html"},
           automation_condition=dg.AutomationCondition.eager())
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
@@ -119,45 +122,49 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     out_dir = task_dir / safe_name(model)
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
-    cands = {r["input_id"]: r for r in candidate_videos.iter_rows(named=True)}
+    cands = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
     rows, index_rows = [], []
     content = hashlib.sha256()  # the data version: what the pages say, frames included
     for v in video_scores.iter_rows(named=True):
-        iid = v["input_id"]
+        iid, sample = v["input_id"], v["sample"]
+        label = video_label(iid, sample)
         inp = inputs.get(iid, {})
-        name = f"{safe_name(iid)}.html"
+        name = f"{sample_file_name(iid, sample)}.html"
+        key = (pl.col("input_id") == iid) & (pl.col("sample") == sample)
         try:
-            output = video_frames(cands.get(iid, {}).get("uri"), cands.get(iid, {}).get("sha256"))
+            cand = cands.get((iid, sample), {})
+            output = video_frames(cand.get("uri"), cand.get("sha256"))
             output.label = "output frames (as the judge saw them)"
-            criteria = _criteria(rubric_rows.get(iid), criterion_evidence.filter(pl.col("input_id") == iid),
-                                 criterion_scores.filter(pl.col("input_id") == iid))
+            criteria = _criteria(rubric_rows.get(iid), criterion_evidence.filter(key), criterion_scores.filter(key))
             rubric_row = rubric_rows.get(iid) or {}
             generator = (json.loads(rubric_row["rubric_json"]).get("generator")
                          if rubric_row.get("rubric_json") and not rubric_row.get("error") else None)
             conditions = condition_rows(inp)
-            page = render_video_report(task=task, model=model, input_id=iid, prompt=inp.get("prompt") or "",
+            page = render_video_report(task=task, model=model, input_id=label, prompt=inp.get("prompt") or "",
                                        conditions=conditions, output=output, video=v, criteria=criteria,
                                        compare_href=f"../compare/{quote(safe_name(iid))}.html",
                                        rubric_generator=generator)
             write_atomic(out_dir / name, page)
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
-            card = {"model": model, "final_score": v["final_score"], "base_score": v["base_score"],
+            card = {"model": video_label(model, sample), "final_score": v["final_score"], "base_score": v["base_score"],
                     **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{quote(safe_name(model))}/{quote(name)}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
-            write_atomic(task_dir / "_cards" / safe_name(iid) / f"{safe_name(model)}.json", json.dumps(card))
+            write_atomic(task_dir / "_cards" / safe_name(iid) / f"{sample_file_name(model, sample)}.json",
+                         json.dumps(card))
             write_comparison(task_dir, task, iid, inp.get("prompt") or "", conditions)
-            rows.append({"task": task, "model": model, "input_id": iid, "path": str(out_dir / name), "error": None})
+            rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": str(out_dir / name),
+                         "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row
-            context.log.warning(f"{task}/{model}/{iid}: report not written: {exc}")
-            rows.append({"task": task, "model": model, "input_id": iid, "path": None,
+            context.log.warning(f"{task}/{model}/{label}: report not written: {exc}")
+            rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": None,
                          "error": f"report not written: {exc}"})
         except Exception as exc:  # one report failing leaves the others
-            context.log.warning(f"{task}/{model}/{iid}: report failed: {exc}")
-            rows.append({"task": task, "model": model, "input_id": iid, "path": None,
+            context.log.warning(f"{task}/{model}/{label}: report failed: {exc}")
+            rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": None,
                          "error": f"report failed: {type(exc).__name__}: {exc}"})
-        index_rows.append({**v, "prompt": inp.get("prompt"), "href": quote(name) if rows[-1]["path"] else None})
+        index_rows.append({**v, "input_id": label, "prompt": inp.get("prompt"), "href": quote(name) if rows[-1]["path"] else None})
     index = out_dir / "index.html"
     index_error = None
     try:
@@ -173,7 +180,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         "index": dg.MetadataValue.path(str(index)),
         "index_url": dg.MetadataValue.url(report_url(index, task_dir.parent)),
         "reports": dg.MetadataValue.md("\n".join(
-            f"- [{_md_text(r['input_id'])}]({report_url(r['path'], task_dir.parent)})" if r["path"]
-            else f"- `{r['input_id']}`: {r['error']}"
+            f"- [{_md_text(video_label(r['input_id'], r['sample']))}]({report_url(r['path'], task_dir.parent)})"
+            if r["path"] else f"- `{video_label(r['input_id'], r['sample'])}`: {r['error']}"
             for r in df.iter_rows(named=True)) or "none"),
     })

@@ -1,6 +1,6 @@
 """The candidate-store sensor: a new model is scored, a changed video re-scored, nothing else.
 
-Each tick lists ``<TASK>/<model>/<id>.<ext>`` in the candidate store and compares it with the
+Each tick lists ``<TASK>/<model>/<id>.<ext>`` (and samples) in the candidate store and compares it with the
 cursor (JSON: per entry the change token and content hash, see :mod:`argus_dagster.candidate_store`).
 Only entries whose token moved are hashed, so an unchanged store costs one directory walk.
 
@@ -23,7 +23,7 @@ import time
 
 import dagster as dg
 
-from argus_dagster.candidate_store import LocalCandidateStore, S3CandidateStore, partition_hashes, scan
+from argus_dagster.candidate_store import LocalCandidateStore, S3CandidateStore, key_places, partition_hashes, scan
 from argus_dagster.settings import environment, load_settings
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
@@ -65,16 +65,17 @@ def _read_cursor(cursor: str | None) -> tuple[dict | None, int]:
     return data["entries"], int(data.get("seq", 0))
 
 
-def recorded_hashes(instance: dg.DagsterInstance, task: str, model: str) -> dict[str, str] | None:
-    """``{input_id: sha256}`` the partition's last ``candidate_videos`` saw; None if never materialized."""
+def recorded_hashes(instance: dg.DagsterInstance, task: str, model: str) -> dict[tuple[str, str], str] | None:
+    """``{(input_id, sample): sha256}`` the partition's last ``candidate_videos`` saw; None if never
+    materialized (a table stored before samples were read holds single videos, sample ``""``)."""
     key = str(dg.MultiPartitionKey({"task": task, "model": model}))
     record = latest_record(instance, "candidate_videos", key)
     if record is None:
         return None
-    df = stored_table(record, columns=["input_id", "sha256"])
+    df = stored_table(record)
     if df is None:
         return {}
-    return {r["input_id"]: r["sha256"] for r in df.iter_rows(named=True) if r["sha256"]}
+    return {(r["input_id"], r.get("sample") or ""): r["sha256"] for r in df.iter_rows(named=True) if r["sha256"]}
 
 
 def candidate_run_request(task: str, model: str, hashes: dict[str, str], launcher: str, seq: int = 0) -> dg.RunRequest:
@@ -140,8 +141,8 @@ def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchReso
 
 
 def _task_of(key: str) -> str:
-    parts = key.replace("\\", "/").split("/")
-    return parts[-3].upper() if len(parts) >= 3 else ""
+    places = key_places(key)
+    return places[0][0] if places else ""
 
 
 def _stamp(known: dict, task: str) -> str:

@@ -27,10 +27,12 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
 from argus_dagster.bench import task_dir
+from argus_dagster.candidate_store import video_hashes
 from argus_dagster.media import SAMPLING_ID, file_digest
-from argus_dagster.names import file_name, lookup_names
+from argus_dagster.names import file_name
 
 from .lineage import latest_record, stored_table
 
@@ -162,15 +164,19 @@ def leaderboard_status(instance: dg.DagsterInstance) -> str | None:
 
 def _videos_changed(record, hashes: dict[str, str]) -> bool:
     """Whether a video of an input the stored ``candidate_videos`` table lists was added, removed or
-    changed (files of inputs the manifest does not list are not the graph's concern)."""
-    df = stored_table(record, columns=["input_id", "sha256"])
+    changed, a sample included (files of inputs the manifest does not list are not the graph's
+    concern). ``hashes``: :func:`~argus_dagster.candidate_store.partition_hashes`."""
+    df = stored_table(record)
     if df is None:
         return True
-    for r in df.iter_rows(named=True):
-        now = next((hashes[n] for n in lookup_names(r["input_id"]) if n in hashes), None)
-        if now != r["sha256"]:
-            return True
-    return False
+    if "sample" not in df.columns:  # stored before samples were read: single videos
+        df = df.with_columns(pl.lit("").alias("sample"))
+    stored = {(r["input_id"], r["sample"] or ""): r["sha256"] for r in df.iter_rows(named=True)}
+    ids = {iid for iid, _ in stored}
+    now = video_hashes(hashes, ids)
+    if any(now.get(key) != digest for key, digest in stored.items()):
+        return True
+    return any(key not in stored for key in now if key[0] in ids)
 
 
 def task_status(instance: dg.DagsterInstance, task: str, bench_dir: str | Path, frozen_dir: str | Path,

@@ -121,3 +121,28 @@ def test_selection_table_joins_evaluators_and_splits_samples():
     assert "1 candidate(s) without a score by if" in by_if["reason"]
     with pytest.raises(ValueError, match="give video_scores"):
         bon.selection_table()
+
+
+def test_store_hashes_read_as_inputs_and_samples():
+    from argus_dagster.candidate_store import partition_hashes, video_hashes
+
+    known = {"T2V/m/p1.mp4": ["t", "a"], "T2V/m/p2__1.mp4": ["t", "b"], "T2V/m/p3/02.mp4": ["t", "c"],
+             "T2V/m/clip__3.mp4": ["t", "d"], "T2V/other/p1.mp4": ["t", "e"], "pre/TI2V/m/p1.mp4": ["t", "f"]}
+    hashes = partition_hashes(known, "T2V", "m")
+    assert hashes == {"p1": "a", "p2__1": "b", "p3/02": "c", "clip__3": "d"}
+    assert video_hashes(hashes, ["p1", "p2", "p3", "clip__3"]) == {
+        ("p1", ""): "a", ("p2", "1"): "b", ("p3", "2"): "c", ("clip__3", ""): "d"}
+    assert ("clip", "3") in video_hashes(hashes, ["clip"])
+    assert partition_hashes(known, "TI2V", "m") == {"p1": "f"}
+
+
+def test_sample_file_names_never_meet():
+    from argus_dagster.names import file_name, is_plain, sample_file_name
+
+    pairs = [("x", ""), ("x", "3"), ("x__3", ""), ("x!3", ""), ("x", "03"), ("猫 cat", "1"), ("猫 cat!1", ""),
+             ("~x", "1"), ("a/b", "2")]
+    names = [sample_file_name(i, k) for i, k in pairs]
+    assert len(set(names)) == len(names)
+    assert sample_file_name("x", "") == file_name("x") and sample_file_name("x", "3") == "x!3"
+    assert all("/" not in n and "\\" not in n and "!" not in file_name(i) for n, (i, _) in zip(names, pairs))
+    assert all(is_plain(n.replace("!", "")) or n.startswith("~") for n in names)
