@@ -250,11 +250,14 @@ QUALITY_POINTS = {
     "blockiness": (3.0, 0.1),    # excess difference across 8-px block borders (JPEG q30: 0.8, q5: 5)
     "exposure": (0.0, 1.0),
     "colour_cast": (60.0, 10.0),  # Lab distance of the mean colour from grey (warm real scenes reach 40)
+    "neutral_cast": (30.0, 8.0),  # chroma of the near-neutral pixels' mean (real clips: below 8)
 }
 QUALITY_WEIGHTS = {"sharpness": 0.35, "edge_strength": 0.1, "noise_sigma": 0.2, "blockiness": 0.15,
                    "exposure": 0.15, "colour_cast": 0.15}
 # A scene may be warm or cold by intent: a colour cast lowers the mean but is never "the worst defect".
 WORST_OF = ("sharpness", "edge_strength", "noise_sigma", "blockiness", "exposure")
+# A cast on the surfaces that should be grey scales the whole score: down to half at the far point.
+CAST_FACTOR = 0.5
 
 
 def _top_gradient(g: np.ndarray) -> float:
@@ -282,6 +285,20 @@ def blockiness(g: np.ndarray, block: int = 8) -> float:
     return float(np.mean(out)) if out else 0.0
 
 
+def neutral_cast(frame: np.ndarray) -> float:
+    """Lab chroma (a*, b* distance from grey) of the mean colour of the least chromatic tenth of the
+    mid-tone pixels: a grey-world estimate on the surfaces most likely grey, so a scene that is
+    colourful by intent keeps a near-grey estimate while a cast moves every surface (0: none)."""
+    lab = cv2.cvtColor(resize_longest(frame, 256), cv2.COLOR_RGB2LAB).astype(np.float64)
+    a, b = lab[..., 1] - 128.0, lab[..., 2] - 128.0
+    mid = (lab[..., 0] > 20) & (lab[..., 0] < 235)  # OpenCV's 8-bit L: clipped shadows and highlights say little
+    if mid.sum() < 100:
+        mid = np.ones_like(mid)
+    chroma = np.hypot(a, b)
+    sel = mid & (chroma <= np.percentile(chroma[mid], 10))
+    return float(np.hypot(a[sel].mean(), b[sel].mean()))
+
+
 def _tiles(g: np.ndarray, n: int = N_TILES, size: int = TILE) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The ``n`` most textured and the ``n // 2`` flattest (not flat) tiles of a grid over the frame."""
     h, w = g.shape
@@ -301,7 +318,8 @@ def frame_quality(frame: np.ndarray) -> dict[str, float] | None:
     same at half resolution (a sharp edge keeps its gradient when halved, a blurred one doubles it);
     edge_strength: those gradients at half resolution; noise_sigma: Immerkaer's estimate on the
     flattest tiles; blockiness: excess difference across 8-px borders; exposure: mean luma and
-    clipped share; colour_cast: distance of the mean Lab colour from grey; contrast: RMS contrast.
+    clipped share; colour_cast: distance of the mean Lab colour from grey; neutral_cast:
+    :func:`neutral_cast`; contrast: RMS contrast.
     """
     g = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float64)
     if g.std() < 1.0:
@@ -325,6 +343,7 @@ def frame_quality(frame: np.ndarray) -> dict[str, float] | None:
         "mean_luma": float(g.mean()),
         "clipped_fraction": float(((g < 3) | (g > 252)).mean()),
         "colour_cast": cast,
+        "neutral_cast": neutral_cast(frame),
         "contrast": float(g.std()),
     }
 
@@ -336,14 +355,17 @@ def _unit(x: float, lo: float, hi: float) -> float:
 def quality_components(m: dict[str, float]) -> dict[str, float]:
     """Each measure of :func:`frame_quality` on 0-1 by :data:`QUALITY_POINTS`."""
     exposure = float(np.clip(1.0 - abs(m["mean_luma"] - 118.0) / 118.0 - 2.0 * m["clipped_fraction"], 0, 1))
-    return {k: (exposure if k == "exposure" else _unit(m[k], *QUALITY_POINTS[k])) for k in QUALITY_POINTS}
+    return {k: (exposure if k == "exposure" else _unit(m[k], *QUALITY_POINTS[k])) for k in QUALITY_POINTS if k in m
+            or k == "exposure"}
 
 
 def technical_quality(m: dict[str, float]) -> float:
-    """0-100: half the weighted mean of the components, half the worst one (one bad defect shows)."""
+    """0-100: half the weighted mean of the components, half the worst one (one bad defect shows),
+    scaled by the neutral cast (1 - :data:`CAST_FACTOR` at its far point)."""
     c = quality_components(m)
-    mean = sum(QUALITY_WEIGHTS[k] * v for k, v in c.items()) / sum(QUALITY_WEIGHTS.values())
-    return float(100.0 * (0.5 * mean + 0.5 * min(c[k] for k in WORST_OF)))
+    mean = sum(QUALITY_WEIGHTS[k] * c[k] for k in QUALITY_WEIGHTS) / sum(QUALITY_WEIGHTS.values())
+    cast = 1.0 - CAST_FACTOR * (1.0 - c.get("neutral_cast", 1.0))
+    return float(100.0 * (0.5 * mean + 0.5 * min(c[k] for k in WORST_OF)) * cast)
 
 
 class ClassicalAesthetic:
@@ -353,7 +375,7 @@ class ClassicalAesthetic:
     tiles of each, so a blurred 1080p frame is not made to look sharp by a resize."""
 
     name = "aesthetic"
-    version = "classical-2"
+    version = "classical-3"
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), NATIVE_POLICY)
