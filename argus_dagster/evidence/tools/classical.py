@@ -141,6 +141,16 @@ def _normalized(gray: np.ndarray) -> np.ndarray:
     return np.clip((g - g.mean()) / max(float(g.std()), 5.0) * 50.0 + 128.0, 0, 255).astype(np.uint8)
 
 
+def _jump_severity(d: np.ndarray, med: float) -> np.ndarray:
+    """Per step of one window: log2 of its difference over the reference beyond 2x (0: an ordinary
+    step). The reference is the lower of the clip's median step and the median of the 3 steps either
+    side, at least 1 level: a stretch of frames left out is a step far larger than the motion around it."""
+    local = np.array([np.median(np.r_[d[max(0, t - 3):t], d[t + 1:t + 4]]) if len(d) > 1 else d[t]
+                      for t in range(len(d))])
+    ref = np.maximum(np.minimum(local, med), 1.0)
+    return np.maximum(np.log2(np.maximum(d, 1e-6) / ref) - 1.0, 0.0)
+
+
 class MotionProbe:
     """Motion amount, smoothness and temporal coherence on consecutive frames of the source rate.
 
@@ -150,16 +160,19 @@ class MotionProbe:
     (``frames_read`` says which source frames): ``incoherence`` is the median difference of
     neighbouring frames over the median difference of all pairs two or more frames apart in a window
     (a clip in order well below 1, frames in broken order about 1); ``jump_times`` are neighbours
-    that differ far more than the clip's usual step (cuts, dropped stretches); ``duplicate_fraction``
-    the share of neighbours that are copies while the clip otherwise moves, ``longest_freeze_s`` the
-    longest run of copies. From the flow: ``reversal_fraction``, steps whose motion turns back on the
+    that differ far more than the clip's usual step (cuts, dropped stretches), ``jump_rate`` how far
+    steps exceed twice their neighbours (log2 of the ratio beyond 2x), summed per second: a longer
+    stretch left out makes a larger step; ``duplicate_fraction`` the share of neighbours that are
+    copies while the clip otherwise moves, ``longest_freeze_s`` the longest run of copies in a clip
+    that moves elsewhere (a still clip has no frozen stretch). Frame differences are taken after each
+    frame is brought to one level and contrast, so a dim, low-contrast clip is not read as frozen. From the flow: ``reversal_fraction``, steps whose motion turns back on the
     next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
     neighbouring steps (a stretch of frames left out). ``static_fraction`` is the share of steps with
     no change at all (a frozen video: 1.0).
     """
 
     name = "motion_probe"
-    version = "2"
+    version = "3"
     dup_level = 0.3  # mean |difference| (0-255) below which two neighbouring frames may be copies
     dup_flow = 0.03  # and mean flow (px per step at 128 px) below which they are
 
@@ -169,12 +182,14 @@ class MotionProbe:
         if not wins:
             return not_measurable(f"motion needs at least 2 consecutive frames, the clip has {len(fr.array)}",
                                   n_frames=len(fr.array))
-        g64 = np.stack([cv2.cvtColor(resize_longest(f, 64), cv2.COLOR_RGB2GRAY) for f in fr.array]).astype(np.float32)
-        if float(g64.std(axis=(1, 2)).max()) < 1.0:
+        g64 = np.stack([cv2.cvtColor(resize_longest(f, 64), cv2.COLOR_RGB2GRAY) for f in fr.array])
+        if float(g64.astype(np.float32).std(axis=(1, 2)).max()) < 1.0:
             return not_measurable("every frame is one flat colour: nothing to track", n_frames=len(fr.array))
+        # Each frame at one level and contrast: a dim, low-contrast clip moves as visibly as a bright one.
+        g64 = np.stack([_normalized(g) for g in g64]).astype(np.float32)
         fps = max(media.reader(args.get("on", "output_video"), TEMPORAL_POLICY.max_side).info.fps, 1e-6) \
             if media.is_video(args.get("on", "output_video")) else 1.0
-        mags, raw, d1, dl, times, aligns = [], [], [], [], [], []
+        mags, raw, d1, dl, times, aligns, d_wins = [], [], [], [], [], [], []
         for w in wins:
             g128 = [_normalized(cv2.cvtColor(resize_longest(fr.array[i], 128), cv2.COLOR_RGB2GRAY)) for i in w]
             scale = 256.0 / max(g128[0].shape)  # flow in pixels of a 256-px longest side
@@ -190,7 +205,9 @@ class MotionProbe:
                         aligns.append(float((flow * prev_flow).sum() / ((mag * pm).sum() + 1e-9)))
                 prev_flow = flow
             g = g64[w]
-            d1 += [float(x) for x in np.abs(np.diff(g, axis=0)).mean(axis=(1, 2))]
+            dw = np.abs(np.diff(g, axis=0)).mean(axis=(1, 2))
+            d1 += [float(x) for x in dw]
+            d_wins.append(dw)
             times += [fr.timestamps[i] for i in w[1:]]
             for lag in range(2, len(w)):
                 dl += [float(x) for x in np.abs(g[lag:] - g[:-lag]).mean(axis=(1, 2))]
@@ -198,19 +215,27 @@ class MotionProbe:
         # A copy: no visible difference and no measurable flow (a slow zoom has both, just small).
         dup = (d < self.dup_level) & (np.asarray(raw) < self.dup_flow)
         med = float(np.median(d))
-        moving = bool((~dup).any()) and float(np.median(d[~dup])) >= 1.0  # the clip moves where it is not frozen
+        far = float(np.median(dl)) if dl else None
+        # The clip moves where it is not frozen: its unfrozen steps change the frame, and frames further
+        # apart differ more (content moving away); noise on a still frame differs as much at any distance.
+        step = float(np.median(d[~dup])) if (~dup).any() else 0.0
+        moving = step >= 1.0 and (far is None or far >= 1.25 * step)
         # A step far larger than the clip's usual one: a cut, or a stretch of frames left out.
         # Against the neighbouring steps (3 either side), so a gradual acceleration (a zoom) is not one.
         floor = 0.05 * fps
         local = np.array([np.median(np.r_[m[max(0, t - 3):t], m[t + 1:t + 4]]) if len(m) > 1 else m[t]
                           for t in range(len(m))])
         surplus = np.where((local > floor) & (m > floor), np.maximum(m / np.maximum(local, floor) - 1.5, 0.0), 0.0)
+        if step < 1.0:  # no visible change between frames: the flow is noise, its steps say nothing
+            surplus = np.zeros_like(surplus)
         jumps = [round(t, 3) for t, x in zip(times, d) if x > max(3.0 * med, 4.0)]
+        severity = np.concatenate([_jump_severity(dw, med) for dw in d_wins])
         longest, run_len = 0, 0
         for x in dup:
             run_len = run_len + 1 if x else 0
             longest = max(longest, run_len)
-        far = float(np.median(dl)) if dl else None
+        if not moving:  # a still clip is still, not a frozen stretch of a moving one
+            longest = 0
         incoherence = (round(min(med / far, 2.0), 4) if far and far >= 1.0 else 0.0) if far is not None else None
         mean = float(m.mean())
         accel = float(np.abs(np.diff(m)).mean()) if len(m) > 1 else 0.0
@@ -228,6 +253,8 @@ class MotionProbe:
             "incoherence": incoherence,
             "jump_times": jumps,
             "jump_fraction": round(len(jumps) / len(d), 4),
+            # steps far above their neighbours, by how far (log2 of the ratio beyond 2x), per second of clip
+            "jump_rate": round(float(severity.sum()) / (len(d) / fps), 4),
             "duplicate_fraction": round(float(dup.mean()), 4) if moving else 0.0,
             # motion that turns back on the next step (frames out of order), share of steps
             "reversal_fraction": round(float(np.mean(np.asarray(aligns) < 0.0)), 4) if aligns else 0.0,
@@ -288,7 +315,8 @@ def blockiness(g: np.ndarray, block: int = 8) -> float:
 def neutral_cast(frame: np.ndarray) -> float:
     """Lab chroma (a*, b* distance from grey) of the mean colour of the least chromatic tenth of the
     mid-tone pixels: a grey-world estimate on the surfaces most likely grey, so a scene that is
-    colourful by intent keeps a near-grey estimate while a cast moves every surface (0: none)."""
+    colourful by intent (with a tenth of it near grey) keeps a near-grey estimate while a cast moves
+    every surface (0: none)."""
     lab = cv2.cvtColor(resize_longest(frame, 256), cv2.COLOR_RGB2LAB).astype(np.float64)
     a, b = lab[..., 1] - 128.0, lab[..., 2] - 128.0
     mid = (lab[..., 0] > 20) & (lab[..., 0] < 235)  # OpenCV's 8-bit L: clipped shadows and highlights say little
