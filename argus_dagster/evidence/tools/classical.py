@@ -164,9 +164,10 @@ class MotionProbe:
     steps exceed twice their neighbours (log2 of the ratio beyond 2x), summed per second: a longer
     stretch left out makes a larger step; ``duplicate_fraction`` the share of neighbours that are
     copies while the clip otherwise moves, ``longest_freeze_s`` the longest run of copies in a clip
-    that moves elsewhere (a still clip has no frozen stretch). Frame differences are taken after each
-    frame is brought to one level and contrast, so a dim, low-contrast clip is not read as frozen. From the flow: ``reversal_fraction``, steps whose motion turns back on the
-    next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
+    that moves elsewhere (frames further apart differ more than neighbours; a still clip has no frozen
+    stretch). Frame differences are taken after each frame is brought to one level and contrast, so a
+    dim, low-contrast clip is not read as frozen. From the flow: ``reversal_fraction``, steps whose
+    motion turns back on the next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
     neighbouring steps (a stretch of frames left out). ``static_fraction`` is the share of steps with
     no change at all (a frozen video: 1.0).
     """
@@ -216,18 +217,16 @@ class MotionProbe:
         dup = (d < self.dup_level) & (np.asarray(raw) < self.dup_flow)
         med = float(np.median(d))
         far = float(np.median(dl)) if dl else None
-        # The clip moves where it is not frozen: its unfrozen steps change the frame, and frames further
-        # apart differ more (content moving away); noise on a still frame differs as much at any distance.
+        # The clip moves where it is not frozen: frames further apart differ more than neighbours (content
+        # moving away, however slowly); noise on a still frame differs as much at any distance.
         step = float(np.median(d[~dup])) if (~dup).any() else 0.0
-        moving = step >= 1.0 and (far is None or far >= 1.25 * step)
+        moving = step > 0.0 and (far is None or far >= 1.25 * step)
         # A step far larger than the clip's usual one: a cut, or a stretch of frames left out.
         # Against the neighbouring steps (3 either side), so a gradual acceleration (a zoom) is not one.
         floor = 0.05 * fps
         local = np.array([np.median(np.r_[m[max(0, t - 3):t], m[t + 1:t + 4]]) if len(m) > 1 else m[t]
                           for t in range(len(m))])
         surplus = np.where((local > floor) & (m > floor), np.maximum(m / np.maximum(local, floor) - 1.5, 0.0), 0.0)
-        if step < 1.0:  # no visible change between frames: the flow is noise, its steps say nothing
-            surplus = np.zeros_like(surplus)
         jumps = [round(t, 3) for t, x in zip(times, d) if x > max(3.0 * med, 4.0)]
         severity = np.concatenate([_jump_severity(dw, med) for dw in d_wins])
         longest, run_len = 0, 0
