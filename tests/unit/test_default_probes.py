@@ -125,6 +125,9 @@ def test_still_low_contrast_clip_is_not_a_frozen_stretch(write_clip):
     assert recs["noisy"]["longest_freeze_s"] < 0.3 and as_frozen(recs["noisy"]) >= 9
     assert recs["frozen"]["duplicate_fraction"] > 0.2 and recs["frozen"]["longest_freeze_s"] >= 0.5
     assert as_frozen(recs["frozen"]) <= 4 and judge(STABILITY, ("motion_probe", recs["frozen"])).score <= 4
+    # One frame repeated throughout, at full contrast: a frozen video.
+    copies = MotionProbe().run({}, store(output_video=write_clip("copies.mp4", np.stack([panning(n=1)[0]] * 36))))
+    assert copies["static_fraction"] > 0.9 and copies["longest_freeze_s"] >= 2.0 and as_frozen(copies) == 0
 
 
 def test_jump_rate_grows_with_the_stretch_left_out(write_clip):

@@ -164,8 +164,8 @@ class MotionProbe:
     steps exceed twice their neighbours (log2 of the ratio beyond 2x), summed per second: a longer
     stretch left out makes a larger step; ``duplicate_fraction`` the share of neighbours that are
     copies while the clip otherwise moves, ``longest_freeze_s`` the longest run of copies in a clip
-    that moves elsewhere (frames further apart differ more than neighbours; a still clip has no frozen
-    stretch). Frame differences are taken after each frame is brought to one level and contrast, so a
+    that moves elsewhere (frames further apart differ more than neighbours) or in a clip of copies
+    throughout (:attr:`frozen_share`); a still scene whose frames still change has none. Frame differences are taken after each frame is brought to one level and contrast, so a
     dim, low-contrast clip is not read as frozen. From the flow: ``reversal_fraction``, steps whose
     motion turns back on the next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
     neighbouring steps (a stretch of frames left out). ``static_fraction`` is the share of steps with
@@ -176,6 +176,7 @@ class MotionProbe:
     version = "3"
     dup_level = 0.3  # mean |difference| (0-255) below which two neighbouring frames may be copies
     dup_flow = 0.03  # and mean flow (px per step at 128 px) below which they are
+    frozen_share = 0.9  # copies in a clip that does not move: from this share on, a frozen video
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), TEMPORAL_POLICY)
@@ -233,7 +234,7 @@ class MotionProbe:
         for x in dup:
             run_len = run_len + 1 if x else 0
             longest = max(longest, run_len)
-        if not moving:  # a still clip is still, not a frozen stretch of a moving one
+        if not moving and dup.mean() < self.frozen_share:  # a still scene, not a stretch frozen in a moving one
             longest = 0
         incoherence = (round(min(med / far, 2.0), 4) if far and far >= 1.0 else 0.0) if far is not None else None
         mean = float(m.mean())
