@@ -11,7 +11,8 @@ import pytest
 from skimage import data
 
 from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.tools.classical import ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe
+from argus_dagster.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
+                                                    frame_quality, neutral_cast)
 from argus_dagster.evidence.tools.edits import parse_edit
 from argus_dagster.judge import EvidenceOnlyJudge
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
@@ -99,6 +100,48 @@ def test_frozen_stretch_and_dropped_frames(write_clip):
     assert ok["duplicate_fraction"] == 0.0 and ok["jump_times"] == []
 
 
+def _low_contrast(frames: np.ndarray, gain: float = 0.08, level: float = 60.0) -> np.ndarray:
+    """The clip at a twelfth of its contrast around a dim level (a night or foggy scene)."""
+    f = frames.astype(np.float32)
+    return np.clip((f - f.mean()) * gain + level, 0, 255).astype(np.uint8)
+
+
+def test_still_low_contrast_clip_is_not_a_frozen_stretch(write_clip):
+    still = _low_contrast(np.stack([panning(n=1)[0]] * 36))
+    noisy = np.clip(still + np.random.default_rng(0).normal(0, 1.0, still.shape), 0, 255).astype(np.uint8)
+    frozen_idx = np.r_[0:10, [10] * 14, 24:36]  # 14 copies of frame 10 in a moving clip
+    moving_frozen = _low_contrast(panning(n=36, shift=2)[frozen_idx])
+    slow = _low_contrast(panning(n=36, shift=1))
+    recs = {name: MotionProbe().run({}, store(output_video=write_clip(f"{name}.mp4", frames)))
+            for name, frames in (("still", still), ("noisy", noisy), ("frozen", moving_frozen), ("slow", slow))}
+    def as_frozen(r: dict) -> int:  # the score of the frozen-frame measures alone
+        keep = ("duplicate_fraction", "longest_freeze_s")
+        return judge(STABILITY, ("motion_probe", {"ok": True, **{k: r[k] for k in keep}})).score
+
+    for name in ("still", "slow"):
+        assert recs[name]["longest_freeze_s"] == 0.0 and recs[name]["duplicate_fraction"] == 0.0, name
+        assert judge(STABILITY, ("motion_probe", recs[name])).score >= 9, name
+    # Faint noise on a still frame: the encoder repeats some frames, a few short copies at most.
+    assert recs["noisy"]["longest_freeze_s"] < 0.3 and as_frozen(recs["noisy"]) >= 9
+    assert recs["frozen"]["duplicate_fraction"] > 0.2 and recs["frozen"]["longest_freeze_s"] >= 0.5
+    assert as_frozen(recs["frozen"]) <= 4 and judge(STABILITY, ("motion_probe", recs["frozen"])).score <= 4
+    # One frame repeated throughout, at full contrast: a frozen video.
+    copies = MotionProbe().run({}, store(output_video=write_clip("copies.mp4", np.stack([panning(n=1)[0]] * 36))))
+    assert copies["static_fraction"] > 0.9 and copies["longest_freeze_s"] >= 2.0 and as_frozen(copies) == 0
+
+
+def test_jump_rate_grows_with_the_stretch_left_out(write_clip):
+    clean = panning(n=60, shift=2)
+    rates = []
+    for k in (0, 2, 4, 8):  # three stretches of k frames left out of a steady pan
+        keep = [i for i in range(60) if not any(s <= i < s + k for s in (12, 27, 42))]
+        r = MotionProbe().run({}, store(output_video=write_clip(f"drop{k}.mp4", clean[keep], fps=24.0)))
+        rates.append(r["jump_rate"])
+    assert rates[0] < 0.2 and rates[0] < rates[1] < rates[2] < rates[3]
+    scores = [judge(STABILITY, ("motion_probe", {"ok": True, "jump_rate": x})).score for x in rates]
+    assert scores[0] == 10 and scores == sorted(scores, reverse=True) and scores[3] <= 8
+
+
 # --- frame quality at native resolution --------------------------------------------------------------
 
 def sharp_1080p(seed: int = 0) -> np.ndarray:
@@ -137,6 +180,22 @@ def test_noise_and_compression_lower_quality(write_clip):
     assert q["noisy"]["noise_sigma"] > 3 * q["clean"]["noise_sigma"]
     assert q["jpeg"]["blockiness"] > q["clean"]["blockiness"] + 0.5
     assert q["clean"]["quality"] > q["noisy"]["quality"] + 10 and q["clean"]["quality"] > q["jpeg"]["quality"] + 5
+
+
+def test_colour_cast_lowers_quality_with_its_strength(write_clip):
+    img = np.ascontiguousarray(data.astronaut()[:384, :512])
+    casts = [np.clip(img + np.array([a, 0.3 * a, -a], np.float32), 0, 255).astype(np.uint8) for a in (0, 10, 25, 50)]
+    m = [frame_quality(f) for f in casts]
+    assert m[0]["neutral_cast"] < 8.0  # a real photograph has near-grey surfaces
+    assert [x["neutral_cast"] for x in m] == sorted(x["neutral_cast"] for x in m) and m[3]["neutral_cast"] > 20.0
+    q = [ClassicalAesthetic().run({}, store(output_video=write_clip(f"cast{i}.mp4", np.stack([f] * 3))))["quality"]
+         for i, f in enumerate(casts)]
+    assert q[1] > q[2] > q[3] and q[0] > q[2] and q[0] - q[3] > 15  # a 10-level cast is within real scenes
+    # A colourful scene by intent: ten saturated hues, and grey (a road, a wall) on an eighth of it.
+    bands = [np.full((64, 96, 3), (h, 220, 200), np.uint8) for h in range(0, 180, 18)]
+    hsv = np.concatenate(bands + [np.full((96, 96, 3), (0, 0, 128), np.uint8)])
+    colourful = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+    assert neutral_cast(colourful) < 3.0
 
 
 # --- clips a probe cannot measure ----------------------------------------------------------------------

@@ -141,6 +141,16 @@ def _normalized(gray: np.ndarray) -> np.ndarray:
     return np.clip((g - g.mean()) / max(float(g.std()), 5.0) * 50.0 + 128.0, 0, 255).astype(np.uint8)
 
 
+def _jump_severity(d: np.ndarray, med: float) -> np.ndarray:
+    """Per step of one window: log2 of its difference over the reference beyond 2x (0: an ordinary
+    step). The reference is the lower of the clip's median step and the median of the 3 steps either
+    side, at least 1 level: a stretch of frames left out is a step far larger than the motion around it."""
+    local = np.array([np.median(np.r_[d[max(0, t - 3):t], d[t + 1:t + 4]]) if len(d) > 1 else d[t]
+                      for t in range(len(d))])
+    ref = np.maximum(np.minimum(local, med), 1.0)
+    return np.maximum(np.log2(np.maximum(d, 1e-6) / ref) - 1.0, 0.0)
+
+
 class MotionProbe:
     """Motion amount, smoothness and temporal coherence on consecutive frames of the source rate.
 
@@ -150,18 +160,23 @@ class MotionProbe:
     (``frames_read`` says which source frames): ``incoherence`` is the median difference of
     neighbouring frames over the median difference of all pairs two or more frames apart in a window
     (a clip in order well below 1, frames in broken order about 1); ``jump_times`` are neighbours
-    that differ far more than the clip's usual step (cuts, dropped stretches); ``duplicate_fraction``
-    the share of neighbours that are copies while the clip otherwise moves, ``longest_freeze_s`` the
-    longest run of copies. From the flow: ``reversal_fraction``, steps whose motion turns back on the
-    next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
+    that differ far more than the clip's usual step (cuts, dropped stretches), ``jump_rate`` how far
+    steps exceed twice their neighbours (log2 of the ratio beyond 2x), summed per second: a longer
+    stretch left out makes a larger step; ``duplicate_fraction`` the share of neighbours that are
+    copies while the clip otherwise moves, ``longest_freeze_s`` the longest run of copies in a clip
+    that moves elsewhere (frames further apart differ more than neighbours) or in a clip of copies
+    throughout (:attr:`frozen_share`); a still scene whose frames still change has none. Frame differences are taken after each frame is brought to one level and contrast, so a
+    dim, low-contrast clip is not read as frozen. From the flow: ``reversal_fraction``, steps whose
+    motion turns back on the next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
     neighbouring steps (a stretch of frames left out). ``static_fraction`` is the share of steps with
     no change at all (a frozen video: 1.0).
     """
 
     name = "motion_probe"
-    version = "2"
+    version = "3"
     dup_level = 0.3  # mean |difference| (0-255) below which two neighbouring frames may be copies
     dup_flow = 0.03  # and mean flow (px per step at 128 px) below which they are
+    frozen_share = 0.9  # copies in a clip that does not move: from this share on, a frozen video
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), TEMPORAL_POLICY)
@@ -169,12 +184,14 @@ class MotionProbe:
         if not wins:
             return not_measurable(f"motion needs at least 2 consecutive frames, the clip has {len(fr.array)}",
                                   n_frames=len(fr.array))
-        g64 = np.stack([cv2.cvtColor(resize_longest(f, 64), cv2.COLOR_RGB2GRAY) for f in fr.array]).astype(np.float32)
-        if float(g64.std(axis=(1, 2)).max()) < 1.0:
+        g64 = np.stack([cv2.cvtColor(resize_longest(f, 64), cv2.COLOR_RGB2GRAY) for f in fr.array])
+        if float(g64.astype(np.float32).std(axis=(1, 2)).max()) < 1.0:
             return not_measurable("every frame is one flat colour: nothing to track", n_frames=len(fr.array))
+        # Each frame at one level and contrast: a dim, low-contrast clip moves as visibly as a bright one.
+        g64 = np.stack([_normalized(g) for g in g64]).astype(np.float32)
         fps = max(media.reader(args.get("on", "output_video"), TEMPORAL_POLICY.max_side).info.fps, 1e-6) \
             if media.is_video(args.get("on", "output_video")) else 1.0
-        mags, raw, d1, dl, times, aligns = [], [], [], [], [], []
+        mags, raw, d1, dl, times, aligns, d_wins = [], [], [], [], [], [], []
         for w in wins:
             g128 = [_normalized(cv2.cvtColor(resize_longest(fr.array[i], 128), cv2.COLOR_RGB2GRAY)) for i in w]
             scale = 256.0 / max(g128[0].shape)  # flow in pixels of a 256-px longest side
@@ -190,7 +207,9 @@ class MotionProbe:
                         aligns.append(float((flow * prev_flow).sum() / ((mag * pm).sum() + 1e-9)))
                 prev_flow = flow
             g = g64[w]
-            d1 += [float(x) for x in np.abs(np.diff(g, axis=0)).mean(axis=(1, 2))]
+            dw = np.abs(np.diff(g, axis=0)).mean(axis=(1, 2))
+            d1 += [float(x) for x in dw]
+            d_wins.append(dw)
             times += [fr.timestamps[i] for i in w[1:]]
             for lag in range(2, len(w)):
                 dl += [float(x) for x in np.abs(g[lag:] - g[:-lag]).mean(axis=(1, 2))]
@@ -198,7 +217,11 @@ class MotionProbe:
         # A copy: no visible difference and no measurable flow (a slow zoom has both, just small).
         dup = (d < self.dup_level) & (np.asarray(raw) < self.dup_flow)
         med = float(np.median(d))
-        moving = bool((~dup).any()) and float(np.median(d[~dup])) >= 1.0  # the clip moves where it is not frozen
+        far = float(np.median(dl)) if dl else None
+        # The clip moves where it is not frozen: frames further apart differ more than neighbours (content
+        # moving away, however slowly); noise on a still frame differs as much at any distance.
+        step = float(np.median(d[~dup])) if (~dup).any() else 0.0
+        moving = step > 0.0 and (far is None or far >= 1.25 * step)
         # A step far larger than the clip's usual one: a cut, or a stretch of frames left out.
         # Against the neighbouring steps (3 either side), so a gradual acceleration (a zoom) is not one.
         floor = 0.05 * fps
@@ -206,11 +229,13 @@ class MotionProbe:
                           for t in range(len(m))])
         surplus = np.where((local > floor) & (m > floor), np.maximum(m / np.maximum(local, floor) - 1.5, 0.0), 0.0)
         jumps = [round(t, 3) for t, x in zip(times, d) if x > max(3.0 * med, 4.0)]
+        severity = np.concatenate([_jump_severity(dw, med) for dw in d_wins])
         longest, run_len = 0, 0
         for x in dup:
             run_len = run_len + 1 if x else 0
             longest = max(longest, run_len)
-        far = float(np.median(dl)) if dl else None
+        if not moving and dup.mean() < self.frozen_share:  # a still scene, not a stretch frozen in a moving one
+            longest = 0
         incoherence = (round(min(med / far, 2.0), 4) if far and far >= 1.0 else 0.0) if far is not None else None
         mean = float(m.mean())
         accel = float(np.abs(np.diff(m)).mean()) if len(m) > 1 else 0.0
@@ -228,6 +253,8 @@ class MotionProbe:
             "incoherence": incoherence,
             "jump_times": jumps,
             "jump_fraction": round(len(jumps) / len(d), 4),
+            # steps far above their neighbours, by how far (log2 of the ratio beyond 2x), per second of clip
+            "jump_rate": round(float(severity.sum()) / (len(d) / fps), 4),
             "duplicate_fraction": round(float(dup.mean()), 4) if moving else 0.0,
             # motion that turns back on the next step (frames out of order), share of steps
             "reversal_fraction": round(float(np.mean(np.asarray(aligns) < 0.0)), 4) if aligns else 0.0,
@@ -250,11 +277,14 @@ QUALITY_POINTS = {
     "blockiness": (3.0, 0.1),    # excess difference across 8-px block borders (JPEG q30: 0.8, q5: 5)
     "exposure": (0.0, 1.0),
     "colour_cast": (60.0, 10.0),  # Lab distance of the mean colour from grey (warm real scenes reach 40)
+    "neutral_cast": (30.0, 8.0),  # chroma of the near-neutral pixels' mean (real clips: below 8)
 }
 QUALITY_WEIGHTS = {"sharpness": 0.35, "edge_strength": 0.1, "noise_sigma": 0.2, "blockiness": 0.15,
                    "exposure": 0.15, "colour_cast": 0.15}
 # A scene may be warm or cold by intent: a colour cast lowers the mean but is never "the worst defect".
 WORST_OF = ("sharpness", "edge_strength", "noise_sigma", "blockiness", "exposure")
+# A cast on the surfaces that should be grey scales the whole score: down to half at the far point.
+CAST_FACTOR = 0.5
 
 
 def _top_gradient(g: np.ndarray) -> float:
@@ -282,6 +312,21 @@ def blockiness(g: np.ndarray, block: int = 8) -> float:
     return float(np.mean(out)) if out else 0.0
 
 
+def neutral_cast(frame: np.ndarray) -> float:
+    """Lab chroma (a*, b* distance from grey) of the mean colour of the least chromatic tenth of the
+    mid-tone pixels: a grey-world estimate on the surfaces most likely grey, so a scene that is
+    colourful by intent (with a tenth of it near grey) keeps a near-grey estimate while a cast moves
+    every surface (0: none)."""
+    lab = cv2.cvtColor(resize_longest(frame, 256), cv2.COLOR_RGB2LAB).astype(np.float64)
+    a, b = lab[..., 1] - 128.0, lab[..., 2] - 128.0
+    mid = (lab[..., 0] > 20) & (lab[..., 0] < 235)  # OpenCV's 8-bit L: clipped shadows and highlights say little
+    if mid.sum() < 100:
+        mid = np.ones_like(mid)
+    chroma = np.hypot(a, b)
+    sel = mid & (chroma <= np.percentile(chroma[mid], 10))
+    return float(np.hypot(a[sel].mean(), b[sel].mean()))
+
+
 def _tiles(g: np.ndarray, n: int = N_TILES, size: int = TILE) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The ``n`` most textured and the ``n // 2`` flattest (not flat) tiles of a grid over the frame."""
     h, w = g.shape
@@ -301,7 +346,8 @@ def frame_quality(frame: np.ndarray) -> dict[str, float] | None:
     same at half resolution (a sharp edge keeps its gradient when halved, a blurred one doubles it);
     edge_strength: those gradients at half resolution; noise_sigma: Immerkaer's estimate on the
     flattest tiles; blockiness: excess difference across 8-px borders; exposure: mean luma and
-    clipped share; colour_cast: distance of the mean Lab colour from grey; contrast: RMS contrast.
+    clipped share; colour_cast: distance of the mean Lab colour from grey; neutral_cast:
+    :func:`neutral_cast`; contrast: RMS contrast.
     """
     g = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float64)
     if g.std() < 1.0:
@@ -325,6 +371,7 @@ def frame_quality(frame: np.ndarray) -> dict[str, float] | None:
         "mean_luma": float(g.mean()),
         "clipped_fraction": float(((g < 3) | (g > 252)).mean()),
         "colour_cast": cast,
+        "neutral_cast": neutral_cast(frame),
         "contrast": float(g.std()),
     }
 
@@ -336,14 +383,17 @@ def _unit(x: float, lo: float, hi: float) -> float:
 def quality_components(m: dict[str, float]) -> dict[str, float]:
     """Each measure of :func:`frame_quality` on 0-1 by :data:`QUALITY_POINTS`."""
     exposure = float(np.clip(1.0 - abs(m["mean_luma"] - 118.0) / 118.0 - 2.0 * m["clipped_fraction"], 0, 1))
-    return {k: (exposure if k == "exposure" else _unit(m[k], *QUALITY_POINTS[k])) for k in QUALITY_POINTS}
+    return {k: (exposure if k == "exposure" else _unit(m[k], *QUALITY_POINTS[k])) for k in QUALITY_POINTS if k in m
+            or k == "exposure"}
 
 
 def technical_quality(m: dict[str, float]) -> float:
-    """0-100: half the weighted mean of the components, half the worst one (one bad defect shows)."""
+    """0-100: half the weighted mean of the components, half the worst one (one bad defect shows),
+    scaled by the neutral cast (1 - :data:`CAST_FACTOR` at its far point)."""
     c = quality_components(m)
-    mean = sum(QUALITY_WEIGHTS[k] * v for k, v in c.items()) / sum(QUALITY_WEIGHTS.values())
-    return float(100.0 * (0.5 * mean + 0.5 * min(c[k] for k in WORST_OF)))
+    mean = sum(QUALITY_WEIGHTS[k] * c[k] for k in QUALITY_WEIGHTS) / sum(QUALITY_WEIGHTS.values())
+    cast = 1.0 - CAST_FACTOR * (1.0 - c.get("neutral_cast", 1.0))
+    return float(100.0 * (0.5 * mean + 0.5 * min(c[k] for k in WORST_OF)) * cast)
 
 
 class ClassicalAesthetic:
@@ -353,7 +403,7 @@ class ClassicalAesthetic:
     tiles of each, so a blurred 1080p frame is not made to look sharp by a resize."""
 
     name = "aesthetic"
-    version = "classical-2"
+    version = "classical-3"
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), NATIVE_POLICY)
