@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
     _evaluation_options(bn)
     bn.set_defaults(func=cmd_best_of_n)
-    lb = sub.add_parser("leaderboard", help="print the current leaderboard")
+    lb = sub.add_parser("leaderboard", help="print one evaluation's leaderboard (default: the one scored last)")
     lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
     _evaluation_options(lb)
     lb.set_defaults(func=cmd_leaderboard)
