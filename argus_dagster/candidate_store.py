@@ -12,7 +12,6 @@ the scan with a message in :attr:`ScanResult.problems`.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol
@@ -63,11 +62,11 @@ class LocalCandidateStore:
                                              f"{st.st_size}:{st.st_mtime_ns}")
 
     def content_hash(self, entry: CandidateEntry) -> str:
-        h = hashlib.sha256()
-        with open(self.root / entry.key, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
+        # The same sha256 candidate_videos records, remembered per process by path, size and mtime, so
+        # a video that argus evaluate checks for staleness is not read again by the run that scores it.
+        from .media import file_digest
+
+        return file_digest(str(self.root / entry.key))
 
 
 class S3CandidateStore:

@@ -26,6 +26,8 @@ import resource
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
+from typing import Iterator
 from pathlib import Path
 
 import cv2
@@ -127,6 +129,22 @@ def _serve(conn, latency: float) -> None:
                        "sample": [r["body"] for r in reqs[::step]]})
 
 
+@contextmanager
+def serving(latency: float) -> Iterator[tuple]:
+    """``(conn, base_url)`` of :func:`_serve` running in a spawned process; stopped on leaving."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    server = ctx.Process(target=_serve, args=(child, latency), daemon=True)
+    server.start()
+    try:
+        yield conn, conn.recv()
+    finally:
+        conn.send("stop")
+        server.join(timeout=10)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--videos", type=int, default=50, help="at least this many candidate videos (5 tasks)")
@@ -139,51 +157,43 @@ def main() -> None:
                     help="print the cold run's progress and its requests started per second")
     args = ap.parse_args()
 
-    import multiprocessing as mp
-
     home = Path(tempfile.mkdtemp(prefix="argus_scale_bench_"))
     os.environ.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster_home"))
-    ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
-    server = ctx.Process(target=_serve, args=(child, args.latency), daemon=True)
-    server.start()
     try:
-        base_url = conn.recv()
-        os.environ.update(ARGUS_VLM_BASE_URL=base_url, ARGUS_VLM_MODEL="bench-model",
-                          ARGUS_VLM_CONCURRENCY=str(args.concurrency))
-        from argus_dagster.runner import local_instance, run_all
-        from argus_dagster.settings import record_bench
+        with serving(args.latency) as (conn, base_url):
+            os.environ.update(ARGUS_VLM_BASE_URL=base_url, ARGUS_VLM_MODEL="bench-model",
+                              ARGUS_VLM_CONCURRENCY=str(args.concurrency))
+            from argus_dagster.runner import local_instance, run_all
+            from argus_dagster.settings import record_bench
 
-        t0 = time.perf_counter()
-        bench, cands = build_scale_bench(home, args.videos, args.models)
-        record_bench(bench, cands)
-        n_videos = sum(1 for _ in cands.rglob("*.mp4"))
-        t1 = time.perf_counter()
-        local_instance()  # the instance's databases are created once per ARGUS_HOME, before any run
-        t_instance = time.perf_counter() - t1
-        print(f"bench: {n_videos} videos, 5 tasks x {args.models} model(s) ({time.perf_counter() - t0:.1f} s to build); "
-              f"server latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}, "
-              f"partition runs one after another; Dagster instance created in {t_instance:.1f} s "
-              "(once per ARGUS_HOME, not in the runs' figures)")
-        runs = []
-        n0 = 0
-        for name, force in (("cold", False), ("warm", False), ("forced", True)):
-            w0, c0, m0 = time.perf_counter(), time.process_time(), time.monotonic()
-            run_all(progress=print if args.timeline and name == "cold" else (lambda m: None),
-                    force=force)
-            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-            conn.send(("log", n0))
-            log = conn.recv()
-            n0 = log["n_total"]
-            runs.append((name, log, wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
-            if args.timeline and name == "cold":
-                starts = np.floor(np.asarray(log["t"]) - m0).astype(int)
-                print("cold run, requests started per second:",
-                      " ".join(str(int((starts == i).sum())) for i in range(int(np.ceil(wall)))))
-        max_in_flight = log["max_in_flight"]
+            t0 = time.perf_counter()
+            bench, cands = build_scale_bench(home, args.videos, args.models)
+            record_bench(bench, cands)
+            n_videos = sum(1 for _ in cands.rglob("*.mp4"))
+            t1 = time.perf_counter()
+            local_instance()  # the instance's databases are created once per ARGUS_HOME, before any run
+            t_instance = time.perf_counter() - t1
+            print(f"bench: {n_videos} videos, 5 tasks x {args.models} model(s) ({time.perf_counter() - t0:.1f} s to build); "
+                  f"server latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}, "
+                  f"partition runs one after another; Dagster instance created in {t_instance:.1f} s "
+                  "(once per ARGUS_HOME, not in the runs' figures)")
+            runs = []
+            n0 = 0
+            for name, force in (("cold", False), ("warm", False), ("forced", True)):
+                w0, c0, m0 = time.perf_counter(), time.process_time(), time.monotonic()
+                run_all(progress=print if args.timeline and name == "cold" else (lambda m: None),
+                        force=force)
+                wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+                conn.send(("log", n0))
+                log = conn.recv()
+                n0 = log["n_total"]
+                runs.append((name, log, wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+                if args.timeline and name == "cold":
+                    starts = np.floor(np.asarray(log["t"]) - m0).astype(int)
+                    print("cold run, requests started per second:",
+                          " ".join(str(int((starts == i).sum())) for i in range(int(np.ceil(wall)))))
+            max_in_flight = log["max_in_flight"]
     finally:
-        conn.send("stop")
-        server.join(timeout=10)
         if not args.keep:
             shutil.rmtree(home, ignore_errors=True)
     print(f"{'run':<6}{'requests':>9}{'judge':>7}{'qa':>6}{'rubric':>8}{'bound s':>9}{'wall s':>8}{'ratio':>7}"
