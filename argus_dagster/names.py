@@ -54,6 +54,20 @@ def file_name(name: str) -> str:
     return "~~" + hashlib.sha256(name.encode("utf-8")).hexdigest()
 
 
+FOLDER_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+,-]{0,99}")
+
+
+def folder_name(name: str) -> str:
+    """The folder of a bench or an evaluator profile (``judge=Qwen/Qwen2.5-VL-72B,vlm-only``): the name
+    itself when it is made of letters, digits and ``. _ = + , -``; otherwise its safe characters, ``~``
+    and 12 hex digits of its SHA-256 (injective: no name kept as it is holds ``~``). Never a ``%``:
+    the folder holds the evaluation's SQLite instance, whose URL a percent-encoded path would break."""
+    if FOLDER_SAFE.fullmatch(name) and not name.endswith("."):
+        return name
+    slug = re.sub(r"[^A-Za-z0-9._=+,-]+", "-", name).strip(".-")[:60]
+    return f"{slug}~{hashlib.sha256(name.encode('utf-8')).hexdigest()[:12]}"
+
+
 def sample_file_name(name: str, sample: str = "") -> str:
     """The file name for sample ``sample`` of ``name``: :func:`file_name` for the single video
     (``sample`` empty), else ``<file_name(name)>!<file_name(sample)>``; injective in the pair."""

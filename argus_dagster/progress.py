@@ -21,7 +21,20 @@ class Progress:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._forward: Callable[[tuple], None] | None = None
         self.reset()
+
+    def forward_to(self, send: Callable[[tuple], None] | None) -> None:
+        """Also send every count to ``send`` (a worker process's events to the launcher's
+        :class:`Progress`, which :meth:`apply` adds them to)."""
+        self._forward = send
+
+    def apply(self, event: tuple) -> None:
+        """Add a forwarded count: ``("video", stage)`` or ``("request",)``."""
+        if event[0] == "video":
+            self.video_done(event[1])
+        elif event[0] == "request":
+            self.request_done()
 
     def reset(self, expected_videos: int = 0) -> None:
         with self._lock:
@@ -38,10 +51,14 @@ class Progress:
     def video_done(self, stage: str) -> None:
         with self._lock:
             self.done[stage] = self.done.get(stage, 0) + 1
+        if self._forward is not None:
+            self._forward(("video", stage))
 
     def request_done(self) -> None:
         with self._lock:
             self.requests += 1
+        if self._forward is not None:
+            self._forward(("request",))
 
     def line(self, stage: str = "judgments") -> str:
         """``videos 37/200 scored · 412 VLM requests · 1m12s elapsed · about 2m05s left``."""

@@ -3,10 +3,14 @@
 The CLI is a thin launcher: it registers models as ``candidate_models`` partitions and materializes
 the same assets the UI shows, with the same resources (:func:`resources.resources_for`), in the
 evaluation's instance (``$ARGUS_HOME/benches/<bench>/<profile>/dagster_home``, Dagster's own storage
-as its ``dagster.yaml`` configures it). Every run is one of Dagster's in-process runs, one after
-another, each executing its steps with Dagster's in-process executor; what makes them fast lives in
-the resources every run gets (one VLM client and its bound per process, the frame pool, the content
-cache, VLM waits overlapped with CPU tools inside a stage).
+as its ``dagster.yaml`` configures it). Every run is one of Dagster's in-process runs, executing its
+steps with Dagster's in-process executor, in a worker process; as many run at once as the instance's
+run queue allows (``run_queue.max_concurrent_runs``, 4 in the instance file this writes, and the
+``argus/judge`` tag limit): the limits the daemon applies to the runs the UI, the sensor and the
+schedules queue. What makes them fast lives in the resources every run gets (one VLM client per
+process under one bound per machine, the frame pool, the content cache, VLM waits overlapped with
+CPU tools inside a stage); the workers overlap one run's reports and bookkeeping with another's
+judge requests.
 
 A partition that is up to date is not run again. Whether it is, is asked of what Dagster recorded
 with its materializations, whoever launched them (``assets.staleness``: the same question the
@@ -43,6 +47,10 @@ telemetry:
 # the IO manager's DEBUG lines repeat each materialization's path. DEBUG keeps them too.
 python_logs:
   python_log_level: INFO
+# How many runs execute at once: the daemon's queue (the runs the UI, the sensor and the schedules
+# launch) and argus evaluate's worker processes alike.
+run_queue:
+  max_concurrent_runs: 4
 """
 
 
@@ -68,6 +76,34 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
 
 
 PROTOCOLS = ("videoargus", "firm", "both")
+DEFAULT_RUNS_AT_ONCE = 10  # Dagster's own default for the run queue's max_concurrent_runs
+
+
+def runs_at_once(instance: dg.DagsterInstance) -> tuple[int, int]:
+    """How many runs may execute at once, and how many of them may call the judge: the instance's
+    run queue (``run_queue.max_concurrent_runs`` and the ``argus/judge`` tag limit in its
+    ``dagster.yaml``), the same limits the daemon applies to runs the UI, sensor and schedule queue."""
+    queue = instance.get_concurrency_config().run_queue_config  # None: a coordinator without a queue
+    limit = queue.max_concurrent_runs if queue is not None else DEFAULT_RUNS_AT_ONCE
+    limit = limit if limit > 0 else DEFAULT_RUNS_AT_ONCE  # -1: no limit; 0: the queue is paused
+    judge = limit
+    for rule in (queue.tag_concurrency_limits if queue is not None else None) or []:
+        if rule.get("key") == JUDGE_TAG and isinstance(rule.get("limit"), int) and rule["limit"] > 0:
+            judge = min(judge, rule["limit"])
+    return limit, judge
+
+
+JUDGE_TAG = "argus/judge"  # runs that call the judge (the sensor's and the reconcile's carry it too)
+
+
+class _Job:
+    """One run of the plan: what a worker executes (``spec``), after which jobs, and whether it is stale."""
+
+    def __init__(self, name: str, spec: tuple, after: tuple[str, ...] = (), judge: bool = False,
+                 stale: Callable[[], str | None] | None = None, skipped: Callable[[], None] | None = None):
+        self.name, self.spec, self.after, self.judge = name, spec, after, judge
+        self.stale = stale or (lambda: "forced")
+        self.skipped = skipped or (lambda: None)
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
@@ -77,6 +113,12 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     """Materialize every asset of one evaluation (``settings``, default this process's) for the
     selected tasks and models; returns the leaderboard (None with ``protocol="firm"``, which makes none).
 
+    Each task's inputs and rubrics are one run, each task x model partition another, the leaderboard
+    the last. They execute in worker processes, as many at once as the instance's run queue allows
+    (:func:`runs_at_once`): each worker imports the code once and keeps its resources (VLM client,
+    frame pool, models) for the runs it executes; the judge's bound holds across them (one bound per
+    machine). A partition's run starts once its task's run is done.
+
     Up-to-date partitions are skipped unless ``force``. ``protocol``: ``videoargus`` (the default),
     ``firm`` (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or
     ``both`` (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to
@@ -84,8 +126,6 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
-    from assets.leaderboard import leaderboard
     from assets.staleness import evaluator_digests, generator_folder, leaderboard_status, partition_status, task_status
     from resources import resources_for
 
@@ -111,101 +151,231 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         progress(notice)
     instance.add_dynamic_partitions("candidate_models", sorted(found))
     resources = resources_for(settings=settings)
-    # The partitioned checks run with the assets they guard; a failed one is reported, not fatal.
-    task_keys = {a.key for a in TASK_ASSETS}
-    partitioned = [c for c in ALL_CHECKS if c.partitions_def is not None]
-    task_checks = [c for c in partitioned if all(k.asset_key in task_keys for k in c.check_keys)]
-    candidate_checks = [c for c in partitioned if c not in task_checks]
-    t_start = time.perf_counter()
     n_videos = {(t, m): _count_videos(settings.candidates_dir, t, m) for m, ts in found.items() for t in ts if t in task_list}
     PROGRESS.reset(sum(n_videos.values()))
     digests = evaluator_digests(resources)
     frozen = generator_folder(settings.frozen_rubrics_dir,
                               resources["rubric_generator"].identity(resources["rubric_vlm"]))
     store = scan(LocalCandidateStore(str(settings.candidates_dir)), None) if not force else None
-    ran: list[str] = []
+
+    plan: list[_Job] = []
+    for task in task_list:
+        if protocol != "firm":
+            plan.append(_Job(task, ("task", task), stale=None if force else (
+                lambda task=task: task_status(instance, task, settings.bench_dir, frozen, digests))))
+        if protocol != "videoargus":
+            plan.append(_Job(f"firm {task}", ("firm", task, None, protocol == "firm"),
+                             after=(task,) if protocol == "both" else (), judge=True))
+        for model in sorted(m for m, ts in found.items() if task in ts):
+            name = f"{task} x {model}"
+            if protocol != "firm":
+                plan.append(_Job(name, ("partition", task, model), after=(task,), judge=True, stale=None if force else (
+                    lambda task=task, model=model: partition_status(
+                        instance, task, model, partition_hashes(store.known, task, model), digests)),
+                    skipped=lambda n=n_videos.get((task, model), 0): PROGRESS.expect(-n)))
+            if protocol != "videoargus":
+                plan.append(_Job(f"firm {name}", ("firm", task, model, protocol == "firm"), judge=True,
+                                 after=(f"firm {task}",) + ((name,) if protocol == "both" else ())))
+    limit, judge_limit = runs_at_once(instance)
+    t_start = time.perf_counter()
 
     def elapsed() -> str:
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
-    def videoargus_task_run(task: str) -> None:
-        t0 = time.perf_counter()
-        why = "forced" if force else task_status(instance, task, settings.bench_dir, frozen, digests)
-        if why is None:
-            progress(f"{elapsed()} {task}: inputs and rubrics up to date")
-            return
-        res = dg.materialize(TASK_ASSETS + task_checks, selection=TASK_ASSETS + task_checks, partition_key=task,
-                             instance=instance, resources=resources, run_config=QUIET, tags=launcher_tags())
-        _check(res, progress)
-        ran.append(task)
-        progress(f"{elapsed()} {task}: inputs and rubrics ({time.perf_counter() - t0:.1f}s)")
+    def finished(job: _Job, outcome: "_Outcome") -> None:
+        for line in outcome.failed_checks:
+            progress(line)
+        took = f"({outcome.seconds:.1f}s)"
+        if job.spec[0] == "task":
+            progress(f"{elapsed()} {job.name}: inputs and rubrics {took}")
+        elif job.spec[0] == "partition":
+            retry = outcome.retry
+            progress(f"{elapsed()} {job.name}: scored {took}"
+                     + (f"; {retry} failed tool steps or unanswered judgments, retried on the next run" if retry else ""))
+        elif job.spec[0] == "firm":
+            what = f"{job.spec[1]} x {job.spec[2]}: FIRM-Video scores" if job.spec[2] else f"{job.spec[1]}: FIRM-Video checklists"
+            progress(f"{elapsed()} {what} {took}")
+        else:
+            progress(f"{elapsed()} {job.name}")
 
-    def videoargus_model_run(task: str, model: str) -> None:
-        t0 = time.perf_counter()
-        key = dg.MultiPartitionKey({"task": task, "model": model})
-        why = "forced" if force else partition_status(instance, task, model, partition_hashes(store.known, task, model),
-                                                      digests)
-        if why is None:
-            PROGRESS.expect(-n_videos.get((task, model), 0))
-            progress(f"{elapsed()} {task} x {model}: up to date")
-            return
-        res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + candidate_checks,
-                             selection=CANDIDATE_ASSETS + candidate_checks, partition_key=key, instance=instance,
-                             resources=resources, run_config=QUIET, tags=launcher_tags())
-        _check(res, progress)
+    def up_to_date(job: _Job) -> None:
+        job.skipped()
+        what = "inputs and rubrics up to date" if job.spec[0] == "task" else "up to date"
+        progress(f"{elapsed()} {job.name}: {what}")
+
+    with _Workers(settings, limit) as workers:
+        ran = workers.run(plan, judge_limit, finished, up_to_date)
+        # Nothing ran and the stored leaderboard follows every stored video_scores: it is current.
+        current = protocol != "firm" and not ran and leaderboard_status(instance) is None
+        board = load_stored(instance, "leaderboard") if current else None
+        if protocol == "firm":  # FIRM-Video only: no leaderboard (argus evaluate prints FIRM's summary)
+            progress(f"{elapsed()} FIRM-Video done")
+        elif board is None:
+            workers.run([_Job("leaderboard", ("leaderboard",))], judge_limit, finished, up_to_date)
+            board = load_stored(instance, "leaderboard")
+        else:
+            progress(f"{elapsed()} every partition up to date (--force re-materializes)")
+        human = sorted(settings.human_dir.glob("*.csv"))
+        if human:  # people's ratings are there: say how well the scores agree with them
+            from .alignment import ALIGNMENT_COLUMNS, format_alignment
+
+            # Always recomputed (one short run): the ratings themselves may have changed.
+            workers.run([_Job("human alignment", ("alignment",))], judge_limit, lambda j, o: None, up_to_date)
+            table = load_stored(instance, "human_alignment")
+            progress(f"{elapsed()} human alignment (ratings: {', '.join(p.name for p in human)})")
+            for (task,), rows in table.group_by("task", maintain_order=True):
+                progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
+    return board
+
+
+class _Outcome:
+    """What a worker reports of one run (picklable)."""
+
+    def __init__(self, run_id: str, success: bool, seconds: float, failed_checks: list[str], retry: int = 0):
+        self.run_id, self.success, self.seconds = run_id, success, seconds
+        self.failed_checks, self.retry = failed_checks, retry
+
+
+class _Workers:
+    """Worker processes that execute the plan's runs, at most ``limit`` at once (started as needed,
+    each keeps its imports and resources for every run it executes), and a thread that adds their
+    progress counts to this process's :data:`PROGRESS`."""
+
+    def __init__(self, settings: Settings, limit: int):
+        self.settings, self.limit = settings, limit
+        self.pool = None
+        self.events = None
+        self.listener = None
+
+    def __enter__(self) -> "_Workers":
+        return self
+
+    def _start(self, n: int) -> None:
+        import multiprocessing
+        import threading
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: a fresh interpreter per worker (forking a process with Dagster's threads is unsafe).
+        context = multiprocessing.get_context("spawn")
+        self.events = context.SimpleQueue()
+        self.pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_init,
+                                        initargs=(self.settings, self.events, os.getpid()))
+        self.listener = threading.Thread(target=self._listen, daemon=True)
+        self.listener.start()
+
+    def _listen(self) -> None:
+        while True:
+            event = self.events.get()
+            if event is None:
+                return
+            PROGRESS.apply(event)
+
+    def run(self, plan: list[_Job], judge_limit: int, finished: Callable, up_to_date: Callable) -> list[str]:
+        """Execute ``plan`` (jobs in order, each after the jobs it names); returns the names of the
+        jobs that ran. A failed run stops the plan: the runs under way finish, then it raises."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        pending, done, ran, failed = list(plan), set(), [], []
+        running: dict = {}
+        while pending or running:
+            progressed = True
+            while progressed and not failed:
+                progressed = False
+                for job in list(pending):
+                    if not all(a in done for a in job.after) or len(running) >= self.limit:
+                        continue
+                    if job.judge and sum(j.judge for j in running.values()) >= judge_limit:
+                        continue
+                    pending.remove(job)
+                    progressed = True
+                    if job.stale() is None:
+                        done.add(job.name)
+                        up_to_date(job)
+                        continue
+                    if self.pool is None:
+                        self._start(min(self.limit, len(plan)))
+                    running[self.pool.submit(_execute, job.spec)] = job
+            if not running:
+                break
+            complete, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in complete:
+                job = running.pop(future)
+                outcome = future.result()
+                if not outcome.success:
+                    failed.append(outcome.run_id)
+                    continue
+                done.add(job.name)
+                ran.append(job.name)
+                finished(job, outcome)
+        if failed:
+            raise SystemExit(f"run {failed[0]} failed; see the Dagster UI (make ui) for its logs")
+        return ran
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.events.put(None)
+            self.listener.join()
+
+
+_WORKER: dict = {}
+
+
+def _worker_init(settings: Settings, events, parent: int) -> None:
+    """A worker process: dies with the launcher, opens the evaluation's instance, builds its resources
+    once and sends its progress counts to the launcher."""
+    import signal
+
+    try:  # Linux: a killed launcher takes its workers with it
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+    from assets import ALL_CHECKS, TASK_ASSETS
+    from resources import resources_for
+
+    task_keys = {a.key for a in TASK_ASSETS}
+    partitioned = [c for c in ALL_CHECKS if c.partitions_def is not None]
+    task_checks = [c for c in partitioned if all(k.asset_key in task_keys for k in c.check_keys)]
+    _WORKER.update(instance=local_instance(settings), resources=resources_for(settings=settings),
+                   task_checks=task_checks, candidate_checks=[c for c in partitioned if c not in task_checks])
+    PROGRESS.forward_to(events.put)
+
+
+def _execute(spec: tuple) -> _Outcome:
+    """Execute one run of the plan in this worker (Dagster's in-process run, on the evaluation's instance)."""
+    from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
+    from assets.alignment import human_alignment
+    from assets.leaderboard import leaderboard
+
+    instance, resources = _WORKER["instance"], _WORKER["resources"]
+    t0 = time.perf_counter()
+    kind = spec[0]
+    common = dict(run_config=QUIET, tags={**launcher_tags(), **({JUDGE_TAG: "1"} if kind in ("partition", "firm") else {})},
+                  raise_on_error=False)
+    if kind == "task":
+        checks = _WORKER["task_checks"]
+        res = dg.materialize(TASK_ASSETS + checks, selection=TASK_ASSETS + checks, partition_key=spec[1],
+                             instance=instance, resources=resources, **common)
+    elif kind == "partition":
+        checks = _WORKER["candidate_checks"]
+        res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + checks, selection=CANDIDATE_ASSETS + checks,
+                             partition_key=dg.MultiPartitionKey({"task": spec[1], "model": spec[2]}),
+                             instance=instance, resources=resources, **common)
+    elif kind == "firm":
+        res = _firm_run(instance, resources, spec[1], spec[2], with_inputs=spec[3], **common)
+    else:
+        res = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard if kind == "leaderboard" else human_alignment],
+                             instance=instance, resources=resources, **common)
+    retry = 0
+    if kind == "partition" and res.success:
         meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
         retry = (meta["criterion_evidence"]["tool_steps_failed"].value
                  + meta["criterion_scores"]["n_unscored_retryable"].value)
-        ran.append(f"{task} x {model}")
-        progress(f"{elapsed()} {task} x {model}: scored ({time.perf_counter() - t0:.1f}s)"
-                 + (f"; {retry} failed tool steps or unanswered judgments, retried on the next run" if retry else ""))
-
-    def firm_run(task: str, model: str | None = None) -> None:
-        t0 = time.perf_counter()
-        _check(_firm_run(instance, resources, task, model, with_inputs=protocol == "firm"), progress)
-        ran.append(f"firm {task}" + (f" x {model}" if model else ""))
-        what = f"{task} x {model}: FIRM-Video scores" if model else f"{task}: FIRM-Video checklists"
-        progress(f"{elapsed()} {what} ({time.perf_counter() - t0:.1f}s)")
-
-    for task in task_list:
-        if protocol != "firm":
-            videoargus_task_run(task)
-        if protocol != "videoargus":
-            firm_run(task)
-        for model in sorted(m for m, ts in found.items() if task in ts):
-            if protocol != "firm":
-                videoargus_model_run(task, model)
-            if protocol != "videoargus":
-                firm_run(task, model)
-
-    # Nothing ran and the stored leaderboard follows every stored video_scores: it is current.
-    current = protocol != "firm" and not ran and leaderboard_status(instance) is None
-    board = load_stored(instance, "leaderboard") if current else None
-    if protocol == "firm":  # FIRM-Video only: no leaderboard (argus evaluate prints FIRM's summary)
-        progress(f"{elapsed()} FIRM-Video done")
-    elif board is None:
-        result = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard],
-                                instance=instance, resources=resources, run_config=QUIET, tags=launcher_tags())
-        _check(result, progress)
-        board = result.output_for_node("leaderboard")
-        progress(f"{elapsed()} leaderboard")
-    else:
-        progress(f"{elapsed()} every partition up to date (--force re-materializes)")
-    human = sorted(settings.human_dir.glob("*.csv"))
-    if human:  # people's ratings are there: say how well the scores agree with them
-        from assets.alignment import human_alignment
-
-        from .alignment import ALIGNMENT_COLUMNS, format_alignment
-
-        # Always recomputed (one short run): the ratings themselves may have changed.
-        res = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[human_alignment], instance=instance,
-                             resources=resources, run_config=QUIET, tags=launcher_tags())
-        _check(res)
-        table = res.output_for_node("human_alignment")
-        progress(f"{elapsed()} human alignment (ratings: {', '.join(p.name for p in human)})")
-        for (task,), rows in table.group_by("task", maintain_order=True):
-            progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
-    return board
+    return _Outcome(res.run_id, res.success, time.perf_counter() - t0, _failed_checks(res) if res.success else [], retry)
 
 
 def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame | None:
@@ -350,14 +520,15 @@ def pool_notice(instance: dg.DagsterInstance, pool: str = "gpu") -> str | None:
             "this run's evidence step waits for them")
 
 
-def _check(result: dg.ExecuteInProcessResult, progress: Callable[[str], None] = print) -> None:
-    if not result.success:
-        raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+def _failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
+    """A line for every asset check of ``result`` that did not pass (reported, not fatal)."""
+    out = []
     for ev in result.get_asset_check_evaluations():
         if not ev.passed:
             where = f" ({ev.partition})" if ev.partition else ""
-            progress(f"  check {ev.check_name} on {ev.asset_key.to_user_string()}{where} did not pass: "
-                     "see its metadata in the UI")
+            out.append(f"  check {ev.check_name} on {ev.asset_key.to_user_string()}{where} did not pass: "
+                       "see its metadata in the UI")
+    return out
 
 
 def current_leaderboard(instance: dg.DagsterInstance | None = None,
@@ -372,22 +543,22 @@ def current_leaderboard(instance: dg.DagsterInstance | None = None,
 
 
 def _firm_run(instance: dg.DagsterInstance, resources: dict, task: str, model: str | None = None,
-              with_inputs: bool = False) -> dg.ExecuteInProcessResult:
+              with_inputs: bool = False, **kw) -> dg.ExecuteInProcessResult:
     """One FIRM-Video run: a task's checklists, or a task x model partition's verdicts and scores (and
-    their check). ``with_inputs``: also materialize the input (or candidate) table it reads."""
+    their check). ``with_inputs``: also materialize the input (or candidate) table it reads. ``kw``:
+    more of ``dg.materialize``'s arguments (default: quiet console, the CLI's tags)."""
+    kw = {"run_config": QUIET, "tags": launcher_tags(), **kw, "instance": instance, "resources": resources}
     from assets import CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS, FIRM_TASK_ASSETS, TASK_ASSETS
     from assets.candidates import candidate_videos
     from assets.inputs import input_instances
 
     if model is None:
         selection = ([input_instances] if with_inputs else []) + FIRM_TASK_ASSETS
-        return dg.materialize(TASK_ASSETS + FIRM_TASK_ASSETS, selection=selection, partition_key=task,
-                              instance=instance, resources=resources, run_config=QUIET, tags=launcher_tags())
+        return dg.materialize(TASK_ASSETS + FIRM_TASK_ASSETS, selection=selection, partition_key=task, **kw)
     key = dg.MultiPartitionKey({"task": task, "model": model})
     selection = ([candidate_videos] if with_inputs else []) + FIRM_CANDIDATE_ASSETS + FIRM_CHECKS
     return dg.materialize(TASK_ASSETS + CANDIDATE_ASSETS + FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS + FIRM_CHECKS,
-                          selection=selection, partition_key=key, instance=instance, resources=resources,
-                          run_config=QUIET, tags=launcher_tags())
+                          selection=selection, partition_key=key, **kw)
 
 
 def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, tasks: list[str] | None = None,

@@ -51,15 +51,15 @@ class Settings:
 
     @property
     def bench_home(self) -> Path:
-        from .names import file_name
+        from .names import folder_name
 
-        return self.home / "benches" / file_name(self.bench)
+        return self.home / "benches" / folder_name(self.bench)
 
     @property
     def evaluation_dir(self) -> Path:
-        from .names import file_name
+        from .names import folder_name
 
-        return self.bench_home / file_name(self.profile)
+        return self.bench_home / folder_name(self.profile)
 
     @property
     def dagster_home(self) -> Path:

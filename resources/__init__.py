@@ -8,7 +8,7 @@
 import dagster as dg
 from dagster_polars import PolarsParquetIOManager
 
-from argus_dagster.names import file_name
+from argus_dagster.names import folder_name
 from argus_dagster.settings import Settings, SettingError, environment, load_settings, parse_profile
 
 from .bench import BenchResource, bench_from_settings
@@ -54,7 +54,7 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
             "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=str(settings.cache_dir)),
             "io_manager": PolarsParquetIOManager(
                 base_dir=(f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'storage')}/"
-                          f"{file_name(settings.bench)}/{file_name(settings.profile)}"),
+                          f"{folder_name(settings.bench)}/{folder_name(settings.profile)}"),
                 storage_options={"endpoint_url": {"env": "ARGUS_S3_ENDPOINT_URL"}} if variables.get("ARGUS_S3_ENDPOINT_URL") else None,
             )}
 
@@ -66,14 +66,22 @@ def _with_model(vlm: VlmResource, model: str, part: str, prefix: str) -> VlmReso
     if not vlm.configured:
         raise SettingError(f"profile part {part}={model}: no endpoint to ask it on; set {prefix}_BASE_URL "
                            f"(or _PATH)")
-    return vlm.model_copy(update={"model": model})
+    return replaced(vlm, model=model)
 
 
 def _on_machine(vlm: VlmResource, settings: Settings) -> VlmResource:
     """The VLM with its bound shared by every process of this ARGUS_HOME on this machine."""
     if vlm.backend != "openai":
         return vlm
-    return vlm.model_copy(update={"slots_dir": str(settings.home / "locks" / "vlm")})
+    return replaced(vlm, slots_dir=str(settings.home / "locks" / "vlm"))
+
+
+def replaced(resource: dg.ConfigurableResource, **fields) -> dg.ConfigurableResource:
+    """A copy of ``resource`` with ``fields`` changed, built through its constructor: Dagster builds a
+    run's resources from their constructor's arguments, so a pydantic ``model_copy(update=...)`` would
+    be silently undone in every run. ``EnvVar`` fields stay ``EnvVar``s."""
+    kept = {name: getattr(resource, name) for name in type(resource).model_fields}
+    return type(resource)(**{**kept, **fields})
 
 
 def executor_for(env: str | None = None) -> dg.ExecutorDefinition:

@@ -49,9 +49,9 @@ class BenchResource(dg.ConfigurableResource):
 
     def profile_storage(self, profile: str) -> Path:
         """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``)."""
-        from argus_dagster.names import file_name
+        from argus_dagster.names import folder_name
 
-        return self.storage_path().parent.parent / file_name(profile) / "storage"
+        return self.storage_path().parent.parent / folder_name(profile) / "storage"
 
     def profiles(self) -> list[str]:
         """The profiles of this bench recorded under ARGUS_HOME (``evaluation.json`` beside their storage)."""

@@ -98,3 +98,25 @@ def test_two_benches_evaluated_at_once_both_succeed(tmp_path):
         assert shown == models, out
         table = pl.read_parquet(home / "benches" / name / "default" / "storage" / "leaderboard.parquet")
         assert set(table["model"]) == models and set(table["bench"]) == {name}
+
+
+def test_a_profiles_judge_and_rubric_models_are_the_ones_asked(tmp_path, monkeypatch):
+    """``judge=<model>`` and ``rubric=<model>`` reach the endpoint in every run (Dagster rebuilds a run's
+    resources from their constructor's arguments, so a copied resource must be built, not patched), and
+    the judge's bound holds over the worker processes that execute the runs."""
+    from tests.servers.openai_server import FakeVlmServer
+
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    bench, cands = _bench(tmp_path, "gamma", ["m1", "m2", "m3"], 7)
+    with FakeVlmServer(latency_s=0.05) as srv:
+        for k, v in {"ARGUS_VLM_BASE_URL": srv.base_url, "ARGUS_VLM_MODEL": "base-judge",
+                     "ARGUS_VLM_CONCURRENCY": "2"}.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
+        settings = evaluation_settings(bench, cands, profile="judge=other-judge,rubric=other-writer")
+        board = run_all(progress=lambda m: None, settings=settings)
+        asked = [r["body"]["model"] for r in srv.requests]
+    assert set(board["model"]) == {"m1", "m2", "m3"}
+    assert asked.count("other-writer") == 2  # one rubric per input
+    assert set(asked) == {"other-judge", "other-writer"}, sorted(set(asked))
+    assert srv.max_in_flight <= 2 + 2, srv.max_in_flight  # one bound per endpoint and model name

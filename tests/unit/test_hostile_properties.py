@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from argus_dagster.bench import bench_rubric_paths, find_candidate, read_task
 from argus_dagster.instances import InputInstance
 from argus_dagster.media import MediaError, s3_cache_path
-from argus_dagster.names import file_name, input_id_problem, is_single_component, model_name_problem
+from argus_dagster.names import file_name, folder_name, input_id_problem, is_single_component, model_name_problem
 from argus_dagster.rubric.schema import RubricError, load_rubric_file, parse_rubric
 from argus_dagster.rubric.store import resolve_rubric
 
@@ -51,6 +51,17 @@ def test_file_name_is_injective_and_one_folder_entry(a, b):
     fa, fb = file_name(a), file_name(b)
     assert is_single_component(fa) and not fa.startswith(".") and len(fa.encode()) <= 200
     assert (fa == fb) == (a == b)
+
+
+@SETTINGS
+@given(a=st.one_of(names, st.sampled_from(["judge=Qwen/Qwen2.5-VL-72B-Instruct,vlm-only", "judge=a%3Db", "my bench"])),
+       b=names)
+def test_an_evaluation_folder_is_injective_and_never_percent_encoded(a, b):
+    """A bench's or profile's folder holds a SQLite instance, whose URL a ``%`` in its path would break."""
+    fa, fb = folder_name(a), folder_name(b)
+    assert is_single_component(fa) and not fa.startswith((".", "-")) and "%" not in fa and len(fa) <= 120
+    assert (fa == fb) == (a == b)
+    assert folder_name("judge=qwen2.5-vl-72b,vlm-only") == "judge=qwen2.5-vl-72b,vlm-only"  # readable as it is
 
 
 @SETTINGS
