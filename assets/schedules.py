@@ -24,7 +24,7 @@ from resources.vlm import VlmResource
 
 from .inputs import rubrics
 from .sensors import CANDIDATE_KEYS, JUDGE_TAGS, open_store, store_location
-from .staleness import evaluator_digests, partition_status
+from .staleness import evaluator_digests, in_flight_partitions, partition_status
 
 
 def max_partitions() -> int:
@@ -32,16 +32,6 @@ def max_partitions() -> int:
 
 
 TAG = "argus/launcher"
-
-
-IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED]
-
-
-def _in_flight(instance: dg.DagsterInstance) -> set[str]:
-    """Partitions (task or task|model keys) of reconcile runs that are queued or running."""
-    records = instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT, tags={TAG: "nightly_reconcile"}))
-    return {r.dagster_run.tags.get("dagster/partition") for r in records} - {None}
 
 
 @dg.schedule(cron_schedule="0 2 * * *", name="nightly_reconcile", target=CANDIDATE_KEYS,
@@ -59,7 +49,7 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
     if new_models:
         instance.add_dynamic_partitions("candidate_models", new_models)
     rubric_tasks = set(instance.get_materialized_partitions(rubrics.key) or ())
-    running = _in_flight(instance)
+    running = in_flight_partitions(instance)
     missing, stale, waiting = [], [], set()
     for model, tasks in sorted(result.models.items()):
         for task in sorted(tasks):
@@ -84,7 +74,7 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
                  for t, m in chosen]
     if not requests:
         n = sum(len(t) for t in result.models.values())
-        why = f"all {n} partitions are up to date" if not running else f"{len(running)} reconcile runs still in flight"
+        why = f"all {n} partitions are up to date" if not running else f"{len(running)} partition runs still in flight"
         return dg.SkipReason(why)
     context.log.info(f"{len(missing)} missing, {len(stale)} stale; {len(chosen)} partitions this night")
     return requests

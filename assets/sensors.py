@@ -33,7 +33,7 @@ from resources.vlm import VlmResource
 from . import CANDIDATE_ASSETS, TASK_ASSETS
 from .inputs import rubrics
 from .lineage import latest_record, stored_table
-from .staleness import evaluator_digests, partition_status
+from .staleness import evaluator_digests, in_flight_partitions, partition_status
 
 CANDIDATE_KEYS = [a.key for a in CANDIDATE_ASSETS]
 TASK_KEYS = [a.key for a in TASK_ASSETS]
@@ -105,8 +105,15 @@ def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchReso
                                  "vlm": vlm, "judge": judge, "scoring": scoring})
     # A changed partition that is already up to date (scored by argus evaluate, or by the UI) is not
     # requested again: the same question argus evaluate and the nightly reconcile ask.
+    # A partition that a queued or running run is materializing (a UI backfill, the reconcile) is not
+    # requested twice; its entries stay out of the cursor, so the next tick looks at it again.
+    running = in_flight_partitions(instance)
+    busy = set()
     for task, model in sorted(changed):
-        if model in known_models and partition_status(
+        if task in running or str(dg.MultiPartitionKey({"task": task, "model": model})) in running:
+            busy.add((task, model))
+            changed.discard((task, model))
+        elif model in known_models and partition_status(
                 instance, task, model, partition_hashes(result.known, task, model), digests) is None:
             changed.discard((task, model))
 
@@ -123,9 +130,12 @@ def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchReso
                                                   seq + 1))
 
     # Entries of partitions that wait for their task's rubrics stay out of the cursor: seen as new next tick.
-    keep = {k: v for k, v in result.known.items() if _task_of(k) not in waiting}
+    def held(key: str) -> bool:  # looked at again next tick
+        return any(task in waiting or (task, model) in busy for task, model, _ in key_places(key))
+
+    keep = {k: v for k, v in result.known.items() if not held(k)}
     if previous is not None:
-        keep.update({k: v for k, v in previous.items() if _task_of(k) in waiting})
+        keep.update({k: v for k, v in previous.items() if held(k)})
     for problem in result.problems:
         context.log.warning(problem)
     context.log.info(f"{result.n_entries} videos, {result.n_hashed} hashed, {len(changed)} partitions changed, "

@@ -226,3 +226,15 @@ def partition_status(instance: dg.DagsterInstance, task: str, model: str, hashes
     if retry:
         return f"stale: {retry} failed tool steps or unanswered judgments (retried)"
     return None
+
+
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
+
+
+def in_flight_partitions(instance: dg.DagsterInstance) -> set[str]:
+    """Partitions (``T2V`` or ``model|T2V`` keys) that a queued or running run is materializing, whoever
+    launched it (a UI backfill, the sensor, the reconcile, argus evaluate): being brought up to date,
+    so not requested again while it runs."""
+    records = instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT))
+    return {r.dagster_run.tags.get("dagster/partition") for r in records} - {None}

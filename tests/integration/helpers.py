@@ -74,3 +74,63 @@ def stop(proc) -> None:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+class GraphQL:
+    """The GraphQL API of a ``dagster-webserver`` on loopback (what the UI itself calls)."""
+
+    def __init__(self, port: int):
+        self.url = f"http://127.0.0.1:{port}/graphql"
+
+    def __call__(self, query: str, **variables) -> dict:
+        import json
+        import urllib.request
+
+        req = urllib.request.Request(self.url, data=json.dumps({"query": query, "variables": variables}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            body = json.loads(resp.read())
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_webserver(root: Path, env: dict, timeout: float = 90):
+    """``dagster-webserver`` on the project's workspace.yaml on a loopback port, once its code location
+    has loaded: ``(process, GraphQL client)``; its log is ``root/webserver.log``. Stop it with :func:`stop`."""
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+
+    port = free_port()
+    log = open(root / "webserver.log", "w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-w", "workspace.yaml",
+                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    client = GraphQL(port)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            data = client("{ workspaceOrError { ... on Workspace { locationEntries { name "
+                          "locationOrLoadError { __typename ... on PythonError { message } } } } } }")
+            entry = data["workspaceOrError"]["locationEntries"][0]
+            if entry["locationOrLoadError"] and entry["locationOrLoadError"]["__typename"] == "RepositoryLocation":
+                return proc, client
+            assert entry["locationOrLoadError"] is None or "message" not in entry["locationOrLoadError"], entry
+        except (OSError, urllib.error.URLError):
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            stop(proc)
+            raise AssertionError(f"webserver did not come up: {(root / 'webserver.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+
+
+ROOT = Path(__file__).resolve().parents[2]

@@ -110,6 +110,34 @@ def test_sensor_materializes_inputs_first_and_holds_the_task_back(store):
         assert _partitions(second) == [("T2V", "alpha")]
 
 
+def test_a_partition_a_run_is_materializing_is_not_requested_twice(store):
+    """A UI backfill's (or the reconcile's) run of a partition is about to start: the sensor leaves it to that
+    run, and looks at it again on the next tick (the entries stay out of its cursor)."""
+    bench, cands, home = store
+    resources = graph_resources(bench, cands, home)
+
+    @dg.op
+    def step():
+        pass
+
+    @dg.job
+    def placeholder():
+        step()
+
+    with dg.instance_for_test() as instance:
+        assert dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources).success
+        for model in ("alpha", "beta"):
+            write_video(cands / "T2V" / model / "p0.mp4", _clip(len(model)), 12)
+        queued = instance.create_run_for_job(placeholder, status=dg.DagsterRunStatus.NOT_STARTED,
+                                             tags={"dagster/partition": "alpha|T2V", "dagster/backfill": "b1"})
+        first = _tick(instance, resources)
+        assert _partitions(first) == [("T2V", "beta")]
+        assert all("/alpha/" not in k for k in json.loads(first.cursor)["entries"])
+        instance.report_run_failed(queued)  # it never ran: the next tick requests the partition
+        second = _tick(instance, resources, first.cursor)
+        assert _partitions(second) == [("T2V", "alpha")]
+
+
 def test_scan_hashes_only_entries_whose_token_moved(tmp_path):
     for m in ("a", "b"):
         (tmp_path / "T2V" / m).mkdir(parents=True)

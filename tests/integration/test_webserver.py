@@ -5,40 +5,19 @@ and the materialization's metadata read back."""
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from argus_dagster.demo import BEST_MODEL, build_demo_bench
 
+from .helpers import GraphQL as Client
+from .helpers import start_webserver, stop
+
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = BEST_MODEL
 MULTI_KEY = f"{MODEL}|T2V"  # dimensions in name order: model, task
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Client:
-    def __init__(self, port: int):
-        self.url = f"http://127.0.0.1:{port}/graphql"
-
-    def __call__(self, query: str, **variables) -> dict:
-        req = urllib.request.Request(self.url, data=json.dumps({"query": query, "variables": variables}).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            body = json.loads(resp.read())
-        assert "errors" not in body, body["errors"]
-        return body["data"]
 
 
 @pytest.fixture(scope="module")
@@ -53,36 +32,13 @@ def server(tmp_path_factory):
     for d in [*bench.iterdir(), *cands.iterdir(), *(cands / "T2V").iterdir()]:  # one task, one model
         if d.is_dir() and d.name not in ("T2V", MODEL):
             shutil.rmtree(d)
-    port = _free_port()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "DAGSTER_HOME": str(dagster_home),
            "ARGUS_HOME": str(home)}
-    log = open(root / "webserver.log", "w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-w", "workspace.yaml",
-                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    client = Client(port)
+    proc, client = start_webserver(root, env)
     try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                data = client("{ workspaceOrError { ... on Workspace { locationEntries { name "
-                              "locationOrLoadError { __typename ... on PythonError { message } } } } } }")
-                entry = data["workspaceOrError"]["locationEntries"][0]
-                if entry["locationOrLoadError"] and entry["locationOrLoadError"]["__typename"] == "RepositoryLocation":
-                    break
-                assert entry["locationOrLoadError"] is None or "message" not in entry["locationOrLoadError"], entry
-            except (OSError, urllib.error.URLError):
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise AssertionError(f"webserver did not come up: {(root / 'webserver.log').read_text()[-3000:]}")
-            time.sleep(0.5)
         yield client, home
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop(proc)
 
 
 REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}

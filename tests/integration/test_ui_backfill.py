@@ -1,0 +1,118 @@
+"""A backfill launched as the UI launches one (the webserver's GraphQL ``launchPartitionBackfill``,
+executed by a real ``dagster-daemon``) and ``argus evaluate`` leave the same tables and count each
+other's work as done."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster.media import write_video
+from argus_dagster.runner import local_instance, run_all
+from argus_dagster.settings import load_settings
+
+from .helpers import pattern_clip, start_webserver, stop, t2v_bench
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}
+TASK_ASSETS = ["input_instances", "rubrics"]
+CANDIDATE_ASSETS = ["candidate_videos", "criterion_evidence", "criterion_scores", "video_scores", "diagnostic_reports"]
+
+
+def _stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame:
+    from argus_dagster.runner import load_stored
+
+    return load_stored(instance, asset, partition)
+
+
+def _stop_sensors(client) -> None:
+    """Sensors off, so the daemon executes the backfill alone (the sensor would score the same partitions)."""
+    for name in ("candidate_store_sensor", "default_automation_condition_sensor"):
+        sensor = client("query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename "
+                        "... on Sensor { id sensorState { selectorId } } } }",
+                        s={**REPO, "sensorName": name})["sensorOrError"]
+        assert sensor["__typename"] == "Sensor", sensor
+        res = client("mutation($id: String) { stopSensor(id: $id) { __typename } }", id=sensor["id"])["stopSensor"]
+        assert res["__typename"] == "StopSensorMutationResult", res
+
+
+def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):
+    bench, cands = t2v_bench(tmp_path, n_inputs=2)
+    for i in range(2):
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i)[:, :, ::-1], 12)
+    keys = [str(dg.MultiPartitionKey({"task": "T2V", "model": m})) for m in ("m", "n")]
+
+    def home(name: str):
+        for k, v in {"ARGUS_HOME": str(tmp_path / name), "ARGUS_BENCH_DIR": str(bench),
+                     "ARGUS_CANDIDATES_DIR": str(cands)}.items():
+            monkeypatch.setenv(k, v)
+        return load_settings()
+
+    settings = home("ui")
+    instance = local_instance(settings)  # the evaluation's instance and its dagster.yaml (a run queue of 4)
+    instance.add_dynamic_partitions("candidate_models", ["m", "n"])  # as the sensor or the UI adds them
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
+           **{k: v for k, v in os.environ.items() if k.startswith("ARGUS_")}, "DAGSTER_HOME": str(settings.dagster_home)}
+    web, client = start_webserver(tmp_path, env)
+    daemon = None
+    try:
+        _stop_sensors(client)
+        by_asset = ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": "T2V", "end": "T2V"}}}
+                     for a in TASK_ASSETS]
+                    + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": keys[0], "end": keys[1]}}}
+                       for a in CANDIDATE_ASSETS]
+                    + [{"assetKey": {"path": ["leaderboard"]}}])
+        launched = client("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { "
+                          "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }",
+                          p={"partitionsByAssets": by_asset, "title": "T2V, models m and n"})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        log = open(tmp_path / "daemon.log", "w")
+        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline, status = time.time() + 300, None
+        while time.time() < deadline:
+            status = client("query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill "
+                            "{ status } } }", id=launched["backfillId"])["partitionBackfillOrError"]["status"]
+            if status not in ("REQUESTED", "CANCELING"):
+                break
+            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+            time.sleep(2)
+        assert status == "COMPLETED_SUCCESS", (status, (tmp_path / "daemon.log").read_text()[-3000:])
+    finally:
+        if daemon is not None:
+            stop(daemon)
+        stop(web)
+    ui_runs = {r.run_id for r in instance.get_runs()}
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in instance.get_runs())
+    assert all(r.tags.get("dagster/backfill") == launched["backfillId"] for r in instance.get_runs())
+
+    # argus evaluate on the same evaluation: every partition and the leaderboard are up to date.
+    lines: list[str] = []
+    board = run_all(progress=lines.append, settings=settings)
+    assert any("T2V: inputs and rubrics up to date" in x for x in lines), lines
+    assert sum(": up to date" in x for x in lines) == 2 and any("every partition up to date" in x for x in lines), lines
+    assert {r.run_id for r in instance.get_runs()} == ui_runs  # no run launched
+    assert set(board["model"]) == {"m", "n"}
+
+    # And the same bench through argus evaluate alone, in another home: the same tables.
+    cli = home("cli")
+    cli_board = run_all(progress=lambda m: None, settings=cli)
+    cli_instance = local_instance(cli)
+    for key in keys:
+        a, b = _stored(instance, "video_scores", key), _stored(cli_instance, "video_scores", key)
+        assert a.sort("input_id").select("input_id", "final_score").equals(b.sort("input_id").select("input_id", "final_score"))
+    cols = ["task", "model", "mean_final", "n_videos"]
+    assert board.sort("model").select(cols).equals(cli_board.sort("model").select(cols))
+    # The other way round: what argus evaluate stored in "cli", the sensor there counts as done.
+    from assets.sensors import candidate_store_sensor
+    from resources import resources_for
+
+    result = candidate_store_sensor(dg.build_sensor_context(instance=cli_instance,
+                                                            resources=resources_for(settings=cli)))
+    assert not getattr(result, "run_requests", None), result
