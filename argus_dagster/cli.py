@@ -51,12 +51,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _overview_hint(status: int, settings) -> int:
     """After a run: where the overview of every result is, and how to look at it in a browser."""
-    from .settings import reports_port
+    from .settings import reports_port, served_prefix
 
     index = settings.reports_dir / "index.html"
     if status == 0 and index.is_file():
         try:
-            where = f" at http://127.0.0.1:{reports_port()}/index.html"
+            where = f" at http://127.0.0.1:{reports_port()}/{served_prefix(settings.reports_dir)}index.html"
         except ValueError:
             where = ""
         _print(f"Overview of every task: {index}; `argus open{_selector(settings)}` serves it{where}")
@@ -278,8 +278,9 @@ def cmd_evaluations(args: argparse.Namespace) -> int:
 
 def cmd_open(args: argparse.Namespace) -> int:
     """Serve an evaluation's reports on loopback and print the overview's URL; read-only like ``leaderboard``."""
-    from .serve import make_server, url_of
-    from .settings import SettingError, find_home, reports_port
+    from .overview import write_evaluations_index
+    from .serve import REPORTS_ONLY, make_server, url_of
+    from .settings import SettingError, evaluations_root, find_home, reports_port, served_prefix
 
     if args.before_results and find_home() is not None:
         try:
@@ -295,13 +296,19 @@ def cmd_open(args: argparse.Namespace) -> int:
     if not args.before_results and not (reports / "index.html").is_file():
         _print(f"no overview yet in {reports}: run `argus demo` or `argus evaluate` first")
         return 1
+    root = evaluations_root(reports)  # $ARGUS_HOME/benches: every evaluation's reports, and their index
     reports.mkdir(parents=True, exist_ok=True) if args.before_results else None
     try:
-        server = make_server(reports, reports_port() if args.port is None else args.port)
+        server = make_server(root or reports, reports_port() if args.port is None else args.port,
+                             REPORTS_ONLY if root else None)
     except (OSError, ValueError) as exc:
         _print(f"argus open: {exc}")
         return 2
-    _print(f"serving {settings.evaluation}'s reports ({reports}) at {url_of(server, 'index.html')} (Ctrl-C stops)")
+    page = url_of(server, served_prefix(reports) + "index.html")
+    _print(f"serving {settings.evaluation}'s reports ({reports}) at {page} (Ctrl-C stops)")
+    if root is not None:
+        write_evaluations_index(root)  # as of now: the evaluations recorded in this home
+        _print(f"every evaluation of this home: {url_of(server, 'index.html')}")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

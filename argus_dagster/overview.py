@@ -26,7 +26,9 @@ import polars as pl
 from .alignment_plots import slug
 from .files import write_atomic
 from .names import file_name
+from .leaderboard import coverage_text
 from .report import STYLE, esc, leaderboard_png
+from .settings import evaluations_root
 from .rubric.taxonomy import DIMENSIONS
 
 BASE_COLUMNS = ("task", "model", "mean_final", "ci_low", "ci_high", "n_videos", "n_errors")
@@ -179,7 +181,9 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     """The overview page's HTML; links point only at pages that exist under ``reports_dir``."""
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
     tasks = sorted(lb["task"].unique().to_list()) if lb.height else []
-    nav = "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks) + '<a href="#alignment">human alignment</a>'
+    home = ('<a href="../../../index.html">all evaluations</a>'
+            if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
+    nav = home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks) + '<a href="#alignment">human alignment</a>'
     sections = []
     for task in tasks:
         g = lb.filter(pl.col("task") == task)
@@ -216,3 +220,63 @@ def write_overview(reports_dir: Path, storage_dir: Path, *, leaderboard: pl.Data
                            video_scores=stored_table(storage_dir, "video_scores"), alignment=alignment,
                            bench=bench)
     return write_atomic(reports_dir / "index.html", page)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The index of every evaluation of an ARGUS_HOME (``$ARGUS_HOME/benches/index.html``)
+# ----------------------------------------------------------------------------------------------------
+
+
+def render_evaluations_index(root: Path) -> str:
+    """Every evaluation under ``root`` (``$ARGUS_HOME/benches``): bench and profile, linked to its
+    overview; when it was last evaluated; its tasks, models and videos scored; what its scores
+    cover and which judge; and each task's leading model."""
+    import json
+
+    rows = []
+    for record_file in sorted(Path(root).glob("*/*/evaluation.json")):
+        try:
+            rec = json.loads(record_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(rec, dict):
+            continue
+        folder = record_file.parent
+        lb = stored_table(folder / "storage", "leaderboard")
+        overview = folder / "reports" / "index.html"
+        name = f"{rec.get('bench', folder.parent.name)} / {rec.get('profile', folder.name)}"
+        link = (f'<a href="{href(folder.parent.name, folder.name, "reports", "index.html")}">{esc(name)}</a>'
+                if overview.is_file() else esc(name))
+        when = rec.get("last_evaluated")
+        when = (datetime.fromtimestamp(float(when), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+                if when else "never scored")
+        if lb is not None and lb.height:
+            lb = lb.sort("mean_final", descending=True, nulls_last=True)
+            leaders = "; ".join(f"{esc(t)}: {esc(g['model'][0])} {g['mean_final'][0]:.2f}"
+                                for (t,), g in sorted(lb.group_by("task"), key=lambda kv: kv[0][0])
+                                if g["mean_final"][0] is not None)
+            covers = sorted({coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge"))
+                             for r in lb.iter_rows(named=True) if "n_criteria" in lb.columns})
+            facts = (f"{lb['task'].n_unique()} tasks, {lb['model'].n_unique()} models, "
+                     f"{int(lb['n_videos'].sum() or 0)} videos scored, {int(lb['n_errors'].sum() or 0)} errors")
+        else:
+            leaders, covers, facts = "", [], "no leaderboard yet"
+        rows.append(f'<tr data-bench="{esc(rec.get("bench", ""))}" data-profile="{esc(rec.get("profile", ""))}">'
+                    f"<td>{link}</td><td>{esc(when)}</td><td>{esc(facts)}</td>"
+                    f"<td>{'<br>'.join(esc(c) for c in covers[:3])}</td><td>{leaders}</td>"
+                    f'<td class="muted">{esc(str(rec.get("bench_dir", "")))}</td></tr>')
+    table = ('<table class="leaderboard"><tr><th>bench / profile</th><th>last evaluated</th><th>what</th>'
+             "<th>scores cover</th><th>leading model per task (mean final 0-10)</th><th>bench folder</th></tr>"
+             + "".join(rows) + "</table>") if rows else (
+        '<p class="muted">no evaluation yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = "argus-dagster evaluations"
+    body = (f"<h1>{esc(title)}</h1><div class=\"muted\">every bench and evaluator profile of this home; updated "
+            f"{esc(stamp)}. Each evaluation has its own tables, reports and Dagster instance.</div>{table}")
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+            f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}</body></html>\n")
+
+
+def write_evaluations_index(root: Path) -> Path:
+    """Write ``root/index.html`` (``root``: ``$ARGUS_HOME/benches``) whole."""
+    return write_atomic(Path(root) / "index.html", render_evaluations_index(root))

@@ -404,7 +404,11 @@ def reports_base_url() -> str:
 
 def report_url(path: str | Path, reports_dir: Path | None = None) -> str:
     """The URL of a file under the reports folder (its path segments percent-encoded, so the
-    ``~%E7...`` names of :func:`argus_dagster.names.file_name` resolve); ``file://`` for one outside."""
+    ``~%E7...`` names of :func:`argus_dagster.names.file_name` resolve); ``file://`` for one outside.
+
+    The reports server serves every evaluation of a home from ``$ARGUS_HOME/benches``: a reports
+    folder there (``<bench>/<profile>/reports``) is under that prefix of the base URL; any other
+    folder is served as the root."""
     from urllib.parse import quote
 
     root = (reports_dir or load_settings().reports_dir).resolve()
@@ -413,4 +417,23 @@ def report_url(path: str | Path, reports_dir: Path | None = None) -> str:
         rel = p.relative_to(root)
     except ValueError:
         return p.as_uri()
-    return reports_base_url() + quote(rel.as_posix())
+    return reports_base_url() + served_prefix(root) + quote(rel.as_posix())
+
+
+def evaluations_root(reports_dir: Path) -> Path | None:
+    """The ``$ARGUS_HOME/benches`` folder that holds an evaluation's reports folder
+    (``benches/<bench>/<profile>/reports``), where the reports server's root is; None for a
+    reports folder elsewhere."""
+    r = Path(reports_dir)
+    return r.parents[2] if r.name == "reports" and len(r.parents) > 2 and r.parents[2].name == "benches" else None
+
+
+def served_prefix(reports_dir: Path) -> str:
+    """``<bench>/<profile>/reports/`` (percent-encoded) for an evaluation's reports folder under
+    ``$ARGUS_HOME/benches``; empty for a folder elsewhere (served as the root)."""
+    from urllib.parse import quote
+
+    r = Path(reports_dir)
+    if evaluations_root(r) is None:
+        return ""
+    return f"{quote(r.parent.parent.name, safe='')}/{quote(r.parent.name, safe='')}/reports/"

@@ -1,11 +1,12 @@
-"""The overview site (the evaluation's ``reports/index.html``), rewritten by the assets that change what it
+"""The overview site (the evaluation's ``reports/index.html``, and the index of every evaluation of the
+home), rewritten by the assets that change what it
 shows (``leaderboard``, ``human_alignment``) and linked from their metadata over HTTP."""
 
 import dagster as dg
 import polars as pl
 
-from argus_dagster.overview import write_overview
-from argus_dagster.settings import report_url
+from argus_dagster.overview import write_evaluations_index, write_overview
+from argus_dagster.settings import evaluations_root, report_url, reports_base_url
 from resources.bench import BenchResource
 
 
@@ -19,5 +20,13 @@ def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, *
     except Exception as exc:  # a full disk, an unreadable stored table: the asset's own table still counts
         context.log.warning(f"overview {reports / 'index.html'} not written: {exc}")
         return {"overview_error": f"{type(exc).__name__}: {exc}"}
-    return {"overview": dg.MetadataValue.path(str(index)),
+    meta = {"overview": dg.MetadataValue.path(str(index)),
             "overview_url": dg.MetadataValue.url(report_url(index, reports))}
+    root = evaluations_root(reports)
+    if root is not None:  # the index of every evaluation of this ARGUS_HOME, one level up
+        try:
+            write_evaluations_index(root)
+            meta["evaluations_index_url"] = dg.MetadataValue.url(reports_base_url() + "index.html")
+        except Exception as exc:
+            context.log.warning(f"index of evaluations {root / 'index.html'} not written: {exc}")
+    return meta

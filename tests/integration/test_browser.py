@@ -85,9 +85,10 @@ def site(tmp_path_factory, browser):
     root = tmp_path_factory.mktemp("browser")
     home = root / "argus"
     port = _free_port()
-    base = f"http://127.0.0.1:{port}/"
+    served = f"http://127.0.0.1:{port}/"  # the server's root: every evaluation of the home
+    base = served + "demo/default/reports/"  # this evaluation's reports
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "ARGUS_HOME": str(home),
-           "ARGUS_REPORTS_URL": base, "PYTHONPATH": str(ROOT)}
+           "ARGUS_REPORTS_URL": served, "PYTHONPATH": str(ROOT)}
     bench, cands = build_demo_bench(home, progress=lambda m: None)
     for task, bad in KNOWN_BAD.items():
         for d in (cands / task).iterdir():
@@ -113,7 +114,8 @@ def site(tmp_path_factory, browser):
         assert f"at {base}index.html" in line, line + (server.stdout.read() if server.poll() is not None else "")
         evaluation = home / "benches" / "demo" / "default"
         lb = pl.read_parquet(evaluation / "storage" / "leaderboard.parquet")
-        yield {"home": home, "evaluation": evaluation, "base": base, "env": env, "leaderboard": lb, "root": root}
+        yield {"home": home, "evaluation": evaluation, "base": base, "served": served, "env": env, "leaderboard": lb,
+               "root": root}
     finally:
         _stop(server)
 
@@ -170,8 +172,25 @@ def test_overview_every_task_and_model(site, browser, tmp_path):
     n_scatter = alignment.locator("img").count()
     assert n_scatter >= 1
     assert _images_loaded(page) == len(ALL_TASKS) + n_scatter  # a leaderboard plot per task, the scatter plots
-    links = _links_resolve(page, site["base"])
+    links = _links_resolve(page, site["served"])
     assert len(links) >= len(ALL_TASKS) * (2 + 3 + 6)
+    assert site["served"] + "index.html" in links  # up to every evaluation of the home
+    assert errors == [], errors
+    page.close()
+
+
+def test_the_index_of_evaluations_links_each_overview(site, browser, tmp_path):
+    page, errors = _open(browser, site["served"], tmp_path, "evaluations")
+    rows = page.locator("tr[data-bench]")
+    assert rows.count() == 1 and rows.first.get_attribute("data-bench") == "demo"
+    assert rows.first.get_attribute("data-profile") == "default"
+    text = rows.first.inner_text()
+    assert "5 tasks" in text and "evidence-only" in text and "T2V: " in text
+    links = _links_resolve(page, site["served"])
+    assert links == [site["base"] + "index.html"]
+    rows.first.locator("a").click()
+    page.wait_for_load_state("load")
+    assert page.url == site["base"] + "index.html" and page.locator("section[data-task]").count() == len(ALL_TASKS)
     assert errors == [], errors
     page.close()
 
@@ -330,7 +349,8 @@ def test_report_links_in_metadata_are_http_and_resolve(site, dagster_ui):
                     if part.startswith("http"):
                         urls.append(part.split(")")[0])
     assert any(u.endswith("/index.html") for u in urls) and len(urls) > 10
+    assert site["served"] + "index.html" in urls  # the index of every evaluation of the home
     for url in sorted(set(urls)):
-        assert url.startswith(site["base"]), url
+        assert url.startswith(site["base"]) or url == site["served"] + "index.html", url
         with urllib.request.urlopen(url, timeout=30) as resp:
             assert resp.status == 200, url

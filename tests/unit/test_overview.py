@@ -161,3 +161,53 @@ def test_the_bench_is_named(tmp_path):
     page = write_overview(tmp_path / "reports", tmp_path / "storage", leaderboard=_lb(),
                           bench="/data/<my> bench").read_text(encoding="utf-8")
     assert "bench /data/&lt;my&gt; bench;" in page
+
+
+def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, monkeypatch):
+    """`argus open` serves ``$ARGUS_HOME/benches``: the index of evaluations and each one's reports,
+    by the URLs report_url gives, and never an evaluation's instance, tables or cache."""
+    import json
+    import time
+
+    from argus_dagster.overview import write_evaluations_index
+    from argus_dagster.serve import REPORTS_ONLY
+
+    root = tmp_path / "home" / "benches"
+    evil = "<img src=x onerror=alert(1)>"  # a bench's recorded name is shown escaped
+    for bench, profile, lb in (("alpha", "default", _lb()), ("alpha", "judge=big,vlm-only", _lb().head(1)),
+                               ("evil", "default", None)):
+        folder = root / bench / profile
+        (folder / "storage").mkdir(parents=True)
+        name = evil if bench == "evil" else bench
+        (folder / "evaluation.json").write_text(json.dumps({"bench": name, "profile": profile, "bench_dir": "/b",
+                                                            "candidates_dir": "/c", "last_evaluated": time.time()}))
+        (folder / "dagster_home").mkdir()
+        (folder / "dagster_home" / "runs.db").write_text("private")
+        if lb is not None:
+            lb.write_parquet(folder / "storage" / "leaderboard.parquet")
+            write_overview(folder / "reports", folder / "storage")
+    index = write_evaluations_index(root)
+    page = index.read_text()
+    assert EVIL not in page and evil not in page and page.count("<tr data-bench") == 3 and "no leaderboard yet" in page
+    assert "T2V: good 8.00" in page  # each task's leading model
+    links = _Links()
+    links.feed(page)
+    assert links.hrefs == ["alpha/default/reports/index.html", "alpha/judge%3Dbig%2Cvlm-only/reports/index.html"]
+    server = serve_in_thread(root, 0, REPORTS_ONLY)
+    monkeypatch.setenv("ARGUS_REPORTS_URL", url_of(server))
+    try:
+        for href in links.hrefs:
+            with urllib.request.urlopen(url_of(server, href), timeout=10) as resp:
+                assert "all evaluations" in resp.read().decode()  # and the overview links back
+        reports = root / "alpha" / "judge=big,vlm-only" / "reports"
+        with urllib.request.urlopen(report_url(reports / "index.html", reports), timeout=10) as resp:
+            assert resp.status == 200
+        with urllib.request.urlopen(url_of(server), timeout=10) as resp:
+            assert "alpha / judge=big,vlm-only" in resp.read().decode()
+        for private in ("alpha/default/dagster_home/runs.db", "alpha/default/evaluation.json",
+                        "alpha/default/reports/../dagster_home/runs.db", "alpha/default/storage/leaderboard.parquet"):
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                urllib.request.urlopen(url_of(server, private), timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
