@@ -160,7 +160,7 @@ def _inputs_grid(reports_dir: Path, task: str, models: list[str], videos: pl.Dat
 
 def _alignment(reports_dir: Path, alignment: pl.DataFrame | None) -> str:
     if alignment is None or alignment.height == 0:
-        return ('<p class="muted">no human ratings: add <code>$ARGUS_HOME/human/&lt;TASK&gt;.csv</code> '
+        return ('<p class="muted">no human ratings: add <code>$ARGUS_HOME/benches/&lt;bench&gt;/human/&lt;TASK&gt;.csv</code> '
                 "(input_id, model, score[, dimension][, rater]) and materialize <code>human_alignment</code></p>")
     cols = [c for c in ALIGNMENT_SHOWN if c in alignment.columns]
     head = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr>"

@@ -604,7 +604,7 @@ def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,
                      instance: dg.DagsterInstance | None = None,
                      settings: Settings | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
     """Best-of-N picks from the stored ``video_scores`` and ``firm_scores`` (the ``best_of_n`` asset's
-    computation), with the comparison against ``$ARGUS_HOME/human/<TASK>.csv`` where it exists."""
+    computation), with the comparison against the bench's ``human/<TASK>.csv`` where it exists."""
     from assets.firm import best_of_n_tables
 
     settings = settings or load_settings()

@@ -83,7 +83,9 @@ class Settings:
 
     @property
     def human_dir(self) -> Path:
-        return self.home / "human"
+        """People's ratings of this bench's videos (``<TASK>.csv``), shared by its profiles: input ids
+        are the bench's own, so another bench's ratings never meet them."""
+        return self.bench_home / "human"
 
     @property
     def record_path(self) -> Path:

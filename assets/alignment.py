@@ -1,6 +1,6 @@
 """Human alignment: how well every evaluator present agrees with human ratings, per task and dimension.
 
-Human ratings are read from ``$ARGUS_HOME/human/<TASK>.csv`` (``input_id, model, score[, dimension][,
+Human ratings are read from the bench's ``$ARGUS_HOME/benches/<bench>/human/<TASK>.csv`` (``input_id, model, score[, dimension][,
 rater]``); the evaluators are this project's ``video_scores`` (final and base score) and its
 ``criterion_scores`` (one evaluator per taxonomy dimension), and FIRM-Video's ``firm_scores`` where
 they are materialized (``firm_if``, ``firm_wc``, ``firm_pq`` ratings on 1-5, each compared with the human
@@ -29,7 +29,7 @@ ALIGNMENT_TABLE = {"task": pl.String, **ALIGNMENT_SCHEMA}
 
 class HumanAlignmentConfig(dg.Config):
     human_dir: str = ""
-    """Folder of ``<TASK>.csv`` human ratings; empty means ``$ARGUS_HOME/human``."""
+    """Folder of ``<TASK>.csv`` human ratings; empty means the bench's (``$ARGUS_HOME/benches/<bench>/human``)."""
     n_boot: int = 1000
     """Bootstrap resamples (over inputs) for the 95% intervals."""
     human_scale: list[float] = []

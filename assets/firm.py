@@ -284,7 +284,7 @@ class BestOfNConfig(dg.Config):
     """A weighted mix instead of ``by``, e.g. ``{"final": 1, "if": 1}`` (each column on [0, 1] by its scale)."""
     tie_tolerance: float = 1e-9
     human_dir: str = ""
-    """Folder of ``<TASK>.csv`` human ratings; empty means ``$ARGUS_HOME/human``."""
+    """Folder of ``<TASK>.csv`` human ratings; empty means the bench's (``$ARGUS_HOME/benches/<bench>/human``)."""
     n_boot: int = 2000
 
 

@@ -98,8 +98,8 @@ def site(tmp_path_factory, browser):
     shutil.copytree(cands / "T2V" / BEST_MODEL, cands / "T2V" / ODD_MODEL)
     # People's ratings of T2V: the overview then shows the human-alignment table and scatter plots.
     ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
-    (home / "human").mkdir()
-    (home / "human" / "T2V.csv").write_text("input_id,model,score\n" + "".join(
+    (home / "benches" / "demo" / "human").mkdir(parents=True)  # the demo bench's ratings
+    (home / "benches" / "demo" / "human" / "T2V.csv").write_text("input_id,model,score\n" + "".join(
         f"{i},{m},{s}\n" for i in ids for m, s in ((BEST_MODEL, 5), (KNOWN_BAD["T2V"][0], 1))))
     # The evaluation runs in its own process with these settings, through the runner `argus demo` uses.
     script = ("from argus_dagster.runner import run_all; from argus_dagster.settings import record_bench; "

@@ -23,8 +23,8 @@ HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
 def demo_run(_isolated_home):
     bench, cands = build_demo_bench(_isolated_home, progress=lambda m: None)
     record_bench(bench, cands, name="demo")
-    human = _isolated_home / "human" / "T2V.csv"
-    human.parent.mkdir(exist_ok=True)
+    human = load_settings().human_dir / "T2V.csv"  # the demo bench's ratings
+    human.parent.mkdir(parents=True, exist_ok=True)
     ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
     human.write_text("input_id,model,score\n" + "".join(f"{i},{m},{s}\n" for i in ids for m, s in HUMAN_T2V.items()))
     lines: list[str] = []

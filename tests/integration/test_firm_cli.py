@@ -11,6 +11,7 @@ import pytest
 from argus_dagster import cli
 from argus_dagster.demo import BEST_MODEL, build_demo_bench
 from argus_dagster.runner import best_of_n_report, local_instance, stored_partitions
+from argus_dagster.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
 
 pytestmark = pytest.mark.integration
@@ -26,8 +27,9 @@ def demo(tmp_path_factory):
     try:
         bench, cands = build_demo_bench(home, progress=lambda m: None)
         ids = [json.loads(x)["id"] for x in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
-        (home / "human").mkdir()
-        (home / "human" / "T2V.csv").write_text(
+        human = evaluation_settings(bench, cands).human_dir  # the bench's ratings
+        human.mkdir(parents=True)
+        (human / "T2V.csv").write_text(
             "input_id,model,score\n" + "".join(f"{i},{m},{s}\n" for i in ids for m, s in HUMAN_T2V.items()))
         rc = cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V",
                        "--protocol", "both"])
