@@ -8,8 +8,15 @@ import dagster as dg
 from argus_dagster.settings import load_settings
 
 
+def _location(value: str) -> Path | str:
+    """A folder as a :class:`~pathlib.Path`; an ``s3://`` prefix as it is (read and written through
+    the storage resource)."""
+    return value if value.startswith("s3://") else Path(value)
+
+
 class BenchResource(dg.ConfigurableResource):
-    """The evaluation's identity (``bench``, ``profile``) and every folder a run reads or writes.
+    """The evaluation's identity (``bench``, ``profile``) and every folder a run reads or writes:
+    each a local folder or an ``s3://`` prefix (the aws environment's layout, see the README).
 
     :func:`resources.resources_for` fills each field from the evaluation, so the UI's resource view
     and each run's config show them; an empty field resolves at run time from
@@ -32,20 +39,20 @@ class BenchResource(dg.ConfigurableResource):
         return self.profile or load_settings().profile
 
     def bench_path(self) -> Path:
-        return Path(self.bench_dir) if self.bench_dir else load_settings().bench_dir
+        return _location(self.bench_dir) if self.bench_dir else load_settings().bench_dir
 
     def candidates_path(self) -> Path:
-        return Path(self.candidates_dir) if self.candidates_dir else load_settings().candidates_dir
+        return _location(self.candidates_dir) if self.candidates_dir else load_settings().candidates_dir
 
     def frozen_rubrics_path(self) -> Path:
-        return Path(self.frozen_rubrics_dir) if self.frozen_rubrics_dir else load_settings().frozen_rubrics_dir
+        return _location(self.frozen_rubrics_dir) if self.frozen_rubrics_dir else load_settings().frozen_rubrics_dir
 
     def reports_path(self) -> Path:
-        return Path(self.reports_dir) if self.reports_dir else load_settings().reports_dir
+        return _location(self.reports_dir) if self.reports_dir else load_settings().reports_dir
 
     def storage_path(self) -> Path:
         """Where the evaluation's tables are (the overview page reads them)."""
-        return Path(self.storage_dir) if self.storage_dir else load_settings().storage_dir
+        return _location(self.storage_dir) if self.storage_dir else load_settings().storage_dir
 
     def profile_storage(self, profile: str) -> Path:
         """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``)."""
