@@ -42,9 +42,9 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
         base = f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'argus').strip('/')}"
         bench_home = storage_lib.join(base, "benches", file_name(settings.bench))
         evaluation = storage_lib.join(bench_home, file_name(settings.profile))
-        bench = bench.model_copy(update={"frozen_rubrics_dir": storage_lib.join(bench_home, "rubrics"),
-                                         "reports_dir": storage_lib.join(evaluation, "reports"),
-                                         "storage_dir": storage_lib.join(evaluation, "storage")})
+        bench = bench_from_settings(settings, frozen_rubrics_dir=storage_lib.join(bench_home, "rubrics"),
+                                    reports_dir=storage_lib.join(evaluation, "reports"),
+                                    storage_dir=storage_lib.join(evaluation, "storage"))
         cache_dir = variables.get("ARGUS_CACHE") or storage_lib.join(base, "cache")
     # Endpoint and region are settings, not secrets; credentials stay in the standard AWS variables
     # (or the instance's role), which boto3 reads: they never enter the run config.

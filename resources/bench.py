@@ -76,9 +76,12 @@ class BenchResource(dg.ConfigurableResource):
         return Path(self.human_dir) if self.human_dir else load_settings().human_dir
 
 
-def bench_from_settings(settings=None) -> BenchResource:
+def bench_from_settings(settings=None, **folders: str) -> BenchResource:
+    """The evaluation's bench resource; ``folders`` (``frozen_rubrics_dir``, ``reports_dir``,
+    ``storage_dir``) stand for the settings' own (the aws environment's ``s3://`` layout). Built in
+    one go: a resource's config is what it was constructed with."""
     s = settings or load_settings()
-    return BenchResource(bench=s.bench, profile=s.profile, bench_dir=str(s.bench_dir),
-                         candidates_dir=str(s.candidates_dir), frozen_rubrics_dir=str(s.frozen_rubrics_dir),
-                         reports_dir=str(s.reports_dir), human_dir=str(s.human_dir),
-                         storage_dir=str(s.storage_dir))
+    fields = dict(bench=s.bench, profile=s.profile, bench_dir=str(s.bench_dir),
+                  candidates_dir=str(s.candidates_dir), frozen_rubrics_dir=str(s.frozen_rubrics_dir),
+                  reports_dir=str(s.reports_dir), human_dir=str(s.human_dir), storage_dir=str(s.storage_dir))
+    return BenchResource(**{**fields, **folders})

@@ -83,22 +83,27 @@ class StorageIOManager(dg.ConfigurableIOManager):
     through the storage resource: ``<asset>.parquet``, or ``<asset>/<partition>.parquet`` per partition
     (the layout of dagster-polars' parquet IO manager). Each output records its ``path``."""
 
-    storage: dg.ResourceDependency[StorageResource]
+    storage: StorageResource
     base_dir: str
 
-    def _path(self, asset_key: dg.AssetKey, partition: str | None) -> str:
+    def _path(self, asset_key: dg.AssetKey, partition: str | None, multi: bool = False) -> str:
         parts = [file_name(p) for p in asset_key.path]
         if partition is None:
             parts[-1] += ".parquet"
-        else:
-            parts.append(f"{file_name(partition)}.parquet")
+        else:  # a task x model key (``m|T2V``) is one folder per dimension, as dagster-polars lays it out
+            keys = [file_name(k) for k in (str(partition).split("|") if multi else [str(partition)])]
+            parts += keys[:-1] + [f"{keys[-1]}.parquet"]
         return storage_lib.join(self.base_dir, *parts)
+
+    @staticmethod
+    def _multi(context) -> bool:
+        return isinstance(context.asset_partitions_def, dg.MultiPartitionsDefinition)
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         if obj is None:
             return
         partition = context.asset_partition_key if context.has_asset_partitions else None
-        path = self._path(context.asset_key, partition)
+        path = self._path(context.asset_key, partition, partition is not None and self._multi(context))
         buf = io.BytesIO()
         obj.write_parquet(buf)
         self.storage.write_bytes(path, buf.getvalue())
@@ -112,14 +117,15 @@ class StorageIOManager(dg.ConfigurableIOManager):
         if not context.has_asset_partitions:
             return self._read(self._path(key, None))
         partitions = context.asset_partition_keys
+        multi = self._multi(context)
         wanted = context.dagster_type.typing_type
         if getattr(wanted, "__origin__", wanted) is not dict and len(partitions) == 1:
-            return self._read(self._path(key, partitions[0]))
+            return self._read(self._path(key, partitions[0], multi))
         allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions"))
         out = {}
         for p in partitions:
             try:
-                out[p] = self._read(self._path(key, p))
+                out[p] = self._read(self._path(key, p, multi))
             except FileNotFoundError:
                 if not allow_missing:
                     raise
