@@ -112,6 +112,10 @@ class ContentCache:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return None  # a damaged entry is recomputed and overwritten
 
+    def get(self, key: str) -> Any | None:
+        """The stored value of ``key``, or None (not counted as a hit or a miss)."""
+        return self._read(key)
+
     def put(self, key: str, value: Any) -> None:
         """Store ``value``. A local write that fails (a full disk) is recorded in ``write_errors``
         and costs only the reuse: the value computed is still the answer."""

@@ -207,12 +207,6 @@ class FramePool:
 FRAME_POOL = FramePool()
 
 
-def _env(name: str) -> str:
-    from .settings import environment
-
-    return environment().get(name)
-
-
 def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
     """Where the local copy of ``s3://bucket/key`` lives under ``cache_dir``: always inside it
     (:func:`.storage.s3_cache_path`); a URI without a bucket or key is a :class:`MediaError`."""
@@ -226,13 +220,13 @@ def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
 
 def local_path(uri: str, cache_dir: str | None = None) -> str:
     """A local file for ``uri``: a path as it is; an ``s3://`` object fetched once into the media cache
-    (``cache_dir``, else the storage's, else ``ARGUS_MEDIA_CACHE``; see :meth:`.storage.Storage.fetch`)."""
+    (``cache_dir``, else the storage resource's media cache; see :meth:`.storage.Storage.fetch`)."""
     if not str(uri).startswith("s3://"):
         return uri
     from .storage import current
 
     try:
-        return current().fetch(uri, cache_dir or current().cache_dir or _env("ARGUS_MEDIA_CACHE") or None)
+        return current().fetch(uri, cache_dir)
     except FileNotFoundError:
         raise MediaError(f"{uri}: file not found") from None
     except Exception as exc:  # no S3 storage configured, an unreachable endpoint, an unknown bucket

@@ -329,7 +329,7 @@ class Storage:
         if index is not None:
             from .cache import cache_key
 
-            got = index._read(cache_key(uri=uri, etag=etag, size=int(size or 0)))
+            got = index.get(cache_key(uri=uri, etag=etag, size=int(size or 0)))
             if isinstance(got, dict) and isinstance(got.get("sha256"), str):
                 self._hashes[key] = got["sha256"]
                 return got["sha256"]

@@ -151,3 +151,37 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         assert moved.changed == {("T2V", "m")} and moved.n_hashed == 1
         assert partition_status(instance, "T2V", "m", partition_hashes(moved.known, "T2V", "m"),
                                 digests) == "stale: candidate videos changed"
+
+
+def test_objects_are_fetched_again_only_when_their_etag_moves(tmp_path, moto_endpoint):
+    import hashlib
+
+    from resources.storage import StorageResource
+
+    s = StorageResource(endpoint_url=moto_endpoint, media_cache_dir=str(tmp_path / "media"),
+                        presign_expiry_s=60).storage()
+    s.client.create_bucket(Bucket="bkt")
+    uri = "s3://bkt/cands/T2V/m/x.mp4"
+    s.write_bytes(uri, b"one")
+    first = Path(s.fetch(uri))
+    assert tmp_path / "media" in first.parents and first.read_bytes() == b"one"
+    assert s.sha256(uri) == hashlib.sha256(b"one").hexdigest()
+    mtime = first.stat().st_mtime_ns
+    assert s.fetch(uri) == str(first) and first.stat().st_mtime_ns == mtime  # unchanged: not downloaded
+    s.write_bytes(uri, b"two")
+    assert Path(s.fetch(uri)).read_bytes() == b"two" and s.sha256(uri) == hashlib.sha256(b"two").hexdigest()
+    with pytest.raises(FileNotFoundError):
+        s.fetch("s3://bkt/cands/T2V/m/none.mp4")
+    with urllib.request.urlopen(s.link(uri), timeout=10) as resp:
+        assert resp.read() == b"two"
+
+    # A copy of a prefix follows the bucket: changed objects again, removed ones gone.
+    s.write_bytes("s3://bkt/bench/T2V/manifest.jsonl", "{}\n")
+    s.write_bytes("s3://bkt/bench/T2V/a.png", b"a")
+    copy = s.local_copy("s3://bkt/bench")
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()) == [
+        "T2V/a.png", "T2V/manifest.jsonl"]
+    s.client.delete_object(Bucket="bkt", Key="bench/T2V/a.png")
+    s.write_bytes("s3://bkt/bench/T2V/manifest.jsonl", "{}\n{}\n")
+    assert s.local_copy("s3://bkt/bench") == copy and not (copy / "T2V" / "a.png").exists()
+    assert (copy / "T2V" / "manifest.jsonl").read_text() == "{}\n{}\n"
