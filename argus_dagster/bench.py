@@ -351,6 +351,10 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) ->
     a model folder whose name cannot be a model name, a folder that is no task (or a second spelling
     of one), and, with ``bench_dir``, a task the bench does not have and videos of inputs its
     manifest does not list."""
+    from .storage import is_remote
+
+    if is_remote(candidates_dir):
+        return _discover_listed(str(candidates_dir), bench_dir)
     root = Path(candidates_dir)
     out = Discovery()
     if not root.is_dir():
@@ -392,6 +396,37 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) ->
                 if extra:
                     out.problems.append(f"{m}: {len(extra)} videos of inputs the {task} manifest does not list, "
                                         f"not scored: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+    return out
+
+
+def _discover_listed(candidates_dir: str, bench_dir: str | Path | None) -> Discovery:
+    """:func:`discover` of a candidate store at an ``s3://`` prefix, from one listing (the layout the
+    sensor reads, :class:`~.candidate_store.S3CandidateStore`); with ``bench_dir``, a task its bench
+    has no manifest for is said and left out."""
+    from .candidate_store import S3CandidateStore
+    from .storage import current, join
+
+    out = Discovery()
+    skipped: set[str] = set()
+    has_manifest: dict[str, bool] = {}
+    for e in S3CandidateStore(candidates_dir).entries():
+        problem = model_name_problem(e.model)
+        if problem:
+            if e.model not in skipped:
+                skipped.add(e.model)
+                out.problems.append(f"{candidates_dir}/{e.task}/{e.model}: skipped: {problem}; rename the folder")
+            continue
+        if bench_dir is not None and e.task not in has_manifest:
+            where = task_location(bench_dir, e.task)
+            has_manifest[e.task] = where is not None and current().exists(join(where, "manifest.jsonl"))
+            if not has_manifest[e.task]:
+                out.problems.append(f"{candidates_dir}/{e.task}: the bench {bench_dir} has no {e.task} manifest, so "
+                                    f"these candidates are not scored (add {e.task}/manifest.jsonl to the bench)")
+        if bench_dir is not None and not has_manifest[e.task]:
+            continue
+        tasks = out.models.setdefault(e.model, [])
+        if e.task not in tasks:
+            tasks.append(e.task)
     return out
 
 

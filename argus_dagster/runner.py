@@ -218,7 +218,11 @@ def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None 
     return stored_table(latest_record(instance, asset, partition))
 
 
-def _count_videos(candidates: Path, task: str, model: str) -> int:
+def _count_videos(candidates: Path | str, task: str, model: str) -> int:
+    if str(candidates).startswith("s3://"):
+        from .candidate_store import S3CandidateStore
+
+        return sum(1 for e in S3CandidateStore(str(candidates)).entries() if e.task == task and e.model == model)
     folder = task_dir(candidates, task)
     return sum(1 for p in (folder / model).iterdir() if p.is_file()) if folder and (folder / model).is_dir() else 0
 

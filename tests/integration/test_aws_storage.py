@@ -145,6 +145,15 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
             tick = candidate_store_sensor(ctx)
         assert not tick.run_requests and "no change among 2" in tick.skip_reason.skip_message
 
+        # argus evaluate asks the same question: nothing to run.
+        from argus_dagster.runner import run_all
+
+        said: list[str] = []
+        assert run_all(tasks=["T2V"], instance=instance, progress=said.append) is not None
+        assert any("T2V: inputs and rubrics up to date" in line for line in said), said
+        assert any("T2V x m: up to date" in line for line in said) and any("every partition up to date" in line
+                                                                            for line in said), said
+
         # A changed video on S3 makes its partition stale, and only that.
         client.put_object(Bucket=INPUTS, Key="cands/T2V/m/p1.mp4", Body=(cands / "T2V" / "m" / "p0.mp4").read_bytes())
         moved = scan(open_store(f"s3://{INPUTS}/cands", storage), found.known)
