@@ -54,18 +54,29 @@ class BenchResource(dg.ConfigurableResource):
         """Where the evaluation's tables are (the overview page reads them)."""
         return _location(self.storage_dir) if self.storage_dir else load_settings().storage_dir
 
-    def profile_storage(self, profile: str) -> Path:
-        """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``)."""
+    def profile_storage(self, profile: str) -> Path | str:
+        """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``,
+        a folder or an ``s3://`` prefix as this one's)."""
         from argus_dagster.names import file_name
 
-        return self.storage_path().parent.parent / file_name(profile) / "storage"
+        mine = self.storage_path()
+        if isinstance(mine, str):
+            return f"{mine.rstrip('/').rsplit('/', 2)[0]}/{file_name(profile)}/storage"
+        return mine.parent.parent / file_name(profile) / "storage"
 
     def profiles(self) -> list[str]:
-        """The profiles of this bench recorded under ARGUS_HOME (``evaluation.json`` beside their storage)."""
+        """The profiles of this bench recorded under ARGUS_HOME (``evaluation.json`` beside their
+        storage; with tables on S3, the records stay under ARGUS_HOME's ``benches/<bench>/``)."""
         import json
 
+        from argus_dagster.names import file_name
+        from argus_dagster.settings import argus_home
+
+        mine = self.storage_path()
+        bench_home = (argus_home() / "benches" / file_name(self.bench_name()) if isinstance(mine, str)
+                      else mine.parent.parent)
         out = []
-        for rec in sorted(self.storage_path().parent.parent.glob("*/evaluation.json")):
+        for rec in sorted(bench_home.glob("*/evaluation.json")):
             try:
                 out.append(json.loads(rec.read_text())["profile"])
             except (OSError, ValueError, KeyError, TypeError):
