@@ -24,18 +24,14 @@ from .vlm import VlmResource, vlm_from_env
 ENVIRONMENTS = ("local", "gpu", "aws")
 
 
-def resources_for(env: str | None = None, settings: Settings | None = None) -> dict:
-    """The resources of one environment for one evaluation (default: this process's, see
-    :func:`argus_dagster.settings.load_settings`). The evaluation's profile sets the VLM-only
-    ablation and the judge's and rubric generator's model names; its folders are the bench
-    resource's config and the IO manager's base."""
+def storage_for(env: str | None = None, settings: Settings | None = None
+                ) -> tuple[BenchResource, StorageResource, str]:
+    """Where one environment keeps one evaluation: its bench resource (every folder), its storage
+    resource (made this process's storage) and its content cache's location. ``aws`` keeps the
+    ``$ARGUS_HOME`` layout under ``s3://$ARGUS_S3_BUCKET/$ARGUS_S3_PREFIX``."""
     variables = environment()
     env = env or variables.get("ARGUS_ENV", "local")
-    if env not in ENVIRONMENTS:
-        raise ValueError(f"ARGUS_ENV={env!r}: expected one of {ENVIRONMENTS}")
     settings = settings or load_settings()
-    profile = parse_profile(settings.profile)
-    vlm_only = profile.vlm_only
     bench = bench_from_settings(settings)
     cache_dir = variables.get("ARGUS_CACHE") or str(settings.cache_dir)
     if env == "aws":  # the same layout as under ARGUS_HOME, under one bucket and prefix
@@ -55,6 +51,22 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
         hash_index="" if cache_dir == "off" else cache_dir,
         presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)))
     storage_lib.use(storage.storage())  # what library code outside a run (the CLI, a sensor) reads through
+    return bench, storage, cache_dir
+
+
+def resources_for(env: str | None = None, settings: Settings | None = None) -> dict:
+    """The resources of one environment for one evaluation (default: this process's, see
+    :func:`argus_dagster.settings.load_settings`). The evaluation's profile sets the VLM-only
+    ablation and the judge's and rubric generator's model names; its folders are the bench
+    resource's config and the IO manager's base."""
+    variables = environment()
+    env = env or variables.get("ARGUS_ENV", "local")
+    if env not in ENVIRONMENTS:
+        raise ValueError(f"ARGUS_ENV={env!r}: expected one of {ENVIRONMENTS}")
+    settings = settings or load_settings()
+    profile = parse_profile(settings.profile)
+    vlm_only = profile.vlm_only
+    bench, storage, cache_dir = storage_for(env, settings)
     common = {
         "bench": bench,
         "storage": storage,
@@ -106,5 +118,5 @@ def executor_for(env: str | None = None) -> dg.ExecutorDefinition:
     return dg.multiprocess_executor if env == "aws" else dg.in_process_executor
 
 
-__all__ = ["resources_for", "executor_for", "BenchResource", "StorageResource", "StorageIOManager", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
+__all__ = ["resources_for", "storage_for", "executor_for", "BenchResource", "StorageResource", "StorageIOManager", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
            "ScoringResource", "VlmResource", "ENVIRONMENTS"]
