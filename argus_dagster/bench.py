@@ -45,6 +45,17 @@ def task_dir(root: str | Path, task: str) -> Path | None:
     return None
 
 
+def task_location(root: str | Path, task: str, storage=None) -> str | None:
+    """:func:`task_dir` of a bench or candidate store at a folder or an ``s3://`` prefix."""
+    from .storage import current, is_remote, join
+
+    if not is_remote(root):
+        d = task_dir(root, task)
+        return None if d is None else str(d)
+    storage = storage or current()
+    return next((join(root, name) for name in (task, task.lower()) if storage.is_dir(join(root, name))), None)
+
+
 def _field(raw: dict, name: str) -> Any:
     for key in _ALIASES[name]:
         if raw.get(key) not in (None, "", []):
@@ -147,6 +158,31 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
     return rows
 
 
+def read_task_at(bench_dir: str | Path, task: str, storage=None) -> list[dict[str, Any]]:
+    """:func:`read_task` of a bench at a folder or an ``s3://`` prefix. A bench on S3 is read from its
+    local copy (:meth:`~argus_dagster.storage.Storage.local_copy`), and its rows name their conditions
+    by their ``s3://`` URIs, so any machine reads them through the storage."""
+    from .storage import current, is_remote, join
+
+    if not is_remote(bench_dir):
+        return read_task(bench_dir, task)
+    storage = storage or current()
+    copy = storage.local_copy(bench_dir).resolve()
+
+    def uri(path):
+        if not path:
+            return path
+        return join(str(bench_dir), Path(path).resolve().relative_to(copy).as_posix())
+
+    rows = read_task(copy, task)
+    for r in rows:
+        r["first_frame"], r["source_video"] = uri(r.get("first_frame")), uri(r.get("source_video"))
+        r["subject_images"] = [uri(p) for p in r.get("subject_images") or []]
+        if r.get("error"):
+            r["error"] = r["error"].replace(str(copy), str(bench_dir).rstrip("/"))
+    return rows
+
+
 def bench_rubric_paths(bench_dir: str | Path, task: str, input_id: str) -> list[Path]:
     """Where the bench may hold the rubric of ``input_id``: ``<TASK>/rubrics/<id>.json`` (inside the
     rubrics folder, whatever the id holds), and the first is where a new one is frozen."""
@@ -206,7 +242,47 @@ def model_samples(model_dir: str | Path, known_ids: Iterable[str] | None = None
             problems.append(f"{entry}: not a video ({', '.join(VIDEO_SUFFIXES)})")
             continue
         found.append((*sample_of(entry.stem, None, known), entry))
-    out: dict[tuple[str, str], Path] = {}
+    return _one_per_sample(found, problems, folder.name)
+
+
+def listed_samples(model_dir: str, known_ids: Iterable[str] | None = None, storage=None
+                   ) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """:func:`model_samples` of a model's prefix on S3 (``s3://bucket/.../<TASK>/<model>``), from one
+    listing: the same layouts, the same choice among duplicates, the same reasons for what is left out;
+    locations are ``s3://`` URIs."""
+    from .storage import current, join
+
+    storage = storage or current()
+    known = {n: i for i in known_ids for n in lookup_names(i)} if known_ids is not None else None
+    found: list[tuple[str, str, str]] = []
+    problems: list[str] = []
+    folders: dict[str, set[str]] = {}
+    for obj in storage.list(model_dir):
+        parts = obj.rel.split("/")
+        if parts[0].startswith("."):
+            continue
+        if len(parts) > 1:  # <model>/<id>/<k>.mp4; deeper objects are a folder inside a sample folder
+            folders.setdefault(parts[0], set()).add(parts[1] if len(parts) == 2 else parts[1] + "/")
+            continue
+        stem, suffix = Path(parts[0]).stem, Path(parts[0]).suffix
+        if suffix.lower() not in VIDEO_SUFFIXES:
+            problems.append(f"{obj.uri}: not a video ({', '.join(VIDEO_SUFFIXES)})")
+            continue
+        found.append((*sample_of(stem, None, known), obj.uri))
+    for entry in sorted(folders):
+        for name in sorted(folders[entry]):
+            uri = join(model_dir, entry, name.rstrip("/"))
+            key = (sample_of(entry, Path(name).stem, known)
+                   if not name.endswith("/") and Path(name).suffix.lower() in VIDEO_SUFFIXES else None)
+            if key is not None:
+                found.append((*key, uri))
+            elif not name.startswith("."):
+                problems.append(f"{uri}: not a sample (expected <k>.mp4 with k a number)")
+    return _one_per_sample(found, problems, model_dir.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _one_per_sample(found: list, problems: list[str], folder_name: str) -> tuple[list, list[str]]:
+    out: dict[tuple[str, str], Any] = {}
     extra: dict[tuple[str, str], int] = {}
     for iid, sample, path in found:
         if (iid, sample) in out:
@@ -214,24 +290,35 @@ def model_samples(model_dir: str | Path, known_ids: Iterable[str] | None = None
         else:
             out[(iid, sample)] = path
     for (iid, sample), n in extra.items():
-        problems.append(f"{folder.name}/{iid} sample {sample or '(single)'}: {n} files "
+        problems.append(f"{folder_name}/{iid} sample {sample or '(single)'}: {n} files "
                         "(keep one per sample; the first by name is used)")
     return [(iid, sample, path) for (iid, sample), path in out.items()], problems
 
 
 def find_candidates(candidates_dir: str | Path, task: str, model: str,
-                    input_ids: Iterable[str]) -> dict[str, list[tuple[str, Path]]]:
+                    input_ids: Iterable[str], storage=None) -> dict[str, list[tuple[str, Path | str]]]:
     """``{input_id: [(sample, path), ...]}`` of the listed inputs under ``<TASK>/<model>/`` (layouts:
     :func:`sample_of`; samples in numeric order, the single video first); an input without a video is
     not a key. Nothing for a model name that is not a folder name of the store, and never a file
-    outside the model's folder."""
-    d = task_dir(candidates_dir, task)
-    if d is None or model_name_problem(model):
+    outside the model's folder. A store at an ``s3://`` prefix gives ``s3://`` URIs (:func:`listed_samples`)."""
+    from .storage import is_remote, join
+
+    if model_name_problem(model):
         return {}
     ids = [i for i in input_ids if isinstance(i, str)]
     wanted = set(ids)
-    out: dict[str, list[tuple[str, Path]]] = {}
-    for iid, sample, path in model_samples(d / model, ids)[0]:
+    if is_remote(candidates_dir):
+        where = task_location(candidates_dir, task, storage)
+        if where is None:
+            return {}
+        listed = listed_samples(join(where, model), ids, storage)[0]
+    else:
+        d = task_dir(candidates_dir, task)
+        if d is None:
+            return {}
+        listed = model_samples(d / model, ids)[0]
+    out: dict[str, list[tuple[str, Path | str]]] = {}
+    for iid, sample, path in listed:
         if iid in wanted:
             out.setdefault(iid, []).append((sample, path))
     for samples in out.values():
@@ -264,6 +351,10 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) ->
     a model folder whose name cannot be a model name, a folder that is no task (or a second spelling
     of one), and, with ``bench_dir``, a task the bench does not have and videos of inputs its
     manifest does not list."""
+    from .storage import is_remote
+
+    if is_remote(candidates_dir):
+        return _discover_listed(str(candidates_dir), bench_dir)
     root = Path(candidates_dir)
     out = Discovery()
     if not root.is_dir():
@@ -308,11 +399,42 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) ->
     return out
 
 
+def _discover_listed(candidates_dir: str, bench_dir: str | Path | None) -> Discovery:
+    """:func:`discover` of a candidate store at an ``s3://`` prefix, from one listing (the layout the
+    sensor reads, :class:`~.candidate_store.S3CandidateStore`); with ``bench_dir``, a task its bench
+    has no manifest for is said and left out."""
+    from .candidate_store import S3CandidateStore
+    from .storage import current, join
+
+    out = Discovery()
+    skipped: set[str] = set()
+    has_manifest: dict[str, bool] = {}
+    for e in S3CandidateStore(candidates_dir).entries():
+        problem = model_name_problem(e.model)
+        if problem:
+            if e.model not in skipped:
+                skipped.add(e.model)
+                out.problems.append(f"{candidates_dir}/{e.task}/{e.model}: skipped: {problem}; rename the folder")
+            continue
+        if bench_dir is not None and e.task not in has_manifest:
+            where = task_location(bench_dir, e.task)
+            has_manifest[e.task] = where is not None and current().exists(join(where, "manifest.jsonl"))
+            if not has_manifest[e.task]:
+                out.problems.append(f"{candidates_dir}/{e.task}: the bench {bench_dir} has no {e.task} manifest, so "
+                                    f"these candidates are not scored (add {e.task}/manifest.jsonl to the bench)")
+        if bench_dir is not None and not has_manifest[e.task]:
+            continue
+        tasks = out.models.setdefault(e.model, [])
+        if e.task not in tasks:
+            tasks.append(e.task)
+    return out
+
+
 def discover_models(candidates_dir: str | Path) -> dict[str, list[str]]:
     """``{model: [tasks it has videos for]}`` from ``candidates/<TASK>/<model>/``; model folders whose
     names cannot be model names are left out (:func:`discover` says why)."""
     return discover(candidates_dir).models
 
 
-__all__ = ["read_task", "discover", "discover_models", "find_candidate", "find_candidates", "model_samples", "sample_of",
+__all__ = ["read_task", "read_task_at", "task_location", "listed_samples", "discover", "discover_models", "find_candidate", "find_candidates", "model_samples", "sample_of",
            "bench_rubric_path", "infer_task"]

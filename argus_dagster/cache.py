@@ -12,8 +12,8 @@ Two namespaces use it:
 A key is the sha256 of those parts, so a change to any of them is a miss and nothing else is. Each
 entry is one JSON object written whole (a temporary name, then a rename; a single PUT on S3), as
 soon as it is computed: a run that is interrupted keeps what it finished and a rerun resumes there.
-The location is a local folder or ``s3://bucket/prefix`` (``ARGUS_S3_ENDPOINT_URL`` for an S3-
-compatible endpoint); the code above the store is the same for both.
+The location is a local folder or ``s3://bucket/prefix`` (read and written through the storage
+resource, :mod:`argus_dagster.storage`); the code above the store is the same for both.
 
 :meth:`ContentCache.get_or_compute` is single-flight: threads asking for the same key at the same
 time compute it once. A thread that takes a key looks in the store once more before computing, since
@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from .files import WriteError, write_atomic
-from .settings import environment
 
 
 def cache_key(**parts: Any) -> str:
@@ -59,33 +58,15 @@ class LocalStore:
         write_atomic(self.root / name, data)
 
 
-class S3Store:
-    def __init__(self, uri: str):
-        import boto3
-
-        bucket, _, prefix = uri[len("s3://"):].partition("/")
-        if not bucket:
-            raise ValueError(f"cache location {uri!r}: expected s3://bucket/prefix")
-        self.bucket, self.prefix = bucket, prefix.strip("/")
-        self.location = uri
-        self._client = boto3.client("s3", endpoint_url=environment().get("ARGUS_S3_ENDPOINT_URL") or None)
-
-    def _key(self, name: str) -> str:
-        return f"{self.prefix}/{name}" if self.prefix else name
-
-    def read(self, name: str) -> bytes | None:
-        try:
-            return self._client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"].read()
-        except self._client.exceptions.NoSuchKey:
-            return None
-
-    def write(self, name: str, data: bytes) -> None:
-        self._client.put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
-
-
 def open_store(location: str | Path) -> BlobStore:
+    """A local folder as it is; an ``s3://bucket/prefix`` through the process's storage
+    (:mod:`argus_dagster.storage`, whose client the storage resource makes)."""
     location = str(location)
-    return S3Store(location) if location.startswith("s3://") else LocalStore(location)
+    if location.startswith("s3://"):
+        from .storage import blob_store
+
+        return blob_store(location)
+    return LocalStore(location)
 
 
 class ContentCache:
@@ -130,6 +111,10 @@ class ContentCache:
             return json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return None  # a damaged entry is recomputed and overwritten
+
+    def get(self, key: str) -> Any | None:
+        """The stored value of ``key``, or None (not counted as a hit or a miss)."""
+        return self._read(key)
 
     def put(self, key: str, value: Any) -> None:
         """Store ``value``. A local write that fails (a full disk) is recorded in ``write_errors``

@@ -1,8 +1,9 @@
 """Listing the candidate store (``<TASK>/<model>/<input_id>.<ext>``, and samples as
 ``<input_id>__<k>.<ext>`` or ``<input_id>/<k>.<ext>``) and detecting what changed.
 
-A store lists entries with a *cheap change token* (local files: size and mtime; S3: the ETag) and
-gives a *content hash* on demand (local: sha256 of the bytes; S3: the ETag, already content-derived).
+A store lists entries with a *cheap change token* (local files: size and mtime; S3: the ETag and
+size) and gives a *content hash* on demand: the sha256 of the bytes, for both (on S3 remembered per
+key, ETag and size, :meth:`~argus_dagster.storage.Storage.sha256`), the hash ``candidate_videos`` records.
 :func:`scan` hashes only entries whose token moved since the previous scan, so a scan of an
 unchanged store reads directory listings and nothing else. The sensor and the nightly reconcile
 share this code; a store on S3 is :class:`S3CandidateStore` with the same interface. A model folder
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Iterable, Iterator, Protocol
 
 from .bench import SAMPLE_NAME, VIDEO_SUFFIXES, sample_of, task_dir
 from .instances import Task
@@ -70,33 +71,37 @@ class LocalCandidateStore:
 
 
 class S3CandidateStore:
-    """The same layout under ``s3://bucket/prefix/``; the ETag is both token and content hash."""
+    """The same layout under ``s3://bucket/prefix/``, listed and hashed through a
+    :class:`~argus_dagster.storage.Storage`: the token is the ETag and size (a change hint), the
+    content hash the sha256 of the bytes, remembered per (key, ETag, size) so an unchanged object is
+    not downloaded again."""
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None, endpoint_url: str | None = None):
-        if client is None:
-            import boto3
+    def __init__(self, location: str, storage=None):
+        from .storage import current
 
-            client = boto3.client("s3", endpoint_url=endpoint_url)
-        self.bucket, self.prefix, self.client = bucket, prefix.strip("/"), client
+        self.location, self.storage = location.rstrip("/"), storage or current()
 
     def entries(self) -> Iterator[CandidateEntry]:
         tasks = {t.value.lower(): t.value for t in Task}
-        base = f"{self.prefix}/" if self.prefix else ""
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
-            for obj in page.get("Contents", []):
-                parts = obj["Key"][len(base):].split("/")
-                if len(parts) not in (3, 4) or parts[0].lower() not in tasks:
-                    continue
-                stem, dot, suffix = parts[-1].rpartition(".")
-                if not dot or f".{suffix.lower()}" not in VIDEO_SUFFIXES:
-                    continue
-                if len(parts) == 4 and not SAMPLE_NAME.fullmatch(stem):  # <id>/<k>.mp4 only
-                    continue
-                yield CandidateEntry(tasks[parts[0].lower()], parts[1], parts[2] if len(parts) == 4 else stem,
-                                     obj["Key"], obj["ETag"].strip('"'))
+        for obj in self.storage.list(self.location):
+            parts = obj.rel.split("/")
+            if len(parts) not in (3, 4) or parts[0].lower() not in tasks:
+                continue
+            stem, dot, suffix = parts[-1].rpartition(".")
+            if not dot or f".{suffix.lower()}" not in VIDEO_SUFFIXES:
+                continue
+            if len(parts) == 4 and not SAMPLE_NAME.fullmatch(stem):  # <id>/<k>.mp4 only
+                continue
+            yield CandidateEntry(tasks[parts[0].lower()], parts[1], parts[2] if len(parts) == 4 else stem,
+                                 obj.rel, obj.token)
 
     def content_hash(self, entry: CandidateEntry) -> str:
-        return entry.token
+        return self.storage.sha256(f"{self.location}/{entry.key}", entry.token)
+
+
+def open_store(location: str, storage=None) -> CandidateStore:
+    """The candidate store at a local folder or an ``s3://bucket/prefix``."""
+    return S3CandidateStore(location, storage) if str(location).startswith("s3://") else LocalCandidateStore(location)
 
 
 @dataclass

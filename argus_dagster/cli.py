@@ -49,10 +49,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return _overview_hint(status, settings)
 
 
+def _stored_overview(settings) -> str | None:
+    """A presigned link to the overview when the environment keeps the reports on S3, else None."""
+    from resources import storage_for
+
+    from .storage import is_remote, join
+
+    bench, storage, _ = storage_for(settings=settings)
+    reports = bench.reports_path()
+    if not is_remote(reports):
+        return None
+    index = join(reports, "index.html")
+    return storage.link(index) if storage.exists(index) else ""
+
+
 def _overview_hint(status: int, settings) -> int:
     """After a run: where the overview of every result is, and how to look at it in a browser."""
     from .settings import reports_port, served_prefix
 
+    remote = _stored_overview(settings)
+    if remote is not None:
+        if status == 0 and remote:
+            _print(f"Overview of every task (a link valid for a while): {remote}")
+        return status
     index = settings.reports_dir / "index.html"
     if status == 0 and index.is_file():
         try:
@@ -292,6 +311,11 @@ def cmd_open(args: argparse.Namespace) -> int:
         settings = _read_only_evaluation(args, needs_instance=False)
         if settings is None:
             return 1
+    remote = _stored_overview(settings)
+    if remote is not None:  # the reports are objects: a presigned link opens the overview
+        _print(f"{settings.evaluation}'s overview: {remote}" if remote else
+               f"no overview yet for {settings.evaluation} on S3: run `argus evaluate` first")
+        return 0 if remote else 1
     reports = settings.reports_dir
     if not args.before_results and not (reports / "index.html").is_file():
         _print(f"no overview yet in {reports}: run `argus demo` or `argus evaluate` first")

@@ -1,7 +1,8 @@
 """Decoding, sampling policies, resizing and hashing of media (method §1, §5).
 
 Videos are decoded with decord, with OpenCV as the fallback; images with OpenCV. Every function takes
-a URI: a local path or ``s3://bucket/key`` (fetched once into a local cache through boto3).
+a URI: a local path or ``s3://bucket/key`` (fetched once into a local cache by the process's
+:mod:`~argus_dagster.storage`).
 """
 
 from __future__ import annotations
@@ -206,46 +207,30 @@ class FramePool:
 FRAME_POOL = FramePool()
 
 
-def _env(name: str) -> str:
-    from .settings import environment
-
-    return environment().get(name)
-
-
 def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
-    """Where the local copy of ``s3://bucket/key`` lives under ``cache_dir``: always inside it.
+    """Where the local copy of ``s3://bucket/key`` lives under ``cache_dir``: always inside it
+    (:func:`.storage.s3_cache_path`); a URI without a bucket or key is a :class:`MediaError`."""
+    from .storage import StorageError, s3_cache_path as cache_path
 
-    The bucket and key are data: each is mapped through :func:`~.names.file_name` as one entry
-    (``..``, a leading ``/`` or a separator in a key cannot leave the folder), and the key's suffix
-    is kept so decoders still know the format.
-    """
-    from .names import file_name
-
-    bucket, _, key = uri[len("s3://"):].partition("/")
-    if not bucket or not key:
-        raise MediaError(f"{uri}: expected s3://bucket/key")
-    name, suffix = file_name(key), Path(key).suffix
-    if suffix and len(suffix) <= 8 and not name.endswith(suffix):
-        name += suffix
-    return Path(cache_dir) / "s3" / file_name(bucket) / name
+    try:
+        return cache_path(uri, cache_dir)
+    except StorageError as exc:
+        raise MediaError(str(exc)) from None
 
 
 def local_path(uri: str, cache_dir: str | None = None) -> str:
-    """A local file for ``uri``; ``s3://`` objects are downloaded once into ``cache_dir``."""
-    if uri.startswith("s3://"):
-        import boto3
+    """A local file for ``uri``: a path as it is; an ``s3://`` object fetched once into the media cache
+    (``cache_dir``, else the storage resource's media cache; see :meth:`.storage.Storage.fetch`)."""
+    if not str(uri).startswith("s3://"):
+        return uri
+    from .storage import current
 
-        bucket, _, key = uri[5:].partition("/")
-        cache = Path(cache_dir or _env("ARGUS_MEDIA_CACHE") or tempfile.gettempdir())
-        target = s3_cache_path(uri, cache)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            client = boto3.client("s3", endpoint_url=_env("ARGUS_S3_ENDPOINT_URL") or None)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident():x}.part")
-            client.download_file(bucket, key, str(tmp))
-            os.replace(tmp, target)
-        return str(target)
-    return uri
+    try:
+        return current().fetch(uri, cache_dir)
+    except FileNotFoundError:
+        raise MediaError(f"{uri}: file not found") from None
+    except Exception as exc:  # no S3 storage configured, an unreachable endpoint, an unknown bucket
+        raise MediaError(f"{uri}: cannot be fetched: {exc}") from None
 
 
 def sha256_file(uri: str) -> str:
@@ -265,7 +250,15 @@ _DIGESTS_LOCK = threading.Lock()
 
 
 def file_digest(uri: str) -> str:
-    """``sha256_file`` remembered per process by path, size and modification time."""
+    """The sha256 of a medium's bytes: a file's remembered per process by path, size and modification
+    time; an object's per key, ETag and size (:meth:`.storage.Storage.sha256`)."""
+    if str(uri).startswith("s3://"):
+        from .storage import current
+
+        try:
+            return current().sha256(uri)
+        except FileNotFoundError:
+            raise MediaError(f"{uri}: file not found") from None
     path = local_path(uri)
     try:
         st = os.stat(path)

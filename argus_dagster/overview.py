@@ -16,6 +16,7 @@ come from :func:`argus_dagster.names.file_name`, whose ``~%E7...`` must reach th
 from __future__ import annotations
 
 import base64
+import io
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,7 @@ from urllib.parse import quote
 import polars as pl
 
 from .alignment_plots import slug
-from .files import write_atomic
+from .storage import current, join
 from .names import file_name
 from .leaderboard import coverage_text
 from .report import STYLE, esc, leaderboard_png
@@ -42,17 +43,20 @@ section{border-top:1px solid #d0d7de;margin-top:24px}
 """
 
 
-def stored_table(storage_dir: Path, asset: str) -> pl.DataFrame | None:
-    """An asset's stored table (every partition's parquet file together), or None where there is none.
+def stored_table(storage_dir: Path | str, asset: str) -> pl.DataFrame | None:
+    """An asset's stored table (every partition's parquet file together), or None where there is none;
+    ``storage_dir`` is a folder or an ``s3://`` prefix.
 
-    The layout is the parquet IO manager's: ``<asset>.parquet`` unpartitioned, a folder of
+    The layout is the parquet IO managers': ``<asset>.parquet`` unpartitioned, a folder of
     ``<partition...>.parquet`` files partitioned."""
-    one = storage_dir / f"{asset}.parquet"
-    files = [one] if one.is_file() else sorted((storage_dir / asset).rglob("*.parquet"))
+    store = current()
+    one = join(storage_dir, f"{asset}.parquet")
+    files = [one] if store.exists(one) else [o.uri for o in store.list(join(storage_dir, asset))
+                                             if o.rel.endswith(".parquet")]
     frames = []
     for f in files:
         try:
-            frames.append(pl.read_parquet(f))
+            frames.append(pl.read_parquet(io.BytesIO(store.read_bytes(f))))
         except Exception:  # a file being replaced or damaged: that partition is left out of the page
             continue
     frames = [f for f in frames if f.height]
@@ -88,15 +92,15 @@ def _png_img(data: bytes, alt: str, cls: str = "plot") -> str:
     return f'<img class="{cls}" alt="{esc(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode("ascii")}">'
 
 
-def _leaderboard_table(reports_dir: Path, task: str, lb: pl.DataFrame) -> str:
+def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
     extra = [c for c in lb.columns if c not in BASE_COLUMNS]
     head = ("<tr><th>rank</th><th>model</th><th>mean final</th><th>95% interval</th><th>n</th><th>errors</th>"
             + "".join(f"<th>{esc(c)}</th>" for c in extra) + "</tr>")
     rows = []
     for rank, r in enumerate(lb.iter_rows(named=True), start=1):
         model = str(r["model"])
-        index = reports_dir / task / file_name(model) / "index.html"
-        name = (f'<a href="{href(task, file_name(model), "index.html")}">{esc(model)}</a>' if index.is_file()
+        index = f"{task}/{file_name(model)}/index.html"
+        name = (f'<a href="{href(task, file_name(model), "index.html")}">{esc(model)}</a>' if index in present
                 else esc(model))
         ci = f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]" if r.get("ci_low") is not None else "–"
         rows.append(f'<tr data-model="{esc(model)}"><td>{rank}</td><td>{name}</td>'
@@ -133,7 +137,7 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
     return f'<table class="heat">{head}{"".join(rows)}</table>{judged_by}'
 
 
-def _inputs_grid(reports_dir: Path, task: str, models: list[str], videos: pl.DataFrame | None) -> str:
+def _inputs_grid(present: set[str], task: str, models: list[str], videos: pl.DataFrame | None) -> str:
     """Inputs x models: each input links to its comparison page, each cell to that video's report."""
     if videos is None or videos.height == 0:
         return '<p class="muted">no video scores stored for this task</p>'
@@ -142,23 +146,23 @@ def _inputs_grid(reports_dir: Path, task: str, models: list[str], videos: pl.Dat
     head = "<tr><th>input</th>" + "".join(f"<th>{esc(m)}</th>" for m in models) + "</tr>"
     rows = []
     for iid in sorted(set(g["input_id"].to_list())):
-        compare = reports_dir / task / "compare" / f"{file_name(iid)}.html"
+        compare = f"{task}/compare/{file_name(iid)}.html"
         name = (f'<a class="compare" href="{href(task, "compare", file_name(iid) + ".html")}">{esc(iid)}</a>'
-                if compare.is_file() else esc(iid))
+                if compare in present else esc(iid))
         tds = []
         for m in models:
             r = final.get((iid, m))
-            page = reports_dir / task / file_name(m) / f"{file_name(iid)}.html"
+            page = f"{task}/{file_name(m)}/{file_name(iid)}.html"
             text = "–" if r is None else (_num(r.get("final_score")) if r.get("final_score") is not None
                                           else "error")
             title = f' title="{esc(r["error"])}"' if r and r.get("error") else ""
             tds.append(f'<td class="score"{title}><a class="report" href="{href(task, file_name(m), file_name(iid) + ".html")}">'
-                       f"{esc(text)}</a></td>" if page.is_file() else f'<td class="score"{title}>{esc(text)}</td>')
+                       f"{esc(text)}</a></td>" if page in present else f'<td class="score"{title}>{esc(text)}</td>')
         rows.append(f"<tr><td>{name}</td>{''.join(tds)}</tr>")
     return f'<table class="inputs">{head}{"".join(rows)}</table>'
 
 
-def _alignment(reports_dir: Path, alignment: pl.DataFrame | None) -> str:
+def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFrame | None) -> str:
     if alignment is None or alignment.height == 0:
         return ('<p class="muted">no human ratings: add <code>$ARGUS_HOME/benches/&lt;bench&gt;/human/&lt;TASK&gt;.csv</code> '
                 "(input_id, model, score[, dimension][, rater]) and materialize <code>human_alignment</code></p>")
@@ -168,9 +172,9 @@ def _alignment(reports_dir: Path, alignment: pl.DataFrame | None) -> str:
                    for r in alignment.iter_rows(named=True))
     plots = []
     for r in alignment.select("task", "evaluator").unique(maintain_order=True).iter_rows(named=True):
-        png = reports_dir / "alignment" / str(r["task"]) / f"{slug(str(r['evaluator']))}.png"
-        if png.is_file():
-            plots.append(_png_img(png.read_bytes(), f"{r['task']} · {r['evaluator']} against human ratings", "scatter-img"))
+        png = f"alignment/{r['task']}/{slug(str(r['evaluator']))}.png"
+        if png in present:
+            plots.append(_png_img(current().read_bytes(join(reports_dir, png)), f"{r['task']} · {r['evaluator']} against human ratings", "scatter-img"))
     return (f'<table class="alignment">{head}{rows}</table>'
             + (f'<div class="scatter">{"".join(plots)}</div>' if plots else ""))
 
@@ -178,7 +182,9 @@ def _alignment(reports_dir: Path, alignment: pl.DataFrame | None) -> str:
 def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
                     video_scores: pl.DataFrame | None = None, alignment: pl.DataFrame | None = None,
                     title: str = "argus-dagster results", bench: str | None = None) -> str:
-    """The overview page's HTML; links point only at pages that exist under ``reports_dir``."""
+    """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder
+    or an ``s3://`` prefix, listed once)."""
+    present = {o.rel for o in current().list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
     tasks = sorted(lb["task"].unique().to_list()) if lb.height else []
     home = ('<a href="../../../index.html">all evaluations</a>'
@@ -191,9 +197,9 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
         plot = _png_img(leaderboard_png(task, g.to_dicts()), f"{task} leaderboard: mean final score and 95% interval")
         sections.append(
             f'<section id="{esc(task)}" data-task="{esc(task)}"><h2>{esc(task)}</h2>'
-            f"{_leaderboard_table(reports_dir, task, g)}{plot}"
+            f"{_leaderboard_table(present, task, g)}{plot}"
             f"<h3>Mean criterion score per dimension (0-10)</h3>{_heat_map(task, models, criterion_scores)}"
-            f"<h3>Inputs (comparison page) × models (report)</h3>{_inputs_grid(reports_dir, task, models, video_scores)}"
+            f"<h3>Inputs (comparison page) × models (report)</h3>{_inputs_grid(present, task, models, video_scores)}"
             "</section>")
     if not sections:
         sections.append('<p class="muted">no leaderboard yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
@@ -202,12 +208,12 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     body = (f"<h1>{esc(title)}</h1><div class=\"muted\">{where}updated {esc(stamp)}; mean final score 0-10 with a "
             f"bootstrap 95% interval over videos; n videos scored, errors not scored</div><nav>{nav}</nav>"
             + "".join(sections)
-            + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, alignment)}</section>')
+            + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, present, alignment)}</section>')
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}</body></html>\n")
 
 
-def write_overview(reports_dir: Path, storage_dir: Path, *, leaderboard: pl.DataFrame | None = None,
+def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard: pl.DataFrame | None = None,
                    alignment: pl.DataFrame | None = None, bench: str | None = None) -> Path:
     """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``.
 
@@ -219,7 +225,7 @@ def write_overview(reports_dir: Path, storage_dir: Path, *, leaderboard: pl.Data
     page = render_overview(reports_dir, leaderboard, criterion_scores=stored_table(storage_dir, "criterion_scores"),
                            video_scores=stored_table(storage_dir, "video_scores"), alignment=alignment,
                            bench=bench)
-    return write_atomic(reports_dir / "index.html", page)
+    return current().write_bytes(join(reports_dir, "index.html"), page)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -279,4 +285,4 @@ def render_evaluations_index(root: Path) -> str:
 
 def write_evaluations_index(root: Path) -> Path:
     """Write ``root/index.html`` (``root``: ``$ARGUS_HOME/benches``) whole."""
-    return write_atomic(Path(root) / "index.html", render_evaluations_index(root))
+    return current().write_bytes(join(root, "index.html"), render_evaluations_index(root))

@@ -144,11 +144,16 @@ def _f(x) -> str:
 
 def stored_table(storage_dir: str | Path, asset: str) -> pl.DataFrame | None:
     """Every partition of ``asset`` an evaluation stored (``<storage>/<asset>/**/*.parquet``, the IO
-    manager's layout), as one table; None when there is none."""
-    files = sorted(Path(storage_dir, asset).rglob("*.parquet"))
+    manager's layout; a folder or an ``s3://`` prefix), as one table; None when there is none."""
+    import io
+
+    from .storage import current, join
+
+    store = current()
+    files = [o.uri for o in store.list(join(storage_dir, asset)) if o.rel.endswith(".parquet")]
     if not files:
         return None
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    return pl.concat([pl.read_parquet(io.BytesIO(store.read_bytes(f))) for f in files], how="diagonal_relaxed")
 
 
 def profile_tables(storage_dirs: dict[str, Path]) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:

@@ -129,7 +129,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     from assets.staleness import evaluator_digests, generator_folder, leaderboard_status, partition_status, task_status
     from resources import resources_for
 
-    from .candidate_store import LocalCandidateStore, partition_hashes, scan
+    from .candidate_store import open_store, partition_hashes, scan
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
@@ -154,9 +154,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     n_videos = {(t, m): _count_videos(settings.candidates_dir, t, m) for m, ts in found.items() for t in ts if t in task_list}
     PROGRESS.reset(sum(n_videos.values()))
     digests = evaluator_digests(resources)
-    frozen = generator_folder(settings.frozen_rubrics_dir,
+    # The folders of the environment's resources (in the aws environment the frozen rubrics are on S3).
+    frozen = generator_folder(resources["bench"].frozen_rubrics_path(),
                               resources["rubric_generator"].identity(resources["rubric_vlm"]))
-    store = scan(LocalCandidateStore(str(settings.candidates_dir)), None) if not force else None
+    store = scan(open_store(str(settings.candidates_dir)), None) if not force else None
 
     plan: list[_Job] = []
     for task in task_list:
@@ -387,7 +388,11 @@ def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None 
     return stored_table(latest_record(instance, asset, partition))
 
 
-def _count_videos(candidates: Path, task: str, model: str) -> int:
+def _count_videos(candidates: Path | str, task: str, model: str) -> int:
+    if str(candidates).startswith("s3://"):
+        from .candidate_store import S3CandidateStore
+
+        return sum(1 for e in S3CandidateStore(str(candidates)).entries() if e.task == task and e.model == model)
     folder = task_dir(candidates, task)
     return sum(1 for p in (folder / model).iterdir() if p.is_file()) if folder and (folder / model).is_dir() else 0
 

@@ -144,8 +144,19 @@ def parse_profile(name: str) -> Profile:
     return Profile(name, **fields)
 
 
+def location(raw: str | Path, resolve: bool = True) -> Path | str:
+    """A folder given by a person (resolved) or recorded (as it is); an ``s3://bucket/prefix`` kept as
+    a string (a :class:`~pathlib.Path` would fold its ``//``)."""
+    raw = str(raw)
+    if raw.startswith("s3://"):
+        return raw.rstrip("/")
+    return Path(raw).expanduser().resolve() if resolve else Path(raw)
+
+
 def bench_name(bench_dir: str | Path) -> str:
-    """A bench's default name: ``name`` in its ``bench.json``, else its folder's name."""
+    """A bench's default name: ``name`` in its ``bench.json``, else its folder's (or prefix's) name."""
+    if str(bench_dir).startswith("s3://"):
+        return str(bench_dir).rstrip("/").rsplit("/", 1)[-1] or "bench"
     folder = Path(bench_dir).expanduser().resolve()
     meta = folder / "bench.json"
     if meta.is_file():
@@ -190,7 +201,7 @@ def recorded_evaluations(home: Path | None = None) -> list[dict]:
 
 
 def _from_record(home: Path, rec: dict) -> Settings:
-    return Settings(home, Path(rec["bench_dir"]), Path(rec["candidates_dir"]), rec["bench"], rec["profile"])
+    return Settings(home, location(rec["bench_dir"], False), location(rec["candidates_dir"], False), rec["bench"], rec["profile"])
 
 
 def load_settings(bench: str | None = None, profile: str | None = None) -> Settings:
@@ -204,13 +215,13 @@ def load_settings(bench: str | None = None, profile: str | None = None) -> Setti
         parse_profile(profile)  # a misspelt profile is said here, not as a missing folder later
     records = recorded_evaluations(home)
     if env.get("ARGUS_BENCH_DIR") and not bench:
-        bench_dir = Path(env.get("ARGUS_BENCH_DIR")).expanduser().resolve()
-        same = [r for r in records if Path(r["bench_dir"]) == bench_dir]
+        bench_dir = location(env.get("ARGUS_BENCH_DIR"))
+        same = [r for r in records if location(r["bench_dir"], resolve=False) == bench_dir]
         name = env.get("ARGUS_BENCH").strip() or (same[0]["bench"] if same else bench_name(bench_dir))
         cands = env.get("ARGUS_CANDIDATES_DIR") or (same[0]["candidates_dir"] if same else "")
         if not cands:
             raise SettingError("ARGUS_BENCH_DIR is set: set ARGUS_CANDIDATES_DIR to its candidate store too")
-        return Settings(home, bench_dir, Path(cands).expanduser().resolve(), name, profile or DEFAULT_PROFILE)
+        return Settings(home, bench_dir, location(cands), name, profile or DEFAULT_PROFILE)
     name = (bench or env.get("ARGUS_BENCH")).strip()
     if name:
         mine = [r for r in records if r["bench"] == name]
@@ -235,15 +246,15 @@ def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name:
     """The evaluation of a bench folder by a profile. The bench's name is ``name``, else the name it was
     recorded under, else :func:`bench_name`; a name already taken by another folder is an error."""
     home = home or argus_home()
-    bench_dir = Path(bench_dir).expanduser().resolve()
-    candidates_dir = Path(candidates_dir).expanduser().resolve()
+    bench_dir = location(bench_dir)
+    candidates_dir = location(candidates_dir)
     profile = parse_profile(profile or DEFAULT_PROFILE).name
     records = recorded_evaluations(home)
     if not name:
-        same = [r for r in records if Path(r["bench_dir"]) == bench_dir]
+        same = [r for r in records if location(r["bench_dir"], resolve=False) == bench_dir]
         name = same[0]["bench"] if same else bench_name(bench_dir)
     for r in records:
-        if r["bench"] == name and Path(r["bench_dir"]) != bench_dir:
+        if r["bench"] == name and location(r["bench_dir"], resolve=False) != bench_dir:
             raise SettingError(f"the bench name {name!r} is taken by {r['bench_dir']}: give this bench "
                                f"({bench_dir}) another with --name")
     return Settings(home, bench_dir, candidates_dir, name, profile)
@@ -294,8 +305,9 @@ def current_bench_hash(settings: Settings) -> str:
 VARIABLES: dict[str, str] = {
     "ARGUS_HOME": "the folder that holds all state (default: the nearest .argus, as git finds its repository)",
     "ARGUS_ENV": "the resource set: local (default), gpu or aws",
-    "ARGUS_BENCH_DIR": "a bench folder to work on (default: the bench evaluated last, else $ARGUS_HOME/bench)",
-    "ARGUS_CANDIDATES_DIR": "the candidate store of ARGUS_BENCH_DIR",
+    "ARGUS_BENCH_DIR": "a bench folder or s3://bucket/prefix to work on (default: the bench evaluated last, "
+                       "else $ARGUS_HOME/bench)",
+    "ARGUS_CANDIDATES_DIR": "the candidate store of ARGUS_BENCH_DIR (a folder or s3://bucket/prefix)",
     "ARGUS_BENCH": "a recorded bench's name (with ARGUS_BENCH_DIR: the name to record it under)",
     "ARGUS_PROFILE": "the evaluator profile: default, vlm-only, judge=<model>, rubric=<model> (joined by ,)",
     "ARGUS_VLM_BASE_URL": "the judge's OpenAI-compatible endpoint(s), comma-separated",
@@ -320,10 +332,13 @@ VARIABLES: dict[str, str] = {
     "ARGUS_WEB_SEARCH_URL": "an image search endpoint for web_search (off unless the key is set too)",
     "ARGUS_WEB_SEARCH_KEY": "its key (never stored or shown)",
     "ARGUS_CACHE": "the content cache: a folder, s3://bucket/prefix, or off (default $ARGUS_HOME/cache)",
-    "ARGUS_S3_ENDPOINT_URL": "an S3-compatible endpoint (MinIO, a test server)",
-    "ARGUS_S3_BUCKET": "the aws environment's bucket for tables (default argus)",
-    "ARGUS_S3_PREFIX": "the aws environment's key prefix for tables (default storage)",
-    "ARGUS_MEDIA_CACHE": "where s3:// media are downloaded (default the system's temporary folder)",
+    "ARGUS_S3_ENDPOINT_URL": "an S3-compatible endpoint (MinIO, a test server; default AWS); credentials come "
+                             "from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the machine's role",
+    "ARGUS_S3_REGION": "the S3 region (default: AWS_DEFAULT_REGION / the AWS configuration)",
+    "ARGUS_S3_BUCKET": "the aws environment's bucket for tables, reports, frozen rubrics and the cache (default argus)",
+    "ARGUS_S3_PREFIX": "the aws environment's key prefix in that bucket, laid out as $ARGUS_HOME (default argus)",
+    "ARGUS_S3_PRESIGN_EXPIRY_S": "seconds a presigned report link in the metadata stays valid (default 604800)",
+    "ARGUS_MEDIA_CACHE": "where s3:// media and benches are downloaded (default $ARGUS_HOME/media)",
     "ARGUS_FRAME_POOL_MB": "decoded frames kept per process, in MB (default 512)",
     "ARGUS_TOOL_THREADS": "compute-bound tools running at once per process (default the CPU count)",
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
@@ -426,6 +441,8 @@ def evaluations_root(reports_dir: Path) -> Path | None:
     """The ``$ARGUS_HOME/benches`` folder that holds an evaluation's reports folder
     (``benches/<bench>/<profile>/reports``), where the reports server's root is; None for a
     reports folder elsewhere."""
+    if "://" in str(reports_dir):  # an object-store prefix: no folder of the home to serve
+        return None
     r = Path(reports_dir)
     return r.parents[2] if r.name == "reports" and len(r.parents) > 2 and r.parents[2].name == "benches" else None
 

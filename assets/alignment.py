@@ -19,7 +19,7 @@ from argus_dagster.alignment_plots import scatter_png, slug
 from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
 from argus_dagster.instances import ALL_TASKS
 from argus_dagster.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
-from argus_dagster.settings import report_url
+from argus_dagster.storage import current, join
 from resources.bench import BenchResource
 
 from .overview import overview_metadata
@@ -86,10 +86,10 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         metadata[f"{task} alignment"] = dg.MetadataValue.md("```\n" + format_alignment(table) + "\n```")
         averaged = human.averaged()
         for evaluator in table["evaluator"].unique(maintain_order=True).to_list():
-            png = bench.reports_path() / "alignment" / task / f"{slug(evaluator)}.png"
+            png = join(bench.reports_path(), "alignment", task, f"{slug(evaluator)}.png")
             scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}")
             metadata[f"{task} scatter {evaluator}"] = dg.MetadataValue.path(str(png))
-            metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(report_url(png, bench.reports_path()))
+            metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(current().link(png, bench.reports_path()))
     out = pl.concat(tables) if tables else pl.DataFrame(schema=ALIGNMENT_TABLE)
     if not found:
         context.log.warning(f"no human ratings under {human_dir}: add <TASK>.csv with "

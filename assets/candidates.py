@@ -23,6 +23,7 @@ from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority
 from argus_dagster.tables import CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 from resources.judging import JudgeResource, ScoringResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
@@ -63,12 +64,14 @@ def _version(df: pl.DataFrame, cols: list[str]) -> dg.DataVersion:
 
 @dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"})
 def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.DataFrame,
-                     bench: BenchResource) -> dg.Output[pl.DataFrame]:
+                     bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per video of an input of the task for this model (``sample`` ``""`` for the single
-    video ``<id>.mp4``, ``k`` for ``<id>__<k>.mp4`` or ``<id>/<k>.mp4``): its URI, hash and geometry,
-    or the error; an input without a video has one row saying so."""
+    video ``<id>.mp4``, ``k`` for ``<id>__<k>.mp4`` or ``<id>/<k>.mp4``): its URI (a path, or an
+    ``s3://`` URI read through the storage's cache), sha256 and geometry, or the error; an input
+    without a video has one row saying so."""
     task, model = task_and_model(context)
-    found = bench_lib.find_candidates(bench.candidates_path(), task, model, input_instances["input_id"].to_list())
+    found = bench_lib.find_candidates(bench.candidates_path(), task, model, input_instances["input_id"].to_list(),
+                                      storage=storage.storage())
     rows = []
     for r in input_instances.iter_rows(named=True):
         base = {"task": task, "model": model, "input_id": r["input_id"], "sample": ""}
@@ -102,13 +105,15 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
 
 @dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu")
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
-                       input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource) -> dg.Output[pl.DataFrame]:
+                       input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource,
+                       storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per (video, criterion): the normalized plan, its repairs, and every tool's record. A
     video is an (input, sample); every sample of an input is checked against the input's rubric.
 
     The criteria of every video in the partition run at once, up to the VLM's bound plus one thread
     per CPU, so tools compute while ``vlm_qa`` waits; each video is decoded once per sampling policy.
-    Tool steps computed before (same video, tool, version, arguments) come from the cache.
+    Tool steps computed before (same video, tool, version, arguments) come from the cache. Media on
+    S3 are read through ``storage`` (its setup makes it the process's storage).
     """
     task, model = task_and_model(context)
     suite = tools.suite()
@@ -184,7 +189,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
 @dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"})
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
                      candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource,
-                     tools: ToolsResource) -> dg.Output[pl.DataFrame]:
+                     tools: ToolsResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per (video, criterion): the judge's integer score (null when unscored) and rationale.
 
     Judgments made before (same judge, criterion, evidence and video) come from the cache; the judge

@@ -12,7 +12,9 @@ from argus_dagster.rubric.schema import RubricError
 from argus_dagster.rubric.store import resolve_rubric
 from argus_dagster.vlm import STAGE_RUBRICS, CallStats, request_pool, request_priority
 from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
+from argus_dagster.storage import is_remote
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 from resources.judging import RubricGeneratorResource
 from resources.vlm import VlmResource
 
@@ -26,10 +28,12 @@ def _version(values) -> dg.DataVersion:
 
 
 @dg.asset(partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"})
-def input_instances(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Output[pl.DataFrame]:
-    """One row per input of the task's manifest: prompt, condition paths, content hash, or the error."""
+def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
+                    storage: StorageResource) -> dg.Output[pl.DataFrame]:
+    """One row per input of the task's manifest: prompt, condition paths (``s3://`` URIs for a bench
+    on S3), content hash, or the error."""
     task = context.partition_key
-    rows = bench_lib.read_task(bench.bench_path(), task)
+    rows = bench_lib.read_task_at(bench.bench_path(), task, storage.storage())
     df = frame(rows, INPUT_INSTANCES)
     errors = df.filter(pl.col("error").is_not_null())
     for r in errors.iter_rows(named=True):
@@ -43,9 +47,15 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource) -> 
 
 @dg.asset(partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"})
 def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
-            rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource) -> dg.Output[pl.DataFrame]:
-    """One frozen rubric per input: loaded if the bench (or ARGUS_HOME) has it, else generated once."""
+            rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource,
+            storage: StorageResource) -> dg.Output[pl.DataFrame]:
+    """One frozen rubric per input: loaded if the bench (or the frozen rubrics) has it, else generated
+    once. A bench on S3 is read from its local copy and never written: new rubrics are frozen under
+    the frozen-rubrics location (on S3 too in the aws environment)."""
     task = context.partition_key
+    bench_dir = bench.bench_path()
+    remote_bench = is_remote(bench_dir)
+    readable_bench = storage.storage().local_copy(bench_dir) if remote_bench else bench_dir
     generator = rubric_generator.identity(rubric_vlm)
     # One folder per generator (backend and model): profiles that share a generator share its rubrics.
     frozen = generator_folder(bench.frozen_rubrics_path(), generator)
@@ -65,8 +75,8 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
             return {**base, "error": f"input invalid: {r['error']}"}
         inst = InputInstance.from_row(r)
         try:
-            rubric, source, log, load_log = resolve_rubric(inst, task, bench.bench_path(), frozen,
-                                                 generator, generate)
+            rubric, source, log, load_log = resolve_rubric(inst, task, readable_bench, frozen, generator, generate,
+                                                           freeze_in_bench=not remote_bench)
         except RubricError as exc:
             context.log.warning(f"{task} input {inst.id}: {exc}")
             return {**base, "error": str(exc)}

@@ -11,13 +11,14 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from argus_dagster.files import WriteError, write_atomic
+from argus_dagster.files import WriteError
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.report import leaderboard_png
-from argus_dagster.settings import report_url
+from argus_dagster.storage import current, join
 from argus_dagster.tables import VIDEO_SCORES, frame
 
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 
 from .overview import overview_metadata
 
@@ -28,19 +29,20 @@ FOLLOWS_PARTITIONS = dg.AutomationCondition.eager().without(~dg.AutomationCondit
     "eager, over the partitions that exist")
 
 
-def plot_metadata(lb: pl.DataFrame, reports_dir: Path) -> dict:
+def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str) -> dict:
     """Per task: the PNG written under the evaluation's ``reports/leaderboard/`` and shown inline."""
-    out_dir = reports_dir / "leaderboard"
+    store = current()
+    out_dir = join(reports_dir, "leaderboard")
     meta = {}
     for task in sorted(lb["task"].unique().to_list()):
         png = leaderboard_png(task, lb.filter(pl.col("task") == task).to_dicts())
-        path = out_dir / f"{task}.png"
+        path = join(out_dir, f"{task}.png")
         meta[f"plot_{task}"] = dg.MetadataValue.md(
             f"![{task} leaderboard](data:image/png;base64,{base64.b64encode(png).decode('ascii')})")
         try:  # the table is the leaderboard; a plot that cannot be written is said, not fatal
-            write_atomic(path, png)
+            store.write_bytes(path, png)
             meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
-            meta[f"plot_{task}_url"] = dg.MetadataValue.url(report_url(path, reports_dir))
+            meta[f"plot_{task}_url"] = dg.MetadataValue.url(store.link(path, reports_dir))
         except WriteError as exc:
             meta[f"plot_{task}_error"] = str(exc)
     return meta
@@ -50,9 +52,10 @@ def plot_metadata(lb: pl.DataFrame, reports_dir: Path) -> dict:
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
-                bench: BenchResource) -> dg.Output[pl.DataFrame]:
+                bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Mean final score per task and model, with a bootstrap 95% interval and the video count, of
-    one evaluation (its ``bench`` and ``profile`` columns)."""
+    one evaluation (its ``bench`` and ``profile`` columns); its plots and the overview page are
+    written through ``storage``."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
     scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
     lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name())

@@ -5,10 +5,13 @@ table is read from there before the new one replaces it (local folder or ``s3://
 """
 
 
+import io
+
 import dagster as dg
 import polars as pl
 
 from argus_dagster.lineage import criterion_deltas, delta_summary, video_deltas
+from argus_dagster.storage import current
 
 
 def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
@@ -25,8 +28,8 @@ def stored_table(record, columns: list[str] | None = None) -> pl.DataFrame | Non
     path = record.asset_materialization.metadata.get("path")
     if path is None:
         return None
-    try:
-        return pl.read_parquet(str(path.value), columns=columns)
+    try:  # a file, or an object read through the process's storage
+        return pl.read_parquet(io.BytesIO(current().read_bytes(str(path.value))), columns=columns)
     except Exception:  # removed by hand, or storage moved: no delta rather than a failed run
         return None
 

@@ -3,7 +3,8 @@ comparison page per input that every model's partition refreshes. A video is an 
 each sample of an input has its own page and card, named by
 :func:`~argus_dagster.names.sample_file_name`, and the input's comparison page shows every sample.
 
-Pages go to the evaluation's ``reports/<TASK>/<model>/``. For the comparison pages each partition leaves
+Pages go to the evaluation's ``reports/<TASK>/<model>/`` (a folder, or an S3 prefix in the aws
+environment: written through the storage resource, linked in the metadata by presigned URLs). For the comparison pages each partition leaves
 a small card per video (scores and a few thumbnails) under ``<TASK>/_cards/<input_id>/``; the page of
 an input is rebuilt from all cards present, so it never needs another partition's tables. Every
 folder and file name made from an id or a model name is its :func:`~argus_dagster.names.file_name`;
@@ -22,13 +23,14 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.files import WriteError, write_atomic
+from argus_dagster.files import WriteError
 from argus_dagster.names import file_name, sample_file_name
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.settings import report_url
+from argus_dagster.storage import current, join
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 
 from .candidates import video_label
 from .partitions import task_and_model, task_model_partitions
@@ -94,19 +96,23 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
     return out
 
 
-def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str,
-                     conditions: list[FrameRow] | None = None) -> Path:
-    """The comparison page of one input from every model's card: the input's conditions above the outputs."""
+def write_comparison(task_dir: Path | str, task: str, input_id: str, prompt: str,
+                     conditions: list[FrameRow] | None = None) -> Path | str:
+    """The comparison page of one input from every model's card: the input's conditions above the
+    outputs (``task_dir``: a folder or an ``s3://`` prefix)."""
+    store = current()
     cards = []
-    for f in sorted((task_dir / "_cards" / safe_name(input_id)).glob("*.json")):
+    for f in store.list(join(task_dir, "_cards", safe_name(input_id))):
+        if "/" in f.rel or not f.rel.endswith(".json"):
+            continue
         try:
-            card = json.loads(f.read_text(encoding="utf-8"))
+            card = json.loads(store.read_bytes(f.uri).decode("utf-8"))
             card["frames"] = [base64.b64decode(x) for x in card.pop("thumbs", [])]
-        except (ValueError, OSError, AttributeError):  # a damaged card: that model is left out until rewritten
+        except (ValueError, OSError, AttributeError):  # a damaged or vanished card: left out until rewritten
             continue
         cards.append(card)
-    path = task_dir / "compare" / f"{safe_name(input_id)}.html"
-    return write_atomic(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards,
+    path = join(task_dir, "compare", f"{safe_name(input_id)}.html")
+    return store.write_bytes(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards,
                                                 conditions=conditions))
 
 
@@ -115,11 +121,14 @@ def write_comparison(task_dir: Path, task: str, input_id: str, prompt: str,
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
                        criterion_scores: pl.DataFrame, video_scores: pl.DataFrame,
-                       bench: BenchResource) -> dg.Output[pl.DataFrame]:
-    """One self-contained HTML report per video, an index page, and the per-input comparison pages."""
+                       bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
+    """One self-contained HTML report per video, an index page, and the per-input comparison pages,
+    written through the storage (a folder, or S3 with presigned links in the metadata)."""
     task, model = task_and_model(context)
-    task_dir = bench.reports_path() / task
-    out_dir = task_dir / safe_name(model)
+    store = storage.storage()
+    reports_dir = bench.reports_path()
+    task_dir = join(reports_dir, task)
+    out_dir = join(task_dir, safe_name(model))
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
     cands = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
@@ -144,17 +153,17 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                                        conditions=conditions, output=output, video=v, criteria=criteria,
                                        compare_href=f"../compare/{quote(safe_name(iid))}.html",
                                        rubric_generator=generator)
-            write_atomic(out_dir / name, page)
+            store.write_bytes(join(out_dir, name), page)
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
             card = {"model": video_label(model, sample), "final_score": v["final_score"], "base_score": v["base_score"],
                     **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{quote(safe_name(model))}/{quote(name)}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
-            write_atomic(task_dir / "_cards" / safe_name(iid) / f"{sample_file_name(model, sample)}.json",
-                         json.dumps(card))
+            store.write_bytes(join(task_dir, "_cards", safe_name(iid), f"{sample_file_name(model, sample)}.json"),
+                              json.dumps(card))
             write_comparison(task_dir, task, iid, inp.get("prompt") or "", conditions)
-            rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": str(out_dir / name),
+            rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": join(out_dir, name),
                          "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row
             context.log.warning(f"{task}/{model}/{label}: report not written: {exc}")
@@ -165,10 +174,10 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": None,
                          "error": f"report failed: {type(exc).__name__}: {exc}"})
         index_rows.append({**v, "input_id": label, "prompt": inp.get("prompt"), "href": quote(name) if rows[-1]["path"] else None})
-    index = out_dir / "index.html"
+    index = join(out_dir, "index.html")
     index_error = None
     try:
-        write_atomic(index, render_index(task=task, model=model, rows=index_rows))
+        store.write_bytes(index, render_index(task=task, model=model, rows=index_rows))
     except WriteError as exc:
         index_error = str(exc)
         context.log.warning(f"{task}/{model}: index not written: {exc}")
@@ -178,9 +187,9 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         "n_reports": ok.height, "n_errors": df.height - ok.height,
         **({"index_error": index_error} if index_error else {}),
         "index": dg.MetadataValue.path(str(index)),
-        "index_url": dg.MetadataValue.url(report_url(index, task_dir.parent)),
+        "index_url": dg.MetadataValue.url(store.link(index, reports_dir)),
         "reports": dg.MetadataValue.md("\n".join(
-            f"- [{_md_text(video_label(r['input_id'], r['sample']))}]({report_url(r['path'], task_dir.parent)})"
+            f"- [{_md_text(video_label(r['input_id'], r['sample']))}]({store.link(r['path'], reports_dir)})"
             if r["path"] else f"- `{video_label(r['input_id'], r['sample'])}`: {r['error']}"
             for r in df.iter_rows(named=True)) or "none"),
     })

@@ -19,6 +19,7 @@ from argus_dagster.candidate_store import partition_hashes, scan
 from argus_dagster.settings import environment
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
+from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
@@ -39,11 +40,12 @@ TAG = "argus/launcher"
              description="Requests a run for every task x model partition that is missing or stale (bounded per night).")
 def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResource,
                       rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
-                      vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource):
+                      vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource,
+                      storage: StorageResource):
     instance = context.instance
     digests = evaluator_digests({"rubric_generator": rubric_generator, "rubric_vlm": rubric_vlm, "tools": tools,
                                  "vlm": vlm, "judge": judge, "scoring": scoring})
-    result = scan(open_store(store_location(bench)), None)
+    result = scan(open_store(store_location(bench), storage), None)
     known_models = set(instance.get_dynamic_partitions("candidate_models"))
     new_models = sorted(set(result.models) - known_models)
     if new_models:

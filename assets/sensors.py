@@ -23,10 +23,12 @@ import time
 
 import dagster as dg
 
-from argus_dagster.candidate_store import LocalCandidateStore, S3CandidateStore, key_places, partition_hashes, scan
-from argus_dagster.settings import environment, load_settings
+from argus_dagster import storage as storage_lib
+from argus_dagster.candidate_store import key_places, open_store as open_candidate_store, partition_hashes, scan
+from argus_dagster.settings import load_settings
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
+from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
@@ -43,12 +45,10 @@ CURSOR_VERSION = 1
 JUDGE_TAGS = {"argus/judge": "1"}
 
 
-def open_store(location: str):
-    """The candidate store at a local folder or an ``s3://bucket/prefix``."""
-    if location.startswith("s3://"):
-        bucket, _, prefix = location[len("s3://"):].partition("/")
-        return S3CandidateStore(bucket, prefix, endpoint_url=environment().get("ARGUS_S3_ENDPOINT_URL") or None)
-    return LocalCandidateStore(location)
+def open_store(location: str, storage: StorageResource):
+    """The candidate store at a local folder or an ``s3://bucket/prefix``, read through ``storage``
+    (which also becomes the process's, for the stored tables the status reads)."""
+    return open_candidate_store(location, storage_lib.use(storage.storage()))
 
 
 def store_location(bench: BenchResource) -> str:
@@ -90,10 +90,11 @@ def candidate_run_request(task: str, model: str, hashes: dict[str, str], launche
            description="Adds new models as partitions and scores new or changed candidate videos.")
 def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchResource,
                            rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
-                           vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource):
+                           vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource,
+                           storage: StorageResource):
     t0 = time.perf_counter()
     previous, seq = _read_cursor(context.cursor)
-    result = scan(open_store(store_location(bench)), previous)
+    result = scan(open_store(store_location(bench), storage), previous)
     instance = context.instance
 
     known_models = set(instance.get_dynamic_partitions("candidate_models"))

@@ -29,10 +29,11 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from argus_dagster.bench import task_dir
+from argus_dagster.bench import task_location
 from argus_dagster.candidate_store import video_hashes
 from argus_dagster.media import SAMPLING_ID, file_digest
 from argus_dagster.names import file_name
+from argus_dagster.storage import current, is_remote, join
 
 from .lineage import latest_record, stored_table
 
@@ -78,30 +79,33 @@ def evaluator_digests(resources: dict) -> dict[str, str]:
             "video_scores": scoring_digest(r["scoring"])}
 
 
-def _files_digest(folder: Path | None, skip: str | None = None) -> dict[str, str]:
-    if folder is None or not folder.is_dir():
+def _files_digest(folder: str | None, skip: str | None = None) -> dict[str, str]:
+    """``{relative path: sha256}`` of the files under a folder or an ``s3://`` prefix (on S3 each
+    object's sha256 is remembered by its ETag: nothing is downloaded twice)."""
+    if folder is None:
         return {}
-    return {str(p.relative_to(folder)): file_digest(str(p)) for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.endswith(".part") and p.relative_to(folder).parts[0] != skip}
+    storage = current()
+    return {o.rel: storage.sha256(o.uri, o.token) if is_remote(o.uri) else file_digest(o.uri)
+            for o in storage.list(folder) if skip is None or o.rel.split("/")[0] != skip}
 
 
 def bench_files_digest(bench_dir: str | Path, task: str) -> str:
     """The content of a task's bench files (manifest, conditions; its ``rubrics/`` count as rubric
-    files), as one hash."""
-    return _digest(_files_digest(task_dir(Path(bench_dir), task), skip="rubrics"))
+    files), as one hash; the bench is a folder or an ``s3://`` prefix."""
+    return _digest(_files_digest(task_location(bench_dir, task), skip="rubrics"))
 
 
-def generator_folder(frozen_root: str | Path, generator: dict) -> Path:
+def generator_folder(frozen_root: str | Path, generator: dict) -> str:
     """Where the rubrics of one generator (backend and model) are frozen: profiles that share the
-    generator share them."""
-    return Path(frozen_root) / file_name(f"{generator.get('backend')}-{generator.get('model')}")
+    generator share them (a folder or an ``s3://`` prefix, as ``frozen_root``)."""
+    return join(frozen_root, file_name(f"{generator.get('backend')}-{generator.get('model')}"))
 
 
 def rubric_files_digest(bench_dir: str | Path, frozen_dir: str | Path, task: str) -> str:
     """The content of a task's frozen rubrics: the bench's ``<TASK>/rubrics/`` and ``frozen_dir/<TASK>``."""
-    folder = task_dir(Path(bench_dir), task)
-    return _digest({"bench": _files_digest(folder / "rubrics" if folder else None),
-                    "frozen": _files_digest(Path(frozen_dir) / task)})
+    folder = task_location(bench_dir, task)
+    return _digest({"bench": _files_digest(join(folder, "rubrics") if folder else None),
+                    "frozen": _files_digest(join(frozen_dir, task))})
 
 
 # ---------------------------------------------------------------- the one question

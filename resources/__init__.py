@@ -1,22 +1,57 @@
 """Dagster resources, one module per concern, and the per-environment sets.
 
 ``ARGUS_ENV`` picks one set: ``local`` (the embedded default), ``gpu`` (tools on CUDA) or ``aws``
-(tables on S3). The whole swap is visible in :func:`resources_for`.
+(tables, content cache, frozen rubrics and reports on S3, under ``s3://$ARGUS_S3_BUCKET/$ARGUS_S3_PREFIX``;
+the bench and candidate store wherever ``ARGUS_BENCH_DIR``/``ARGUS_CANDIDATES_DIR`` say, folders or
+``s3://`` prefixes). The whole swap is visible in :func:`resources_for`; every asset reaches files and
+objects through the one ``storage`` resource, whichever the set.
 """
 
 
 import dagster as dg
 from dagster_polars import PolarsParquetIOManager
 
+from argus_dagster import storage as storage_lib
 from argus_dagster.names import folder_name
 from argus_dagster.settings import Settings, SettingError, environment, load_settings, parse_profile
 
 from .bench import BenchResource, bench_from_settings
+from .storage import StorageIOManager, StorageResource
 from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from .tools import ToolsResource, tools_from_env
 from .vlm import VlmResource, vlm_from_env
 
 ENVIRONMENTS = ("local", "gpu", "aws")
+
+
+def storage_for(env: str | None = None, settings: Settings | None = None
+                ) -> tuple[BenchResource, StorageResource, str]:
+    """Where one environment keeps one evaluation: its bench resource (every folder), its storage
+    resource (made this process's storage) and its content cache's location. ``aws`` keeps the
+    ``$ARGUS_HOME`` layout under ``s3://$ARGUS_S3_BUCKET/$ARGUS_S3_PREFIX``."""
+    variables = environment()
+    env = env or variables.get("ARGUS_ENV", "local")
+    settings = settings or load_settings()
+    bench = bench_from_settings(settings)
+    cache_dir = variables.get("ARGUS_CACHE") or str(settings.cache_dir)
+    if env == "aws":  # the same layout as under ARGUS_HOME, under one bucket and prefix
+        base = f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'argus').strip('/')}"
+        bench_home = storage_lib.join(base, "benches", folder_name(settings.bench))
+        evaluation = storage_lib.join(bench_home, folder_name(settings.profile))
+        bench = bench_from_settings(settings, frozen_rubrics_dir=storage_lib.join(bench_home, "rubrics"),
+                                    reports_dir=storage_lib.join(evaluation, "reports"),
+                                    storage_dir=storage_lib.join(evaluation, "storage"))
+        cache_dir = variables.get("ARGUS_CACHE") or storage_lib.join(base, "cache")
+    # Endpoint and region are settings, not secrets; credentials stay in the standard AWS variables
+    # (or the instance's role), which boto3 reads: they never enter the run config.
+    storage = StorageResource(
+        endpoint_url=variables.get("ARGUS_S3_ENDPOINT_URL") or None,
+        region_name=variables.get("ARGUS_S3_REGION") or None,
+        media_cache_dir=variables.get("ARGUS_MEDIA_CACHE") or str(settings.home / "media"),
+        hash_index="" if cache_dir == "off" else cache_dir,
+        presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)))
+    storage_lib.use(storage.storage())  # what library code outside a run (the CLI, a sensor) reads through
+    return bench, storage, cache_dir
 
 
 def resources_for(env: str | None = None, settings: Settings | None = None) -> dict:
@@ -31,8 +66,10 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
     settings = settings or load_settings()
     profile = parse_profile(settings.profile)
     vlm_only = profile.vlm_only
+    bench, storage, cache_dir = storage_for(env, settings)
     common = {
-        "bench": bench_from_settings(settings),
+        "bench": bench,
+        "storage": storage,
         "rubric_generator": RubricGeneratorResource(),
         "judge": JudgeResource(),
         "scoring": ScoringResource(),
@@ -44,19 +81,15 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
     }
     if env == "local":
         return {**common,
-                "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=str(settings.cache_dir)),
+                "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=cache_dir),
                 "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
     if env == "gpu":
         return {**common,
-                "tools": tools_from_env("cuda", vlm_only=vlm_only, cache_dir=str(settings.cache_dir)),
+                "tools": tools_from_env("cuda", vlm_only=vlm_only, cache_dir=cache_dir),
                 "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
     return {**common,
-            "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=str(settings.cache_dir)),
-            "io_manager": PolarsParquetIOManager(
-                base_dir=(f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'storage')}/"
-                          f"{folder_name(settings.bench)}/{folder_name(settings.profile)}"),
-                storage_options={"endpoint_url": {"env": "ARGUS_S3_ENDPOINT_URL"}} if variables.get("ARGUS_S3_ENDPOINT_URL") else None,
-            )}
+            "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=cache_dir),
+            "io_manager": StorageIOManager(storage=storage, base_dir=bench.storage_dir)}
 
 
 def _with_model(vlm: VlmResource, model: str, part: str, prefix: str) -> VlmResource:
@@ -93,5 +126,5 @@ def executor_for(env: str | None = None) -> dg.ExecutorDefinition:
     return dg.multiprocess_executor if env == "aws" else dg.in_process_executor
 
 
-__all__ = ["resources_for", "executor_for", "BenchResource", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
+__all__ = ["resources_for", "storage_for", "executor_for", "BenchResource", "StorageResource", "StorageIOManager", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
            "ScoringResource", "VlmResource", "ENVIRONMENTS"]

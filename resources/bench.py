@@ -8,8 +8,15 @@ import dagster as dg
 from argus_dagster.settings import load_settings
 
 
+def _location(value: str) -> Path | str:
+    """A folder as a :class:`~pathlib.Path`; an ``s3://`` prefix as it is (read and written through
+    the storage resource)."""
+    return value if value.startswith("s3://") else Path(value)
+
+
 class BenchResource(dg.ConfigurableResource):
-    """The evaluation's identity (``bench``, ``profile``) and every folder a run reads or writes.
+    """The evaluation's identity (``bench``, ``profile``) and every folder a run reads or writes:
+    each a local folder or an ``s3://`` prefix (the aws environment's layout, see the README).
 
     :func:`resources.resources_for` fills each field from the evaluation, so the UI's resource view
     and each run's config show them; an empty field resolves at run time from
@@ -32,33 +39,44 @@ class BenchResource(dg.ConfigurableResource):
         return self.profile or load_settings().profile
 
     def bench_path(self) -> Path:
-        return Path(self.bench_dir) if self.bench_dir else load_settings().bench_dir
+        return _location(self.bench_dir) if self.bench_dir else load_settings().bench_dir
 
     def candidates_path(self) -> Path:
-        return Path(self.candidates_dir) if self.candidates_dir else load_settings().candidates_dir
+        return _location(self.candidates_dir) if self.candidates_dir else load_settings().candidates_dir
 
     def frozen_rubrics_path(self) -> Path:
-        return Path(self.frozen_rubrics_dir) if self.frozen_rubrics_dir else load_settings().frozen_rubrics_dir
+        return _location(self.frozen_rubrics_dir) if self.frozen_rubrics_dir else load_settings().frozen_rubrics_dir
 
     def reports_path(self) -> Path:
-        return Path(self.reports_dir) if self.reports_dir else load_settings().reports_dir
+        return _location(self.reports_dir) if self.reports_dir else load_settings().reports_dir
 
     def storage_path(self) -> Path:
         """Where the evaluation's tables are (the overview page reads them)."""
-        return Path(self.storage_dir) if self.storage_dir else load_settings().storage_dir
+        return _location(self.storage_dir) if self.storage_dir else load_settings().storage_dir
 
-    def profile_storage(self, profile: str) -> Path:
-        """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``)."""
+    def profile_storage(self, profile: str) -> Path | str:
+        """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``,
+        a folder or an ``s3://`` prefix as this one's)."""
         from argus_dagster.names import folder_name
 
-        return self.storage_path().parent.parent / folder_name(profile) / "storage"
+        mine = self.storage_path()
+        if isinstance(mine, str):
+            return f"{mine.rstrip('/').rsplit('/', 2)[0]}/{folder_name(profile)}/storage"
+        return mine.parent.parent / folder_name(profile) / "storage"
 
     def profiles(self) -> list[str]:
-        """The profiles of this bench recorded under ARGUS_HOME (``evaluation.json`` beside their storage)."""
+        """The profiles of this bench recorded under ARGUS_HOME (``evaluation.json`` beside their
+        storage; with tables on S3, the records stay under ARGUS_HOME's ``benches/<bench>/``)."""
         import json
 
+        from argus_dagster.names import folder_name
+        from argus_dagster.settings import argus_home
+
+        mine = self.storage_path()
+        bench_home = (argus_home() / "benches" / folder_name(self.bench_name()) if isinstance(mine, str)
+                      else mine.parent.parent)
         out = []
-        for rec in sorted(self.storage_path().parent.parent.glob("*/evaluation.json")):
+        for rec in sorted(bench_home.glob("*/evaluation.json")):
             try:
                 out.append(json.loads(rec.read_text())["profile"])
             except (OSError, ValueError, KeyError, TypeError):
@@ -69,9 +87,12 @@ class BenchResource(dg.ConfigurableResource):
         return Path(self.human_dir) if self.human_dir else load_settings().human_dir
 
 
-def bench_from_settings(settings=None) -> BenchResource:
+def bench_from_settings(settings=None, **folders: str) -> BenchResource:
+    """The evaluation's bench resource; ``folders`` (``frozen_rubrics_dir``, ``reports_dir``,
+    ``storage_dir``) stand for the settings' own (the aws environment's ``s3://`` layout). Built in
+    one go: a resource's config is what it was constructed with."""
     s = settings or load_settings()
-    return BenchResource(bench=s.bench, profile=s.profile, bench_dir=str(s.bench_dir),
-                         candidates_dir=str(s.candidates_dir), frozen_rubrics_dir=str(s.frozen_rubrics_dir),
-                         reports_dir=str(s.reports_dir), human_dir=str(s.human_dir),
-                         storage_dir=str(s.storage_dir))
+    fields = dict(bench=s.bench, profile=s.profile, bench_dir=str(s.bench_dir),
+                  candidates_dir=str(s.candidates_dir), frozen_rubrics_dir=str(s.frozen_rubrics_dir),
+                  reports_dir=str(s.reports_dir), human_dir=str(s.human_dir), storage_dir=str(s.storage_dir))
+    return BenchResource(**{**fields, **folders})

@@ -142,6 +142,10 @@ def parse_rubric(data: Any, source: str = "") -> Rubric:
 def read_json_file(path: str):
     """The JSON value in a rubric file; what keeps it from being read is a :class:`RubricError`."""
     try:
+        if str(path).startswith("s3://"):  # a rubric frozen on S3, read through the process's storage
+            from ..storage import current
+
+            return json.loads(current().read_bytes(path).decode("utf-8-sig"))
         with open(path, encoding="utf-8-sig") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:

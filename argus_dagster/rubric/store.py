@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..bench import bench_rubric_paths
-from ..files import WriteError, write_atomic
+from ..files import WriteError
+from ..storage import current, join
 from ..instances import InputInstance
 from ..names import lookup_names
 from .lenient import read_rubric_file
@@ -38,7 +39,7 @@ def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
 def _other_generator(path: Path, generator: dict) -> bool:
     """Whether ``path`` holds a rubric that another generator (backend or model) wrote, or a
     released one: it is left as it is."""
-    if not path.is_file():
+    if not current().exists(path):
         return False
     try:
         g = read_rubric_file(str(path))[0].generator
@@ -47,9 +48,9 @@ def _other_generator(path: Path, generator: dict) -> bool:
     return "input_hash" not in g or (g.get("backend"), g.get("model")) != (generator.get("backend"), generator.get("model"))
 
 
-def _write(path: Path, rubric: Rubric) -> bool:
+def _write(path: Path | str, rubric: Rubric) -> bool:
     try:
-        write_atomic(path, json.dumps(rubric.model_dump(mode="json"), indent=2))
+        current().write_bytes(path, json.dumps(rubric.model_dump(mode="json"), indent=2))
         return True
     except WriteError:
         return False
@@ -62,19 +63,22 @@ def resolve_rubric(
     frozen_dir: str | Path,
     generator: dict,
     generate: Callable[[InputInstance], Rubric],
+    freeze_in_bench: bool = True,
 ) -> tuple[Rubric, str, list[str], list[str]]:
     """``(rubric, source, postprocess_log, load_log)``; source is ``loaded`` or ``generated``.
 
     A frozen rubric is read leniently (:mod:`.lenient`): ``load_log`` lists each coercion and each
     criterion left out. Raises :class:`RubricError` only for a rubric with nothing readable.
+    ``frozen_dir`` is a folder or an ``s3://`` prefix (:mod:`argus_dagster.storage`); with
+    ``freeze_in_bench=False`` (a bench read from a copy) new rubrics go to ``frozen_dir`` only.
     """
     has_subject, has_source = bool(inst.subject_images), inst.source_video is not None
     bench_paths = bench_rubric_paths(bench_dir, task, inst.id)
     bench_path = bench_paths[0] if bench_paths else None
-    home_paths = [Path(frozen_dir) / task / f"{name}.json" for name in reversed(lookup_names(inst.id))]
+    home_paths = [join(frozen_dir, task, f"{name}.json") for name in reversed(lookup_names(inst.id))]
     home_path = home_paths[0]
     for path in [*reversed(bench_paths), *reversed(home_paths)]:
-        if path.is_file():
+        if current().exists(path):
             rubric, load_log = read_rubric_file(str(path))
             if _stale(rubric, inst, generator):
                 continue
@@ -82,6 +86,7 @@ def resolve_rubric(
             return rubric, "loaded", log, load_log
     rubric = generate(inst)
     rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
-    if not (bench_path is not None and not _other_generator(bench_path, generator) and _write(bench_path, rubric)):
+    if not (freeze_in_bench and bench_path is not None and not _other_generator(bench_path, generator)
+            and _write(bench_path, rubric)):
         _write(home_path, rubric)
     return rubric, "generated", log, []

@@ -7,7 +7,8 @@ import polars as pl
 from dagster_polars import PolarsParquetIOManager
 
 from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
-from resources import BenchResource, JudgeResource, RubricGeneratorResource, ScoringResource, ToolsResource, VlmResource
+from resources import (BenchResource, JudgeResource, RubricGeneratorResource, ScoringResource, StorageResource,
+                       ToolsResource, VlmResource)
 
 
 def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource | None = None,
@@ -23,6 +24,7 @@ def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource 
         "rubric_generator": RubricGeneratorResource(),
         "judge": JudgeResource(),
         "scoring": ScoringResource(),
+        "storage": StorageResource(media_cache_dir=str(home / "media"), hash_index=str(home / "cache")),
         "io_manager": PolarsParquetIOManager(base_dir=str(home / "storage")),
     }
 

@@ -274,16 +274,23 @@ def s3_endpoint(monkeypatch):
     for k, v in {"ARGUS_S3_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                  "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
+    # The process's storage, as the storage resource makes it in a run (its one S3 client).
+    from argus_dagster import storage as storage_lib
+    from resources.storage import StorageResource
+
+    before = storage_lib.current()
+    storage_lib.use(StorageResource(endpoint_url=url).storage())
     try:
         yield url
     finally:
+        storage_lib.use(before)
         server.stop()
 
 
 def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
-    import boto3
+    from argus_dagster.storage import current
 
-    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="argus-cache")
+    current().client.create_bucket(Bucket="argus-cache")
     write_video(tmp_path / "v.mp4", _clip(5), 12)
     plan = NormalizedPlan(steps=[{"tool": "flicker_probe", "args": {"on": "output_video"}}])
     media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-s3"})
@@ -292,7 +299,7 @@ def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
     second, hits = ContentCache("s3://argus-cache/runs", "evidence"), []
     b = run_plan(plan, media, embedded_suite(), cache=second, hits=hits)
     assert hits == [True] and a == b and second.stats() == {"hits": 1, "misses": 0, "writes": 0}
-    keys = [o["Key"] for o in boto3.client("s3", endpoint_url=s3_endpoint).list_objects_v2(Bucket="argus-cache")["Contents"]]
+    keys = [o["Key"] for o in current().client.list_objects_v2(Bucket="argus-cache")["Contents"]]
     assert len(keys) == 1 and keys[0].startswith("runs/evidence/")
 
 

@@ -306,11 +306,10 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
 
 def test_s3_keys_never_write_outside_the_media_cache(tmp_path, s3_endpoint):
     """``s3://bkt/../../../x`` and keys that start with ``/`` are fetched into the cache folder."""
-    import boto3
-
     from argus_dagster.media import local_path
+    from argus_dagster.storage import current
 
-    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client = current().client
     client.create_bucket(Bucket="bkt")
     cache = tmp_path / "deep" / "er" / "cache"
     outside_abs = tmp_path / "abs_target.png"

@@ -155,13 +155,15 @@ def test_scan_hashes_only_entries_whose_token_moved(tmp_path):
 
 
 def test_the_same_scan_works_on_an_s3_prefix():
-    """The S3 store (moto's server on loopback): ETags as tokens, one changed object, one partition."""
+    """The S3 store (moto's server on loopback) through the storage resource: ETag and size as the
+    change token, sha256 of the bytes as the content hash, one changed object, one partition."""
+    import hashlib
     import socket
 
-    import boto3
     from moto.server import ThreadedMotoServer
 
     from argus_dagster.candidate_store import S3CandidateStore
+    from resources.storage import StorageResource
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -169,16 +171,20 @@ def test_the_same_scan_works_on_an_s3_prefix():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
-        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                              aws_access_key_id="test", aws_secret_access_key="test")
+        storage = StorageResource(endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                                  aws_access_key_id="test", aws_secret_access_key="test").storage()
+        client = storage.client
         client.create_bucket(Bucket="argus")
         for key, body in (("T2V/a/x.mp4", b"1"), ("T2V/a/y.mp4", b"2"), ("tv2v/b/x.mp4", b"3"), ("T2V/a/notes.txt", b"")):
             client.put_object(Bucket="argus", Key=f"cands/{key}", Body=body)
-        store = S3CandidateStore("argus", "cands", client=client)
+        store = S3CandidateStore("s3://argus/cands", storage)
         first = scan(store, None)
         assert first.models == {"a": {"T2V"}, "b": {"TV2V"}} and first.n_entries == 3
+        assert first.known["T2V/a/x.mp4"][1] == hashlib.sha256(b"1").hexdigest()
         assert not scan(store, first.known).changed
         client.put_object(Bucket="argus", Key="cands/tv2v/b/x.mp4", Body=b"changed")
-        assert scan(store, first.known).changed == {("TV2V", "b")}
+        moved = scan(store, first.known)
+        assert moved.changed == {("TV2V", "b")} and moved.n_hashed == 1
+        assert moved.known["tv2v/b/x.mp4"][1] == hashlib.sha256(b"changed").hexdigest()
     finally:
         server.stop()

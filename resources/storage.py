@@ -1,0 +1,132 @@
+"""Where the evaluation's files and tables live: local paths and ``s3://`` URIs through one resource.
+
+:class:`StorageResource` is dagster-aws's :class:`~dagster_aws.s3.S3Resource` (endpoint, region,
+credentials from the standard AWS variables or the config) with what the project asks of storage
+(:class:`argus_dagster.storage.Storage`): read, write, list, fetch to the media cache, a sha256 per
+object remembered by ETag, and a link a person can open (a presigned URL for an object). It is the
+only place an S3 client is made. :class:`StorageIOManager` stores the tables as parquet files through
+it, at a folder or an S3 prefix alike.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import dagster as dg
+import polars as pl
+from dagster_aws.s3 import S3Resource
+
+from argus_dagster import storage as storage_lib
+from argus_dagster.names import file_name
+
+_STORAGES: dict[str, storage_lib.Storage] = {}
+_LOCK = threading.Lock()
+
+
+class StorageResource(S3Resource):
+    """Local paths and ``s3://bucket/prefix`` URIs alike (see :mod:`argus_dagster.storage`).
+
+    The S3 fields are :class:`~dagster_aws.s3.S3Resource`'s (``endpoint_url`` for MinIO or a test
+    server, ``region_name``; credentials from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` unless
+    set here, as ``dg.EnvVar``). ``media_cache_dir``: where objects are fetched for decoding;
+    ``hash_index``: a content-cache location that remembers each object's sha256 by ETag;
+    ``presign_expiry_s``: how long a link in the metadata opens the page.
+    """
+
+    media_cache_dir: str = ""
+    hash_index: str = ""
+    presign_expiry_s: int = 7 * 24 * 3600
+    reports_url: str = ""
+
+    def storage(self) -> storage_lib.Storage:
+        """This configuration's :class:`~argus_dagster.storage.Storage`, one per process (its S3 client
+        and its remembered hashes are shared by every step and thread)."""
+        key = self.model_dump_json()
+        with _LOCK:
+            if key not in _STORAGES:
+                _STORAGES[key] = storage_lib.Storage(self.get_client, cache_dir=self.media_cache_dir or None,
+                                                     hash_index=self.hash_index or None,
+                                                     presign_expiry_s=self.presign_expiry_s,
+                                                     reports_url=self.reports_url or None)
+            return _STORAGES[key]
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # Library code (media decoding, the content cache) asks the process's storage.
+        storage_lib.use(self.storage())
+
+    # What assets ask; each is the storage's method of the same name.
+    def read_bytes(self, uri: str) -> bytes:
+        return self.storage().read_bytes(uri)
+
+    def write_bytes(self, uri: str, data: bytes | str) -> str:
+        return self.storage().write_bytes(uri, data)
+
+    def exists(self, uri: str) -> bool:
+        return self.storage().exists(uri)
+
+    def list(self, prefix: str):
+        return self.storage().list(prefix)
+
+    def fetch(self, uri: str, cache_dir: str | None = None) -> str:
+        return self.storage().fetch(uri, cache_dir)
+
+    def sha256(self, uri: str) -> str:
+        return self.storage().sha256(uri)
+
+    def link(self, uri: str, reports_dir: str | None = None) -> str:
+        return self.storage().link(uri, reports_dir)
+
+
+class StorageIOManager(dg.ConfigurableIOManager):
+    """Tables as parquet files under ``base_dir`` (a folder or ``s3://bucket/prefix``), written and read
+    through the storage resource: ``<asset>.parquet``, or ``<asset>/<partition>.parquet`` per partition
+    (the layout of dagster-polars' parquet IO manager). Each output records its ``path``."""
+
+    storage: StorageResource
+    base_dir: str
+
+    def _path(self, asset_key: dg.AssetKey, partition: str | None, multi: bool = False) -> str:
+        parts = [file_name(p) for p in asset_key.path]
+        if partition is None:
+            parts[-1] += ".parquet"
+        else:  # a task x model key (``m|T2V``) is one folder per dimension, as dagster-polars lays it out
+            keys = [file_name(k) for k in (str(partition).split("|") if multi else [str(partition)])]
+            parts += keys[:-1] + [f"{keys[-1]}.parquet"]
+        return storage_lib.join(self.base_dir, *parts)
+
+    @staticmethod
+    def _multi(context) -> bool:
+        return isinstance(context.asset_partitions_def, dg.MultiPartitionsDefinition)
+
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
+        if obj is None:
+            return
+        partition = context.asset_partition_key if context.has_asset_partitions else None
+        path = self._path(context.asset_key, partition, partition is not None and self._multi(context))
+        buf = io.BytesIO()
+        obj.write_parquet(buf)
+        self.storage.write_bytes(path, buf.getvalue())
+        context.add_output_metadata({"path": dg.MetadataValue.path(path), "dagster/row_count": obj.height})
+
+    def _read(self, path: str) -> pl.DataFrame:
+        return pl.read_parquet(io.BytesIO(self.storage.read_bytes(path)))
+
+    def load_input(self, context: dg.InputContext):
+        key = context.asset_key
+        if not context.has_asset_partitions:
+            return self._read(self._path(key, None))
+        partitions = context.asset_partition_keys
+        multi = self._multi(context)
+        wanted = context.dagster_type.typing_type
+        if getattr(wanted, "__origin__", wanted) is not dict and len(partitions) == 1:
+            return self._read(self._path(key, partitions[0], multi))
+        allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions"))
+        out = {}
+        for p in partitions:
+            try:
+                out[p] = self._read(self._path(key, p, multi))
+            except FileNotFoundError:
+                if not allow_missing:
+                    raise
+        return out

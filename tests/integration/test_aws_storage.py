@@ -1,0 +1,201 @@
+"""The aws environment end to end on a real S3 endpoint (moto's server on loopback): the bench and the
+candidate store are in a bucket, and the tables, the content cache, the frozen rubrics and the
+reports are written to S3 through the storage resource. The scores are those of the local run of the
+same bench, a presigned link from the metadata opens the report over HTTP, and the evaluated
+partition is up to date for the sensor and the staleness rule (sha256, not the ETag)."""
+
+import shutil
+import socket
+import urllib.request
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster import storage as storage_lib
+from argus_dagster.candidate_store import open_store, partition_hashes, scan
+from argus_dagster.overview import stored_table
+from assets import CANDIDATE_ASSETS, TASK_ASSETS
+from assets.leaderboard import leaderboard
+from assets.lineage import latest_record
+from assets.sensors import candidate_store_sensor
+from assets.staleness import evaluator_digests, generator_folder, partition_status, task_status
+
+from .helpers import graph_resources, materialize_task, t2v_bench
+
+pytestmark = pytest.mark.integration
+
+BUCKET, INPUTS = "argus", "argus-inputs"
+COMPARED = ["input_id", "sample", "base_score", "final_score", "n_scored", "n_criteria", "error"]
+
+
+@pytest.fixture
+def moto_endpoint(monkeypatch):
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    before = storage_lib.current()
+    try:
+        yield url
+    finally:
+        storage_lib.use(before)
+        server.stop()
+
+
+def _upload(client, folder: Path, bucket: str, prefix: str) -> None:
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            client.put_object(Bucket=bucket, Key=f"{prefix}/{p.relative_to(folder).as_posix()}", Body=p.read_bytes())
+
+
+def _run(resources: dict, instance: dg.DagsterInstance) -> None:
+    materialize_task("T2V", ["m"], resources, instance)
+    assert dg.materialize([leaderboard, *CANDIDATE_ASSETS, *TASK_ASSETS], selection=[leaderboard], instance=instance,
+                          resources=resources).success
+
+
+def _scores(storage_dir) -> pl.DataFrame:
+    return stored_table(storage_dir, "video_scores").select(COMPARED).sort("input_id", "sample")
+
+
+def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, moto_endpoint, monkeypatch):
+    bench, cands = t2v_bench(tmp_path / "src", n_inputs=2, n_frames=16)
+
+    # The local run of the bench (a copy: it freezes its new rubrics into the bench folder).
+    local = graph_resources(shutil.copytree(bench, tmp_path / "local_bench"), cands, tmp_path / "local")
+    with dg.instance_for_test() as instance:
+        _run(local, instance)
+    local_scores = _scores(tmp_path / "local" / "storage")
+    assert local_scores["final_score"].null_count() == 0
+
+    # The same bench and videos in a bucket; everything the run writes under s3://argus/eval/.
+    for k, v in {"ARGUS_ENV": "aws", "ARGUS_HOME": str(tmp_path / "home"), "ARGUS_S3_ENDPOINT_URL": moto_endpoint,
+                 "ARGUS_BENCH_DIR": f"s3://{INPUTS}/bench", "ARGUS_CANDIDATES_DIR": f"s3://{INPUTS}/cands",
+                 "ARGUS_BENCH": "b", "ARGUS_S3_BUCKET": BUCKET, "ARGUS_S3_PREFIX": "eval",
+                 "ARGUS_S3_PRESIGN_EXPIRY_S": "600"}.items():
+        monkeypatch.setenv(k, v)
+    from resources import resources_for
+
+    resources = resources_for()
+    storage = resources["storage"].storage()
+    client = storage.client
+    for b in (BUCKET, INPUTS):
+        client.create_bucket(Bucket=b)
+    _upload(client, bench, INPUTS, "bench")
+    _upload(client, cands, INPUTS, "cands")
+    evaluation = f"s3://{BUCKET}/eval/benches/b/default"
+    assert resources["bench"].storage_dir == f"{evaluation}/storage"
+    assert resources["bench"].reports_dir == f"{evaluation}/reports"
+    assert resources["tools"].cache_dir == f"s3://{BUCKET}/eval/cache"
+
+    with dg.instance_for_test() as instance:
+        _run(resources, instance)
+
+        # The same scores, read back from the tables on S3.
+        aws_scores = _scores(f"{evaluation}/storage")
+        assert aws_scores.equals(local_scores), (aws_scores, local_scores)
+        board = stored_table(f"{evaluation}/storage", "leaderboard")
+        assert board["mean_final"].to_list() == pytest.approx(stored_table(tmp_path / "local" / "storage",
+                                                                           "leaderboard")["mean_final"].to_list())
+        videos = stored_table(f"{evaluation}/storage", "candidate_videos")
+        assert all(u.startswith(f"s3://{INPUTS}/cands/T2V/m/") for u in videos["uri"].to_list())
+
+        # Rubrics, cache entries, pages and the overview are objects in the bucket; nothing under ARGUS_HOME.
+        keys = {o.rel for o in storage.list(f"s3://{BUCKET}/eval")}
+        assert {"benches/b/default/reports/T2V/m/p0.html", "benches/b/default/reports/T2V/m/index.html",
+                "benches/b/default/reports/T2V/compare/p0.html", "benches/b/default/reports/index.html"} <= keys
+        assert any(k.startswith("benches/b/rubrics/") and k.endswith("/T2V/p0.json") for k in keys)
+        assert any(k.startswith("cache/evidence/") for k in keys) and any(k.startswith("cache/judgments/") for k in keys)
+        assert not (tmp_path / "home" / "benches").exists()
+
+        # A presigned link from the materialization's metadata opens the page over HTTP.
+        key = str(dg.MultiPartitionKey({"task": "T2V", "model": "m"}))
+        meta = latest_record(instance, "diagnostic_reports", key).asset_materialization.metadata
+        url = meta["index_url"].value
+        assert url.startswith(f"{moto_endpoint}/{BUCKET}/eval/benches/b/default/reports/T2V/m/index.html?")
+        assert "Signature" in url and "Expires" in url
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            page = resp.read().decode("utf-8")
+        assert resp.status == 200 and "p0" in page and "<html" in page.lower()
+        overview = latest_record(instance, "leaderboard").asset_materialization.metadata["overview_url"].value
+        with urllib.request.urlopen(overview, timeout=10) as resp:
+            assert 'data-task="T2V"' in resp.read().decode("utf-8")
+        from argus_dagster.cli import _stored_overview
+        from argus_dagster.settings import load_settings
+
+        with urllib.request.urlopen(_stored_overview(load_settings()), timeout=10) as resp:  # what argus open prints
+            assert 'data-task="T2V"' in resp.read().decode("utf-8")
+
+        # Up to date on the next look: the same sha256 the table recorded, from the ETag index.
+        digests = evaluator_digests(resources)
+        found = scan(open_store(f"s3://{INPUTS}/cands", storage), None)
+        assert partition_status(instance, "T2V", "m", partition_hashes(found.known, "T2V", "m"), digests) is None
+        # Another process (nothing in memory, an empty media cache) reads the sha256 from the index
+        # in the content cache: nothing is downloaded again.
+        fresh = storage_lib.Storage(lambda: client, cache_dir=tmp_path / "fresh", hash_index=f"s3://{BUCKET}/eval/cache")
+        assert scan(open_store(f"s3://{INPUTS}/cands", fresh), None).known == found.known
+        assert not (tmp_path / "fresh").exists()
+        frozen = generator_folder(resources["bench"].frozen_rubrics_path(),
+                                  resources["rubric_generator"].identity(resources["rubric_vlm"]))
+        assert task_status(instance, "T2V", f"s3://{INPUTS}/bench", frozen, digests) is None
+        with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
+            tick = candidate_store_sensor(ctx)
+        assert not tick.run_requests and "no change among 2" in tick.skip_reason.skip_message
+
+        # argus evaluate asks the same question: nothing to run.
+        from argus_dagster.runner import run_all
+
+        said: list[str] = []
+        assert run_all(tasks=["T2V"], instance=instance, progress=said.append) is not None
+        assert any("T2V: inputs and rubrics up to date" in line for line in said), said
+        assert any("T2V x m: up to date" in line for line in said) and any("every partition up to date" in line
+                                                                            for line in said), said
+
+        # A changed video on S3 makes its partition stale, and only that.
+        client.put_object(Bucket=INPUTS, Key="cands/T2V/m/p1.mp4", Body=(cands / "T2V" / "m" / "p0.mp4").read_bytes())
+        moved = scan(open_store(f"s3://{INPUTS}/cands", storage), found.known)
+        assert moved.changed == {("T2V", "m")} and moved.n_hashed == 1
+        assert partition_status(instance, "T2V", "m", partition_hashes(moved.known, "T2V", "m"),
+                                digests) == "stale: candidate videos changed"
+
+
+def test_objects_are_fetched_again_only_when_their_etag_moves(tmp_path, moto_endpoint):
+    import hashlib
+
+    from resources.storage import StorageResource
+
+    s = StorageResource(endpoint_url=moto_endpoint, media_cache_dir=str(tmp_path / "media"),
+                        presign_expiry_s=60).storage()
+    s.client.create_bucket(Bucket="bkt")
+    uri = "s3://bkt/cands/T2V/m/x.mp4"
+    s.write_bytes(uri, b"one")
+    first = Path(s.fetch(uri))
+    assert tmp_path / "media" in first.parents and first.read_bytes() == b"one"
+    assert s.sha256(uri) == hashlib.sha256(b"one").hexdigest()
+    mtime = first.stat().st_mtime_ns
+    assert s.fetch(uri) == str(first) and first.stat().st_mtime_ns == mtime  # unchanged: not downloaded
+    s.write_bytes(uri, b"two")
+    assert Path(s.fetch(uri)).read_bytes() == b"two" and s.sha256(uri) == hashlib.sha256(b"two").hexdigest()
+    with pytest.raises(FileNotFoundError):
+        s.fetch("s3://bkt/cands/T2V/m/none.mp4")
+    with urllib.request.urlopen(s.link(uri), timeout=10) as resp:
+        assert resp.read() == b"two"
+
+    # A copy of a prefix follows the bucket: changed objects again, removed ones gone.
+    s.write_bytes("s3://bkt/bench/T2V/manifest.jsonl", "{}\n")
+    s.write_bytes("s3://bkt/bench/T2V/a.png", b"a")
+    copy = s.local_copy("s3://bkt/bench")
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()) == [
+        "T2V/a.png", "T2V/manifest.jsonl"]
+    s.client.delete_object(Bucket="bkt", Key="bench/T2V/a.png")
+    s.write_bytes("s3://bkt/bench/T2V/manifest.jsonl", "{}\n{}\n")
+    assert s.local_copy("s3://bkt/bench") == copy and not (copy / "T2V" / "a.png").exists()
+    assert (copy / "T2V" / "manifest.jsonl").read_text() == "{}\n{}\n"
