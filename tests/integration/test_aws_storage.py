@@ -5,7 +5,6 @@ same bench, a presigned link from the metadata opens the report over HTTP, and t
 partition is up to date for the sensor and the staleness rule (sha256, not the ETag)."""
 
 import shutil
-import socket
 import urllib.request
 from pathlib import Path
 
@@ -28,26 +27,6 @@ pytestmark = pytest.mark.integration
 
 BUCKET, INPUTS = "argus", "argus-inputs"
 COMPARED = ["input_id", "sample", "base_score", "final_score", "n_scored", "n_criteria", "error"]
-
-
-@pytest.fixture
-def moto_endpoint(monkeypatch):
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
-    for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    before = storage_lib.current()
-    try:
-        yield url
-    finally:
-        storage_lib.use(before)
-        server.stop()
 
 
 def _upload(client, folder: Path, bucket: str, prefix: str) -> None:

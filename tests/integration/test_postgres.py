@@ -2,13 +2,10 @@
 temporary data directory and a loopback port: `argus evaluate` records its runs and materializations
 there, and the instance file's queue and monitoring settings are the ones Dagster reads."""
 
-import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import dagster as dg
@@ -19,45 +16,6 @@ from .helpers import t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bin(name: str) -> str | None:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return found[-1] if found else shutil.which(name)
-
-
-def _as_postgres(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    """initdb and postgres refuse to run as root: as root, run them as the package's user."""
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--", *cmd]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    if not (_bin("initdb") and _bin("pg_ctl")):
-        if os.environ.get("CI") == "true":
-            pytest.fail("Postgres is missing under CI (.ci/run installs Debian's postgresql)")
-        pytest.skip("Postgres server binaries not found (apt-get install postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="argus_pg_"))
-    data, sock = root / "data", root / "sock"
-    sock.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres")
-        shutil.chown(sock, "postgres")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _as_postgres([_bin("initdb"), "-D", str(data), "-U", "argus", "--auth=trust", "-E", "UTF8"])
-    _as_postgres([_bin("pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "start",
-                  "-o", f"-p {port} -k {sock} -c listen_addresses=127.0.0.1"])
-    try:
-        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "argus", "-d", "postgres", "-c",
-                        "CREATE DATABASE dagster"], check=True, capture_output=True)
-        yield f"postgresql+psycopg2://argus@127.0.0.1:{port}/dagster"
-    finally:
-        _as_postgres([_bin("pg_ctl"), "-D", str(data), "-m", "fast", "stop"])
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_aws_instance_file_on_postgres_records_argus_evaluate(postgres_url, tmp_path):

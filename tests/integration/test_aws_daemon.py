@@ -1,0 +1,103 @@
+"""The aws environment as a deployment runs it: a backfill submitted through the webserver's GraphQL
+(what the UI sends), queued and launched by a real ``dagster-daemon`` on Postgres storage (the
+project's ``deploy/aws/dagster.yaml``), each step in its own process (the aws executor), reading the
+bench and the candidates from moto's S3 server and writing tables, cache, rubrics and reports there.
+The leaderboard read back from S3 equals the local run's."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from argus_dagster.overview import stored_table
+from argus_dagster.runner import run_all
+from argus_dagster.settings import evaluation_settings, load_settings
+
+from .helpers import start_webserver, stop, t2v_bench
+from .test_aws_storage import BUCKET, INPUTS, _upload
+from .test_ui_backfill import CANDIDATE_ASSETS, TASK_ASSETS, _stop_sensors
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_daemon_backfill_on_postgres_and_s3_gives_the_local_scores(tmp_path, moto_endpoint, postgres_url,
+                                                                     monkeypatch):
+    bench, cands = t2v_bench(tmp_path / "src", n_inputs=2, n_frames=16)
+    # The local run of the same bench (a copy: it freezes its new rubrics into the bench folder).
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "local"))
+    local_board = run_all(progress=lambda m: None,
+                          settings=evaluation_settings(shutil.copytree(bench, tmp_path / "local_bench"), cands))
+
+    env_vars = {"ARGUS_ENV": "aws", "ARGUS_HOME": str(tmp_path / "home"), "ARGUS_S3_ENDPOINT_URL": moto_endpoint,
+                "ARGUS_BENCH_DIR": f"s3://{INPUTS}/bench", "ARGUS_CANDIDATES_DIR": f"s3://{INPUTS}/cands",
+                "ARGUS_BENCH": "b", "ARGUS_S3_BUCKET": BUCKET, "ARGUS_S3_PREFIX": "eval", "DAGSTER_PG_URL": postgres_url}
+    for k, v in env_vars.items():
+        monkeypatch.setenv(k, v)
+    from resources import resources_for
+
+    resources = resources_for()
+    client = resources["storage"].storage().client
+    for b in (BUCKET, INPUTS):
+        client.create_bucket(Bucket=b)
+    _upload(client, bench, INPUTS, "bench")
+    _upload(client, cands, INPUTS, "cands")
+    settings = load_settings()
+    settings.dagster_home.mkdir(parents=True)
+    shutil.copy(ROOT / "deploy" / "aws" / "dagster.yaml", settings.dagster_home / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+    instance.add_dynamic_partitions("candidate_models", ["m"])
+    key = str(dg.MultiPartitionKey({"task": "T2V", "model": "m"}))
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
+           "DAGSTER_HOME": str(settings.dagster_home), **env_vars,
+           **{k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}}
+    web, graphql = start_webserver(tmp_path, env)
+    daemon = None
+    try:
+        _stop_sensors(graphql)
+        by_asset = ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": "T2V", "end": "T2V"}}}
+                     for a in TASK_ASSETS]
+                    + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": key, "end": key}}}
+                       for a in CANDIDATE_ASSETS]
+                    + [{"assetKey": {"path": ["leaderboard"]}}])
+        launched = graphql("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { "
+                           "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }",
+                           p={"partitionsByAssets": by_asset})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        log = open(tmp_path / "daemon.log", "w")
+        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline, status = time.time() + 400, None
+        while time.time() < deadline:
+            status = graphql("query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill "
+                             "{ status } } }", id=launched["backfillId"])["partitionBackfillOrError"]["status"]
+            if status not in ("REQUESTED", "CANCELING"):
+                break
+            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+            time.sleep(2)
+        assert status == "COMPLETED_SUCCESS", (status, (tmp_path / "daemon.log").read_text()[-3000:])
+    finally:
+        if daemon is not None:
+            stop(daemon)
+        stop(web)
+    runs = instance.get_runs()
+    assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+    # Each step ran in its own process (the aws executor), as the run launcher started the run.
+    starts = [e for r in runs for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.STEP_START)]
+    assert {"candidate_videos", "criterion_evidence", "criterion_scores", "video_scores"} <= {e.step_key for e in starts}
+    assert len({e.dagster_event.pid for e in starts}) == len(starts)  # a process per step
+    # The leaderboard, read back from S3, is the local run's.
+    evaluation = f"s3://{BUCKET}/eval/benches/b/default"
+    board = stored_table(f"{evaluation}/storage", "leaderboard")
+    cols = ["task", "model", "mean_final", "n_videos", "n_errors"]
+    assert board.select(cols).equals(local_board.select(cols)), (board, local_board)
+    assert instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata[
+        "path"].value.startswith(f"{evaluation}/storage/")
+    instance.dispose()
