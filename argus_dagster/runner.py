@@ -275,6 +275,7 @@ class _Workers:
         """Execute ``plan`` (jobs in order, each after the jobs it names); returns the names of the
         jobs that ran. A failed run stops the plan: the runs under way finish, then it raises."""
         from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
 
         pending, done, ran, failed = list(plan), set(), [], []
         running: dict = {}
@@ -301,7 +302,11 @@ class _Workers:
             complete, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in complete:
                 job = running.pop(future)
-                outcome = future.result()
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    raise SystemExit(f"the worker process running {job.name} died (killed, or out of memory); "
+                                     "argus evaluate again resumes from what was stored") from None
                 if not outcome.success:
                     failed.append(outcome.run_id)
                     continue
