@@ -103,6 +103,7 @@ class _Job:
                  stale: Callable[[], str | None] | None = None, skipped: Callable[[], None] | None = None):
         self.name, self.spec, self.after, self.judge = name, spec, after, judge
         self.stale = stale or (lambda: "forced")
+        self.why: str | None = None  # what stale() said when the job was planned
         self.skipped = skipped or (lambda: None)
 
 
@@ -186,7 +187,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     def finished(job: _Job, outcome: "_Outcome") -> None:
         for line in outcome.failed_checks:
             progress(line)
-        took = f"({outcome.seconds:.1f}s)"
+        why = job.why if job.why and job.why.startswith("stale") else ""  # say why it ran again
+        took = f"({outcome.seconds:.1f}s" + (f"; {why}" if why else "") + ")"
         if job.spec[0] == "task":
             progress(f"{elapsed()} {job.name}: inputs and rubrics {took}")
         elif job.spec[0] == "partition":
@@ -290,7 +292,8 @@ class _Workers:
                         continue
                     pending.remove(job)
                     progressed = True
-                    if job.stale() is None:
+                    job.why = job.stale()
+                    if job.why is None:
                         done.add(job.name)
                         up_to_date(job)
                         continue

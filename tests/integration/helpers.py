@@ -136,3 +136,61 @@ def start_webserver(root: Path, env: dict, timeout: float = 90):
 
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}
+
+
+def stop_sensors(graphql: GraphQL) -> None:
+    """Sensors off, so the daemon executes a backfill alone (the candidate-store sensor would score the
+    same partitions, the automation sensor the leaderboard)."""
+    for name in ("candidate_store_sensor", "default_automation_condition_sensor"):
+        sensor = graphql("query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename "
+                         "... on Sensor { id } } }", s={**REPO, "sensorName": name})["sensorOrError"]
+        assert sensor["__typename"] == "Sensor", sensor
+        res = graphql("mutation($id: String) { stopSensor(id: $id) { __typename } }", id=sensor["id"])["stopSensor"]
+        assert res["__typename"] == "StopSensorMutationResult", res
+
+
+def backfill_as_the_ui_does(root: Path, env: dict, partitions_by_asset: list[dict], timeout: float = 400) -> str:
+    """A backfill launched through the webserver's GraphQL ``launchPartitionBackfill`` (what the UI
+    sends) and executed by a real ``dagster-daemon``, both on the instance ``env["DAGSTER_HOME"]``
+    names; waits until it succeeded and returns its id (logs: ``root/webserver.log``, ``root/daemon.log``)."""
+    import subprocess
+    import sys
+    import time
+
+    web, graphql = start_webserver(root, env)
+    daemon = None
+    try:
+        stop_sensors(graphql)
+        launched = graphql("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { "
+                           "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }",
+                           p={"partitionsByAssets": partitions_by_asset})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        log = open(root / "daemon.log", "w")
+        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline, status = time.time() + timeout, None
+        while time.time() < deadline:
+            status = graphql("query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill "
+                             "{ status } } }", id=launched["backfillId"])["partitionBackfillOrError"]["status"]
+            if status not in ("REQUESTED", "CANCELING"):
+                break
+            assert daemon.poll() is None, (root / "daemon.log").read_text()[-3000:]
+            time.sleep(2)
+        assert status == "COMPLETED_SUCCESS", (status, (root / "daemon.log").read_text()[-3000:])
+        return launched["backfillId"]
+    finally:
+        if daemon is not None:
+            stop(daemon)
+        stop(web)
+
+
+def partitions_by_asset(task: str, keys: list[str], assets: dict[str, list[str]]) -> list[dict]:
+    """``launchPartitionBackfill``'s selection: the task's inputs and rubrics, the candidate assets over
+    the task x model keys ``keys`` (a range from the first to the last), and the leaderboard."""
+    return ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": task, "end": task}}} for a in assets["task"]]
+            + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": keys[0], "end": keys[-1]}}}
+               for a in assets["candidate"]]
+            + [{"assetKey": {"path": ["leaderboard"]}}])

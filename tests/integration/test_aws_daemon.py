@@ -6,9 +6,6 @@ The leaderboard read back from S3 equals the local run's."""
 
 import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -18,9 +15,9 @@ from argus_dagster.overview import stored_table
 from argus_dagster.runner import run_all
 from argus_dagster.settings import evaluation_settings, load_settings
 
-from .helpers import start_webserver, stop, t2v_bench
+from .helpers import backfill_as_the_ui_does, partitions_by_asset, t2v_bench
 from .test_aws_storage import BUCKET, INPUTS, _upload
-from .test_ui_backfill import CANDIDATE_ASSETS, TASK_ASSETS, _stop_sensors
+from .test_ui_backfill import CANDIDATE_ASSETS, TASK_ASSETS
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,35 +55,8 @@ def test_a_daemon_backfill_on_postgres_and_s3_gives_the_local_scores(tmp_path, m
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
            "DAGSTER_HOME": str(settings.dagster_home), **env_vars,
            **{k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}}
-    web, graphql = start_webserver(tmp_path, env)
-    daemon = None
-    try:
-        _stop_sensors(graphql)
-        by_asset = ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": "T2V", "end": "T2V"}}}
-                     for a in TASK_ASSETS]
-                    + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": key, "end": key}}}
-                       for a in CANDIDATE_ASSETS]
-                    + [{"assetKey": {"path": ["leaderboard"]}}])
-        launched = graphql("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { "
-                           "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }",
-                           p={"partitionsByAssets": by_asset})["launchPartitionBackfill"]
-        assert launched["__typename"] == "LaunchBackfillSuccess", launched
-        log = open(tmp_path / "daemon.log", "w")
-        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline, status = time.time() + 400, None
-        while time.time() < deadline:
-            status = graphql("query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill "
-                             "{ status } } }", id=launched["backfillId"])["partitionBackfillOrError"]["status"]
-            if status not in ("REQUESTED", "CANCELING"):
-                break
-            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
-            time.sleep(2)
-        assert status == "COMPLETED_SUCCESS", (status, (tmp_path / "daemon.log").read_text()[-3000:])
-    finally:
-        if daemon is not None:
-            stop(daemon)
-        stop(web)
+    backfill_as_the_ui_does(tmp_path, env, partitions_by_asset(
+        "T2V", [key], {"task": TASK_ASSETS, "candidate": CANDIDATE_ASSETS}))
     runs = instance.get_runs()
     assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
     # Each step ran in its own process (the aws executor), as the run launcher started the run.

@@ -3,9 +3,6 @@ executed by a real ``dagster-daemon``) and ``argus evaluate`` leave the same tab
 other's work as done."""
 
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -16,11 +13,10 @@ from argus_dagster.media import write_video
 from argus_dagster.runner import local_instance, run_all
 from argus_dagster.settings import load_settings
 
-from .helpers import pattern_clip, start_webserver, stop, t2v_bench
+from .helpers import backfill_as_the_ui_does, partitions_by_asset, pattern_clip, t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}
 TASK_ASSETS = ["input_instances", "rubrics"]
 CANDIDATE_ASSETS = ["candidate_videos", "criterion_evidence", "criterion_scores", "video_scores", "diagnostic_reports"]
 
@@ -29,17 +25,6 @@ def _stored(instance: dg.DagsterInstance, asset: str, partition: str | None = No
     from argus_dagster.runner import load_stored
 
     return load_stored(instance, asset, partition)
-
-
-def _stop_sensors(client) -> None:
-    """Sensors off, so the daemon executes the backfill alone (the sensor would score the same partitions)."""
-    for name in ("candidate_store_sensor", "default_automation_condition_sensor"):
-        sensor = client("query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename "
-                        "... on Sensor { id sensorState { selectorId } } } }",
-                        s={**REPO, "sensorName": name})["sensorOrError"]
-        assert sensor["__typename"] == "Sensor", sensor
-        res = client("mutation($id: String) { stopSensor(id: $id) { __typename } }", id=sensor["id"])["stopSensor"]
-        assert res["__typename"] == "StopSensorMutationResult", res
 
 
 def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):
@@ -59,38 +44,11 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     instance.add_dynamic_partitions("candidate_models", ["m", "n"])  # as the sensor or the UI adds them
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
            **{k: v for k, v in os.environ.items() if k.startswith("ARGUS_")}, "DAGSTER_HOME": str(settings.dagster_home)}
-    web, client = start_webserver(tmp_path, env)
-    daemon = None
-    try:
-        _stop_sensors(client)
-        by_asset = ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": "T2V", "end": "T2V"}}}
-                     for a in TASK_ASSETS]
-                    + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": keys[0], "end": keys[1]}}}
-                       for a in CANDIDATE_ASSETS]
-                    + [{"assetKey": {"path": ["leaderboard"]}}])
-        launched = client("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { "
-                          "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }",
-                          p={"partitionsByAssets": by_asset, "title": "T2V, models m and n"})["launchPartitionBackfill"]
-        assert launched["__typename"] == "LaunchBackfillSuccess", launched
-        log = open(tmp_path / "daemon.log", "w")
-        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline, status = time.time() + 300, None
-        while time.time() < deadline:
-            status = client("query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill "
-                            "{ status } } }", id=launched["backfillId"])["partitionBackfillOrError"]["status"]
-            if status not in ("REQUESTED", "CANCELING"):
-                break
-            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
-            time.sleep(2)
-        assert status == "COMPLETED_SUCCESS", (status, (tmp_path / "daemon.log").read_text()[-3000:])
-    finally:
-        if daemon is not None:
-            stop(daemon)
-        stop(web)
+    backfill = backfill_as_the_ui_does(tmp_path, env, partitions_by_asset(
+        "T2V", keys, {"task": TASK_ASSETS, "candidate": CANDIDATE_ASSETS}))
     ui_runs = {r.run_id for r in instance.get_runs()}
     assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in instance.get_runs())
-    assert all(r.tags.get("dagster/backfill") == launched["backfillId"] for r in instance.get_runs())
+    assert all(r.tags.get("dagster/backfill") == backfill for r in instance.get_runs())
 
     # argus evaluate on the same evaluation: every partition and the leaderboard are up to date.
     lines: list[str] = []

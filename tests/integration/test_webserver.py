@@ -13,7 +13,7 @@ import pytest
 from argus_dagster.demo import BEST_MODEL, build_demo_bench
 
 from .helpers import GraphQL as Client
-from .helpers import start_webserver, stop
+from .helpers import REPO, start_webserver, stop
 
 pytestmark = pytest.mark.integration
 MODEL = BEST_MODEL
@@ -41,7 +41,7 @@ def server(tmp_path_factory):
         stop(proc)
 
 
-REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}
+
 
 
 def _launch(client: Client, assets: list[str], tags: dict[str, str]) -> str:
