@@ -291,7 +291,7 @@ def current_bench_hash(settings: Settings) -> str:
 # never read in two ways; `argus env` prints them.
 VARIABLES: dict[str, str] = {
     "ARGUS_HOME": "the folder that holds all state (default: the nearest .argus, as git finds its repository)",
-    "ARGUS_ENV": "the resource set: local (default), gpu or aws",
+    "ARGUS_ENV": "the resource set: local (default), gpu, aws or k8s",
     "ARGUS_BENCH_DIR": "a bench folder to work on (default: the bench evaluated last, else $ARGUS_HOME/bench)",
     "ARGUS_CANDIDATES_DIR": "the candidate store of ARGUS_BENCH_DIR",
     "ARGUS_BENCH": "a recorded bench's name (with ARGUS_BENCH_DIR: the name to record it under)",
