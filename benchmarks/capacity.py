@@ -66,6 +66,7 @@ def measure_one(inputs: int, models: int) -> dict:
             if stat.start_time and stat.end_time:
                 steps.setdefault(stat.step_key, []).append(stat.end_time - stat.start_time)
     n_videos = sum(1 for _ in cands.rglob("*.mp4"))
+    pod = run_worker(settings, cands)
     return {
         "inputs": inputs, "models": models, "videos": n_videos, "runs": len(runs), "wall_s": wall,
         "cpu_s": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime) + (c1.ru_utime - c0.ru_utime)
@@ -75,7 +76,29 @@ def measure_one(inputs: int, models: int) -> dict:
         "bytes": {"tables": _du(settings.storage_dir), "cache": _du(settings.cache_dir),
                   "reports": _du(settings.reports_dir), "candidates": _du(cands),
                   "instance": _du(settings.dagster_home)},
+        "pod": pod,
     }
+
+
+def run_worker(settings, cands: Path) -> dict:
+    """One task x model partition re-materialized as a run worker (a Kubernetes run pod, an ECS task)
+    materializes it: ``dagster asset materialize`` in a process of its own, with an empty content
+    cache (so every tool step and judgment is computed again). Its CPU seconds, peak RSS and wall time."""
+    task, model = "T2V", sorted(p.name for p in (cands / "T2V").iterdir())[0]
+    env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "ARGUS_CACHE": str(settings.home / "pod_cache")}
+    # Started from a small launcher process: a child forked from this one would count this process's
+    # resident pages in its own peak.
+    launcher = ("import json, resource, subprocess, sys, time; w0 = time.perf_counter(); "
+                "subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+                "r = resource.getrusage(resource.RUSAGE_CHILDREN); "
+                "print(json.dumps([time.perf_counter() - w0, r.ru_utime + r.ru_stime, r.ru_maxrss / 1024]))")
+    done = subprocess.run([sys.executable, "-c", launcher, str(Path(sys.executable).parent / "dagster"), "asset",
+                           "materialize", "-m", "argus_dagster.definitions", "--select", ",".join(STEPS[2:7]),
+                           "--partition", f"{model}|{task}"], cwd=ROOT, env=env, check=True, capture_output=True,
+                          text=True)
+    wall, cpu, rss = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"videos": sum(1 for _ in (cands / task / model).glob("*.mp4")), "wall_s": wall, "cpu_s": cpu,
+            "peak_rss_mb": rss}
 
 
 def _bench(conn, inputs: int, models: int, base_url: str, concurrency: int, n0: int, root: Path) -> tuple[dict, int]:
@@ -173,6 +196,17 @@ def main() -> None:
     print(f"fixed CPU per run (the small bench's CPU less its videos' marginal CPU, over its {small['runs']} runs): "
           f"{fixed_cpu:.2f} s")
 
+    ps, pl_ = small["pod"], large["pod"]
+    pod_cpu_video = (pl_["cpu_s"] - ps["cpu_s"]) / (pl_["videos"] - ps["videos"])
+    pod_rss_video = (pl_["peak_rss_mb"] - ps["peak_rss_mb"]) / (pl_["videos"] - ps["videos"])
+    pod_cpu_fixed = ps["cpu_s"] - pod_cpu_video * ps["videos"]
+    pod_rss_fixed = ps["peak_rss_mb"] - pod_rss_video * ps["videos"]
+    for name, p in (("small", ps), ("large", pl_)):
+        print(f"run worker ({name} bench, one partition of {p['videos']} video(s), empty cache): wall {p['wall_s']:.1f} s, "
+              f"CPU {p['cpu_s']:.1f} s, peak RSS {p['peak_rss_mb']:.0f} MB")
+    print(f"run worker: fixed {pod_cpu_fixed:.1f} CPU s and {pod_rss_fixed:.0f} MB; per video of its partition "
+          f"{pod_cpu_video:.2f} CPU s and {pod_rss_video:.1f} MB")
+
     models, inputs, tasks = map(int, args.target.split(","))
     videos = models * inputs * tasks
     partitions = models * tasks
@@ -180,6 +214,8 @@ def main() -> None:
     sent = v["request bytes"] * videos + rubric_bytes * inputs * tasks
     runs = partitions + tasks + 1  # a run per task x model partition, per task (inputs, rubrics), the leaderboard
     cpu_h = (v["CPU s"] * videos + fixed_cpu * runs) / 3600
+    pod_cpu_h = (pod_cpu_video * videos + pod_cpu_fixed * runs) / 3600
+    pod_rss = pod_rss_fixed + pod_rss_video * inputs
     gpu_h = v["evidence step s"] * videos / 3600
     seconds = args.hours * 3600
     rate = calls / seconds
@@ -193,6 +229,8 @@ def main() -> None:
     print(f"  runs               {runs} (each with 5 step pods on k8s: {runs + 5 * partitions} pods)")
     print(f"  CPU                {cpu_h:,.1f} CPU hours; evidence-step pod time (GPU hours if one GPU per step) "
           f"{gpu_h:,.1f} h")
+    print(f"  run workers        {pod_cpu_h:,.1f} CPU hours as one process per run ({pod_cpu_fixed:.1f} s fixed each); "
+          f"peak RSS of a {inputs}-video partition's worker, linear from the two: {pod_rss / 1024:,.1f} GB")
     print(f"  judge throughput   {rate:.2f} requests/s for {args.hours:g} h; at {args.judge_latency:g} s per request "
           f"{math.ceil(rate * args.judge_latency)} requests in flight; {sent / seconds / 1e6:.2f} MB/s to the judge")
 
