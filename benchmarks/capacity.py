@@ -213,6 +213,11 @@ def main() -> None:
     calls = v["judge requests"] * videos + rubric_req * inputs * tasks
     sent = v["request bytes"] * videos + rubric_bytes * inputs * tasks
     runs = partitions + tasks + 1  # a run per task x model partition, per task (inputs, rubrics), the leaderboard
+
+    def n_steps(assets: tuple[str, ...]) -> int:  # the measured steps (assets and their checks) of such a run
+        return sum(1 for k in large["step_runs"] if any(k == a or k.startswith(a + "_") for a in assets))
+
+    pods = partitions * (1 + n_steps(STEPS[2:7])) + tasks * (1 + n_steps(STEPS[:2])) + 1 + n_steps(STEPS[7:])
     cpu_h = (v["CPU s"] * videos + fixed_cpu * runs) / 3600
     pod_cpu_h = (pod_cpu_video * videos + pod_cpu_fixed * runs) / 3600
     pod_rss = pod_rss_fixed + pod_rss_video * inputs
@@ -226,7 +231,8 @@ def main() -> None:
     print(f"  storage            tables {_gb(v['table bytes'] * videos)}, cache {_gb(v['cache bytes'] * videos)}, "
           f"reports {_gb(v['report bytes'] * videos)}, candidates {_gb(v['candidate bytes'] * videos)} "
           f"(at this bench's clip size), instance {_gb(v['instance bytes'] * videos)}")
-    print(f"  runs               {runs} (each with 5 step pods on k8s: {runs + 5 * partitions} pods)")
+    print(f"  runs               {runs}; on k8s a pod per run and per step (assets and checks): {pods} pods "
+          f"({1 + n_steps(STEPS[2:7])} per partition run)")
     print(f"  CPU                {cpu_h:,.1f} CPU hours; evidence-step pod time (GPU hours if one GPU per step) "
           f"{gpu_h:,.1f} h")
     print(f"  run workers        {pod_cpu_h:,.1f} CPU hours as one process per run ({pod_cpu_fixed:.1f} s fixed each); "
