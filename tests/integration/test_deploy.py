@@ -149,10 +149,11 @@ def render_chart_instance(values: dict, release: str = "argus", namespace: str =
     """The ``dagster.yaml`` the chart's ``<release>-instance`` ConfigMap holds for these values, for the
     sections it sets: run launcher (templates/helpers/instance/_run-launcher.tpl, K8sRunLauncher),
     run coordinator (_run-coordinator.tpl, QueuedRunCoordinator), run/event-log/schedule storage
-    (configmap-instance.yaml with _postgresql.tpl), run monitoring, telemetry and python logs
-    (configmap-instance.yaml). A values key the templates do not read is an error here, so a typo in
+    (configmap-instance.yaml with _postgresql.tpl), op concurrency pools (_concurrency.tpl), run
+    monitoring, telemetry and python logs (configmap-instance.yaml). A values key the templates do not read is an error here, so a typo in
     values.yaml fails instead of being dropped as the chart would drop it."""
-    known = {"dagster-user-deployments", "runLauncher", "dagsterDaemon", "postgresql", "telemetry", "pythonLogs"}
+    known = {"dagster-user-deployments", "runLauncher", "dagsterDaemon", "postgresql", "telemetry", "pythonLogs",
+             "concurrency"}
     assert set(values) <= known, set(values) - known
     out: dict = {}
 
@@ -211,6 +212,29 @@ def render_chart_instance(values: dict, release: str = "argus", namespace: str =
                                  "poll_interval_seconds": monitoring["pollIntervalSeconds"]}
         if monitoring.get("maxResumeRunAttempts"):
             out["run_monitoring"]["max_resume_run_attempts"] = monitoring["maxResumeRunAttempts"]
+    # helpers/instance/_concurrency.tpl: pools and runs.
+    concurrency = values.get("concurrency", {})
+    assert set(concurrency) <= {"pools", "runs"}
+    pools, runs = concurrency.get("pools", {}), concurrency.get("runs", {})
+    assert set(pools) <= {"defaultLimit", "granularity", "opGranularityRunBuffer"}
+    assert set(runs) <= {"maxConcurrentRuns", "tagConcurrencyLimits"}
+    section = {}
+    rendered_pools = {field: pools[key] for key, field in (("defaultLimit", "default_limit"), ("granularity", "granularity"),
+                                                           ("opGranularityRunBuffer", "op_granularity_run_buffer"))
+                      if pools.get(key) is not None}
+    if rendered_pools:
+        section["pools"] = rendered_pools
+    rendered_runs = {}
+    if runs.get("maxConcurrentRuns") is not None:
+        rendered_runs["max_concurrent_runs"] = runs["maxConcurrentRuns"]
+    if runs.get("tagConcurrencyLimits"):
+        rendered_runs["tag_concurrency_limits"] = [
+            {"key": t["key"], **({"value": t["value"]} if t.get("value") else {}), "limit": t["limit"]}
+            for t in runs["tagConcurrencyLimits"]]
+    if rendered_runs:
+        section["runs"] = rendered_runs
+    if section:
+        out["concurrency"] = section
     out["telemetry"] = {"enabled": values.get("telemetry", {}).get("enabled", True)}
     if values.get("pythonLogs", {}).get("pythonLogLevel"):
         out["python_logs"] = {"python_log_level": values["pythonLogs"]["pythonLogLevel"]}
@@ -237,10 +261,11 @@ def _pg_parts(url: str) -> dict:
 
 
 def _check_queue_and_storage(instance: dg.DagsterInstance) -> None:
-    coordinator = instance.run_coordinator
-    assert isinstance(coordinator, dg.QueuedRunCoordinator)
-    assert coordinator.get_run_queue_config().max_concurrent_runs == 8
-    limits = coordinator.get_run_queue_config().tag_concurrency_limits
+    assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+    # What the daemon's queue reads (run_queue, the run coordinator's config or concurrency.runs).
+    queue = instance.get_concurrency_config().run_queue_config
+    assert queue.max_concurrent_runs == 8
+    limits = queue.tag_concurrency_limits
     assert [(t["key"], t["limit"]) for t in limits] == [("argus/judge", 4)]
     assert instance.run_monitoring_enabled and instance.run_monitoring_start_timeout_seconds == 300
     # The storage is the real server: a run written through this instance is read back.
@@ -281,6 +306,9 @@ def test_the_charts_instance_from_our_values_builds_a_k8s_launcher_queue_and_pos
         assert isinstance(launcher, K8sRunLauncher)
         assert launcher.env_secrets == ["argus-env"] and launcher.job_namespace == "argus"
         assert "ARGUS_ENV=k8s" in launcher.env_vars
+        # The `gpu` pool (the evidence step's) gets the chart's default pool limit.
+        pools = instance.get_concurrency_config().pool_config
+        assert pools.default_pool_limit == values["concurrency"]["pools"]["defaultLimit"]
         _check_queue_and_storage(instance)
     finally:
         instance.dispose()
@@ -314,8 +342,8 @@ def test_the_three_instance_files_share_one_run_queue():
     ecs = yaml.safe_load((ROOT / "deploy" / "ecs" / "dagster.yaml").read_text())
     k8s = render_chart_instance(_chart_values())
     assert aws["run_queue"] == ecs["run_queue"]
-    assert k8s["run_coordinator"]["config"]["max_concurrent_runs"] == aws["run_queue"]["max_concurrent_runs"]
-    assert k8s["run_coordinator"]["config"]["tag_concurrency_limits"] == aws["run_queue"]["tag_concurrency_limits"]
+    assert k8s["concurrency"]["runs"]["max_concurrent_runs"] == aws["run_queue"]["max_concurrent_runs"]
+    assert k8s["concurrency"]["runs"]["tag_concurrency_limits"] == aws["run_queue"]["tag_concurrency_limits"]
     assert aws["run_monitoring"] == ecs["run_monitoring"]
 
 
