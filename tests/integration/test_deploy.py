@@ -350,7 +350,7 @@ def test_the_three_instance_files_share_one_run_queue():
 # --- The k8s resource set: executor config and the GPU step's op tags ------------------------------
 
 
-def _k8s_job(monkeypatch, tmp_path) -> dg.JobDefinition:
+def _k8s_job(monkeypatch) -> dg.JobDefinition:
     from assets import ALL_ASSETS
     from resources import executor_for, resources_for
 
@@ -370,7 +370,7 @@ def test_the_k8s_environment_keeps_dagster_k8s_out_of_the_default_import_path():
     assert done.stdout.split()[-1] == "in_process"
 
 
-def test_the_k8s_executor_config_and_the_gpu_op_tags_validate_and_reach_the_step_job(monkeypatch, tmp_path):
+def test_the_k8s_executor_config_and_the_gpu_op_tags_validate_and_reach_the_step_job(monkeypatch):
     from dagster_k8s import DagsterK8sJobConfig, construct_dagster_k8s_job
     from dagster_k8s.container_context import K8sContainerContext
     from dagster_k8s.job import UserDefinedDagsterK8sConfig, get_user_defined_k8s_config
@@ -378,7 +378,7 @@ def test_the_k8s_executor_config_and_the_gpu_op_tags_validate_and_reach_the_step
     from assets.candidates import GPU_STEP_K8S_CONFIG
     from resources import K8S_STEP_DEFAULTS
 
-    job = _k8s_job(monkeypatch, tmp_path)
+    job = _k8s_job(monkeypatch)
     assert job.executor_def.name == "k8s"
     # A run's execution config as an operator writes it: validated by the k8s executor's own schema.
     # (SHALLOW: the override's node_selector replaces the tag's; the default, DEEP, would add to it.)
