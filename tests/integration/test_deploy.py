@@ -206,6 +206,8 @@ def render_chart_instance(values: dict, release: str = "argus", namespace: str =
                 qc[field] = q[key]
         out["run_coordinator"] = {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
                                   **({"config": qc} if qc else {})}
+        # Some chart versions write max_concurrent_runs: -1 when any key is set but maxConcurrentRuns.
+        assert not qc or "max_concurrent_runs" in qc, "set every run limit under concurrency.runs, or none here"
     monitoring = daemon.get("runMonitoring", {})
     if daemon["enabled"] and monitoring.get("enabled"):
         out["run_monitoring"] = {"enabled": True, "start_timeout_seconds": monitoring["startTimeoutSeconds"],
