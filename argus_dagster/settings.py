@@ -304,7 +304,7 @@ def current_bench_hash(settings: Settings) -> str:
 # never read in two ways; `argus env` prints them.
 VARIABLES: dict[str, str] = {
     "ARGUS_HOME": "the folder that holds all state (default: the nearest .argus, as git finds its repository)",
-    "ARGUS_ENV": "the resource set: local (default), gpu or aws",
+    "ARGUS_ENV": "the resource set: local (default), gpu, aws or k8s",
     "ARGUS_BENCH_DIR": "a bench folder or s3://bucket/prefix to work on (default: the bench evaluated last, "
                        "else $ARGUS_HOME/bench)",
     "ARGUS_CANDIDATES_DIR": "the candidate store of ARGUS_BENCH_DIR (a folder or s3://bucket/prefix)",

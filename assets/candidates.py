@@ -103,7 +103,21 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
     })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu")
+# What the evidence step (the model-backed tools) asks of the machine it runs on, in the form Dagster's
+# Kubernetes executor reads: one GPU, a node that has one, and the taint GPU nodes carry tolerated.
+# Only a step-per-pod executor acts on it (resources.executor_for("k8s")); the in-process and
+# multiprocess executors, and run launchers, ignore op tags of this name. The `gpu` pool bounds how
+# many of these steps run at once, whatever the executor.
+GPU_STEP_K8S_CONFIG = {
+    "container_config": {"resources": {"requests": {"cpu": "2", "memory": "6Gi"},
+                                       "limits": {"memory": "12Gi", "nvidia.com/gpu": "1"}}},
+    "pod_spec_config": {"node_selector": {"nvidia.com/gpu.present": "true"},
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+}
+
+
+@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu",
+          op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG})
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
                        input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource,
                        storage: StorageResource) -> dg.Output[pl.DataFrame]:

@@ -125,7 +125,8 @@ def _serve(conn, latency: float) -> None:
             reqs = srv.requests[cmd[1]:]
             step = max(1, len(reqs) // 60)
             conn.send({"n_total": len(srv.requests), "kinds": [kind_of(r["body"]) for r in reqs],
-                       "bytes": [r["bytes"] for r in reqs], "t": [r["t"] for r in reqs], "max_in_flight": srv.max_in_flight,
+                       "bytes": [r["bytes"] for r in reqs],
+                       "response_bytes": [r.get("response_bytes", 0) for r in reqs], "t": [r["t"] for r in reqs], "max_in_flight": srv.max_in_flight,
                        "sample": [r["body"] for r in reqs[::step]]})
 
 

@@ -1,12 +1,15 @@
 """Dagster resources, one module per concern, and the per-environment sets.
 
-``ARGUS_ENV`` picks one set: ``local`` (the embedded default), ``gpu`` (tools on CUDA) or ``aws``
+``ARGUS_ENV`` picks one set: ``local`` (the embedded default), ``gpu`` (tools on CUDA), ``aws``
 (tables, content cache, frozen rubrics and reports on S3, under ``s3://$ARGUS_S3_BUCKET/$ARGUS_S3_PREFIX``;
 the bench and candidate store wherever ``ARGUS_BENCH_DIR``/``ARGUS_CANDIDATES_DIR`` say, folders or
-``s3://`` prefixes). The whole swap is visible in :func:`resources_for`; every asset reaches files and
-objects through the one ``storage`` resource, whichever the set.
+``s3://`` prefixes) or ``k8s`` (as ``aws``, tools on CUDA, each step in a Kubernetes pod of its own).
+The whole swap is visible in :func:`resources_for` and :func:`executor_for`; every asset reaches files
+and objects through the one ``storage`` resource, whichever the set, and nothing under
+``argus_dagster/`` or ``assets/`` knows which environment it runs in.
 """
 
+import enum
 
 import dagster as dg
 from dagster_polars import PolarsParquetIOManager
@@ -21,7 +24,7 @@ from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from .tools import ToolsResource, tools_from_env
 from .vlm import VlmResource, vlm_from_env
 
-ENVIRONMENTS = ("local", "gpu", "aws")
+ENVIRONMENTS = ("local", "gpu", "aws", "k8s")
 
 
 def storage_for(env: str | None = None, settings: Settings | None = None
@@ -34,7 +37,7 @@ def storage_for(env: str | None = None, settings: Settings | None = None
     settings = settings or load_settings()
     bench = bench_from_settings(settings)
     cache_dir = variables.get("ARGUS_CACHE") or str(settings.cache_dir)
-    if env == "aws":  # the same layout as under ARGUS_HOME, under one bucket and prefix
+    if env in ("aws", "k8s"):  # the same layout as under ARGUS_HOME, under one bucket and prefix
         base = f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'argus').strip('/')}"
         bench_home = storage_lib.join(base, "benches", folder_name(settings.bench))
         evaluation = storage_lib.join(bench_home, folder_name(settings.profile))
@@ -87,8 +90,10 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
         return {**common,
                 "tools": tools_from_env("cuda", vlm_only=vlm_only, cache_dir=cache_dir),
                 "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
+    # aws and k8s: tables on S3, where every run's (and, on k8s, every step's) pod finds them. On k8s
+    # the evidence step's pod holds a GPU (its op tags), so the tools run on CUDA there.
     return {**common,
-            "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=cache_dir),
+            "tools": tools_from_env("cuda" if env == "k8s" else "cpu", vlm_only=vlm_only, cache_dir=cache_dir),
             "io_manager": StorageIOManager(storage=storage, base_dir=bench.storage_dir)}
 
 
@@ -121,10 +126,56 @@ def executor_for(env: str | None = None) -> dg.ExecutorDefinition:
     """How a run executes its steps. On one machine (``local``, ``gpu``) every step of a run runs in
     the run's own process: one import of the code location per run instead of one per step, and the
     steps share the process's VLM client, frame pool and loaded models. ``aws`` keeps Dagster's
-    process per step, for launchers that place steps on other machines."""
+    process per step, for launchers that place steps on other machines. ``k8s`` runs each step as a
+    Kubernetes Job (``dagster_k8s.k8s_job_executor``, imported only here): CPU steps get
+    :data:`K8S_STEP_DEFAULTS`; the evidence step's ``dagster-k8s/config`` op tags add one GPU, a GPU
+    node and the GPU taint's toleration (every other executor ignores those tags). A run's
+    ``execution.config`` still overrides any of it (``per_step_k8s_config``, ``job_namespace``, ...)."""
     env = env or environment().get("ARGUS_ENV", "local")
+    if env == "k8s":
+        return _k8s_executor()
     return dg.multiprocess_executor if env == "aws" else dg.in_process_executor
 
 
-__all__ = ["resources_for", "storage_for", "executor_for", "BenchResource", "StorageResource", "StorageIOManager", "ToolsResource", "RubricGeneratorResource", "JudgeResource",
-           "ScoringResource", "VlmResource", "ENVIRONMENTS"]
+# The k8s executor's defaults: what a CPU step's pod requests (sized in docs/capacity.md) and how many
+# step pods one run has at once (a partition run's steps form a chain, so 2 is already generous).
+K8S_STEP_DEFAULTS = {
+    "max_concurrent": 2,
+    "step_k8s_config": {"container_config": {"resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+                                                           "limits": {"memory": "4Gi"}}}},
+}
+
+
+def _k8s_executor() -> dg.ExecutorDefinition:
+    from dagster_k8s import k8s_job_executor
+
+    def with_defaults(config: dict) -> dict:
+        # The run's config arrives resolved (enum fields such as merge_behavior as Python enums) and is
+        # validated again against the same schema, which reads enums by name.
+        return _deep_merge(K8S_STEP_DEFAULTS, _as_config(config))
+
+    # Same schema as the library's executor, so a run's execution config is validated as Dagster
+    # documents it; the defaults fill what the run leaves out.
+    return k8s_job_executor.configured(with_defaults, name="k8s", config_schema=k8s_job_executor.config_schema)
+
+
+def _as_config(value):
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, dict):
+        return {k: _as_config(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_config(v) for v in value]
+    return value
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+__all__ = ["resources_for", "storage_for", "executor_for", "BenchResource", "StorageResource", "StorageIOManager",
+           "ToolsResource", "RubricGeneratorResource", "JudgeResource", "ScoringResource", "VlmResource", "ENVIRONMENTS",
+           "K8S_STEP_DEFAULTS"]

@@ -335,6 +335,7 @@ class FakeVlmServer:
                 if self.usage:
                     completion["usage"] = {"prompt_tokens": len(raw) // 4, "completion_tokens": len(item.content or "") // 4}
                 payload = json.dumps(completion).encode()
+            record["response_bytes"] = len(payload)
             answered()
             if not held:
                 with self._lock:
