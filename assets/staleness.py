@@ -115,10 +115,10 @@ def _meta(record, name: str, default=None):
     return default if value is None else value.value
 
 
-def _data_version_at(instance: dg.DagsterInstance, asset: str, storage_id: int) -> str | None:
+def _record_at(instance: dg.DagsterInstance, asset: str, storage_id: int):
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), storage_ids=[storage_id]), limit=1).records
-    return records[0].asset_materialization.tags.get(DATA_VERSION_TAG) if records else None
+    return records[0] if records else None
 
 
 def _graph_status(instance: dg.DagsterInstance, assets: list, partitions: dict[str, str]) -> tuple[dict, str | None]:
@@ -145,7 +145,15 @@ def _graph_status(instance: dg.DagsterInstance, assets: list, partitions: dict[s
             latest = records.get(upstream) or latest_record(instance, upstream, partitions.get(upstream))
             if latest is None or str(latest.storage_id) == pointer:
                 continue
-            if _data_version_at(instance, upstream, int(pointer)) != latest.asset_materialization.tags.get(DATA_VERSION_TAG):
+            read = _record_at(instance, upstream, int(pointer))
+            if read is None or read.asset_materialization.partition != latest.asset_materialization.partition:
+                # Dagster's pointer names another partition's materialization (runs of several partitions
+                # at once): what matters is whether this partition's upstream came after this record.
+                changed = latest.storage_id > records[name].storage_id
+            else:
+                changed = (read.asset_materialization.tags.get(DATA_VERSION_TAG)
+                           != latest.asset_materialization.tags.get(DATA_VERSION_TAG))
+            if changed:
                 return records, f"{upstream} changed since {name} read it"
     return records, None
 
