@@ -438,12 +438,14 @@ def quality_components(m: dict[str, float]) -> dict[str, float]:
 
 
 def technical_quality(m: dict[str, float]) -> float:
-    """0-100: half the weighted mean of the components, half the worst one (one bad defect shows),
-    scaled by the neutral cast (1 - :data:`CAST_FACTOR` at its far point)."""
+    """0-100: half the weighted mean of the components, half the product of the defect components
+    (:data:`WORST_OF`: one bad defect shows, and a second defect on top of it costs its own share
+    rather than nothing, as it would under the worst one alone), scaled by the neutral cast
+    (1 - :data:`CAST_FACTOR` at its far point)."""
     c = quality_components(m)
     mean = sum(QUALITY_WEIGHTS[k] * c[k] for k in QUALITY_WEIGHTS) / sum(QUALITY_WEIGHTS.values())
     cast = 1.0 - CAST_FACTOR * (1.0 - c.get("neutral_cast", 1.0))
-    return float(100.0 * (0.5 * mean + 0.5 * min(c[k] for k in WORST_OF)) * cast)
+    return float(100.0 * (0.5 * mean + 0.5 * float(np.prod([c[k] for k in WORST_OF]))) * cast)
 
 
 class ClassicalAesthetic:
@@ -453,7 +455,7 @@ class ClassicalAesthetic:
     tiles of each, so a blurred 1080p frame is not made to look sharp by a resize."""
 
     name = "aesthetic"
-    version = "classical-3"
+    version = "classical-4"
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), NATIVE_POLICY)
