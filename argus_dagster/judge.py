@@ -19,8 +19,9 @@ motion_probe   coherence: the lowest of jump share (<= 0.03 -> 10, >= 0.25 -> 0)
                >= 0.6 -> 0) and jump rate, steps beyond twice their neighbours per second
                (<= 1 -> 10, >= 10 -> 0; real clips with fast motion reach 4) and order displacement,
                the mean log2 distance in frames from each frame to its most similar frame when
-               that is not a neighbour (<= 0.15 -> 10, >= 2 -> 0; real clips in order: below 0.15,
-               swaps inside blocks of 4: about 1, of 8: about 1.5, a full shuffle: 3 and more). Incoherence is reported, not scored: a fast real clip (or one
+               that is not a neighbour (<= 0.15 -> 10, >= 2 -> 0; real clips in order: below 0.1,
+               swaps inside blocks of 4: 0.1-0.9, of 8: 0.5-1.5, a full shuffle: 2-4).
+               Incoherence is reported, not scored: a fast real clip (or one
                whose frames are far apart) reaches a shuffled clip's 1.0. For a temporal-quality
                criterion (dimension 12) that is the score; otherwise it is capped by
                the amount of motion: mean flow 0 -> 0, >= 4 px/s (256 px) -> 10,
