@@ -17,7 +17,11 @@ motion_probe   coherence: the lowest of jump share (<= 0.03 -> 10, >= 0.25 -> 0)
                reversals over at least 8 steps (<= 0.3 -> 10, >= 0.8 -> 0; real to-and-fro
                motion reaches 0.5), speed surplus against neighbouring steps (<= 0.05 -> 10,
                >= 0.6 -> 0) and jump rate, steps beyond twice their neighbours per second
-               (<= 1 -> 10, >= 10 -> 0; real clips with fast motion reach 4). Incoherence is reported, not scored: a fast real clip (or one
+               (<= 1 -> 10, >= 10 -> 0; real clips with fast motion reach 4) and order displacement,
+               the mean log2 distance in frames from each frame to its most similar frame when
+               that is not a neighbour (<= 0.15 -> 10, >= 2 -> 0; real clips in order: below 0.1,
+               swaps inside blocks of 4: 0.1-0.9, of 8: 0.5-1.5, a full shuffle: 2-4).
+               Incoherence is reported, not scored: a fast real clip (or one
                whose frames are far apart) reaches a shuffled clip's 1.0. For a temporal-quality
                criterion (dimension 12) that is the score; otherwise it is capped by
                the amount of motion: mean flow 0 -> 0, >= 4 px/s (256 px) -> 10,
@@ -100,14 +104,16 @@ def _flicker(r: dict, view: dict | None = None) -> tuple[float, str]:
 def _coherence(r: dict) -> tuple[float, str]:
     parts = [10 * _lin(r.get("jump_fraction", 0.0), 0.25, 0.03), 10 * _lin(r.get("duplicate_fraction", 0.0), 0.6, 0.1),
              10 * _lin(r.get("longest_freeze_s", 0.0), 1.0, 0.1),
-             10 * _lin(r.get("speed_surplus", 0.0), 0.6, 0.05), 10 * _lin(r.get("jump_rate", 0.0), 10.0, 1.0)]
+             10 * _lin(r.get("speed_surplus", 0.0), 0.6, 0.05), 10 * _lin(r.get("jump_rate", 0.0), 10.0, 1.0),
+             10 * _lin(r.get("order_displacement", 0.0), 2.0, 0.15)]
     if r.get("reversal_steps", 0) >= 8:  # a few steps of to-and-fro motion say nothing about order
         parts.append(10 * _lin(r.get("reversal_fraction", 0.0), 0.8, 0.3))
     return min(parts), (f"{len(r.get('jump_times', []))} jumps ({r.get('jump_fraction', 0.0):.0%} of steps, "
                         f"jump rate {r.get('jump_rate', 0.0):.2f}/s), "
                         f"{r.get('duplicate_fraction', 0.0):.0%} duplicated frames, {r.get('reversal_fraction', 0.0):.0%} "
                         f"motion reversals, speed surplus {r.get('speed_surplus', 0.0):.2f}, longest freeze "
-                        f"{r.get('longest_freeze_s', 0.0):.2f}s, incoherence {r.get('incoherence')}")
+                        f"{r.get('longest_freeze_s', 0.0):.2f}s, {r.get('out_of_order_fraction', 0.0):.0%} of frames out of "
+                        f"order (displacement {r.get('order_displacement', 0.0):.2f}), incoherence {r.get('incoherence')}")
 
 
 def _motion(r: dict, view: dict | None = None) -> tuple[float, str]:
@@ -177,7 +183,7 @@ _WORST = re.compile(r"\b(worst|min|minimum|lowest|any)\b", re.IGNORECASE)
 
 class EvidenceOnlyJudge:
     name = "evidence-only"
-    version = "3"
+    version = "4"
     needs_frames = False
     deterministic = True  # an unscored criterion stays unscored on a rerun
 

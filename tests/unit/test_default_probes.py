@@ -12,7 +12,7 @@ from skimage import data
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
-                                                    frame_quality, neutral_cast)
+                                                    frame_quality, neutral_cast, order_displacement)
 from argus_dagster.evidence.tools.edits import parse_edit
 from argus_dagster.judge import EvidenceOnlyJudge
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
@@ -86,6 +86,37 @@ def test_shuffled_clip_scores_far_below_the_ordered_one(write_clip):
     clean_score = judge(STABILITY, ("flicker_probe", recs["clean"][0]), ("motion_probe", recs["clean"][1])).score
     shuffled_score = judge(STABILITY, ("flicker_probe", recs["shuffled"][0]), ("motion_probe", recs["shuffled"][1])).score
     assert clean_score >= 8 and shuffled_score <= 3
+
+
+def test_order_displacement_known_answer():
+    """Frames of one grey level each, 8 levels apart, with positions 4 and 8 swapped: frame 4 (level
+    of 8) is nearest to frame 7, 3 away; frame 8 (level of 4) to frame 3, 5 away; every other frame
+    has a neighbour as near as any frame (ties count as in order)."""
+    levels = np.arange(16) * 8.0
+    levels[[4, 8]] = levels[[8, 4]]
+    frames = np.broadcast_to(levels[:, None, None], (16, 4, 4)).astype(np.uint8)
+    share, disp = order_displacement(frames)
+    assert share == pytest.approx(2 / 16)
+    assert disp == pytest.approx((np.log2(3) + np.log2(5)) / 16)
+    ordered = np.broadcast_to((np.arange(16) * 8.0)[:, None, None], (16, 4, 4)).astype(np.uint8)
+    assert order_displacement(ordered) == (0.0, 0.0)
+
+
+def test_order_displacement_grows_with_how_far_frames_are_moved(write_clip):
+    clean = panning(n=48, shift=2)
+    rng = np.random.default_rng(0)
+
+    def shuffled(block: int) -> np.ndarray:
+        idx = np.arange(len(clean))
+        return clean[np.concatenate([rng.permutation(idx[i:i + block]) for i in range(0, len(idx), block)])]
+
+    recs = {name: MotionProbe().run({}, store(output_video=write_clip(f"{name}.mp4", frames)))
+            for name, frames in (("clean", clean), ("b4", shuffled(4)), ("b8", shuffled(8)), ("all", shuffled(48)))}
+    d = [recs[k]["order_displacement"] for k in ("clean", "b4", "b8", "all")]
+    assert d[0] < 0.15 and d[0] < d[1] < d[2] < d[3] and d[3] > 2.5
+    assert recs["clean"]["out_of_order_fraction"] < 0.1 < 0.25 < recs["b4"]["out_of_order_fraction"]
+    scores = [judge(STABILITY, ("motion_probe", {"ok": True, "order_displacement": x})).score for x in d]
+    assert scores[0] == 10 and scores[0] > scores[1] > scores[2] > scores[3] == 0
 
 
 def test_frozen_stretch_and_dropped_frames(write_clip):

@@ -151,6 +151,48 @@ def _jump_severity(d: np.ndarray, med: float) -> np.ndarray:
     return np.maximum(np.log2(np.maximum(d, 1e-6) / ref) - 1.0, 0.0)
 
 
+ORDER_MARGIN = 0.9
+ORDER_LEVEL = 0.5  # and by this many grey levels: encoder residue on a still frame is below it
+ORDER_STILL = 0.3  # a median neighbour difference below this: copies, no order to read (as MotionProbe.dup_level)
+
+
+def order_displacement(frames: np.ndarray) -> tuple[float, float]:
+    """How far frames stand from where their content belongs, in one window of consecutive frames.
+
+    Per frame, the most similar other frame (mean absolute difference of the level-normalized grey
+    frames): in a clip in order that is a neighbour; a frame out of order resembles one further away
+    more than either neighbour. Returns the share of frames whose most similar frame is not a
+    neighbour, and the mean log2 of the distance in frames to it (a neighbour: 0), which grows with
+    how far frames were moved (real clips at 64 px: swaps inside blocks of 4 give 0.1-0.9, of 8
+    0.5-1.5, a full shuffle of 48 frames 2-4). A scene that returns to an earlier state (a short loop,
+    a cut back) reads as displaced too. A frame counts as displaced only when the far frame is clearly
+    nearer (below :data:`ORDER_MARGIN` of its nearer neighbour's difference, and by :data:`ORDER_LEVEL`
+    grey levels), so ties (copies) and noise count as in order; a window of copies (median neighbour
+    difference below :data:`ORDER_STILL`) or whose frames are all about as near to each other as any
+    (a still scene under noise) has no order to read: (0, 0).
+    """
+    n = len(frames)
+    if n < 3:
+        return 0.0, 0.0
+    flat = frames.reshape(n, -1).astype(np.float32)
+    dist = np.stack([np.abs(flat - flat[t]).mean(axis=1) for t in range(n)])
+    off = ~np.eye(n, dtype=bool)
+    nearest = np.where(off, dist, np.inf).min(axis=1)
+    step = float(np.median(np.diagonal(dist, 1)))
+    if step < ORDER_STILL or float(np.median(nearest)) > ORDER_MARGIN * float(np.median(dist[off])):
+        return 0.0, 0.0
+    logs = []
+    for t in range(n):
+        d = dist[t]
+        adj = min(d[j] for j in (t - 1, t + 1) if 0 <= j < n)
+        far = np.r_[np.arange(0, max(t - 1, 0)), np.arange(t + 2, n)].astype(int)
+        j = int(far[np.argmin(d[far])]) if len(far) else t + 1
+        clearly = len(far) and d[j] < ORDER_MARGIN * adj and adj - d[j] > ORDER_LEVEL
+        logs.append(float(np.log2(abs(j - t))) if clearly else 0.0)
+    logs_arr = np.asarray(logs)
+    return float((logs_arr > 0).mean()), float(logs_arr.mean())
+
+
 class MotionProbe:
     """Motion amount, smoothness and temporal coherence on consecutive frames of the source rate.
 
@@ -168,12 +210,13 @@ class MotionProbe:
     throughout (:attr:`frozen_share`); a still scene whose frames still change has none. Frame differences are taken after each frame is brought to one level and contrast, so a
     dim, low-contrast clip is not read as frozen. From the flow: ``reversal_fraction``, steps whose
     motion turns back on the next one (frames out of order), and ``speed_surplus``, how far steps exceed 1.5x their
-    neighbouring steps (a stretch of frames left out). ``static_fraction`` is the share of steps with
+    neighbouring steps (a stretch of frames left out); ``out_of_order_fraction`` and ``order_displacement``
+    (:func:`order_displacement`), how many frames stand out of order and how far. ``static_fraction`` is the share of steps with
     no change at all (a frozen video: 1.0).
     """
 
     name = "motion_probe"
-    version = "3"
+    version = "4"
     dup_level = 0.3  # mean |difference| (0-255) below which two neighbouring frames may be copies
     dup_flow = 0.03  # and mean flow (px per step at 128 px) below which they are
     frozen_share = 0.9  # copies in a clip that does not move: from this share on, a frozen video
@@ -237,6 +280,10 @@ class MotionProbe:
         if not moving and dup.mean() < self.frozen_share:  # a still scene, not a stretch frozen in a moving one
             longest = 0
         incoherence = (round(min(med / far, 2.0), 4) if far and far >= 1.0 else 0.0) if far is not None else None
+        order = [(order_displacement(g64[w]), len(w)) for w in wins if len(w) >= 3]
+        weight = sum(k for _, k in order) or 1
+        out_of_order = sum(o[0] * k for o, k in order) / weight
+        displacement = sum(o[1] * k for o, k in order) / weight
         mean = float(m.mean())
         accel = float(np.abs(np.diff(m)).mean()) if len(m) > 1 else 0.0
         return {
@@ -262,6 +309,9 @@ class MotionProbe:
             # how far steps exceed 1.5x their neighbours, summed and divided by the steps (dropped frames)
             "speed_surplus": round(float(surplus.sum() / len(m)), 4),
             "longest_freeze_s": round(longest / fps, 3),
+            # frames nearer in content to a frame further away than to their neighbours (frames out of order)
+            "out_of_order_fraction": round(out_of_order, 4),
+            "order_displacement": round(displacement, 4),
         }
 
 
@@ -388,12 +438,14 @@ def quality_components(m: dict[str, float]) -> dict[str, float]:
 
 
 def technical_quality(m: dict[str, float]) -> float:
-    """0-100: half the weighted mean of the components, half the worst one (one bad defect shows),
-    scaled by the neutral cast (1 - :data:`CAST_FACTOR` at its far point)."""
+    """0-100: half the weighted mean of the components, half the product of the defect components
+    (:data:`WORST_OF`: one bad defect shows, and a second defect on top of it costs its own share
+    rather than nothing, as it would under the worst one alone), scaled by the neutral cast
+    (1 - :data:`CAST_FACTOR` at its far point)."""
     c = quality_components(m)
     mean = sum(QUALITY_WEIGHTS[k] * c[k] for k in QUALITY_WEIGHTS) / sum(QUALITY_WEIGHTS.values())
     cast = 1.0 - CAST_FACTOR * (1.0 - c.get("neutral_cast", 1.0))
-    return float(100.0 * (0.5 * mean + 0.5 * min(c[k] for k in WORST_OF)) * cast)
+    return float(100.0 * (0.5 * mean + 0.5 * float(np.prod([c[k] for k in WORST_OF]))) * cast)
 
 
 class ClassicalAesthetic:
@@ -403,7 +455,7 @@ class ClassicalAesthetic:
     tiles of each, so a blurred 1080p frame is not made to look sharp by a resize."""
 
     name = "aesthetic"
-    version = "classical-3"
+    version = "classical-4"
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), NATIVE_POLICY)
