@@ -105,6 +105,13 @@ class _Job:
         self.stale = stale or (lambda: "forced")
         self.why: str | None = None  # what stale() said when the job was planned
         self.skipped = skipped or (lambda: None)
+        self._asked = False
+
+    def status(self, ran: set[str] = frozenset()) -> str | None:
+        """``stale()``'s answer, asked once unless a job it comes after has run since."""
+        if not self._asked or set(self.after) & ran:
+            self.why, self._asked = self.stale(), True
+        return self.why
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
@@ -160,14 +167,16 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                               resources["rubric_generator"].identity(resources["rubric_vlm"]))
     store = scan(open_store(str(settings.candidates_dir)), None) if not force else None
 
+    # Every task's inputs and rubrics first (the partitions wait for them), then the partitions.
+    task_jobs: list[_Job] = []
     plan: list[_Job] = []
     for task in task_list:
         if protocol != "firm":
-            plan.append(_Job(task, ("task", task), stale=None if force else (
+            task_jobs.append(_Job(task, ("task", task), stale=None if force else (
                 lambda task=task: task_status(instance, task, settings.bench_dir, frozen, digests))))
         if protocol != "videoargus":
-            plan.append(_Job(f"firm {task}", ("firm", task, None, protocol == "firm"),
-                             after=(task,) if protocol == "both" else (), judge=True))
+            task_jobs.append(_Job(f"firm {task}", ("firm", task, None, protocol == "firm"),
+                                  after=(task,) if protocol == "both" else (), judge=True))
         for model in sorted(m for m, ts in found.items() if task in ts):
             name = f"{task} x {model}"
             if protocol != "firm":
@@ -178,6 +187,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             if protocol != "videoargus":
                 plan.append(_Job(f"firm {name}", ("firm", task, model, protocol == "firm"), judge=True,
                                  after=(f"firm {task}",) + ((name,) if protocol == "both" else ())))
+    plan = task_jobs + plan
     limit, judge_limit = runs_at_once(instance)
     t_start = time.perf_counter()
 
@@ -207,6 +217,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         progress(f"{elapsed()} {job.name}: {what}")
 
     with _Workers(settings, limit) as workers:
+        # Start the workers the plan needs at once, so their imports overlap (none when all is current).
+        stale_tasks = [j for j in task_jobs if j.status() is not None]
+        n_runs = len(plan) if stale_tasks else sum(1 for j in plan[len(task_jobs):] if j.status() is not None)
+        workers.warm(min(limit, n_runs))
         ran = workers.run(plan, judge_limit, finished, up_to_date)
         # Nothing ran and the stored leaderboard follows every stored video_scores: it is current.
         current = protocol != "firm" and not ran and leaderboard_status(instance) is None
@@ -258,13 +272,25 @@ class _Workers:
         import threading
         from concurrent.futures import ProcessPoolExecutor
 
-        # spawn: a fresh interpreter per worker (forking a process with Dagster's threads is unsafe).
-        context = multiprocessing.get_context("spawn")
+        # forkserver: workers fork from a clean server process that imported the code once (forking this
+        # process, with Dagster's threads, would be unsafe; a fresh interpreter per worker imports it
+        # again for each). Each worker then takes this process's environment as it is now.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["dagster", "assets", "resources", "argus_dagster.runner"])
         self.events = context.SimpleQueue()
         self.pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_init,
-                                        initargs=(self.settings, self.events, os.getpid()))
+                                        initargs=(self.settings, self.events, dict(os.environ)))
         self.listener = threading.Thread(target=self._listen, daemon=True)
         self.listener.start()
+
+    def warm(self, n: int) -> None:
+        """Start ``n`` workers now (each imports the code and builds its resources), not one per run
+        submitted."""
+        if n <= 0 or self.pool is not None:
+            return
+        self._start(n)
+        for _ in range(n):
+            self.pool.submit(_ready)
 
     def _listen(self) -> None:
         while True:
@@ -292,8 +318,7 @@ class _Workers:
                         continue
                     pending.remove(job)
                     progressed = True
-                    job.why = job.stale()
-                    if job.why is None:
+                    if job.status(set(ran)) is None:
                         done.add(job.name)
                         up_to_date(job)
                         continue
@@ -330,9 +355,14 @@ class _Workers:
 _WORKER: dict = {}
 
 
-def _worker_init(settings: Settings, events, parent: int) -> None:
-    """A worker process: dies with the launcher, opens the evaluation's instance, builds its resources
-    once and sends its progress counts to the launcher."""
+def _ready() -> None:
+    """A worker's first task: nothing beyond its initializer."""
+
+
+def _worker_init(settings: Settings, events, environ: dict) -> None:
+    """A worker process: dies with the fork server (which ends with the launcher), takes the
+    launcher's environment, opens the evaluation's instance, builds its resources once and sends its
+    progress counts to the launcher."""
     import signal
 
     try:  # Linux: a killed launcher takes its workers with it
@@ -341,8 +371,10 @@ def _worker_init(settings: Settings, events, parent: int) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    if os.getppid() != parent:
+    if os.getppid() == 1:  # the fork server is already gone
         os._exit(1)
+    os.environ.clear()
+    os.environ.update(environ)
     from assets import ALL_CHECKS, TASK_ASSETS
     from resources import resources_for
 
