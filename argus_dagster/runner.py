@@ -272,11 +272,9 @@ class _Workers:
         import threading
         from concurrent.futures import ProcessPoolExecutor
 
-        # forkserver: workers fork from a clean server process that imported the code once (forking this
-        # process, with Dagster's threads, would be unsafe; a fresh interpreter per worker imports it
-        # again for each). Each worker then takes this process's environment as it is now.
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["dagster", "assets", "resources", "argus_dagster.runner"])
+        # spawn: a fresh interpreter per worker (forking a process with threads, Dagster's or an imported
+        # library's, can deadlock the child). Each worker takes this process's environment as it is now.
+        context = multiprocessing.get_context("spawn")
         self.events = context.SimpleQueue()
         self.pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_init,
                                         initargs=(self.settings, self.events, dict(os.environ)))
@@ -360,9 +358,8 @@ def _ready() -> None:
 
 
 def _worker_init(settings: Settings, events, environ: dict) -> None:
-    """A worker process: dies with the fork server (which ends with the launcher), takes the
-    launcher's environment, opens the evaluation's instance, builds its resources once and sends its
-    progress counts to the launcher."""
+    """A worker process: dies with the launcher, takes the launcher's environment, opens the
+    evaluation's instance, builds its resources once and sends its progress counts to the launcher."""
     import signal
 
     try:  # Linux: a killed launcher takes its workers with it
@@ -371,7 +368,7 @@ def _worker_init(settings: Settings, events, environ: dict) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    if os.getppid() == 1:  # the fork server is already gone
+    if os.getppid() == 1:  # the launcher is already gone
         os._exit(1)
     os.environ.clear()
     os.environ.update(environ)
