@@ -273,11 +273,11 @@ class _Workers:
         from concurrent.futures import ProcessPoolExecutor
 
         # spawn: a fresh interpreter per worker (forking a process with threads, Dagster's or an imported
-        # library's, can deadlock the child). Each worker takes this process's environment as it is now.
+        # library's, can deadlock the child), started with this process's environment as it is now.
         context = multiprocessing.get_context("spawn")
         self.events = context.SimpleQueue()
         self.pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_init,
-                                        initargs=(self.settings, self.events, dict(os.environ)))
+                                        initargs=(self.settings, self.events))
         self.listener = threading.Thread(target=self._listen, daemon=True)
         self.listener.start()
 
@@ -357,9 +357,9 @@ def _ready() -> None:
     """A worker's first task: nothing beyond its initializer."""
 
 
-def _worker_init(settings: Settings, events, environ: dict) -> None:
-    """A worker process: dies with the launcher, takes the launcher's environment, opens the
-    evaluation's instance, builds its resources once and sends its progress counts to the launcher."""
+def _worker_init(settings: Settings, events) -> None:
+    """A worker process: dies with the launcher, opens the evaluation's instance, builds its resources
+    once and sends its progress counts to the launcher."""
     import signal
 
     try:  # Linux: a killed launcher takes its workers with it
@@ -370,8 +370,6 @@ def _worker_init(settings: Settings, events, environ: dict) -> None:
         pass
     if os.getppid() == 1:  # the launcher is already gone
         os._exit(1)
-    os.environ.clear()
-    os.environ.update(environ)
     from assets import ALL_CHECKS, TASK_ASSETS
     from resources import resources_for
 
