@@ -217,10 +217,6 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         progress(f"{elapsed()} {job.name}: {what}")
 
     with _Workers(settings, limit) as workers:
-        # Start the workers the plan needs at once, so their imports overlap (none when all is current).
-        stale_tasks = [j for j in task_jobs if j.status() is not None]
-        n_runs = len(plan) if stale_tasks else sum(1 for j in plan[len(task_jobs):] if j.status() is not None)
-        workers.warm(min(limit, n_runs))
         ran = workers.run(plan, judge_limit, finished, up_to_date)
         # Nothing ran and the stored leaderboard follows every stored video_scores: it is current.
         current = protocol != "firm" and not ran and leaderboard_status(instance) is None
@@ -280,15 +276,6 @@ class _Workers:
                                         initargs=(self.settings, self.events))
         self.listener = threading.Thread(target=self._listen, daemon=True)
         self.listener.start()
-
-    def warm(self, n: int) -> None:
-        """Start ``n`` workers now (each imports the code and builds its resources), not one per run
-        submitted."""
-        if n <= 0 or self.pool is not None:
-            return
-        self._start(n)
-        for _ in range(n):
-            self.pool.submit(_ready)
 
     def _listen(self) -> None:
         while True:
@@ -351,10 +338,6 @@ class _Workers:
 
 
 _WORKER: dict = {}
-
-
-def _ready() -> None:
-    """A worker's first task: nothing beyond its initializer."""
 
 
 def _worker_init(settings: Settings, events) -> None:
