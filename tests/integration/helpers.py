@@ -194,3 +194,13 @@ def partitions_by_asset(task: str, keys: list[str], assets: dict[str, list[str]]
             + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": keys[0], "end": keys[-1]}}}
                for a in assets["candidate"]]
             + [{"assetKey": {"path": ["leaderboard"]}}])
+
+
+def evaluation_in(monkeypatch, home: Path, bench: Path, cands: Path):
+    """The settings of ``bench`` evaluated in the ARGUS_HOME ``home`` (set in the environment, as a
+    user's shell would)."""
+    from argus_dagster.settings import load_settings
+
+    for k, v in {"ARGUS_HOME": str(home), "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}.items():
+        monkeypatch.setenv(k, v)
+    return load_settings()

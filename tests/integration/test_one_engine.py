@@ -13,9 +13,8 @@ import pytest
 
 from argus_dagster.media import write_video
 from argus_dagster.runner import local_instance, run_all
-from argus_dagster.settings import load_settings
 
-from .helpers import pattern_clip, t2v_bench
+from .helpers import evaluation_in, pattern_clip, t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,10 +34,7 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     key = str(dg.MultiPartitionKey({"task": "T2V", "model": "m"}))
 
     def home(name: str):
-        for k, v in {"ARGUS_HOME": str(tmp_path / name), "ARGUS_BENCH_DIR": str(bench),
-                     "ARGUS_CANDIDATES_DIR": str(cands)}.items():
-            monkeypatch.setenv(k, v)
-        return load_settings()
+        return evaluation_in(monkeypatch, tmp_path / name, bench, cands)
 
     # Home "ui": the task and model m scored by Dagster's own launcher, as a UI backfill would.
     settings = home("ui")

@@ -11,9 +11,8 @@ import pytest
 
 from argus_dagster.media import write_video
 from argus_dagster.runner import local_instance, run_all
-from argus_dagster.settings import load_settings
 
-from .helpers import backfill_as_the_ui_does, partitions_by_asset, pattern_clip, t2v_bench
+from .helpers import backfill_as_the_ui_does, evaluation_in, partitions_by_asset, pattern_clip, t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,10 +33,7 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     keys = [str(dg.MultiPartitionKey({"task": "T2V", "model": m})) for m in ("m", "n")]
 
     def home(name: str):
-        for k, v in {"ARGUS_HOME": str(tmp_path / name), "ARGUS_BENCH_DIR": str(bench),
-                     "ARGUS_CANDIDATES_DIR": str(cands)}.items():
-            monkeypatch.setenv(k, v)
-        return load_settings()
+        return evaluation_in(monkeypatch, tmp_path / name, bench, cands)
 
     settings = home("ui")
     instance = local_instance(settings)  # the evaluation's instance and its dagster.yaml (a run queue of 4)
