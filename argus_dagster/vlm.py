@@ -340,6 +340,30 @@ class MachineSlots:
     def release(fd: int) -> None:
         os.close(fd)  # closing the descriptor drops its lock
 
+    # An endpoint one process found unreachable is left out by every process of the machine until
+    # the time that process set: the modification time of the folder's ``excluded`` file (one stat
+    # per request to read it, and nothing to parse).
+    def excluded(self, now: float | None = None) -> bool:
+        try:
+            return os.stat(self.folder / "excluded").st_mtime > (time.time() if now is None else now)
+        except OSError:
+            return False
+
+    def exclude(self, for_s: float) -> None:
+        self._mark(time.time() + for_s)
+
+    def include(self) -> None:
+        if self.excluded():
+            self._mark(0.0)
+
+    def _mark(self, until: float) -> None:
+        path = self.folder / "excluded"
+        try:
+            path.touch()
+            os.utime(path, (until, until))
+        except OSError:  # a read-only folder: the exclusion stays this process's own
+            pass
+
 
 def slots_folder(root: str | Path, url: str, model: str) -> Path:
     """The slot files of one endpoint and model under ``root`` (the folder name is a hash: no URL,
@@ -375,7 +399,8 @@ class OpenAICompatibleClient:
 
     Each endpoint takes at most ``concurrency`` requests at once; a request goes to the healthy endpoint
     with the fewest in flight. An endpoint that fails to connect ``exclude_after`` times in a row is
-    left out for ``exclude_for_s`` seconds (then tried again). Retryable outcomes: 429 (its
+    left out for ``exclude_for_s`` seconds (then tried again); with ``slots_dir``, by every process
+    of the machine. Retryable outcomes: 429 (its
     ``Retry-After`` is honoured), 5xx, timeouts, connection errors and bodies that are not a chat
     completion; other 4xx statuses fail at once (a bad request does not get better by repeating).
 
@@ -425,7 +450,8 @@ class OpenAICompatibleClient:
     def _pick(self) -> _Endpoint | None:
         """The endpoint the next request should use, or None when every usable one is full (under the lock)."""
         now = time.monotonic()
-        healthy = [e for e in self.endpoints if e.excluded_until <= now]
+        healthy = [e for e in self.endpoints
+                   if e.excluded_until <= now and not (e.machine is not None and e.machine.excluded())]
         pool = healthy or [min(self.endpoints, key=lambda e: e.excluded_until)]
         free = [e for e in pool if e.in_flight < self.concurrency]
         return min(free, key=lambda e: (e.in_flight, e.consecutive_failures)) if free else None
@@ -472,7 +498,11 @@ class OpenAICompatibleClient:
                 ep.consecutive_failures += 1
                 if ep.consecutive_failures >= self.exclude_after:
                     ep.excluded_until = time.monotonic() + self.exclude_for_s
+                    if ep.machine is not None:
+                        ep.machine.exclude(self.exclude_for_s)
             else:
+                if ep.machine is not None and (ep.consecutive_failures or ep.excluded_until):
+                    ep.machine.include()
                 ep.consecutive_failures = 0
                 ep.excluded_until = 0.0
             self._dispatch()

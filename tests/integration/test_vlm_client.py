@@ -96,6 +96,24 @@ def test_a_dead_endpoint_in_a_pool_of_three_is_excluded():
         assert len(a.requests) > 15 and len(b.requests) > 15
 
 
+def test_a_dead_endpoint_one_process_found_is_left_out_by_the_others(tmp_path):
+    # Two clients with one slots folder stand for two processes of one machine (two runs at once).
+    with FakeVlmServer() as a:
+        dead = dead_url()
+        first, second = (client([dead, a.base_url], exclude_after=1, exclude_for_s=60, slots_dir=tmp_path)
+                         for _ in range(2))
+        s1, s2 = CallStats(), CallStats()
+        assert first.chat(HELLO, stats=s1).text == "ok" and s1.by_endpoint.get(dead) == 1
+        for _ in range(5):
+            second.chat(HELLO, stats=s2)
+        assert dead not in s2.by_endpoint and s2.by_endpoint[a.base_url] == 5
+        # Once the exclusion has run out, the endpoint is tried again (here: found alive).
+        for ep in second.endpoints:
+            if ep.machine is not None:
+                ep.machine.exclude(-1)
+        assert not any(ep.machine.excluded() for ep in second.endpoints)
+
+
 def test_every_endpoint_dead_fails_with_a_clear_error():
     c = client([dead_url(), dead_url()], max_retries=2)
     with pytest.raises(VlmError, match="connection failed"):
