@@ -29,7 +29,7 @@ from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
 from .lineage import criterion_delta_metadata, video_delta_metadata
-from .partitions import task_and_model, task_model_partitions
+from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
 from .staleness import evidence_digest, judge_digest, scoring_digest
 
 
@@ -62,7 +62,8 @@ def _version(df: pl.DataFrame, cols: list[str]) -> dg.DataVersion:
     return dg.DataVersion(hashlib.sha256(text.encode()).hexdigest()[:16])
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"})
+@each_partition
 def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.DataFrame,
                      bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per video of an input of the task for this model (``sample`` ``""`` for the single
@@ -116,8 +117,9 @@ GPU_STEP_K8S_CONFIG = {
 }
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu",
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu",
           op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG})
+@each_partition
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
                        input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource,
                        storage: StorageResource) -> dg.Output[pl.DataFrame]:
@@ -200,7 +202,8 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                      })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"})
+@each_partition
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
                      candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource,
                      tools: ToolsResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
@@ -258,8 +261,9 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     })
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"},
           automation_condition=dg.AutomationCondition.eager())
+@each_partition
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
                  scoring: ScoringResource) -> dg.Output[pl.DataFrame]:
     """One row per candidate video (every sample of an input its own): base and final score, alpha,

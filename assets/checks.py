@@ -23,11 +23,17 @@ from .candidates import criterion_scores, video_label, video_scores
 from .inputs import rubrics
 from .lineage import latest_record
 from .leaderboard import leaderboard
-from .partitions import task_model_partitions, task_partitions
+from .partitions import tables_by_partition, task_model_partitions, task_partitions
 
 MAX_LISTED = 20
-# Partitioned checks run per partition, like the assets they guard; Dagster marks them preview.
+# Partitioned checks run with the assets they guard: per partition, or once over the partitions of a
+# run of many (their tables come as {partition: table}); Dagster marks them preview.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
+
+
+def _where(partition: str, problem: str) -> str:
+    """A problem as listed: prefixed by its partition in a run of many."""
+    return f"{partition}: {problem}" if partition else problem
 
 
 def _listing(problems: list[str]) -> dg.MetadataValue:
@@ -62,53 +68,61 @@ def rubric_problems(row: dict, has_subject: bool, has_source: bool) -> tuple[lis
 
 @dg.asset_check(asset=rubrics, partitions_def=task_partitions, additional_ins={"input_instances": dg.AssetIn()},
                 description="Every rubric validates and follows the hard-criterion and cap rules (method §3-4).")
-def rubrics_follow_the_rules(rubrics: pl.DataFrame, input_instances: pl.DataFrame) -> dg.AssetCheckResult:
-    inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
-    errors, warnings = [], []
-    for row in rubrics.iter_rows(named=True):
-        inp = inputs.get(row["input_id"]) or {}
-        e, w = rubric_problems(row, has_subject=bool(inp.get("subject_images")), has_source=bool(inp.get("source_video")))
-        errors += e
-        warnings += w
+def rubrics_follow_the_rules(rubrics, input_instances) -> dg.AssetCheckResult:
+    errors, warnings, n = [], [], 0
+    ins = tables_by_partition(input_instances)
+    for part, table in tables_by_partition(rubrics).items():
+        inputs = {r["input_id"]: r for r in ins.get(part, next(iter(ins.values()))).iter_rows(named=True)}
+        n += table.height
+        for row in table.iter_rows(named=True):
+            inp = inputs.get(row["input_id"]) or {}
+            e, w = rubric_problems(row, has_subject=bool(inp.get("subject_images")), has_source=bool(inp.get("source_video")))
+            errors += [_where(part, x) for x in e]
+            warnings += [_where(part, x) for x in w]
     severity = dg.AssetCheckSeverity.ERROR if errors else dg.AssetCheckSeverity.WARN
     return dg.AssetCheckResult(passed=not errors and not warnings, severity=severity, metadata={
-        "n_rubrics": rubrics.height, "n_errors": len(errors), "n_warnings": len(warnings),
+        "n_rubrics": n, "n_errors": len(errors), "n_warnings": len(warnings),
         "errors": _listing(errors), "warnings": _listing(warnings)})
 
 
 @dg.asset_check(asset=criterion_scores, partitions_def=task_model_partitions,
                 description="Every criterion score is an integer in 0-10, or null with a reason.")
-def scores_in_range(criterion_scores: pl.DataFrame) -> dg.AssetCheckResult:
-    df = criterion_scores
-    out_of_range = df.filter(pl.col("score").is_not_null() & ~pl.col("score").is_between(0, 10))
-    no_reason = df.filter(pl.col("score").is_null()
-                          & (pl.col("rationale").is_null() | (pl.col("rationale").str.strip_chars() == "")))
-    problems = [f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: score {r['score']} outside 0-10"
-                for r in out_of_range.iter_rows(named=True)]
-    problems += [f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: unscored without a reason"
-                 for r in no_reason.iter_rows(named=True)]
+def scores_in_range(criterion_scores) -> dg.AssetCheckResult:
+    problems, n, n_out, n_no_reason = [], 0, 0, 0
+    for part, df in tables_by_partition(criterion_scores).items():
+        out_of_range = df.filter(pl.col("score").is_not_null() & ~pl.col("score").is_between(0, 10))
+        no_reason = df.filter(pl.col("score").is_null()
+                              & (pl.col("rationale").is_null() | (pl.col("rationale").str.strip_chars() == "")))
+        problems += [_where(part, f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: score {r['score']} outside 0-10")
+                     for r in out_of_range.iter_rows(named=True)]
+        problems += [_where(part, f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: unscored without a reason")
+                     for r in no_reason.iter_rows(named=True)]
+        n, n_out, n_no_reason = n + df.height, n_out + out_of_range.height, n_no_reason + no_reason.height
     return dg.AssetCheckResult(passed=not problems, metadata={
-        "n_criteria": df.height, "n_out_of_range": out_of_range.height, "n_unscored_without_reason": no_reason.height,
+        "n_criteria": n, "n_out_of_range": n_out, "n_unscored_without_reason": n_no_reason,
         "problems": _listing(problems)})
 
 
 @dg.asset_check(asset=video_scores, partitions_def=task_model_partitions,
                 additional_ins={"candidate_videos": dg.AssetIn()},
                 description="Every candidate video (each sample) has a final score in 0-10 or a recorded error.")
-def every_candidate_scored_or_explained(video_scores: pl.DataFrame, candidate_videos: pl.DataFrame) -> dg.AssetCheckResult:
-    scored = {(r["input_id"], r["sample"]): r for r in video_scores.iter_rows(named=True)}
-    problems = []
-    for cand in candidate_videos.iter_rows(named=True):
-        r = scored.get((cand["input_id"], cand["sample"]))
-        name = video_label(cand["input_id"], cand["sample"])
-        if r is None:
-            problems.append(f"`{name}`: no row in video_scores")
-        elif r["final_score"] is None and not (r["error"] or "").strip():
-            problems.append(f"`{name}`: neither a final score nor an error")
-        elif r["final_score"] is not None and not 0.0 <= r["final_score"] <= 10.0:
-            problems.append(f"`{name}`: final score {r['final_score']:.3f} outside 0-10")
+def every_candidate_scored_or_explained(video_scores, candidate_videos) -> dg.AssetCheckResult:
+    problems, n = [], 0
+    cands = tables_by_partition(candidate_videos)
+    for part, table in tables_by_partition(video_scores).items():
+        scored = {(r["input_id"], r["sample"]): r for r in table.iter_rows(named=True)}
+        n += cands[part].height
+        for cand in cands[part].iter_rows(named=True):
+            r = scored.get((cand["input_id"], cand["sample"]))
+            name = video_label(cand["input_id"], cand["sample"])
+            if r is None:
+                problems.append(_where(part, f"`{name}`: no row in video_scores"))
+            elif r["final_score"] is None and not (r["error"] or "").strip():
+                problems.append(_where(part, f"`{name}`: neither a final score nor an error"))
+            elif r["final_score"] is not None and not 0.0 <= r["final_score"] <= 10.0:
+                problems.append(_where(part, f"`{name}`: final score {r['final_score']:.3f} outside 0-10"))
     return dg.AssetCheckResult(passed=not problems, metadata={
-        "n_candidates": candidate_videos.height, "n_problems": len(problems), "problems": _listing(problems)})
+        "n_candidates": n, "n_problems": len(problems), "problems": _listing(problems)})
 
 
 @dg.asset_check(asset=leaderboard, description="Every materialized video_scores partition with videos is ranked.")

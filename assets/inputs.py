@@ -19,7 +19,7 @@ from resources.judging import RubricGeneratorResource
 from resources.vlm import VlmResource
 
 from .lineage import rubric_delta_metadata
-from .partitions import task_partitions
+from .partitions import BACKFILL, each_partition, task_partitions
 from .staleness import bench_files_digest, generator_digest, generator_folder, rubric_files_digest
 
 
@@ -27,7 +27,8 @@ def _version(values) -> dg.DataVersion:
     return dg.DataVersion(hashlib.sha256("\n".join(sorted(v or "" for v in values)).encode()).hexdigest()[:16])
 
 
-@dg.asset(partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"})
+@each_partition
 def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
                     storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per input of the task's manifest: prompt, condition paths (``s3://`` URIs for a bench
@@ -45,7 +46,8 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
     })
 
 
-@dg.asset(partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"})
+@each_partition
 def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
             rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource,
             storage: StorageResource) -> dg.Output[pl.DataFrame]:

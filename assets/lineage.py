@@ -1,6 +1,7 @@
 """Reading what a partition held before this materialization, for score deltas in metadata.
 
-The IO manager records each stored table's ``path`` in the materialization's metadata; the previous
+The IO manager records each stored table's ``path`` (``paths`` by partition, for a run of many) in the
+materialization's metadata; the previous
 table is read from there before the new one replaces it (local folder or ``s3://`` alike).
 """
 
@@ -25,11 +26,14 @@ def stored_table(record, columns: list[str] | None = None) -> pl.DataFrame | Non
     """The table a materialization record points at, or None when it is gone or unreadable."""
     if record is None:
         return None
-    path = record.asset_materialization.metadata.get("path")
+    md = record.asset_materialization.metadata
+    path = md["path"].value if "path" in md else None
+    if path is None and "paths" in md:  # stored by a run of many partitions: one file each
+        path = (md["paths"].value or {}).get(str(record.asset_materialization.partition))
     if path is None:
         return None
     try:  # a file, or an object read through the process's storage
-        return pl.read_parquet(io.BytesIO(current().read_bytes(str(path.value))), columns=columns)
+        return pl.read_parquet(io.BytesIO(current().read_bytes(str(path))), columns=columns)
     except Exception:  # removed by hand, or storage moved: no delta rather than a failed run
         return None
 

@@ -33,7 +33,7 @@ from resources.bench import BenchResource
 from resources.storage import StorageResource
 
 from .candidates import video_label
-from .partitions import task_and_model, task_model_partitions
+from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
 
 REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "sample": pl.String, "path": pl.String, "error": pl.String}
 
@@ -116,8 +116,9 @@ def write_comparison(task_dir: Path | str, task: str, input_id: str, prompt: str
                                                 conditions=conditions))
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="4", group_name="reports", kinds={"html"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="reports", kinds={"html"},
           automation_condition=dg.AutomationCondition.eager())
+@each_partition
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
                        criterion_scores: pl.DataFrame, video_scores: pl.DataFrame,

@@ -25,6 +25,7 @@ import dagster as dg
 
 from argus_dagster import storage as storage_lib
 from argus_dagster.candidate_store import key_places, open_store as open_candidate_store, partition_hashes, scan
+from argus_dagster.instances import ALL_TASKS
 from argus_dagster.settings import load_settings
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
@@ -35,6 +36,7 @@ from resources.vlm import VlmResource
 from . import CANDIDATE_ASSETS, TASK_ASSETS
 from .inputs import rubrics
 from .lineage import latest_record, stored_table
+from .partitions import RANGE_END_TAG, RANGE_START_TAG
 from .staleness import evaluator_digests, in_flight_partitions, partition_status
 
 CANDIDATE_KEYS = [a.key for a in CANDIDATE_ASSETS]
@@ -78,11 +80,41 @@ def recorded_hashes(instance: dg.DagsterInstance, task: str, model: str) -> dict
     return {(r["input_id"], r.get("sample") or ""): r["sha256"] for r in df.iter_rows(named=True) if r["sha256"]}
 
 
-def candidate_run_request(task: str, model: str, hashes: dict[str, str], launcher: str, seq: int = 0) -> dg.RunRequest:
-    digest = hashlib.sha256(json.dumps(sorted(hashes.items())).encode()).hexdigest()[:16]
-    return dg.RunRequest(run_key=f"{task}/{model}/{digest}/{seq}", asset_selection=CANDIDATE_KEYS,
-                         partition_key=dg.MultiPartitionKey({"task": task, "model": model}),
-                         tags={"argus/launcher": launcher, **JUDGE_TAGS})
+def _stretches(tasks: list[str]) -> list[list[str]]:
+    """``tasks`` in the task partitions' order, cut where one is skipped: each stretch is a range."""
+    out: list[list[str]] = []
+    for t in sorted(tasks, key=ALL_TASKS.index):
+        if out and ALL_TASKS.index(t) == ALL_TASKS.index(out[-1][-1]) + 1:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def candidate_run_requests(partitions: list[tuple[str, str]], hashes_of, launcher: str,
+                           seq: int = 0) -> list[dg.RunRequest]:
+    """The runs for ``(task, model)`` partitions: one per model and stretch of its tasks (a range of
+    partitions in one run, as a backfill takes them under the assets' policy: a new model with five
+    tasks is one run, one process). ``hashes_of(task, model)``: the partition's video hashes, for the
+    run key (a changed video gets a key not used before)."""
+    by_model: dict[str, list[str]] = {}
+    for task, model in partitions:
+        by_model.setdefault(model, []).append(task)
+    requests = []
+    for model, tasks in sorted(by_model.items()):
+        for stretch in _stretches(tasks):
+            hashes = json.dumps([(t, sorted(hashes_of(t, model).items())) for t in stretch])
+            digest = hashlib.sha256(hashes.encode()).hexdigest()[:16]
+            first, last = (dg.MultiPartitionKey({"task": t, "model": model}) for t in (stretch[0], stretch[-1]))
+            tags = {"argus/launcher": launcher, **JUDGE_TAGS}
+            if len(stretch) == 1:
+                requests.append(dg.RunRequest(run_key=f"{stretch[0]}/{model}/{digest}/{seq}", asset_selection=CANDIDATE_KEYS,
+                                              partition_key=first, tags=tags))
+            else:
+                requests.append(dg.RunRequest(run_key=f"{stretch[0]}..{stretch[-1]}/{model}/{digest}/{seq}",
+                                              asset_selection=CANDIDATE_KEYS,
+                                              tags={**tags, RANGE_START_TAG: str(first), RANGE_END_TAG: str(last)}))
+    return requests
 
 
 @dg.sensor(name="candidate_store_sensor", asset_selection=CANDIDATE_KEYS + TASK_KEYS, minimum_interval_seconds=60,
@@ -125,10 +157,8 @@ def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchReso
         waiting.add(task)
         requests.append(dg.RunRequest(run_key=f"inputs/{task}/{_stamp(result.known, task)}", asset_selection=TASK_KEYS,
                                       partition_key=task, tags={"argus/launcher": "sensor"}))
-    for task, model in sorted(changed):
-        if task not in waiting:
-            requests.append(candidate_run_request(task, model, partition_hashes(result.known, task, model), "sensor",
-                                                  seq + 1))
+    requests += candidate_run_requests([(t, m) for t, m in sorted(changed) if t not in waiting],
+                                       lambda t, m: partition_hashes(result.known, t, m), "sensor", seq + 1)
 
     # Entries of partitions that wait for their task's rubrics stay out of the cursor: seen as new next tick.
     def held(key: str) -> bool:  # looked at again next tick

@@ -246,7 +246,9 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
 
 def in_flight_partitions(instance: dg.DagsterInstance) -> set[str]:
     """Partitions (``T2V`` or ``model|T2V`` keys) that a queued or running run is materializing, whoever
-    launched it (a UI backfill, the sensor, the reconcile, argus evaluate): being brought up to date,
-    so not requested again while it runs."""
+    launched it (a UI backfill, the sensor, the reconcile, argus evaluate), a run of a range included:
+    being brought up to date, so not requested again while it runs."""
+    from .partitions import keys_of_run
+
     records = instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT))
-    return {r.dagster_run.tags.get("dagster/partition") for r in records} - {None}
+    return {k for r in records for k in keys_of_run(r.dagster_run.tags, instance)}

@@ -5,10 +5,12 @@ clips and stills), starts the loopback OpenAI-compatible server (a process of it
 and materializes every asset cold, twice, each time in a fresh ``ARGUS_HOME``:
 
 * ``cli``: ``argus evaluate`` (the CLI's runner);
-* ``dagster``: the same runs as the UI or the candidate-store sensor launch them, one
+* ``dagster``: the same runs as a UI backfill (or the candidate-store sensor) launches them, one
   ``dagster asset materialize`` process per run (the code location's executor, a process per run as
-  the run launcher starts it): each task's inputs and rubrics, then each task x model partition with
-  up to ``--parallel`` runs at once (the run queue's ``max_concurrent_runs``, 4 as ``argus evaluate`` uses it), then the leaderboard.
+  the run launcher starts it). Under the assets' backfill policy a run takes a range of partitions:
+  the tasks' inputs and rubrics in one run, then one run per model over its tasks, up to
+  ``--parallel`` at once (the run queue's ``max_concurrent_runs``, 4 as ``argus evaluate`` uses it),
+  then the leaderboard.
 
 It prints, per path, the wall time, the VLM requests, the judge-latency bound
 ``requests x latency / concurrency`` and the ratio of the dagster path to the CLI's.
@@ -53,17 +55,23 @@ def _cli(env: dict, bench: Path, cands: Path) -> float:
 
 def _dagster(env: dict, cands: Path, parallel: int) -> float:
     from argus_dagster.bench import discover
+    from argus_dagster.instances import ALL_TASKS
 
     dagster = str(Path(sys.executable).parent / "dagster")
 
-    def materialize(select: str, partition: str | None = None) -> None:
+    def materialize(select: str, partitions: tuple[str, str] | None = None) -> None:
         cmd = [dagster, "asset", "materialize", "-m", "argus_dagster.definitions", "--select", select]
-        if partition:
-            cmd += ["--partition", partition]
+        if partitions and partitions[0] == partitions[1]:
+            cmd += ["--partition", partitions[0]]
+        elif partitions:
+            cmd += ["--partition-range", f"{partitions[0]}...{partitions[1]}"]
         subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True)
 
     found = discover(cands).models
-    tasks = sorted({t for ts in found.values() for t in ts})
+    tasks = [t for t in ALL_TASKS if any(t in ts for ts in found.values())]
+
+    def range_of(keys: list[str]) -> tuple[str, str]:
+        return keys[0], keys[-1]  # contiguous here: every model of the bench has every task
     t0 = time.perf_counter()
     subprocess.run([dagster, "instance", "info"], env=env, cwd=ROOT, check=True, capture_output=True)
     # The partitions the sensor adds, then the runs it requests.
@@ -71,10 +79,12 @@ def _dagster(env: dict, cands: Path, parallel: int) -> float:
 
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
     DagsterInstance.get().add_dynamic_partitions("candidate_models", sorted(found))
+    # The runs a backfill of these partitions launches under the assets' backfill policy: one per
+    # range (Dagster holds the dimension with fewer keys fixed: here each model, over its tasks).
+    materialize("input_instances,rubrics", range_of(tasks))
+    ranges = [range_of([f"{m}|{t}" for t in ALL_TASKS if t in ts]) for m, ts in sorted(found.items())]
     with ThreadPoolExecutor(parallel) as pool:
-        list(pool.map(lambda t: materialize("input_instances,rubrics", t), tasks))
-        list(pool.map(lambda tm: materialize(CANDIDATE_ASSETS, f"{tm[1]}|{tm[0]}"),
-                      [(t, m) for m, ts in sorted(found.items()) for t in ts]))
+        list(pool.map(lambda r: materialize(CANDIDATE_ASSETS, r), ranges))
     materialize("leaderboard")
     return time.perf_counter() - t0
 

@@ -12,7 +12,6 @@ and objects through the one ``storage`` resource, whichever the set, and nothing
 import enum
 
 import dagster as dg
-from dagster_polars import PolarsParquetIOManager
 
 from argus_dagster import storage as storage_lib
 from argus_dagster.names import folder_name
@@ -85,11 +84,11 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
     if env == "local":
         return {**common,
                 "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=cache_dir),
-                "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
+                "io_manager": StorageIOManager(storage=storage, base_dir=str(settings.storage_dir))}
     if env == "gpu":
         return {**common,
                 "tools": tools_from_env("cuda", vlm_only=vlm_only, cache_dir=cache_dir),
-                "io_manager": PolarsParquetIOManager(base_dir=str(settings.storage_dir))}
+                "io_manager": StorageIOManager(storage=storage, base_dir=str(settings.storage_dir))}
     # aws and k8s: tables on S3, where every run's (and, on k8s, every step's) pod finds them. On k8s
     # the evidence step's pod holds a GPU (its op tags), so the tools run on CUDA there.
     return {**common,

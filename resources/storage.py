@@ -81,7 +81,8 @@ class StorageResource(S3Resource):
 class StorageIOManager(dg.ConfigurableIOManager):
     """Tables as parquet files under ``base_dir`` (a folder or ``s3://bucket/prefix``), written and read
     through the storage resource: ``<asset>.parquet``, or ``<asset>/<partition>.parquet`` per partition
-    (the layout of dagster-polars' parquet IO manager). Each output records its ``path``."""
+    (the layout of dagster-polars' parquet IO manager). Each output records its ``path``; the output
+    of a run of many partitions (``{partition: table}``) records ``paths``, a file per partition."""
 
     storage: StorageResource
     base_dir: str
@@ -99,14 +100,24 @@ class StorageIOManager(dg.ConfigurableIOManager):
     def _multi(context) -> bool:
         return isinstance(context.asset_partitions_def, dg.MultiPartitionsDefinition)
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
+    def _write(self, path: str, df: pl.DataFrame) -> None:
+        buf = io.BytesIO()
+        df.write_parquet(buf)
+        self.storage.write_bytes(path, buf.getvalue())
+
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | dict[str, pl.DataFrame]) -> None:
         if obj is None:
+            return
+        if isinstance(obj, dict):  # a run of many partitions (assets.partitions.each_partition): a file each
+            multi = self._multi(context)
+            paths = {str(p): self._path(context.asset_key, str(p), multi) for p in obj}
+            for p, df in obj.items():
+                self._write(paths[str(p)], df)
+            context.add_output_metadata({"paths": dg.MetadataValue.json(paths)})
             return
         partition = context.asset_partition_key if context.has_asset_partitions else None
         path = self._path(context.asset_key, partition, partition is not None and self._multi(context))
-        buf = io.BytesIO()
-        obj.write_parquet(buf)
-        self.storage.write_bytes(path, buf.getvalue())
+        self._write(path, obj)
         context.add_output_metadata({"path": dg.MetadataValue.path(path), "dagster/row_count": obj.height})
 
     def _read(self, path: str) -> pl.DataFrame:

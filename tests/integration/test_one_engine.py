@@ -59,8 +59,8 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     from assets.sensors import candidate_store_sensor
     from resources import resources_for
 
-    ctx = dg.build_sensor_context(instance=instance, resources=resources_for(settings=settings))
-    result = candidate_store_sensor(ctx)
+    with dg.build_sensor_context(instance=instance, resources=resources_for(settings=settings)) as ctx:
+        result = candidate_store_sensor(ctx)
     assert not getattr(result, "run_requests", None), result
 
     # Home "cli": the same bench through argus evaluate only: the same scores.
@@ -69,3 +69,58 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     cli_instance = local_instance(cli)
     for partition in (key, str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))):
         assert _scores(cli_instance, partition).equals(_scores(instance, partition))
+
+
+def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_would(tmp_path, monkeypatch):
+    """What a UI backfill launches under the assets' backfill policy: one run for a range of partitions
+    (here both models of T2V), one process; each partition gets its own table, metadata and check,
+    and argus evaluate and the sensor count it as done, with the scores of runs of one partition."""
+    bench, cands = t2v_bench(tmp_path, n_inputs=2)
+    for i in range(2):
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i)[:, :, ::-1], 12)
+    keys = [str(dg.MultiPartitionKey({"task": "T2V", "model": m})) for m in ("m", "n")]
+    settings = evaluation_in(monkeypatch, tmp_path / "ui", bench, cands)
+    instance = local_instance(settings)
+    instance.add_dynamic_partitions("candidate_models", ["m", "n"])
+    env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "PYTHONPATH": str(ROOT)}
+    dagster = str(Path(sys.executable).parent / "dagster")
+    for select, flag, partition in (("input_instances,rubrics", "--partition", "T2V"),
+                                    (CANDIDATE_ASSETS, "--partition-range", f"{keys[0]}...{keys[1]}")):
+        done = subprocess.run([dagster, "asset", "materialize", "-m", "argus_dagster.definitions", "--select", select,
+                               flag, partition], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ranged = [r for r in instance.get_runs() if r.tags.get("dagster/asset_partition_range_start")]
+    assert len(ranged) == 1 and ranged[0].status == dg.DagsterRunStatus.SUCCESS
+    from assets.partitions import keys_of_run  # what in_flight_partitions counts while it runs
+
+    assert keys_of_run(ranged[0].tags, instance) == set(keys)
+    for key, model in zip(keys, ("m", "n")):
+        record = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), asset_partitions=[key]), limit=1).records[0]
+        md = record.asset_materialization.metadata
+        assert md["n_videos"].value == 2 and md["dagster/row_count"].value == 2  # its own, not the run's 4
+        df = pl.read_parquet(md["paths"].value[key])
+        assert set(df["model"]) == {model} and df["final_score"].null_count() == 0
+    evaluations = [e for e in instance.get_records_for_run(ranged[0].run_id).records
+                   if e.event_log_entry.dagster_event and e.event_log_entry.dagster_event.event_type_value
+                   == "ASSET_CHECK_EVALUATION"]
+    assert evaluations and all(e.event_log_entry.dagster_event.event_specific_data.passed for e in evaluations)
+
+    lines: list[str] = []
+    run_all(progress=lines.append, settings=settings)
+    assert any("T2V x m: up to date" in x for x in lines) and any("T2V x n: up to date" in x for x in lines), lines
+    from assets.sensors import candidate_store_sensor
+    from resources import resources_for
+
+    with dg.build_sensor_context(instance=instance, resources=resources_for(settings=settings)) as ctx:
+        result = candidate_store_sensor(ctx)
+    assert not getattr(result, "run_requests", None), result
+
+    cli = evaluation_in(monkeypatch, tmp_path / "cli", bench, cands)
+    run_all(progress=lambda m: None, settings=cli)
+    cli_instance = local_instance(cli)
+    for key in keys:
+        record = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), asset_partitions=[key]), limit=1).records[0]
+        ranged_scores = pl.read_parquet(record.asset_materialization.metadata["paths"].value[key]).sort("input_id")
+        assert _scores(cli_instance, key).equals(ranged_scores)

@@ -10,7 +10,8 @@ import pytest
 from argus_dagster.candidate_store import LocalCandidateStore, scan
 from argus_dagster.media import write_video
 from assets import TASK_ASSETS
-from assets.sensors import CANDIDATE_KEYS, TASK_KEYS, candidate_store_sensor
+from assets.partitions import keys_of_run
+from assets.sensors import CANDIDATE_KEYS, TASK_KEYS, candidate_run_requests, candidate_store_sensor
 
 from .helpers import graph_resources
 
@@ -47,8 +48,24 @@ def _partitions(result) -> list[tuple[str, str]]:
     out = []
     for r in result.run_requests or []:
         assert sorted(r.asset_selection) == sorted(CANDIDATE_KEYS)
-        out.append((r.partition_key.keys_by_dimension["task"], r.partition_key.keys_by_dimension["model"]))
+        keys = [r.partition_key] if r.partition_key else sorted(keys_of_run(r.tags))
+        out += [tuple(reversed(str(k).split("|"))) for k in keys]
     return sorted(out)
+
+
+def test_a_models_neighbouring_tasks_are_one_run_of_a_range_and_others_runs_of_their_own():
+    hashes = {("T2V", "a"): {"p0": "1"}, ("TI2V", "a"): {"q": "2"}, ("TS2V", "a"): {"r": "3"},
+              ("TSV2V", "a"): {"s": "4"}, ("T2V", "b"): {"p0": "5"}}
+    requests = candidate_run_requests(sorted(hashes), lambda t, m: hashes[(t, m)], "sensor", 1)
+    ranged = [r for r in requests if r.partition_key_range]
+    assert [(r.partition_key_range.start, r.partition_key_range.end) for r in ranged] == [("a|T2V", "a|TS2V")]
+    assert keys_of_run(ranged[0].tags) == {"a|T2V", "a|TI2V", "a|TS2V"}
+    assert sorted(str(r.partition_key) for r in requests if r.partition_key) == ["a|TSV2V", "b|T2V"]
+    assert all(r.tags["argus/judge"] == "1" for r in requests) and len({r.run_key for r in requests}) == 3
+    # A changed video in the range gives the range's run a key not used before.
+    hashes[("TI2V", "a")] = {"q": "9"}
+    again = candidate_run_requests(sorted(hashes), lambda t, m: hashes[(t, m)], "sensor", 1)
+    assert {r.run_key for r in again} & {r.run_key for r in requests} == {r.run_key for r in requests if r.partition_key}
 
 
 def test_sensor_adds_models_and_requests_only_what_changed(store):

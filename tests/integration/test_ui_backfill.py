@@ -45,6 +45,12 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     ui_runs = {r.run_id for r in instance.get_runs()}
     assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in instance.get_runs())
     assert all(r.tags.get("dagster/backfill") == backfill for r in instance.get_runs())
+    # Under the assets' backfill policy both models' partitions are one run (one process), not two:
+    # three runs in all (the task's inputs and rubrics, the candidates' range, the leaderboard).
+    ranges = {(r.tags.get("dagster/asset_partition_range_start") or r.tags.get("dagster/partition"),
+               r.tags.get("dagster/asset_partition_range_end") or r.tags.get("dagster/partition"))
+              for r in instance.get_runs()}
+    assert ranges == {("T2V", "T2V"), (keys[0], keys[1]), (None, None)} and len(ui_runs) == 3, ranges
 
     # argus evaluate on the same evaluation: every partition and the leaderboard are up to date.
     lines: list[str] = []
@@ -67,6 +73,6 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     from assets.sensors import candidate_store_sensor
     from resources import resources_for
 
-    result = candidate_store_sensor(dg.build_sensor_context(instance=cli_instance,
-                                                            resources=resources_for(settings=cli)))
+    with dg.build_sensor_context(instance=cli_instance, resources=resources_for(settings=cli)) as ctx:
+        result = candidate_store_sensor(ctx)
     assert not getattr(result, "run_requests", None), result
