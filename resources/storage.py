@@ -1,7 +1,10 @@
 """Where the evaluation's files and tables live: local paths and ``s3://`` URIs through one resource.
 
-:class:`StorageResource` is dagster-aws's :class:`~dagster_aws.s3.S3Resource` (endpoint, region,
-credentials from the standard AWS variables or the config) with what the project asks of storage
+:class:`StorageResource` has dagster-aws's :class:`~dagster_aws.s3.S3Resource` configuration (endpoint,
+region, credentials from the standard AWS variables or the config), makes its S3 client with that
+class when an ``s3://`` URI is first used (so a process that never touches S3, such as every run of
+the ``local`` environment, does not import dagster-aws: about 0.8 s of each run's start), and adds
+what the project asks of storage
 (:class:`argus_dagster.storage.Storage`): read, write, list, fetch to the media cache, a sha256 per
 object remembered by ETag, and a link a person can open (a presigned URL for an object). It is the
 only place an S3 client is made. :class:`StorageIOManager` stores the tables as parquet files through
@@ -15,29 +18,48 @@ import threading
 
 import dagster as dg
 import polars as pl
-from dagster_aws.s3 import S3Resource
+from pydantic import Field
 
 from argus_dagster import storage as storage_lib
 from argus_dagster.names import file_name
 
 _STORAGES: dict[str, storage_lib.Storage] = {}
+_S3_FIELDS = ("use_unsigned_session", "region_name", "endpoint_url", "max_attempts", "profile_name", "use_ssl",
+              "verify", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 _LOCK = threading.Lock()
 
 
-class StorageResource(S3Resource):
+class StorageResource(dg.ConfigurableResource):
     """Local paths and ``s3://bucket/prefix`` URIs alike (see :mod:`argus_dagster.storage`).
 
-    The S3 fields are :class:`~dagster_aws.s3.S3Resource`'s (``endpoint_url`` for MinIO or a test
-    server, ``region_name``; credentials from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` unless
-    set here, as ``dg.EnvVar``). ``media_cache_dir``: where objects are fetched for decoding;
-    ``hash_index``: a content-cache location that remembers each object's sha256 by ETag;
-    ``presign_expiry_s``: how long a link in the metadata opens the page.
+    The S3 fields are :class:`~dagster_aws.s3.S3Resource`'s, passed to it to make the client
+    (``endpoint_url`` for MinIO or a test server, ``region_name``; credentials from
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` unless set here, as ``dg.EnvVar``).
+    ``media_cache_dir``: where objects are fetched for decoding; ``hash_index``: a content-cache
+    location that remembers each object's sha256 by ETag; ``presign_expiry_s``: how long a link in
+    the metadata opens the page.
     """
 
+    use_unsigned_session: bool = Field(default=False, description="Use an unsigned S3 session.")
+    region_name: str | None = Field(default=None, description="The S3 session's region.")
+    endpoint_url: str | None = Field(default=None, description="A custom S3 endpoint (MinIO, a test server).")
+    max_attempts: int = Field(default=5, description="Boto3's maximum attempts per call, the first included.")
+    profile_name: str | None = Field(default=None, description="The AWS profile of the session.")
+    use_ssl: bool = Field(default=True, description="Whether to use SSL.")
+    verify: bool | None = Field(default=None, description="Whether to verify SSL certificates (default: yes).")
+    aws_access_key_id: str | None = Field(default=None, description="AWS access key ID (default: the environment's).")
+    aws_secret_access_key: str | None = Field(default=None, description="AWS secret access key.")
+    aws_session_token: str | None = Field(default=None, description="AWS session token.")
     media_cache_dir: str = ""
     hash_index: str = ""
     presign_expiry_s: int = 7 * 24 * 3600
     reports_url: str = ""
+
+    def get_client(self):
+        """An S3 client made by dagster-aws's ``S3Resource`` from this configuration."""
+        from dagster_aws.s3 import S3Resource
+
+        return S3Resource(**{k: getattr(self, k) for k in _S3_FIELDS}).get_client()
 
     def storage(self) -> storage_lib.Storage:
         """This configuration's :class:`~argus_dagster.storage.Storage`, one per process (its S3 client
