@@ -508,7 +508,17 @@ def _alive(process: str) -> bool:
         return False
     except PermissionError:
         return True
+    if _state(int(pid)) in ("Z", "X"):  # killed, and not yet reaped by whoever adopted it
+        return False
     return start in ("?", _start_ticks(int(pid)))
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in ``/proc/<pid>/stat`` (``Z``: a zombie), or ``?``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
 
 
 def sweep_dead_runs(instance: dg.DagsterInstance, progress: Callable[[str], None] = print) -> list[str]:
