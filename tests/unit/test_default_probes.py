@@ -12,7 +12,8 @@ from skimage import data
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
-                                                    frame_quality, neutral_cast, order_displacement)
+                                                    blockiness, blockiness_component, frame_quality, neutral_cast,
+                                                    order_displacement, quality_components)
 from argus_dagster.evidence.tools.edits import parse_edit
 from argus_dagster.judge import EvidenceOnlyJudge
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
@@ -211,6 +212,36 @@ def test_noise_and_compression_lower_quality(write_clip):
     assert q["noisy"]["noise_sigma"] > 3 * q["clean"]["noise_sigma"]
     assert q["jpeg"]["blockiness"] > q["clean"]["blockiness"] + 0.5
     assert q["clean"]["quality"] > q["noisy"]["quality"] + 10 and q["clean"]["quality"] > q["jpeg"]["quality"] + 5
+
+
+def blocky(inner: int, border: int, size: int = 256) -> np.ndarray:
+    """A grey frame f(x) + f(y) whose neighbouring pixels differ by ``inner`` inside 8-px blocks and by
+    ``border`` across their borders (climbing and descending block by block, so it stays in range)."""
+    step = np.where(np.arange(size - 1) % 8 == 7, border, inner) * np.where((np.arange(size - 1) // 8) % 2, -1, 1)
+    f = np.r_[0, np.cumsum(step)]
+    g = (f[None, :] + f[:, None]).astype(np.float64)
+    g = g - g.min() + 20
+    return np.repeat(g.astype(np.uint8)[..., None], 3, axis=2)
+
+
+def test_blockiness_is_read_on_the_border_ratio_log_scale():
+    # Borders differing 2x the insides: blockiness 1; on the log scale between ratio 1.1 (-> 1) and 4 (-> 0)
+    # that is log(2/4) / log(1.1/4) = 0.535 (linear in blockiness it was (3 - 1) / 2.9 = 0.69).
+    g = cv2.cvtColor(blocky(3, 6), cv2.COLOR_RGB2GRAY).astype(np.float64)
+    assert blockiness(g) == pytest.approx(1.0, abs=1e-4)
+    assert quality_components(frame_quality(blocky(3, 6)))["blockiness"] == pytest.approx(np.log(0.5) / np.log(1.1 / 4), abs=1e-3)
+    assert blockiness(cv2.cvtColor(blocky(3, 12), cv2.COLOR_RGB2GRAY).astype(np.float64)) == pytest.approx(3.0, abs=1e-4)
+    assert quality_components(frame_quality(blocky(3, 12)))["blockiness"] == pytest.approx(0.0, abs=1e-6)
+    assert blockiness_component(0.1) == pytest.approx(1.0) and blockiness_component(0.0) == 1.0
+    assert blockiness_component(np.sqrt(1.1 * 4) - 1) == pytest.approx(0.5)  # the geometric midpoint
+    # JPEG at falling quality: the measure rises and its component falls at every step, as does the quality.
+    img = np.ascontiguousarray(data.astronaut()[:384, :512])
+    jpegs = [img] + [cv2.imdecode(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, q])[1], cv2.IMREAD_UNCHANGED)
+                     for q in (30, 15, 5)]
+    m = [frame_quality(f) for f in jpegs]
+    comps = [quality_components(x)["blockiness"] for x in m]
+    assert [x["blockiness"] for x in m] == sorted(x["blockiness"] for x in m)
+    assert comps[0] > comps[1] > comps[2] > comps[3] and comps[0] > 0.95 and comps[1] < 0.8
 
 
 def test_colour_cast_lowers_quality_with_its_strength(write_clip):

@@ -83,7 +83,7 @@ def test_learned_aesthetic_falls_back_to_classical_and_says_why(tmp_path, clip):
     rec = run(s, "aesthetic", {"on": "output_video"}, MediaStore(clip))
     assert rec["ok"] and rec["backend"] == "classical"
     assert rec["fallback"] == f"learned aesthetic unavailable: model folder {tmp_path / 'aesthetic'} is missing"
-    assert "fallback to classical-4" in s.describe()["aesthetic"]
+    assert "fallback to classical-5" in s.describe()["aesthetic"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when no CUDA device exists")

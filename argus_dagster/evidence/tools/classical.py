@@ -324,7 +324,8 @@ QUALITY_POINTS = {
     "sharpness": (0.52, 0.95),   # native / half-resolution edge strength: about 0.5 once blurred
     "edge_strength": (20.0, 120.0),  # strongest Sobel gradients at half resolution
     "noise_sigma": (8.0, 1.0),   # Immerkaer sigma on the flattest tiles
-    "blockiness": (3.0, 0.1),    # excess difference across 8-px block borders (JPEG q30: 0.8, q5: 5)
+    "blockiness": (3.0, 0.1),    # excess difference across 8-px block borders (JPEG q30: 0.7-1.6, q5: 4-6);
+                                 # read on the border/inner ratio's log scale (:func:`blockiness_component`)
     "exposure": (0.0, 1.0),
     "colour_cast": (60.0, 10.0),  # Lab distance of the mean colour from grey (warm real scenes reach 40)
     "neutral_cast": (30.0, 8.0),  # chroma of the near-neutral pixels' mean (real clips: below 8)
@@ -430,11 +431,24 @@ def _unit(x: float, lo: float, hi: float) -> float:
     return float(np.clip((x - lo) / (hi - lo), 0.0, 1.0))
 
 
+def blockiness_component(b: float) -> float:
+    """:func:`blockiness` on 0-1, linear in the log of the border/inner difference ratio ``1 + b``
+    between :data:`QUALITY_POINTS`' points (ratio 1.1 -> 1, 4 -> 0). Blocking is a contrast between
+    the block borders and their insides, seen as a ratio: each doubling of the ratio costs the same
+    share, so the first visible blocking (JPEG quality 30: the borders differ 1.7-2.6x as much as the
+    insides) costs more than on a linear scale, where it kept most of the score and the steps down to
+    quality 15 were lost in the whole-number criterion scores."""
+    worst, best = (1.0 + x for x in QUALITY_POINTS["blockiness"])
+    return float(np.clip(np.log((1.0 + max(b, 0.0)) / worst) / np.log(best / worst), 0.0, 1.0))
+
+
 def quality_components(m: dict[str, float]) -> dict[str, float]:
-    """Each measure of :func:`frame_quality` on 0-1 by :data:`QUALITY_POINTS`."""
+    """Each measure of :func:`frame_quality` on 0-1 by :data:`QUALITY_POINTS` (blockiness by
+    :func:`blockiness_component`)."""
     exposure = float(np.clip(1.0 - abs(m["mean_luma"] - 118.0) / 118.0 - 2.0 * m["clipped_fraction"], 0, 1))
-    return {k: (exposure if k == "exposure" else _unit(m[k], *QUALITY_POINTS[k])) for k in QUALITY_POINTS if k in m
-            or k == "exposure"}
+    special = {"exposure": lambda: exposure, "blockiness": lambda: blockiness_component(m["blockiness"])}
+    return {k: (special[k]() if k in special else _unit(m[k], *QUALITY_POINTS[k])) for k in QUALITY_POINTS
+            if k in m or k == "exposure"}
 
 
 def technical_quality(m: dict[str, float]) -> float:
@@ -455,7 +469,7 @@ class ClassicalAesthetic:
     tiles of each, so a blurred 1080p frame is not made to look sharp by a resize."""
 
     name = "aesthetic"
-    version = "classical-4"
+    version = "classical-5"
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), NATIVE_POLICY)
