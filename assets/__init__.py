@@ -7,6 +7,9 @@ import dagster as dg
 # Data versions on outputs are the lineage mechanism this project relies on; Dagster marks the
 # parameter beta. Say so once here instead of on every materialization.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
+# A job of assets with a range policy (the VideoArgus graph) and assets without one (FIRM's) takes one
+# partition per run, which is how argus evaluate runs it anyway: Dagster's notice about it is not news.
+warnings.filterwarnings("ignore", message="Asset job .* materializes assets with varying BackfillPolicies")
 
 from .alignment import human_alignment, human_alignment_in_range
 from .candidates import candidate_videos, criterion_evidence, criterion_scores, video_scores
