@@ -8,6 +8,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config):
+    # assets/__init__.py silences this notice for every process; pytest resets filters per test. A job
+    # of the VideoArgus assets (a range policy) and FIRM's (none) takes one partition per run.
+    config.addinivalue_line("filterwarnings",
+                            "ignore:Asset job .* materializes assets with varying BackfillPolicies:UserWarning")
+
+
 def shared_data() -> Path:
     return Path(os.environ.get("ARGUS_SHARED_DATA") or ROOT.parent / "shared" / "data")
 
