@@ -5,7 +5,8 @@ candidate-store sensor get too (code versions, the inputs each asset read and th
 video hashes, the evaluator, work left to retry).
 
 Missing partitions go first, then stale ones, up to ``ARGUS_RECONCILE_MAX_PARTITIONS`` (default 100)
-per night, so one night never floods the run queue (one run per partition). The candidate partitions
+per night, so one night never floods the run queue (a run per model and stretch of its tasks, as
+the sensor asks them). The candidate partitions
 of a task whose rubrics never materialized wait: the candidate-store sensor requests the task's
 inputs and rubrics first, then them. A partition whose previous reconcile run is still queued or
 running is not requested again.
@@ -24,7 +25,7 @@ from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
 from .inputs import rubrics
-from .sensors import CANDIDATE_KEYS, JUDGE_TAGS, open_store, store_location
+from .sensors import CANDIDATE_KEYS, candidate_run_requests, open_store, store_location
 from .staleness import evaluator_digests, in_flight_partitions, partition_status
 
 
@@ -32,7 +33,6 @@ def max_partitions() -> int:
     return int(environment().number("ARGUS_RECONCILE_MAX_PARTITIONS", 100, minimum=1))
 
 
-TAG = "argus/launcher"
 
 
 @dg.schedule(cron_schedule="0 2 * * *", name="nightly_reconcile", target=CANDIDATE_KEYS,
@@ -70,10 +70,11 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
         context.log.info(f"{t} x {m}: {why}")
     if waiting:  # a schedule targets one partitions definition: the sensor materializes rubrics
         context.log.info(f"tasks {sorted(waiting)} have no rubrics yet; candidate_store_sensor requests them first")
-    requests = [dg.RunRequest(run_key=None, asset_selection=CANDIDATE_KEYS,
-                               partition_key=dg.MultiPartitionKey({"task": t, "model": m}),
-                               tags={TAG: "nightly_reconcile", **JUDGE_TAGS})
-                 for t, m in chosen]
+    # Missing partitions first, then stale ones; each group as runs of ranges (one per model and
+    # stretch of its tasks), as the sensor and a UI backfill take them.
+    chosen_missing = [p for p in chosen if p in set(missing)]
+    requests = [r for group in (chosen_missing, [p for p in chosen if p not in set(chosen_missing)])
+                for r in candidate_run_requests(group, None, "nightly_reconcile")]
     if not requests:
         n = sum(len(t) for t in result.models.values())
         why = f"all {n} partitions are up to date" if not running else f"{len(running)} partition runs still in flight"

@@ -66,6 +66,10 @@ def test_a_models_neighbouring_tasks_are_one_run_of_a_range_and_others_runs_of_t
     hashes[("TI2V", "a")] = {"q": "9"}
     again = candidate_run_requests(sorted(hashes), lambda t, m: hashes[(t, m)], "sensor", 1)
     assert {r.run_key for r in again} & {r.run_key for r in requests} == {r.run_key for r in requests if r.partition_key}
+    # The nightly reconcile's: the same runs, without keys (it asks again while a partition stays stale).
+    nightly = candidate_run_requests(sorted(hashes), None, "nightly_reconcile")
+    assert [r.run_key for r in nightly] == [None] * 3 and nightly[0].partition_key_range == ranged[0].partition_key_range
+    assert {r.tags["argus/launcher"] for r in nightly} == {"nightly_reconcile"}
 
 
 def test_sensor_adds_models_and_requests_only_what_changed(store):
