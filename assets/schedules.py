@@ -72,8 +72,8 @@ def nightly_reconcile(context: dg.ScheduleEvaluationContext, bench: BenchResourc
         context.log.info(f"tasks {sorted(waiting)} have no rubrics yet; candidate_store_sensor requests them first")
     # Missing partitions first, then stale ones; each group as runs of ranges (one per model and
     # stretch of its tasks), as the sensor and a UI backfill take them.
-    chosen_missing = [p for p in chosen if p in set(missing)]
-    requests = [r for group in (chosen_missing, [p for p in chosen if p not in set(chosen_missing)])
+    first = set(missing)
+    requests = [r for group in ([p for p in chosen if p in first], [p for p in chosen if p not in first])
                 for r in candidate_run_requests(group, None, "nightly_reconcile")]
     if not requests:
         n = sum(len(t) for t in result.models.values())

@@ -91,13 +91,13 @@ def _stretches(tasks: list[str]) -> list[list[str]]:
     return out
 
 
-def candidate_run_requests(partitions: list[tuple[str, str]], hashes_of, launcher: str, seq: int = 0,
-                           tags: dict | None = None) -> list[dg.RunRequest]:
+def candidate_run_requests(partitions: list[tuple[str, str]], hashes_of, launcher: str,
+                           seq: int = 0) -> list[dg.RunRequest]:
     """The runs for ``(task, model)`` partitions: one per model and stretch of its tasks (a range of
     partitions in one run, as a backfill takes them under the assets' policy: a new model with five
     tasks is one run, one process). ``hashes_of(task, model)``: the partition's video hashes, for the
     run key (a changed video gets a key not used before); None: runs without a key (a schedule's,
-    which asks again whenever the partition is still stale). ``tags``: more tags on each run."""
+    which asks again whenever the partition is still stale)."""
     by_model: dict[str, list[str]] = {}
     for task, model in partitions:
         by_model.setdefault(model, []).append(task)
@@ -111,7 +111,7 @@ def candidate_run_requests(partitions: list[tuple[str, str]], hashes_of, launche
                 span = stretch[0] if len(stretch) == 1 else f"{stretch[0]}..{stretch[-1]}"
                 key = f"{span}/{model}/{digest}/{seq}"
             first, last = (dg.MultiPartitionKey({"task": t, "model": model}) for t in (stretch[0], stretch[-1]))
-            run_tags = {"argus/launcher": launcher, **JUDGE_TAGS, **(tags or {})}
+            run_tags = {"argus/launcher": launcher, **JUDGE_TAGS}
             if len(stretch) == 1:
                 requests.append(dg.RunRequest(run_key=key, asset_selection=CANDIDATE_KEYS, partition_key=first,
                                               tags=run_tags))
