@@ -72,7 +72,7 @@ def rubrics_follow_the_rules(rubrics, input_instances) -> dg.AssetCheckResult:
     errors, warnings, n = [], [], 0
     ins = tables_by_partition(input_instances)
     for part, table in tables_by_partition(rubrics).items():
-        inputs = {r["input_id"]: r for r in ins.get(part, next(iter(ins.values()))).iter_rows(named=True)}
+        inputs = {r["input_id"]: r for r in ins[part].iter_rows(named=True)}
         n += table.height
         for row in table.iter_rows(named=True):
             inp = inputs.get(row["input_id"]) or {}

@@ -107,11 +107,13 @@ def test_a_dead_endpoint_one_process_found_is_left_out_by_the_others(tmp_path):
         for _ in range(5):
             second.chat(HELLO, stats=s2)
         assert dead not in s2.by_endpoint and s2.by_endpoint[a.base_url] == 5
-        # Once the exclusion has run out, the endpoint is tried again (here: found alive).
+        # Once the exclusion has run out, the other process tries the endpoint again (still dead: once).
         for ep in second.endpoints:
-            if ep.machine is not None:
-                ep.machine.exclude(-1)
+            ep.machine.exclude(-1)
         assert not any(ep.machine.excluded() for ep in second.endpoints)
+        s3 = CallStats()
+        assert second.chat(HELLO, stats=s3).text == "ok" and s3.by_endpoint.get(dead) == 1
+        assert second.endpoints[0].machine.excluded()  # and left out again, for everyone
 
 
 def test_every_endpoint_dead_fails_with_a_clear_error():
