@@ -21,7 +21,7 @@ from .postprocess import postprocess
 from .schema import Rubric, parse_rubric
 from .taxonomy import DIMENSIONS, applicable
 
-PROMPT_VERSION = "offline-4"
+PROMPT_VERSION = "offline-5"
 GENERATOR = {"backend": "offline", "model": "rules", "prompt_version": PROMPT_VERSION}
 
 # A quote mark opens/closes only at a word boundary, so apostrophes ("the dog's bed") are not quotes.
@@ -251,7 +251,10 @@ def generate_offline(inst: InputInstance) -> Rubric:
             rule=_rule("a genuine, temporally coherent edit", "a weak or partly degenerate edit",
                        "unchanged source, frozen frames or flicker"),
             failure_modes=["output equals source", "frozen", "static overlay", "flicker"],
-            tools=[{"tool": "change_probe", "args": {"a": "source_video", "b": "output_video", "instruction": p,
+            tools=[_qa("Compared with the source, is the edit a natural, stable, moving part of the scene in every "
+                       "frame, or is the output nearly unchanged, frozen, or the edit only a static overlay, a warp, "
+                       "a flicker or a garbled blob?"),
+                   {"tool": "change_probe", "args": {"a": "source_video", "b": "output_video", "instruction": p,
                                                      "check": "degenerate"}},
                    {"tool": "motion_probe", "args": {"on": "output_video"}},
                    {"tool": "flicker_probe", "args": {"on": "output_video"}}]))
@@ -280,7 +283,8 @@ def generate_offline(inst: InputInstance) -> Rubric:
         aggregation="worst of the measures",
         rule=_rule("perfectly stable", "occasional flicker or jumps", "constant flicker"),
         failure_modes=["brightness flicker", "colour popping", "frames out of order", "jumps or stutter"],
-        tools=[{"tool": "flicker_probe", "args": {"on": "output_video"}},
+        tools=[_qa("Does the video flicker, pop or jump in brightness or colour, or stutter, anywhere?"),
+               {"tool": "flicker_probe", "args": {"on": "output_video"}},
                {"tool": "motion_probe", "args": {"on": "output_video"}}]))
     add(_criterion(
         "visual_quality", 13, "Frames are sharp, clean and well exposed, free of blur, noise and artifacts.",

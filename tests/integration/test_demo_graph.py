@@ -77,8 +77,9 @@ def test_tables_follow_their_contracts(demo_run):
     assert scores["score"].drop_nulls().is_between(0, 10).all()
     # Evidence rows carry the executed plan and every tool's record.
     rec = json.loads(evidence.filter(pl.col("criterion_id") == "degenerate_edit")["evidence"][0])
-    assert [r["tool"] for r in rec] == ["change_probe", "motion_probe", "flicker_probe"]
-    assert rec[0]["ok"] and rec[0]["unchanged_fraction"] == 1.0
+    # The semantic read first, then the measures (method §4); without a VLM it says it is unavailable.
+    assert [r["tool"] for r in rec] == ["vlm_qa", "change_probe", "motion_probe", "flicker_probe"]
+    assert rec[0]["unavailable"] and rec[1]["ok"] and rec[1]["unchanged_fraction"] == 1.0
 
 
 def test_rubrics_are_frozen_and_reused(demo_run):

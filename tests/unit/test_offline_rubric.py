@@ -58,6 +58,22 @@ def test_all_22_dimensions_considered(task):
         assert d.reason
 
 
+GEOMETRIC = {"flicker_probe", "depth_probe", "spatial_relation"}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_geometric_tools_follow_a_vlm_qa_step(task):
+    """Method §4: a geometric tool is added after a vlm_qa step (the semantic read first, the measure
+    as a cross-check), never instead of it; flicker_probe only where flicker is what is checked."""
+    for c in _rubric(task).criteria:
+        tools = [s["tool"] for s in c.evidence_plan.tool_sequence]
+        for i, t in enumerate(tools):
+            if t in GEOMETRIC:
+                assert "vlm_qa" in tools[:i], f"{c.id}: {t} without a vlm_qa step before it ({tools})"
+        if "flicker_probe" in tools:
+            assert c.dimension == 12 or "flicker" in " ".join(c.failure_modes), c.id
+
+
 @pytest.mark.parametrize("task", TASKS)
 def test_at_most_two_hard_criteria(task):
     hard = [c for c in _rubric(task).criteria if c.type == "hard"]
