@@ -2,7 +2,8 @@
 
 A judge sees the criterion, its scoring rule and failure modes, the aggregation hint, the tool evidence
 and a few output frames, never importance, type, threshold or cap (:func:`judge_view` is the only
-way criteria reach a judge). It returns an integer 0-10 and a rationale, or no score with the reason.
+way criteria reach a judge). It returns a score 0-10 and a rationale, or no score with the reason: the
+VLM judge answers a whole number (method §7), the evidence-only judge its measure to one decimal.
 
 Without a VLM, :class:`EvidenceOnlyJudge` scores only what measurable evidence supports. Its
 calibration, per tool (each maps to 0-10, linear between the stated points, clamped):
@@ -11,21 +12,23 @@ calibration, per tool (each maps to 0-10, linear between the stated points, clam
 flicker_probe  the larger of block-coherent luma and colour jitter on consecutive
                frames, on a log scale: <= 1 -> 10, 6.9 -> 5, >= 48 -> 0 (an alternation of
                +-3 levels every frame: jitter 12 -> 3.6)
-motion_probe   coherence: the lowest of jump share (<= 0.03 -> 10, >= 0.25 -> 0),
-               duplicated-frame share in a moving clip (<= 0.1 -> 10, >= 0.6 -> 0; a film
-               cadence repeats 20%), longest freeze (<= 0.1 s -> 10, >= 1 s -> 0), motion
-               reversals over at least 8 steps (<= 0.3 -> 10, >= 0.8 -> 0; real to-and-fro
-               motion reaches 0.5), speed surplus against neighbouring steps (<= 0.05 -> 10,
-               >= 0.6 -> 0) and jump rate, steps beyond twice their neighbours per second
-               (<= 1 -> 10, >= 10 -> 0; real clips with fast motion reach 4) and order displacement,
-               the mean log2 distance in frames from each frame to its most similar frame when
-               that is not a neighbour (<= 0.15 -> 10, >= 2 -> 0; real clips in order: below 0.1,
-               swaps inside blocks of 4: 0.1-0.9, of 8: 0.5-1.5, a full shuffle: 2-4).
-               Incoherence is reported, not scored: a fast real clip (or one
-               whose frames are far apart) reaches a shuffled clip's 1.0. For a temporal-quality
-               criterion (dimension 12) that is the score; otherwise it is capped by
-               the amount of motion: mean flow 0 -> 0, >= 4 px/s (256 px) -> 10,
-               and by 10 x (1 - static share)
+motion_probe   coherence: 10 x the product of one share per defect (each 1 where the clip
+               shows none; a second defect costs its own share, not nothing): jump share
+               (<= 0.03 -> 1, >= 0.25 -> 0), duplicated-frame share in a moving clip (<= 0.1 -> 1,
+               >= 0.6 -> 0; a film cadence repeats 20%), longest freeze (<= 0.1 s -> 1, >= 1 s
+               -> 0), motion reversals over at least 8 steps (<= 0.3 -> 1, >= 0.8 -> 0; real
+               to-and-fro motion reaches 0.5), speed surplus against neighbouring steps
+               (<= 0.05 -> 1, >= 0.6 -> 0), jump rate, steps beyond 1.5x their neighbours
+               per second (0 -> 1, >= 10 -> 0: every jump costs; a cut in 2 s of clip reads
+               about 2) and order displacement, the mean log2 distance in frames from each
+               frame to its most similar frame when that is not a neighbour (<= 0.15 -> 1,
+               >= 2 -> 0; real clips in order: below 0.1, swaps inside blocks of 4: 0.1-0.9,
+               of 8: 0.5-1.5, a full shuffle: 2-4). Incoherence is reported, not scored: a
+               fast real clip (or one whose frames are far apart) reaches a shuffled clip's
+               1.0. For a temporal-quality criterion (dimension 12) that is the score;
+               otherwise it is multiplied by the amount of motion: steady flow (motion that
+               persists over two steps) 0 -> 0, >= 4 px/s (256 px) -> 1, at most 1 - static
+               share
 aesthetic      technical (or learned) quality 0-100 -> /10
 ssim_compare   video vs video: the larger of SSIM and edge SSIM; image vs first frame:
                0.7 SSIM + 0.3 colour-histogram correlation; either way <= 0.3 -> 0, >= 0.9 -> 10
@@ -45,7 +48,10 @@ relation       holds in the order the entities are listed x 10; count with an ex
 A probe that could not measure this clip (``not_measurable``: too few frames, one flat colour)
 contributes nothing and says why; it is a property of the clip, so it is not retried.
 Several measures in one criterion are averaged, or the lowest is taken when the aggregation hint
-asks for the worst ("worst", "min", "lowest", "any"). A ``vlm_qa`` step without a VLM, or a failed
+asks for the worst ("worst", "min", "lowest", "any"). The result is kept to one decimal, not rounded to
+a whole point: it is a measurement, and rounding it would make a clean clip and a mildly blurred, noisy
+or recoloured copy of it tie (7.4 and 6.6 both read 7), so the evidence-only judge could not rank
+what it measured apart. A VLM's answer is a whole number as method §7 asks. A ``vlm_qa`` step without a VLM, or a failed
 tool, contributes nothing; a criterion with no measure left stays unscored, with the reason.
 """
 
@@ -83,7 +89,7 @@ def judge_view(c: Criterion) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Judgment:
-    score: int | None
+    score: float | None  # a VLM judge's is a whole number; the evidence-only judge's has one decimal
     rationale: str
     judge: str
 
@@ -102,13 +108,14 @@ def _flicker(r: dict, view: dict | None = None) -> tuple[float, str]:
 
 
 def _coherence(r: dict) -> tuple[float, str]:
-    parts = [10 * _lin(r.get("jump_fraction", 0.0), 0.25, 0.03), 10 * _lin(r.get("duplicate_fraction", 0.0), 0.6, 0.1),
-             10 * _lin(r.get("longest_freeze_s", 0.0), 1.0, 0.1),
-             10 * _lin(r.get("speed_surplus", 0.0), 0.6, 0.05), 10 * _lin(r.get("jump_rate", 0.0), 10.0, 1.0),
-             10 * _lin(r.get("order_displacement", 0.0), 2.0, 0.15)]
+    parts = [_lin(r.get("jump_fraction", 0.0), 0.25, 0.03), _lin(r.get("duplicate_fraction", 0.0), 0.6, 0.1),
+             _lin(r.get("longest_freeze_s", 0.0), 1.0, 0.1),
+             _lin(r.get("speed_surplus", 0.0), 0.6, 0.05), _lin(r.get("jump_rate", 0.0), 10.0, 0.0),
+             _lin(r.get("order_displacement", 0.0), 2.0, 0.15)]
     if r.get("reversal_steps", 0) >= 8:  # a few steps of to-and-fro motion say nothing about order
-        parts.append(10 * _lin(r.get("reversal_fraction", 0.0), 0.8, 0.3))
-    return min(parts), (f"{len(r.get('jump_times', []))} jumps ({r.get('jump_fraction', 0.0):.0%} of steps, "
+        parts.append(_lin(r.get("reversal_fraction", 0.0), 0.8, 0.3))
+    # Each defect costs its own share: a second one on top of the worst is not free.
+    return 10 * float(np.prod(parts)), (f"{len(r.get('jump_times', []))} jumps ({r.get('jump_fraction', 0.0):.0%} of steps, "
                         f"jump rate {r.get('jump_rate', 0.0):.2f}/s), "
                         f"{r.get('duplicate_fraction', 0.0):.0%} duplicated frames, {r.get('reversal_fraction', 0.0):.0%} "
                         f"motion reversals, speed surplus {r.get('speed_surplus', 0.0):.2f}, longest freeze "
@@ -120,9 +127,11 @@ def _motion(r: dict, view: dict | None = None) -> tuple[float, str]:
     coherence, how = _coherence(r)
     if (view or {}).get("dimension") == 12:
         return coherence, f"motion_probe (temporal coherence): {how}"
-    amount = min(10 * _lin(r["mean_flow"], 0.0, 4.0), 10 * (1 - r["static_fraction"]))
-    return min(amount, coherence), (f"motion_probe: mean flow {r['mean_flow']:.2f} px/s, static share "
-                                    f"{r['static_fraction']:.2f}, smoothness {r['smoothness']:.2f}; {how}")
+    flow = r.get("steady_flow", r["mean_flow"])
+    amount = min(_lin(flow, 0.0, 4.0), 1 - r["static_fraction"])
+    # Enough motion and coherent motion: a slow clip whose frames jump is worse than either alone.
+    return amount * coherence, (f"motion_probe: steady flow {flow:.2f} px/s (mean {r['mean_flow']:.2f}), static share "
+                                f"{r['static_fraction']:.2f}, smoothness {r['smoothness']:.2f}; {how}")
 
 
 def _aesthetic(r: dict, view: dict | None = None) -> tuple[float, str]:
@@ -183,7 +192,7 @@ _WORST = re.compile(r"\b(worst|min|minimum|lowest|any)\b", re.IGNORECASE)
 
 class EvidenceOnlyJudge:
     name = "evidence-only"
-    version = "4"
+    version = "5"
     needs_frames = False
     deterministic = True  # an unscored criterion stays unscored on a rerun
 
@@ -214,12 +223,12 @@ class EvidenceOnlyJudge:
         worst = bool(_WORST.search(view.get("aggregation") or ""))
         values = [s for s, _ in measured]
         raw = min(values) if worst else float(np.mean(values))
-        score = int(np.clip(round(raw), 0, 10))
+        score = round(float(np.clip(raw, 0.0, 10.0)), 1)
         how = "lowest" if worst and len(values) > 1 else ("mean" if len(values) > 1 else "measure")
         text = "; ".join(f"{d} -> {s:.1f}" for s, d in measured)
         if skipped:
             text += ". Not used: " + "; ".join(skipped)
-        return Judgment(score, f"{score}/10 ({how} of measured evidence): {text}", self.identity)
+        return Judgment(score, f"{score:.1f}/10 ({how} of measured evidence): {text}", self.identity)
 
 
 # ------------------------------------------------------------------------------------- VLM judge

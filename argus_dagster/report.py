@@ -122,7 +122,7 @@ def _criterion_row(c: dict) -> str:
     status = f'<div class="muted">plan: {esc(c.get("plan_status") or "-")}</div>'
     err = f'<div class="err">{esc(c["error"])}</div>' if c.get("error") else ""
     ev = esc(json.dumps(evidence, indent=1, default=str)) if evidence else ""
-    score_html = (f'<td class="score">{esc(score)}/10{"<br>fired" if fired else ""}</td>' if score is not None
+    score_html = (f'<td class="score">{float(score):g}/10{"<br>fired" if fired else ""}</td>' if score is not None
                   else '<td class="score unscored">–</td>')
     return (f'<tr class="{cls}"><td><code>{esc(c.get("criterion_id"))}</code><br><span class="muted">{esc(label)}</span>'
             f'<br><span class="muted">{esc(kind)}</span></td>'
@@ -229,7 +229,7 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
     head = "".join(f"<th>{esc(m['model'])}</th>" for m in models)
     def cell(m: dict, c: str) -> str:
         score = (m.get("scores") or {}).get(c)
-        return f'<td class="score">{esc(score) if score is not None else "–"}</td>'
+        return f'<td class="score">{float(score):g}</td>' if score is not None else '<td class="score">–</td>'
 
     rows = "".join(f"<tr><td><code>{esc(c)}</code></td>" + "".join(cell(m, c) for m in models) + "</tr>"
                    for c in criteria)

@@ -23,8 +23,9 @@ CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "sample": S, "criter
                       "video_sha256": S, "plan": S, "repairs": S, "plan_status": S, "tools": pl.List(S),
                       "evidence": S, "n_ok": I, "seconds": F, "n_cached": I, "cache_hit": B,
                       "error": S}
+# ``score`` 0-10 or null: a VLM judge's whole number (method §7), the evidence-only judge's measure to one decimal.
 CRITERION_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "criterion_id": S, "dimension": I, "type": S,
-                    "importance": S, "hard_cap": I, "fail_threshold": F, "score": I, "rationale": S, "judge": S,
+                    "importance": S, "hard_cap": I, "fail_threshold": F, "score": F, "rationale": S, "judge": S,
                     "cache_hit": B}
 # Coverage: ``weight_scored`` is the share of importance weight (high 3, medium 2, low 1) scored,
 # ``judge`` who scored, ``needs_vlm`` the criteria only a VLM judge could score.

@@ -202,12 +202,12 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                      })
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"})
 @each_partition
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
                      candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource,
                      tools: ToolsResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
-    """One row per (video, criterion): the judge's integer score (null when unscored) and rationale.
+    """One row per (video, criterion): the judge's score 0-10 (null when unscored) and rationale.
 
     Judgments made before (same judge, criterion, evidence and video) come from the cache; the judge
     calls of every video in the partition share one pool sized to the VLM's bound.

@@ -3,7 +3,7 @@
 * ``rubrics_follow_the_rules``: every rubric validates, its stored hash is its content's, hard
   criteria carry a cap of 2/4/6, soft ones none, and the input-gated post-processing (method §4) has
   nothing left to change; more than two hard criteria is a warning.
-* ``scores_in_range``: every criterion score is an integer in 0-10, or null with a reason.
+* ``scores_in_range``: every criterion score is in 0-10 (a VLM judge's a whole number), or null with a reason.
 * ``every_candidate_scored_or_explained``: every candidate has a final score in 0-10 or an error.
 * ``leaderboard_covers_partitions``: every materialized ``video_scores`` partition with videos is on
   the leaderboard.
@@ -86,11 +86,16 @@ def rubrics_follow_the_rules(rubrics, input_instances) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=criterion_scores, partitions_def=task_model_partitions,
-                description="Every criterion score is an integer in 0-10, or null with a reason.")
+                description="Every criterion score is in 0-10 (a VLM judge's a whole number), or null with a reason.")
 def scores_in_range(criterion_scores) -> dg.AssetCheckResult:
     problems, n, n_out, n_no_reason = [], 0, 0, 0
     for part, df in tables_by_partition(criterion_scores).items():
         out_of_range = df.filter(pl.col("score").is_not_null() & ~pl.col("score").is_between(0, 10))
+        fractional_vlm = df.filter(pl.col("judge").str.starts_with("vlm/") & (pl.col("score") != pl.col("score").round(0)))
+        problems += [_where(part, f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: the VLM judge's "
+                                  f"score {r['score']} is not a whole number")
+                     for r in fractional_vlm.iter_rows(named=True)]
+        n_out += fractional_vlm.height
         no_reason = df.filter(pl.col("score").is_null()
                               & (pl.col("rationale").is_null() | (pl.col("rationale").str.strip_chars() == "")))
         problems += [_where(part, f"`{video_label(r['input_id'], r['sample'])}` `{r['criterion_id']}`: score {r['score']} outside 0-10")

@@ -12,7 +12,7 @@ from skimage import data
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
-                                                    blockiness, blockiness_component, frame_quality, neutral_cast,
+                                                    black_tint, blockiness, blockiness_component, frame_quality, neutral_cast,
                                                     order_displacement, quality_components)
 from argus_dagster.evidence.tools.edits import parse_edit
 from argus_dagster.judge import EvidenceOnlyJudge
@@ -61,7 +61,7 @@ def test_12fps_alternating_flicker_is_seen(write_clip):
     good = FlickerProbe().run({}, store(output_video=write_clip("clean.mp4", clean)))
     assert bad["frames_read"] == [[0, 23]] and bad["n_frames"] == 24
     assert bad["jitter"] > 20 and good["jitter"] < 1.0
-    assert judge(STABILITY, ("flicker_probe", bad)).score <= 1
+    assert judge(STABILITY, ("flicker_probe", bad)).score < 1.5
     assert judge(STABILITY, ("flicker_probe", good)).score >= 9
 
 
@@ -174,6 +174,36 @@ def test_jump_rate_grows_with_the_stretch_left_out(write_clip):
     assert scores[0] == 10 and scores == sorted(scores, reverse=True) and scores[3] <= 8
 
 
+def test_two_frames_left_out_of_a_fast_pan_are_jumps_a_faster_shot_is_not(write_clip):
+    fast = panning(n=48, shift=5)
+    keep = [i for i in range(48) if not any(s <= i < s + 2 for s in (12, 24, 36))]  # 3x steps
+    ok = MotionProbe().run({}, store(output_video=write_clip("fast.mp4", fast, fps=8.0)))
+    dropped = MotionProbe().run({}, store(output_video=write_clip("fast_drop.mp4", fast[keep], fps=8.0)))
+    assert ok["jump_rate"] < 0.2 < dropped["jump_rate"]
+    assert judge(STABILITY, ("motion_probe", dropped)).score < judge(STABILITY, ("motion_probe", ok)).score
+    # A shot that speeds up (2 px, then 5 px per frame): larger steps among larger steps, no jump.
+    img = data.astronaut()
+    xs = np.r_[np.arange(0, 48, 2), 48 + np.arange(1, 25) * 5]
+    speeding = np.stack([np.ascontiguousarray(img[100:228, 40 + x: 232 + x]) for x in xs])
+    r = MotionProbe().run({}, store(output_video=write_clip("speeding.mp4", speeding, fps=24.0)))
+    assert r["jump_rate"] < 0.5
+
+
+def test_fresh_noise_neither_hides_copies_nor_passes_for_motion(write_clip):
+    idx = np.r_[0:12, [12] * 10, 22:40]  # 10 copies in a slow pan
+    slow = panning(n=40, shift=1)[idx]
+    noisy = np.clip(slow + np.random.default_rng(1).normal(0, 8.0, slow.shape), 0, 255).astype(np.uint8)
+    clean = MotionProbe().run({}, store(output_video=write_clip("slow.mp4", slow)))
+    grainy = MotionProbe().run({}, store(output_video=write_clip("slow_noisy.mp4", noisy)))
+    # The copies differ by noise alone: no more two frames apart than one apart, far less than the pan.
+    assert clean["duplicate_fraction"] > 0.2 and abs(grainy["duplicate_fraction"] - clean["duplicate_fraction"]) < 0.05
+    assert grainy["longest_freeze_s"] >= 0.5
+    # Noise lifts the per-step flow more than the flow that persists over two steps.
+    assert grainy["steady_flow"] - clean["steady_flow"] < grainy["mean_flow"] - clean["mean_flow"]
+    motion = {"id": "motion_quality", "dimension": 9, "aggregation": "mean"}
+    assert judge(motion, ("motion_probe", grainy)).score <= judge(motion, ("motion_probe", clean)).score + 0.5
+
+
 # --- frame quality at native resolution --------------------------------------------------------------
 
 def sharp_1080p(seed: int = 0) -> np.ndarray:
@@ -252,12 +282,26 @@ def test_colour_cast_lowers_quality_with_its_strength(write_clip):
     assert [x["neutral_cast"] for x in m] == sorted(x["neutral_cast"] for x in m) and m[3]["neutral_cast"] > 20.0
     q = [ClassicalAesthetic().run({}, store(output_video=write_clip(f"cast{i}.mp4", np.stack([f] * 3))))["quality"]
          for i, f in enumerate(casts)]
-    assert q[1] > q[2] > q[3] and q[0] > q[2] and q[0] - q[3] > 15  # a 10-level cast is within real scenes
+    # Every cast costs, mildly: without a reference a cast and a scene coloured by intent look alike.
+    assert q[0] > q[1] > q[2] > q[3] and q[0] - q[3] > 8
+    # The darkest surfaces tell a cast from a warm scene: near black in every channel until a cast tints them.
+    tints = [x["black_tint"] for x in m]
+    assert tints[0] < 0.2 and tints == sorted(tints) and tints[1] > tints[0] + 0.1 and tints[2] > 0.5
     # A colourful scene by intent: ten saturated hues, and grey (a road, a wall) on an eighth of it.
     bands = [np.full((64, 96, 3), (h, 220, 200), np.uint8) for h in range(0, 180, 18)]
     hsv = np.concatenate(bands + [np.full((96, 96, 3), (0, 0, 128), np.uint8)])
     colourful = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
     assert neutral_cast(colourful) < 3.0
+
+
+def test_black_tint_known_answers():
+    grey = np.tile(np.linspace(0, 255, 256, dtype=np.float32)[None, :, None], (64, 1, 3))
+    assert black_tint(grey.astype(np.uint8)) < 0.01  # neutral shadows
+    tinted = np.clip(grey + np.array([20, 6, -20], np.float32), 0, 255).astype(np.uint8)
+    assert abs(black_tint(tinted) - 22 / (22 + 16)) < 0.05  # the darkest 2%: about (22, 8, 0)
+    red = np.zeros((64, 256, 3), np.uint8)
+    red[..., 0] = 200  # one channel alone
+    assert black_tint(red) > 0.9
 
 
 # --- clips a probe cannot measure ----------------------------------------------------------------------
@@ -322,7 +366,7 @@ def test_black_and_white_edit_is_measured_against_the_request(write_clip):
     assert 0.3 < partial["fulfilment"] < 0.7
     scores = {k: judge(follow, ("change_probe", r)).score for k, r in
               (("correct", correct), ("unchanged", unchanged), ("wrong", wrong), ("partial", partial))}
-    assert scores["correct"] >= 9 and scores["unchanged"] <= 1 and scores["wrong"] <= 1 and 3 <= scores["partial"] <= 7
+    assert scores["correct"] >= 9 and scores["unchanged"] < 1.5 and scores["wrong"] < 1.5 and 3 <= scores["partial"] <= 7
     # Degeneracy: the change measured against the change the request implies for this source.
     rec = probe(src, "same2.mp4", check="degenerate")
     assert judge(degenerate, ("change_probe", {**rec, "args": {"check": "degenerate"}})).score == 0

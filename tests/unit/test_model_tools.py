@@ -83,7 +83,7 @@ def test_learned_aesthetic_falls_back_to_classical_and_says_why(tmp_path, clip):
     rec = run(s, "aesthetic", {"on": "output_video"}, MediaStore(clip))
     assert rec["ok"] and rec["backend"] == "classical"
     assert rec["fallback"] == f"learned aesthetic unavailable: model folder {tmp_path / 'aesthetic'} is missing"
-    assert "fallback to classical-5" in s.describe()["aesthetic"]
+    assert "fallback to classical-6" in s.describe()["aesthetic"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when no CUDA device exists")
@@ -272,7 +272,7 @@ def test_the_evidence_only_judge_reads_the_model_tools():
     sim = {"tool": "dino_sim", "ok": True, "a": "output_crop", "b": "subject_image", "similarity": 0.5,
            "similarity_min": 0.4, "n_pairs": 1}
     j = judge.judge(view, [track, sim])
-    assert j.score == round((7.5 + 5.0) / 2) and "found in 75% of 12 frames" in j.rationale
+    assert abs(j.score - (7.5 + 5.0) / 2) <= 0.05 and "found in 75% of 12 frames" in j.rationale
     rel = {"tool": "spatial_relation", "ok": True, "relation": "left_right", "verdict": "cat left of dog",
            "holds_fraction": 0.9, "n_both_found": 10}
     assert judge.judge(view, [rel]).score == 9

@@ -259,7 +259,7 @@ def test_judge_unavailable_vlm_qa_only_is_unscored(clips):
     j = EvidenceOnlyJudge().judge(view(), records)
     assert j.score is None
     assert "unscored" in j.rationale and "vlm_qa" in j.rationale
-    assert j.judge == "evidence-only/4"
+    assert j.judge == "evidence-only/5"
 
 
 def test_judge_no_evidence_is_unscored():
