@@ -6,11 +6,17 @@ Clips: AIGVE's 10 CogVideoX clips (``aigve_toy``, nine human-rated aspects) and 
 clips (``videophy/VIDEOPHY2/examples``; their ``output_pc.csv`` / ``output_sa.csv`` scores are
 VideoPhy-2's own automatic rater's physical-commonsense and semantic-adherence scores, not human ones).
 
-    .venv/bin/python -m benchmarks.default_alignment --out /tmp/align
+    .venv/bin/python -m benchmarks.default_alignment --out /tmp/align [--before /tmp/align_of_an_earlier_version]
     .venv/bin/argus align --human /tmp/align/aigve_human.csv --scores /tmp/align/aigve_video_scores.parquet \
         --scores /tmp/align/aigve_criterion_scores.parquet --n-boot 200
     .venv/bin/argus align --human /tmp/align/videophy_human.csv --scores /tmp/align/videophy_video_scores.parquet \
         --scores /tmp/align/videophy_criterion_scores.parquet --n-boot 200
+
+It then prints, from the same computation as ``argus align`` (``--n-boot 200``), the figures that say
+most about the default: the final score and the visual-quality (d13) and temporal-quality (d12)
+criteria against AIGVE's technical-quality, consistency and overall ratings, and the final score
+against VideoPhy-2's; with ``--before``, an earlier version's tables (written by this command from
+that version's checkout) beside them.
 """
 
 from __future__ import annotations
@@ -80,9 +86,44 @@ def videophy(out: Path) -> None:
     pl.DataFrame(ratings).write_csv(out / "videophy_human.csv")
 
 
+SHOWN = {"aigve": [("argus:final", "overall"), ("argus:final", "technical_quality"), ("argus:final", "consistency"),
+                   ("argus:d13 visual/frame quality", "technical_quality"), ("argus:d13 visual/frame quality", "overall"),
+                   ("argus:d12 temporal quality", "consistency")],
+         "videophy": [("argus:final", "physical_commonsense"), ("argus:final", "semantic_adherence"),
+                      ("argus:d13 visual/frame quality", "physical_commonsense"),
+                      ("argus:d12 temporal quality", "physical_commonsense")]}
+
+
+def spearman_table(folder: Path, dataset: str) -> dict[tuple[str, str], str]:
+    """``argus align``'s Spearman (and bootstrap interval) of the tables in ``folder``."""
+    from argus_dagster.ratings import alignment_report, merge_scores, read_human, read_scores
+
+    scores = merge_scores([read_scores(folder / f"{dataset}_video_scores.parquet"),
+                           read_scores(folder / f"{dataset}_criterion_scores.parquet")])
+    table = alignment_report(read_human(folder / f"{dataset}_human.csv"), scores, n_boot=200)
+    out = {}
+    for r in table.iter_rows(named=True):
+        if r["srcc"] is not None:
+            out[(r["evaluator"], r["dimension"])] = (f"{r['srcc']:+.3f} [{r['srcc_lo']:+.2f}, {r['srcc_hi']:+.2f}]"
+                                                     if r["srcc_lo"] is not None else f"{r['srcc']:+.3f}")
+    return out
+
+
+def compare(out: Path, before: Path | None) -> None:
+    for dataset, rows in SHOWN.items():
+        now = spearman_table(out, dataset)
+        then = spearman_table(before, dataset) if before else {}
+        print(f"\n{dataset}: Spearman over the clips [95% bootstrap interval, resampling inputs]")
+        print(f"  {'evaluator':<32} {'rating':<22} " + (f"{'before':<24} " if before else "") + "now")
+        for ev, dim in rows:
+            print(f"  {ev:<32} {dim:<22} " + (f"{then.get((ev, dim), '-'):<24} " if before else "")
+                  + now.get((ev, dim), "-"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--before", help="the --out folder of an earlier version, to print beside this one")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -90,6 +131,7 @@ def main() -> None:
     aigve(out)
     videophy(out)
     print(f"scored in {time.perf_counter() - t0:.1f}s; tables in {out}")
+    compare(out, Path(args.before) if args.before else None)
 
 
 if __name__ == "__main__":
