@@ -32,8 +32,11 @@ setup: $(BIN)/.installed
 demo: setup
 	$(BIN)/argus demo
 
+# Each test file runs whole in one of 3 worker processes (its module fixtures built once); several
+# files wait on daemons and servers most of the time, so 3 workers share 2 CPUs well.
+TEST_WORKERS ?= 3
 test: setup chromium postgres
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).
 # The Postgres tests start a real server from Debian's package on a temporary data directory.
