@@ -92,11 +92,11 @@ def bench_rubric_paths_for(root: Path, input_id: str) -> list[Path]:
 @SETTINGS
 @given(input_id=names, model=names)
 def test_a_candidate_is_only_ever_found_inside_its_model_folder(input_id, model):
-    with tempfile.TemporaryDirectory() as d:
-        root = Path(d)
+    with tempfile.TemporaryDirectory() as outer:  # holds the file beside the root too, and removes it
+        root = Path(outer) / "root"
         cands = root / "cands"
         (cands / "T2V" / "m").mkdir(parents=True)
-        for target in (root / "escaped.mp4", root / "cands" / "T2V" / "x.mp4", Path(d + ".mp4")):
+        for target in (root / "escaped.mp4", root / "cands" / "T2V" / "x.mp4", Path(outer) / "root.mp4"):
             target.write_bytes(b"v")
         found = find_candidate(cands, "T2V", model, input_id)
         if found is not None:
