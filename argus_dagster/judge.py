@@ -27,7 +27,7 @@ motion_probe   coherence: 10 x the product of one share per defect (each 1 where
                fast real clip (or one whose frames are far apart) reaches a shuffled clip's
                1.0. For a temporal-quality criterion (dimension 12) that is the score;
                otherwise it is multiplied by the amount of motion: steady flow (motion that
-               persists over two steps) 0 -> 0, >= 4 px/s (256 px) -> 1, at most 1 - static
+               persists over 4 steps) 0 -> 0, >= 4 px/s (256 px) -> 1, at most 1 - static
                share
 aesthetic      technical (or learned) quality 0-100 -> /10
 ssim_compare   video vs video: the larger of SSIM and edge SSIM; image vs first frame:

@@ -12,8 +12,9 @@ from skimage import data
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
-                                                    black_tint, blockiness, blockiness_component, frame_quality, neutral_cast,
-                                                    order_displacement, quality_components)
+                                                    black_tint, blockiness, blockiness_component, frame_quality,
+                                                    neutral_cast, order_displacement, persistent_flow,
+                                                    quality_components)
 from argus_dagster.evidence.tools.edits import parse_edit
 from argus_dagster.judge import EvidenceOnlyJudge
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
@@ -189,6 +190,20 @@ def test_two_frames_left_out_of_a_fast_pan_are_jumps_a_faster_shot_is_not(write_
     assert r["jump_rate"] < 0.5
 
 
+def test_persistent_flow_known_answers():
+    rng = np.random.default_rng(0)
+    steady = [np.full((8, 8, 2), (0.6, 0.8), np.float32)] * 4  # 1 px per step, one direction
+    assert persistent_flow(steady) == pytest.approx(1.0, rel=1e-6)
+    to_and_fro = [steady[0], -steady[0]] * 2  # back where it started after 4 steps
+    assert persistent_flow(to_and_fro) == pytest.approx(0.0, abs=1e-6)
+    # Flow of length 1 in a fresh direction at every step and pixel: about a quarter survives.
+    angles = rng.uniform(0, 2 * np.pi, (4, 64, 64))
+    noise = [np.stack([np.cos(a), np.sin(a)], axis=2).astype(np.float32) for a in angles]
+    assert 0.15 < persistent_flow(noise) < 0.35
+    drift = np.full((64, 64, 2), (0.6, 0.8), np.float32)
+    assert persistent_flow([f + drift for f in noise]) > persistent_flow(noise) + 0.5
+
+
 def test_fresh_noise_neither_hides_copies_nor_passes_for_motion(write_clip):
     idx = np.r_[0:12, [12] * 10, 22:40]  # 10 copies in a slow pan
     slow = panning(n=40, shift=1)[idx]
@@ -198,7 +213,7 @@ def test_fresh_noise_neither_hides_copies_nor_passes_for_motion(write_clip):
     # The copies differ by noise alone: no more two frames apart than one apart, far less than the pan.
     assert clean["duplicate_fraction"] > 0.2 and abs(grainy["duplicate_fraction"] - clean["duplicate_fraction"]) < 0.05
     assert grainy["longest_freeze_s"] >= 0.5
-    # Noise lifts the per-step flow more than the flow that persists over two steps.
+    # Noise lifts the per-step flow more than the flow that persists over 4 steps.
     assert grainy["steady_flow"] - clean["steady_flow"] < grainy["mean_flow"] - clean["mean_flow"]
     motion = {"id": "motion_quality", "dimension": 9, "aggregation": "mean"}
     assert judge(motion, ("motion_probe", grainy)).score <= judge(motion, ("motion_probe", clean)).score + 0.5
