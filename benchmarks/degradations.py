@@ -9,7 +9,9 @@ unchanged, a wrong edit (a colour zoom-in) and partial edits (only the left half
 of the frames) are scored as TV2V. Variants are written losslessly (FFV1). Prints, per degradation and strength, how often the clean clip
 scores strictly above the degraded one and the mean scores; then whether the mean falls with strength.
 
-    .venv/bin/python -m benchmarks.degradations [--frames 48] [--clips N]
+    .venv/bin/python -m benchmarks.degradations [--frames 48] [--clips N] [--only TEXT ...]
+
+``--only`` keeps the degradations whose name contains one of the texts (and leaves out the edits).
 """
 
 from __future__ import annotations
@@ -96,9 +98,11 @@ def _cast(fr: np.ndarray, amount: float) -> np.ndarray:
     return np.clip(fr.astype(np.float32) + np.array([amount, amount * 0.3, -amount], np.float32), 0, 255).astype(np.uint8)
 
 
-def degradations(rng: np.random.Generator) -> dict[str, list]:
-    """name -> one function per strength (weak, medium, strong)."""
-    noise = lambda s: lambda fr: np.clip(fr + rng.normal(0, s, fr.shape), 0, 255).astype(np.uint8)  # noqa: E731
+def degradations() -> dict[str, list]:
+    """name -> one function per strength (weak, medium, strong). The random ones draw from generators
+    of their own, so a run of some (``--only``) draws what the whole run draws for them."""
+    rng, noise_rng = np.random.default_rng(0), np.random.default_rng(1)
+    noise = lambda s: lambda fr: np.clip(fr + noise_rng.normal(0, s, fr.shape), 0, 255).astype(np.uint8)  # noqa: E731
     blur = lambda s: lambda fr: np.stack([cv2.GaussianBlur(f, (0, 0), s) for f in fr])  # noqa: E731
     return {
         "flicker every frame (amp 3/6/12)": [lambda fr, a=a: _flicker(fr, 1, a) for a in (3, 6, 12)],
@@ -169,8 +173,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=48, help="frames of each clip used")
     ap.add_argument("--clips", type=int, default=6)
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="only the degradations whose name contains one of these texts; no edits")
     args = ap.parse_args()
-    rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     clips = dict(list(real_clips(args.frames).items())[: args.clips])
     with tempfile.TemporaryDirectory() as tmp:
@@ -188,15 +193,18 @@ def main() -> None:
               f"clean {_means(clean_m)}\n")
         print(f"{'degradation':<40} {'strength':<8} {'clean > degraded':>16} {'mean clean':>10} {'mean degr.':>10} "
               f"{'least margin':>12}  {'d9   d12  d13':>14}  not below clean")
-        falls_all, below_all, per_clip_falls = [], [], []
-        for name, fns in degradations(rng).items():
-            means, scores = [], []
+        falls_all, below_all, per_clip_falls, per_clip_never_rises = [], [], [], []
+        for name, fns in degradations().items():
+            if args.only is not None and not any(t.lower() in name.lower() for t in args.only):
+                continue
+            means, scores, metrics = [], [], []
             for strength, fn in zip(STRENGTHS, fns):
                 got, got_m = {}, {}
                 for c, (fr, fps) in clips.items():
                     got[c] = sc.score(t2v, fn(fr), fps)
                     got_m[c] = sc.last
                 scores.append(got)
+                metrics.append(got_m)
                 wins = sum(clean[c] > got[c] for c in clips)
                 means.append(float(np.mean(list(got.values()))))
                 below_all.append(wins == len(clips))
@@ -208,12 +216,20 @@ def main() -> None:
             falls_all.append(falls)
             steady = [c for c in clips if clean[c] > scores[0][c] > scores[1][c] > scores[2][c]]
             per_clip_falls.append(len(steady))
+            # Two strengths may both reach a criterion's floor (0/10) and tie; a stronger one scoring higher is a swap.
+            no_swap = [c for c in clips if clean[c] > scores[0][c] >= scores[1][c] >= scores[2][c]]
+            per_clip_never_rises.append(len(no_swap))
             print(f"{'':<40} mean falls with strength: {'yes' if falls else 'NO'}; clean > weak > medium > strong "
-                  f"on {len(steady)}/{len(clips)} clips")
+                  f"on {len(steady)}/{len(clips)} clips, clean > weak >= medium >= strong on {len(no_swap)}/{len(clips)}"
+                  + "".join(f"\n{'':<42}{c}: {clean[c]:.2f} > " + " > ".join(f"{s[c]:.2f}" for s in scores)
+                            + " (" + "; ".join(f"{k} " + "/".join(f"{m[c].get(k, float('nan')):.1f}" for m in [clean_m, *metrics])
+                                               for k in SHOWN) + ")"
+                            for c in clips if c not in steady))
 
-        print("\nTV2V: 'Make the video black and white.' (clean = the correct edit)")
         wins_edit = []
-        for c, (fr, fps) in clips.items():
+        if args.only is None:
+            print("\nTV2V: 'Make the video black and white.' (clean = the correct edit)")
+        for c, (fr, fps) in (clips if args.only is None else {}).items():
             src = sc.write(fr, fps)
             inst = InputInstance(id=f"bw-{c}", prompt="Make the video black and white.", source_video=src)
             good, bad = edit_variants(fr)
@@ -226,7 +242,10 @@ def main() -> None:
             print(f"  {c:<45} correct edit {s_good:.2f}; " + "; ".join(parts))
         print(f"\nsummary: clean strictly above degraded in {sum(below_all)}/{len(below_all)} degradation x strength "
               f"cells (all clips); mean falls with strength for {sum(falls_all)}/{len(falls_all)} degradations, "
-              f"and on every clip for {sum(n == len(clips) for n in per_clip_falls)}/{len(per_clip_falls)}; "
+              f"and on every clip for {sum(n == len(clips) for n in per_clip_falls)}/{len(per_clip_falls)} "
+              f"(never rises on every clip: {sum(n == len(clips) for n in per_clip_never_rises)}/{len(per_clip_never_rises)}; "
+              f"clip x degradation: falls {sum(per_clip_falls)}, never rises {sum(per_clip_never_rises)} "
+              f"of {len(clips) * len(per_clip_falls)}); "
               f"correct edit above each bad edit in {sum(wins_edit)}/{len(wins_edit)} cases; "
               f"{sc.n} videos scored in {time.perf_counter() - t0:.0f}s")
 
