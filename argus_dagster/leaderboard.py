@@ -54,14 +54,19 @@ def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, prof
 
 
 def coverage_text(n_scored: float | None, n_criteria: float | None, judge: str | None) -> str:
-    """``3 of 6 criteria · evidence-only``: what a score covers, shown beside it everywhere."""
+    """``3 of 6 criteria · evidence-only``: what a score covers, shown beside it everywhere. A model's
+    row averages its videos, whose rubrics may differ in size: ``mean 5 of 8.3 criteria``."""
     if not n_criteria:
         return "no criteria"
 
-    def num(x: float) -> str:
-        return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+    def whole(x: float) -> bool:
+        return abs(x - round(x)) < 0.05
 
-    return f"{num(n_scored or 0)} of {num(n_criteria)} criteria · {judge or 'no judge'}"
+    def num(x: float) -> str:
+        return f"{x:.0f}" if whole(x) else f"{x:.1f}"
+
+    mean = "" if whole(n_scored or 0) and whole(n_criteria) else "mean "
+    return f"{mean}{num(n_scored or 0)} of {num(n_criteria)} criteria · {judge or 'no judge'}"
 
 
 def format_leaderboard(lb: pl.DataFrame) -> str:
@@ -70,14 +75,14 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
     for task in sorted(lb["task"].unique().to_list()):
         g = lb.filter(pl.col("task") == task)
         out.append(f"{task}")
-        out.append(f"  {'rank':>4}  {'model':<18} {'final':>6}  {'covers':<36} {'95% CI*':>13}  {'n':>3}  {'errors':>6}")
+        out.append(f"  {'rank':>4}  {'model':<18} {'final':>6}  {'covers':<41} {'95% CI*':>13}  {'n':>3}  {'errors':>6}")
         needs: set[str] = set()
         partial = False
         for rank, r in enumerate(g.iter_rows(named=True), start=1):
             score = f"{r['mean_final']:6.2f}" if r["mean_final"] is not None else "     -"
             ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if r["ci_low"] is not None else "-"
             covers = coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge"))
-            out.append(f"  {rank:>4}  {r['model']:<18} {score}  {covers:<36} {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
+            out.append(f"  {rank:>4}  {r['model']:<18} {score}  {covers:<41} {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
             needs |= set(r.get("needs_vlm") or [])
             partial |= r.get("ci_scope") == "scored criteria only"
         out.append("  * the interval covers " + ("the scored criteria only" if partial else "all criteria"))

@@ -17,7 +17,7 @@ from argus_dagster.evidence.tools.classical import (ChangeProbe, ClassicalAesthe
                                                     quality_components)
 from argus_dagster.evidence.tools.edits import parse_edit
 from argus_dagster.judge import EvidenceOnlyJudge
-from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
+from argus_dagster.leaderboard import build_leaderboard, coverage_text, format_leaderboard
 from argus_dagster.media import DENSE_POLICY, VideoInfo, runs, sample_indices, window_indices
 from argus_dagster.pipeline import score_video
 from argus_dagster.report import render_index
@@ -431,6 +431,8 @@ def test_leaderboard_and_pages_show_coverage_next_to_the_score():
     assert row["ci_scope"] == "scored criteria only"
     text = format_leaderboard(lb)
     assert "3 of 6 criteria · evidence-only" in text
+    # A model's row averages its videos, whose rubrics may differ in size: the text says so.
+    assert coverage_text(5, 25 / 3, "evidence-only") == "mean 5 of 8.3 criteria · evidence-only"
     assert "interval covers the scored criteria only" in text
     assert "needs a VLM (not scored): entity_presence, overall_alignment, physical_plausibility" in text
     page = render_index(task="T2V", model="m", rows=[{"input_id": "0", **v}])
