@@ -32,8 +32,9 @@ setup: $(BIN)/.installed
 demo: setup
 	$(BIN)/argus demo
 
-# Each test file runs whole in one of 3 worker processes (its module fixtures built once); several
-# files wait on daemons and servers most of the time, so 3 workers share 2 CPUs well.
+# Each test file runs whole in one of 3 worker processes (its module fixtures built once), so the files
+# that wait on daemons and servers overlap the others. On 2 CPUs the suite is CPU-bound: 4 workers
+# took as long as 3 (about 16 minutes).
 TEST_WORKERS ?= 3
 test: setup chromium postgres
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

@@ -51,8 +51,9 @@ Several measures in one criterion are averaged, or the lowest is taken when the 
 asks for the worst ("worst", "min", "lowest", "any"). The result is kept to one decimal, not rounded to
 a whole point: it is a measurement, and rounding it would make a clean clip and a mildly blurred, noisy
 or recoloured copy of it tie (7.4 and 6.6 both read 7), so the evidence-only judge could not rank
-what it measured apart. A VLM's answer is a whole number as method §7 asks. A ``vlm_qa`` step without a VLM, or a failed
-tool, contributes nothing; a criterion with no measure left stays unscored, with the reason.
+what it measured apart. A VLM's answer is a whole number as method §7 asks. A ``vlm_qa`` step
+without a VLM, or a failed tool, contributes nothing; a criterion with no measure left stays
+unscored, with the reason.
 """
 
 from __future__ import annotations

@@ -437,3 +437,17 @@ def test_leaderboard_and_pages_show_coverage_next_to_the_score():
     assert "needs a VLM (not scored): entity_presence, overall_alignment, physical_plausibility" in text
     page = render_index(task="T2V", model="m", rows=[{"input_id": "0", **v}])
     assert "3 of 6 criteria · evidence-only · 47% of the weight" in page and "overall_alignment" in page
+
+
+def test_scores_in_range_holds_the_vlm_judge_to_whole_numbers():
+    from assets.checks import scores_in_range
+    from argus_dagster.judge import vlm_judge_identity
+
+    vlm = vlm_judge_identity("openai", "m")
+    df = pl.DataFrame({"input_id": ["a", "b", "c"], "sample": ["", "", ""], "criterion_id": ["x", "y", "z"],
+                       "score": [7.4, 7.5, 6.0], "rationale": ["r"] * 3,
+                       "judge": [EvidenceOnlyJudge().identity, vlm, vlm]})
+    result = scores_in_range(df)
+    assert not result.passed and result.metadata["n_out_of_range"].value == 1
+    assert "`b` `y`: the VLM judge's score 7.5 is not a whole number" in result.metadata["problems"].md_str
+    assert scores_in_range(df.filter(pl.col("input_id") != "b")).passed  # one decimal is the measure's own

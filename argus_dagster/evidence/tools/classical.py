@@ -185,9 +185,9 @@ def _copies(d_wins: list[np.ndarray], d2_wins: list[np.ndarray], flow: np.ndarra
     two or more steps in a row of a clip that moves elsewhere, each far smaller than its usual step
     (:data:`NOISE_ONLY_SHARE`), across which frames two steps apart differ no more than one step apart
     (:data:`NOISE_ONLY_RATIO`; moving content differs more the further apart, noise the same at any
-    distance). A single step
-    between two copies whose flow is still below twice ``max_flow`` is one too: an encoder refining a
-    repeated frame makes one such step, which would otherwise split a frozen stretch in two.
+    distance). A single step between two copies whose flow is still below twice ``max_flow`` is one
+    too: an encoder refining a repeated frame makes one such step, which would otherwise split a
+    frozen stretch in two.
     ``d_wins``/``d2_wins``: per window, the differences of neighbours and of frames two apart."""
     d = np.concatenate(d_wins)
     exact = (d < level) & (flow < max_flow)
@@ -258,9 +258,9 @@ class MotionProbe:
     Flow (Farneback, OpenCV) at a 128-px longest side, each frame's levels normalized first (flicker
     is the flicker probe's to measure); ``mean_flow`` is in pixels per second at a 256-px longest
     side, so clips of different sizes and rates compare, and ``steady_flow`` the flow that persists
-    over :data:`STEADY_STEPS` consecutive steps (:func:`persistent_flow`): noise of sigma 20 drawn afresh
-    per frame, or JPEG at quality 5, lifted ``mean_flow`` of a slow real clip by a half, while its
-    ``steady_flow`` fell by 13% and 3%. Coherence from frame differences at 64 px
+    over :data:`STEADY_STEPS` consecutive steps (:func:`persistent_flow`): noise of sigma 20 drawn
+    afresh per frame, or JPEG at quality 5, lifted ``mean_flow`` of a slow real clip by a half,
+    while its ``steady_flow`` fell by 13% and 3%. Coherence from frame differences at 64 px
     (``frames_read`` says which source frames): ``incoherence`` is the median difference of
     neighbouring frames over the median difference of all pairs two or more frames apart in a window
     (a clip in order well below 1, frames in broken order about 1); ``jump_times`` are neighbours
