@@ -2,19 +2,28 @@
 
 import dagster as dg
 
-from assets import ALL_ASSETS, GRAPH_CHECKS
+from assets import ALL_ASSETS, GRAPH_CHECKS, OBSERVE_JOBS, SOURCES
 from assets.schedules import nightly_reconcile
 from assets.sensors import candidate_store_sensor
 from resources import executor_for, resources_for
 
-# Declarative automation (the leaderboard follows ``video_scores``) is evaluated by this sensor. It is
-# declared here, running by default, because Dagster's implicit one starts stopped: without it a
-# model that ``candidate_store_sensor`` scores would never reach the leaderboard under ``make ui``.
+# Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
+# condition that retries transient failures reads materialization metadata. It is declared here,
+# running by default, because Dagster's implicit one starts stopped: without it nothing that
+# candidate_store_sensor observes would ever be scored under `make ui`.
 automation_sensor = dg.AutomationConditionSensorDefinition(
-    "default_automation_condition_sensor", target=dg.AssetSelection.all(),
+    "default_automation_condition_sensor", target=dg.AssetSelection.all(), use_user_code_server=True,
     default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
-    description="Materializes what follows a materialization (the leaderboard after video_scores).")
+    description="Materializes what is missing or stale (new models, changed sources, new code) and retries "
+                "transient failures.")
 
-defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=GRAPH_CHECKS, resources=resources_for(),
-                      sensors=[candidate_store_sensor, automation_sensor], schedules=[nightly_reconcile],
-                      executor=executor_for())
+
+def build_definitions(settings=None) -> dg.Definitions:
+    """The code location of one evaluation (``settings``, default this process's: ``ARGUS_BENCH``,
+    ``ARGUS_PROFILE``, ``ARGUS_HOME``)."""
+    return dg.Definitions(assets=ALL_ASSETS + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
+                          jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor, automation_sensor],
+                          schedules=[nightly_reconcile], executor=executor_for())
+
+
+defs = build_definitions()

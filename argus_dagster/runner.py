@@ -1,25 +1,15 @@
-"""Materializing an evaluation's graph in its Dagster instance, partition by partition.
+"""argus evaluate as a client of the evaluation's Dagster instance.
 
-The CLI is a thin launcher: it registers models as ``candidate_models`` partitions and materializes
-the same assets the UI shows, with the same resources (:func:`resources.resources_for`), in the
-evaluation's instance (``$ARGUS_HOME/benches/<bench>/<profile>/dagster_home``, Dagster's own storage
-as its ``dagster.yaml`` configures it). Every run is one of Dagster's in-process runs, executing its
-steps with Dagster's in-process executor, in a worker process; as many run at once as the instance's
-run queue allows (``run_queue.max_concurrent_runs``, 4 in the instance file this writes, and the
-``argus/judge`` tag limit): the limits the daemon applies to the runs the UI, the sensor and the
-schedules queue. What makes them fast lives in the resources every run gets (one VLM client per
-process under one bound per machine, the frame pool, the content cache, VLM waits overlapped with
-CPU tools inside a stage); the workers overlap one run's reports and bookkeeping with another's
-judge requests.
-
-A partition that is up to date is not run again. Whether it is, is asked of what Dagster recorded
-with its materializations, whoever launched them (``assets.staleness``: the same question the
-candidate-store sensor and the nightly reconcile ask): code versions, the upstream materializations
-each asset read and their data versions, the bench files, video hashes and evaluator the assets
-recorded, and work left to retry (a rubric that could not be generated, a tool step that failed, a
-judgment the VLM did not answer). A row with a permanent error leaves its partition up to date.
-``force=True`` (``--force``) re-materializes every partition; the content cache then answers every
-tool step and judgment.
+It does what the UI, the sensors and a cluster do, in one process: registers models as
+``candidate_models`` partitions, observes the sources (:mod:`assets.sources`), asks Dagster what is
+missing or stale (the automation conditions of :mod:`assets.automation`, evaluated on the instance's
+records) and has Dagster execute exactly that, as in-process runs of ranges of partitions with the
+evaluation's resources (:func:`resources.resources_for`) in the evaluation's instance
+(``$ARGUS_HOME/benches/<bench>/<profile>/dagster_home``). Nothing here decides what is up to date:
+a partition whose inputs, code and evaluator are unchanged, and whose last run left nothing to
+retry, is not requested. What makes the runs fast lives in the resources (one VLM client per process
+under one bound per machine, the frame pool, the content cache, VLM waits overlapped with CPU tools
+inside a stage) and in the ranges: few runs, each keeping the judge's slots full.
 """
 
 from __future__ import annotations
@@ -76,68 +66,217 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
 
 
 PROTOCOLS = ("videoargus", "firm", "both")
-DEFAULT_RUNS_AT_ONCE = 10  # Dagster's own default for the run queue's max_concurrent_runs
+# Where argus evaluate keeps its automation cursor: in the instance's own key-value store, beside the
+# daemon's sensor cursors (each evaluator of the conditions keeps its own).
+CURSOR_KEY = "argus/evaluate/automation_cursor"
 
 
-def runs_at_once(instance: dg.DagsterInstance) -> tuple[int, int]:
-    """How many runs may execute at once, and how many of them may call the judge: the instance's
-    run queue (``run_queue.max_concurrent_runs`` and the ``argus/judge`` tag limit in its
-    ``dagster.yaml``), the same limits the daemon applies to runs the UI, sensor and schedule queue."""
-    queue = instance.get_concurrency_config().run_queue_config  # None: a coordinator without a queue
-    limit = queue.max_concurrent_runs if queue is not None else DEFAULT_RUNS_AT_ONCE
-    limit = limit if limit > 0 else DEFAULT_RUNS_AT_ONCE  # -1: no limit; 0: the queue is paused
-    judge = limit
-    for rule in (queue.tag_concurrency_limits if queue is not None else None) or []:
-        if rule.get("key") == JUDGE_TAG and isinstance(rule.get("limit"), int) and rule["limit"] > 0:
-            judge = min(judge, rule["limit"])
-    return limit, judge
+class Plan:
+    """What Dagster's automation conditions requested, as argus evaluate executes it: by asset key,
+    the partitions to materialize (``None`` for the unpartitioned leaderboard)."""
+
+    def __init__(self, requested: dict[str, set], complete: bool):
+        self.requested = requested
+        self.complete = complete  # nothing requested was left out by --task/--model
+
+    def partitions(self, asset: str) -> set:
+        return self.requested.get(asset, set())
 
 
-JUDGE_TAG = "argus/judge"  # runs that call the judge (the sensor's and the reconcile's carry it too)
+def _load_cursor(instance: dg.DagsterInstance):
+    from dagster_shared.serdes import deserialize_value
+
+    raw = instance.run_storage.get_cursor_values({CURSOR_KEY}).get(CURSOR_KEY)
+    try:
+        return deserialize_value(raw) if raw else None
+    except Exception:  # written by another Dagster version: start afresh (missing partitions still run)
+        return None
 
 
-class _Job:
-    """One run of the plan: what a worker executes (``spec``), after which jobs, and whether it is stale."""
+def _save_cursor(instance: dg.DagsterInstance, cursor) -> None:
+    from dagster_shared.serdes import serialize_value
 
-    def __init__(self, name: str, spec: tuple, after: tuple[str, ...] = (), judge: bool = False,
-                 stale: Callable[[], str | None] | None = None, skipped: Callable[[], None] | None = None):
-        self.name, self.spec, self.after, self.judge = name, spec, after, judge
-        self.stale = stale or (lambda: "forced")
-        self.why: str | None = None  # what stale() said when the job was planned
-        self.skipped = skipped or (lambda: None)
-        self._asked = False
+    instance.run_storage.set_cursor_values({CURSOR_KEY: serialize_value(cursor)})
 
-    def status(self, ran: set[str] = frozenset()) -> str | None:
-        """``stale()``'s answer, asked once unless a job it comes after has run since."""
-        if not self._asked or set(self.after) & ran:
-            self.why, self._asked = self.stale(), True
-        return self.why
+
+def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], partitions: set[tuple[str, str]],
+         force: bool = False, done: set = frozenset()) -> tuple[Plan, object]:
+    """What to materialize for ``tasks`` and the ``(task, model)`` partitions: Dagster's answer, from
+    the automation conditions on the assets (:mod:`assets.automation`) evaluated on the instance's
+    records with this command's cursor (the automation sensor asks the same conditions under the
+    daemon); every partition with ``force``. What this command materialized already (``done``:
+    ``(asset, partition)``) is not asked again: work its run left to retry waits for the next command.
+    Returns the plan and the new cursor."""
+    from assets import AUTOMATED_ASSETS, CANDIDATE_ASSETS, TASK_ASSETS
+
+    keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
+    if force:
+        requested = {a.key.to_user_string(): set(tasks) for a in TASK_ASSETS}
+        requested.update({a.key.to_user_string(): set(keys) for a in CANDIDATE_ASSETS})
+        requested["leaderboard"] = {None}
+        return Plan(requested, complete=False), None
+    result = dg.evaluate_automation_conditions(
+        defs=defs, instance=instance, cursor=_load_cursor(instance),
+        asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
+    requested, complete = {}, True
+    for a in AUTOMATED_ASSETS:
+        name = a.key.to_user_string()
+        got = {str(p) if p is not None else None for p in result.get_requested_partitions(a.key)}
+        got = {p for p in got if (name, p) not in done}
+        wanted = got & (set(tasks) if a in TASK_ASSETS else keys if a in CANDIDATE_ASSETS else {None})
+        complete &= wanted == got
+        if wanted:
+            requested[name] = wanted
+    return Plan(requested, complete), result.cursor
+
+
+def _stretches(items: list[str], order: list[str]) -> list[list[str]]:
+    """``items`` in ``order``, cut where one is skipped: each stretch is a range of partitions."""
+    out: list[list[str]] = []
+    for x in sorted(items, key=order.index):
+        if out and order.index(x) == order.index(out[-1][-1]) + 1:
+            out[-1].append(x)
+        else:
+            out.append([x])
+    return out
+
+
+def _runs(plan: Plan, model_order: list[str]) -> list[tuple[str, list[str], list]]:
+    """The runs that execute ``plan``: ``(kind, selection, partition keys)``, each a range of
+    partitions with the same assets to materialize (the assets' backfill policy takes a range in one
+    run): the tasks' inputs and rubrics first, then per task its models, then the leaderboard."""
+    from assets import CANDIDATE_ASSETS, TASK_ASSETS
+    from assets.partitions import task_model_partitions
+
+    from .instances import ALL_TASKS
+
+    runs = []
+    by_selection: dict[tuple, list[str]] = {}
+    for task in ALL_TASKS:
+        chosen = tuple(a.key.to_user_string() for a in TASK_ASSETS if task in plan.partitions(a.key.to_user_string()))
+        if chosen:
+            by_selection.setdefault(chosen, []).append(task)
+    for chosen, tasks in sorted(by_selection.items()):
+        runs += [("task", list(chosen), stretch) for stretch in _stretches(tasks, list(ALL_TASKS))]
+    by_task: dict[tuple, list[str]] = {}
+    keys = set().union(*(plan.partitions(a.key.to_user_string()) for a in CANDIDATE_ASSETS))
+    for key in keys:
+        dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
+        chosen = tuple(a.key.to_user_string() for a in CANDIDATE_ASSETS if key in plan.partitions(a.key.to_user_string()))
+        by_task.setdefault((dims["task"], chosen), []).append(dims["model"])
+    for (task, chosen), models in sorted(by_task.items(), key=lambda kv: (ALL_TASKS.index(kv[0][0]), kv[0][1])):
+        for stretch in _stretches(models, model_order):
+            runs.append(("partition", list(chosen),
+                         [str(dg.MultiPartitionKey({"task": task, "model": m})) for m in stretch]))
+    if plan.partitions("leaderboard"):
+        runs.append(("leaderboard", ["leaderboard"], []))
+    return runs
+
+
+def _execute(instance: dg.DagsterInstance, resources: dict, selection: list[str], keys: list,
+             tags: dict | None = None) -> dg.ExecuteInProcessResult:
+    """One of Dagster's in-process runs of ``selection`` (asset names) and their partitioned checks,
+    over the partitions ``keys`` (one, or the first and last of a range), on the evaluation's instance."""
+    from assets import ALL_ASSETS, ALL_CHECKS, SOURCES
+
+    chosen = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} & set(selection)]
+    names = {k for a in chosen for k in a.keys}
+    checks = [c for c in ALL_CHECKS if c.partitions_def is not None and keys
+              and all(k.asset_key in names for k in c.check_keys)]
+    run_tags = {**launcher_tags(), **(tags or {})}
+    kw = {}
+    if len(keys) == 1:
+        kw["partition_key"] = keys[0]
+    elif keys:
+        from assets.partitions import RANGE_END_TAG, RANGE_START_TAG
+
+        run_tags.update({RANGE_START_TAG: str(keys[0]), RANGE_END_TAG: str(keys[-1])})
+    return dg.materialize(ALL_ASSETS + SOURCES + ALL_CHECKS, selection=chosen + checks, instance=instance,
+                          resources=resources, run_config=QUIET, tags=run_tags, raise_on_error=False, **kw)
+
+
+def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
+    """Per partition, the failed tool steps and unanswered judgments a candidate run left to retry."""
+    from assets.automation import RETRY_METADATA
+
+    out: dict[str, int] = {}
+    for event in result.get_asset_materialization_events():
+        m = event.materialization
+        for name in RETRY_METADATA.get(m.asset_key.to_user_string(), ()):
+            if name in m.metadata:
+                out[str(m.partition)] = out.get(str(m.partition), 0) + int(m.metadata[name].value or 0)
+    return out
+
+
+def _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed) -> None:
+    """A line for each selected task and partition the first runs leave alone."""
+    ran_tasks = {t for kind, _, keys in runs if kind == "task" for t in keys}
+    ran_keys = {k for kind, _, keys in runs if kind == "partition" for k in keys}
+    for task in task_list:
+        if task not in ran_tasks:
+            progress(f"{elapsed()} {task}: inputs and rubrics up to date")
+    for task, model in sorted(partitions):
+        if task not in ran_tasks and str(dg.MultiPartitionKey({"task": task, "model": model})) not in ran_keys:
+            PROGRESS.expect(-n_videos.get((task, model), 0))
+            progress(f"{elapsed()} {task} x {model}: up to date")
+
+
+def _run_and_say(kind: str, selection: list[str], keys: list, instance, resources, progress, elapsed) -> None:
+    """Execute one run of the plan and say what it did; a failed run stops the command."""
+    from assets.partitions import task_model_partitions
+
+    t0 = time.perf_counter()
+    result = _execute(instance, resources, selection, keys, {JUDGE_TAG: "1"} if kind == "partition" else None)
+    if not result.success:
+        raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs; "
+                         "argus evaluate again resumes from what was stored")
+    for line in _failed_checks(result):
+        progress(line)
+    took = f"({time.perf_counter() - t0:.1f}s" + (f" for {len(keys)} partitions)" if len(keys) > 1 else ")")
+    if kind == "task":
+        for task in keys:
+            progress(f"{elapsed()} {task}: inputs and rubrics {took}")
+    elif kind == "partition":
+        retry = _retry_left(result)
+        for key in keys:
+            dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
+            left = retry.get(key, 0)
+            progress(f"{elapsed()} {dims['task']} x {dims['model']}: scored {took}"
+                     + (f"; {left} failed tool steps or unanswered judgments, retried on the next run" if left else ""))
+    else:
+        progress(f"{elapsed()} leaderboard")
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
             force: bool = False, protocol: str = "videoargus",
             settings: Settings | None = None) -> pl.DataFrame | None:
-    """Materialize every asset of one evaluation (``settings``, default this process's) for the
-    selected tasks and models; returns the leaderboard (None with ``protocol="firm"``, which makes none).
+    """Bring one evaluation (``settings``, default this process's) up to date for the selected tasks
+    and models, as a client of its Dagster instance; returns the leaderboard (None with
+    ``protocol="firm"``, which makes none).
 
-    Each task's inputs and rubrics are one run, each task x model partition another, the leaderboard
-    the last. They execute in worker processes, as many at once as the instance's run queue allows
-    (:func:`runs_at_once`): each worker imports the code once and keeps its resources (VLM client,
-    frame pool, models) for the runs it executes; the judge's bound holds across them (one bound per
-    machine). A partition's run starts once its task's run is done.
+    1. The models found become ``candidate_models`` partitions, and the sources (bench files, frozen
+       rubrics, candidate videos, the evaluator) are observed: what changed is recorded with a new
+       data version (:mod:`assets.sources`).
+    2. Dagster says what to run: the automation conditions on the assets (:mod:`assets.automation`:
+       missing, new code, an updated dependency, work left to retry), evaluated on the instance's
+       records, as the automation sensor evaluates them under the daemon.
+    3. Dagster runs it: in-process runs on the instance, each a range of partitions (the tasks'
+       inputs and rubrics, then per task a range of its models, then the leaderboard), with the
+       evaluation's resources (one VLM client and frame pool in this process for every run).
 
-    Up-to-date partitions are skipped unless ``force``. ``protocol``: ``videoargus`` (the default),
-    ``firm`` (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or
-    ``both`` (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to
-    date, and the content cache answers what they computed before).
+    ``force=True`` (``--force``) materializes every selected partition again (the content cache
+    answers every tool step and judgment). ``protocol``: ``videoargus`` (the default), ``firm``
+    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or ``both``
+    (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and
+    the content cache answers what they computed before).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    from assets.staleness import evaluator_digests, generator_folder, leaderboard_status, partition_status, task_status
-    from resources import resources_for
+    from assets.sources import changed_observations, report, source_versions
 
-    from .candidate_store import open_store, partition_hashes, scan
+    from .candidate_store import open_store, scan
+    from .definitions import build_definitions
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
@@ -158,243 +297,83 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     if notice:
         progress(notice)
     instance.add_dynamic_partitions("candidate_models", sorted(found))
-    resources = resources_for(settings=settings)
-    n_videos = {(t, m): _count_videos(settings.candidates_dir, t, m) for m, ts in found.items() for t in ts if t in task_list}
+    defs = build_definitions(settings)
+    resources = defs.resources
+    partitions = {(t, m) for m, ts in found.items() for t in ts if t in task_list}
+    n_videos = {(t, m): _count_videos(settings.candidates_dir, t, m) for t, m in partitions}
     PROGRESS.reset(sum(n_videos.values()))
-    digests = evaluator_digests(resources)
-    # The folders of the environment's resources (in the aws environment the frozen rubrics are on S3).
-    frozen = generator_folder(resources["bench"].frozen_rubrics_path(),
-                              resources["rubric_generator"].identity(resources["rubric_vlm"]))
-    store = scan(open_store(str(settings.candidates_dir)), None) if not force else None
+    store = scan(open_store(str(settings.candidates_dir), resources["storage"].storage()), None)
+    report(instance, changed_observations(instance, source_versions(resources, task_list, partitions, store.known)))
 
-    # Every task's inputs and rubrics first (the partitions wait for them), then the partitions.
-    task_jobs: list[_Job] = []
-    plan: list[_Job] = []
-    for task in task_list:
-        if protocol != "firm":
-            task_jobs.append(_Job(task, ("task", task), stale=None if force else (
-                lambda task=task: task_status(instance, task, settings.bench_dir, frozen, digests))))
-        if protocol != "videoargus":
-            task_jobs.append(_Job(f"firm {task}", ("firm", task, None, protocol == "firm"),
-                                  after=(task,) if protocol == "both" else (), judge=True))
-        for model in sorted(m for m, ts in found.items() if task in ts):
-            name = f"{task} x {model}"
-            if protocol != "firm":
-                plan.append(_Job(name, ("partition", task, model), after=(task,), judge=True, stale=None if force else (
-                    lambda task=task, model=model: partition_status(
-                        instance, task, model, partition_hashes(store.known, task, model), digests)),
-                    skipped=lambda n=n_videos.get((task, model), 0): PROGRESS.expect(-n)))
-            if protocol != "videoargus":
-                plan.append(_Job(f"firm {name}", ("firm", task, model, protocol == "firm"), judge=True,
-                                 after=(f"firm {task}",) + ((name,) if protocol == "both" else ())))
-    plan = task_jobs + plan
-    limit, judge_limit = runs_at_once(instance)
     t_start = time.perf_counter()
 
     def elapsed() -> str:
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
-    def finished(job: _Job, outcome: "_Outcome") -> None:
-        for line in outcome.failed_checks:
-            progress(line)
-        why = job.why if job.why and job.why.startswith("stale") else ""  # say why it ran again
-        took = f"({outcome.seconds:.1f}s" + (f"; {why}" if why else "") + ")"
-        if job.spec[0] == "task":
-            progress(f"{elapsed()} {job.name}: inputs and rubrics {took}")
-        elif job.spec[0] == "partition":
-            retry = outcome.retry
-            progress(f"{elapsed()} {job.name}: scored {took}"
-                     + (f"; {retry} failed tool steps or unanswered judgments, retried on the next run" if retry else ""))
-        elif job.spec[0] == "firm":
-            what = f"{job.spec[1]} x {job.spec[2]}: FIRM-Video scores" if job.spec[2] else f"{job.spec[1]}: FIRM-Video checklists"
-            progress(f"{elapsed()} {what} {took}")
-        else:
-            progress(f"{elapsed()} {job.name}")
-
-    def up_to_date(job: _Job) -> None:
-        job.skipped()
-        what = "inputs and rubrics up to date" if job.spec[0] == "task" else "up to date"
-        progress(f"{elapsed()} {job.name}: {what}")
-
-    with _Workers(settings, limit) as workers:
-        ran = workers.run(plan, judge_limit, finished, up_to_date)
-        # Nothing ran and the stored leaderboard follows every stored video_scores: it is current.
-        current = protocol != "firm" and not ran and leaderboard_status(instance) is None
-        board = load_stored(instance, "leaderboard") if current else None
-        if protocol == "firm":  # FIRM-Video only: no leaderboard (argus evaluate prints FIRM's summary)
-            progress(f"{elapsed()} FIRM-Video done")
-        elif board is None:
-            workers.run([_Job("leaderboard", ("leaderboard",))], judge_limit, finished, up_to_date)
-            board = load_stored(instance, "leaderboard")
-        else:
+    board = None
+    if protocol != "firm":
+        model_order = list(instance.get_dynamic_partitions("candidate_models"))
+        done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
+        leaderboard_due = False
+        ran_any = False
+        # As the daemon's ticks do: ask, run what is requested, ask again (a task's new rubrics make
+        # its candidate partitions' inputs updated: the next question requests them), until nothing is.
+        while True:
+            the_plan, cursor = plan(instance, defs, task_list, partitions, force, done)
+            force = False  # once
+            runs = _runs(the_plan, model_order)
+            if any(kind == "leaderboard" for kind, _, _ in runs) and len(runs) > 1:
+                leaderboard_due = True  # after the partitions it follows
+                runs = [r for r in runs if r[0] != "leaderboard"]
+            if not runs:
+                break
+            if not ran_any:
+                _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed)
+            ran_any = True
+            for kind, selection, keys in runs:
+                _run_and_say(kind, selection, keys, instance, resources, progress, elapsed)
+                done |= {(a, k) for a in selection for k in (keys or [None])}
+                leaderboard_due &= kind != "leaderboard"
+            if cursor is not None and the_plan.complete:
+                _save_cursor(instance, cursor)
+        if leaderboard_due or load_stored(instance, "leaderboard") is None:
+            _run_and_say("leaderboard", ["leaderboard"], [], instance, resources, progress, elapsed)
+        board = load_stored(instance, "leaderboard")
+        if not ran_any:
+            _say_up_to_date([], task_list, partitions, n_videos, progress, elapsed)
             progress(f"{elapsed()} every partition up to date (--force re-materializes)")
-        human = sorted(settings.human_dir.glob("*.csv"))
-        if human:  # people's ratings are there: say how well the scores agree with them
-            from .alignment import ALIGNMENT_COLUMNS, format_alignment
+    if protocol != "videoargus":
+        for task in task_list:
+            t0 = time.perf_counter()
+            result = _firm_run(instance, resources, task, None, with_inputs=protocol == "firm")
+            if not result.success:
+                raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+            progress(f"{elapsed()} {task}: FIRM-Video checklists ({time.perf_counter() - t0:.1f}s)")
+            for model in sorted(m for t, m in partitions if t == task):
+                t0 = time.perf_counter()
+                result = _firm_run(instance, resources, task, model, with_inputs=protocol == "firm",
+                                   tags={**launcher_tags(), JUDGE_TAG: "1"})
+                if not result.success:
+                    raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+                for line in _failed_checks(result):
+                    progress(line)
+                progress(f"{elapsed()} {task} x {model}: FIRM-Video scores ({time.perf_counter() - t0:.1f}s)")
+        if protocol == "firm":
+            progress(f"{elapsed()} FIRM-Video done")
+    human = sorted(settings.human_dir.glob("*.csv"))
+    if human:  # people's ratings are there: say how well the scores agree with them
+        from .alignment import ALIGNMENT_COLUMNS, format_alignment
 
-            # Always recomputed (one short run): the ratings themselves may have changed.
-            workers.run([_Job("human alignment", ("alignment",))], judge_limit, lambda j, o: None, up_to_date)
-            table = load_stored(instance, "human_alignment")
-            progress(f"{elapsed()} human alignment (ratings: {', '.join(p.name for p in human)})")
-            for (task,), rows in table.group_by("task", maintain_order=True):
-                progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
+        # Always recomputed (one short run): the ratings themselves may have changed.
+        _execute(instance, resources, ["human_alignment"], [])
+        table = load_stored(instance, "human_alignment")
+        progress(f"{elapsed()} human alignment (ratings: {', '.join(p.name for p in human)})")
+        for (task,), rows in table.group_by("task", maintain_order=True):
+            progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
     return board
 
 
-class _Outcome:
-    """What a worker reports of one run (picklable)."""
-
-    def __init__(self, run_id: str, success: bool, seconds: float, failed_checks: list[str], retry: int = 0):
-        self.run_id, self.success, self.seconds = run_id, success, seconds
-        self.failed_checks, self.retry = failed_checks, retry
-
-
-class _Workers:
-    """Worker processes that execute the plan's runs, at most ``limit`` at once (started as needed,
-    each keeps its imports and resources for every run it executes), and a thread that adds their
-    progress counts to this process's :data:`PROGRESS`."""
-
-    def __init__(self, settings: Settings, limit: int):
-        self.settings, self.limit = settings, limit
-        self.pool = None
-        self.events = None
-        self.listener = None
-
-    def __enter__(self) -> "_Workers":
-        return self
-
-    def _start(self, n: int) -> None:
-        import multiprocessing
-        import threading
-        from concurrent.futures import ProcessPoolExecutor
-
-        # spawn: a fresh interpreter per worker (forking a process with threads, Dagster's or an imported
-        # library's, can deadlock the child), started with this process's environment as it is now.
-        context = multiprocessing.get_context("spawn")
-        self.events = context.SimpleQueue()
-        self.pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_init,
-                                        initargs=(self.settings, self.events))
-        self.listener = threading.Thread(target=self._listen, daemon=True)
-        self.listener.start()
-
-    def _listen(self) -> None:
-        while True:
-            event = self.events.get()
-            if event is None:
-                return
-            PROGRESS.apply(event)
-
-    def run(self, plan: list[_Job], judge_limit: int, finished: Callable, up_to_date: Callable) -> list[str]:
-        """Execute ``plan`` (jobs in order, each after the jobs it names); returns the names of the
-        jobs that ran. A failed run stops the plan: the runs under way finish, then it raises."""
-        from concurrent.futures import FIRST_COMPLETED, wait
-        from concurrent.futures.process import BrokenProcessPool
-
-        pending, done, ran, failed = list(plan), set(), [], []
-        running: dict = {}
-        while pending or running:
-            progressed = True
-            while progressed and not failed:
-                progressed = False
-                for job in list(pending):
-                    if not all(a in done for a in job.after) or len(running) >= self.limit:
-                        continue
-                    if job.judge and sum(j.judge for j in running.values()) >= judge_limit:
-                        continue
-                    pending.remove(job)
-                    progressed = True
-                    if job.status(set(ran)) is None:
-                        done.add(job.name)
-                        up_to_date(job)
-                        continue
-                    if self.pool is None:
-                        self._start(min(self.limit, len(plan)))
-                    running[self.pool.submit(_execute, job.spec)] = job
-            if not running:
-                break
-            complete, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in complete:
-                job = running.pop(future)
-                try:
-                    outcome = future.result()
-                except BrokenProcessPool:
-                    raise SystemExit(f"the worker process running {job.name} died (killed, or out of memory); "
-                                     "argus evaluate again resumes from what was stored") from None
-                if not outcome.success:
-                    failed.append(outcome.run_id)
-                    continue
-                done.add(job.name)
-                ran.append(job.name)
-                finished(job, outcome)
-        if failed:
-            raise SystemExit(f"run {failed[0]} failed; see the Dagster UI (make ui) for its logs")
-        return ran
-
-    def __exit__(self, *exc) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.events.put(None)
-            self.listener.join()
-
-
-_WORKER: dict = {}
-
-
-def _worker_init(settings: Settings, events) -> None:
-    """A worker process: dies with the launcher, opens the evaluation's instance, builds its resources
-    once and sends its progress counts to the launcher."""
-    import signal
-
-    try:  # Linux: a killed launcher takes its workers with it
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() == 1:  # the launcher is already gone
-        os._exit(1)
-    from assets import ALL_CHECKS, TASK_ASSETS
-    from resources import resources_for
-
-    task_keys = {a.key for a in TASK_ASSETS}
-    partitioned = [c for c in ALL_CHECKS if c.partitions_def is not None]
-    task_checks = [c for c in partitioned if all(k.asset_key in task_keys for k in c.check_keys)]
-    _WORKER.update(instance=local_instance(settings), resources=resources_for(settings=settings),
-                   task_checks=task_checks, candidate_checks=[c for c in partitioned if c not in task_checks])
-    PROGRESS.forward_to(events.put)
-
-
-def _execute(spec: tuple) -> _Outcome:
-    """Execute one run of the plan in this worker (Dagster's in-process run, on the evaluation's instance)."""
-    from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
-    from assets.alignment import human_alignment
-    from assets.leaderboard import leaderboard
-
-    instance, resources = _WORKER["instance"], _WORKER["resources"]
-    t0 = time.perf_counter()
-    kind = spec[0]
-    common = dict(run_config=QUIET, tags={**launcher_tags(), **({JUDGE_TAG: "1"} if kind in ("partition", "firm") else {})},
-                  raise_on_error=False)
-    if kind == "task":
-        checks = _WORKER["task_checks"]
-        res = dg.materialize(TASK_ASSETS + checks, selection=TASK_ASSETS + checks, partition_key=spec[1],
-                             instance=instance, resources=resources, **common)
-    elif kind == "partition":
-        checks = _WORKER["candidate_checks"]
-        res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS + checks, selection=CANDIDATE_ASSETS + checks,
-                             partition_key=dg.MultiPartitionKey({"task": spec[1], "model": spec[2]}),
-                             instance=instance, resources=resources, **common)
-    elif kind == "firm":
-        res = _firm_run(instance, resources, spec[1], spec[2], with_inputs=spec[3], **common)
-    else:
-        res = dg.materialize(ALL_ASSETS + ALL_CHECKS, selection=[leaderboard if kind == "leaderboard" else human_alignment],
-                             instance=instance, resources=resources, **common)
-    retry = 0
-    if kind == "partition" and res.success:
-        meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in res.get_asset_materialization_events()}
-        retry = (meta["criterion_evidence"]["tool_steps_failed"].value
-                 + meta["criterion_scores"]["n_unscored_retryable"].value)
-    return _Outcome(res.run_id, res.success, time.perf_counter() - t0, _failed_checks(res) if res.success else [], retry)
+JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
 
 
 def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame | None:

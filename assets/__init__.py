@@ -9,6 +9,8 @@ import dagster as dg
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 # A job of assets with a range policy (the VideoArgus graph) and assets without one (FIRM's) takes one
 # partition per run, which is how argus evaluate runs it anyway: Dagster's notice about it is not news.
+# Dagster's own conversion of observable source assets reads a property it deprecates.
+warnings.filterwarnings("ignore", message="Property `OpDefinition.version` is deprecated")
 warnings.filterwarnings("ignore", message="Asset job .* materializes assets with varying BackfillPolicies")
 
 from .alignment import human_alignment, human_alignment_in_range
@@ -20,6 +22,7 @@ from .leaderboard import leaderboard, leaderboard_in_range
 from .partitions import model_partitions, task_model_partitions, task_partitions
 from .reports import diagnostic_reports
 from .robustness import backbone_robustness
+from .sources import OBSERVE_JOBS, SOURCES
 
 TASK_ASSETS = [input_instances, rubrics]
 CANDIDATE_ASSETS = [candidate_videos, criterion_evidence, criterion_scores, video_scores, diagnostic_reports]
@@ -30,6 +33,9 @@ ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS]
 # Kept apart from ALL_CHECKS, whose partitioned checks ride along with every VideoArgus partition run.
 GRAPH_CHECKS = ALL_CHECKS + FIRM_CHECKS
 
-__all__ = ["ALL_ASSETS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "FIRM_TASK_ASSETS", "FIRM_CANDIDATE_ASSETS",
+# The VideoArgus graph that automation keeps up to date (FIRM's assets and the alignment run when asked).
+AUTOMATED_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard]
+
+__all__ = ["ALL_ASSETS", "AUTOMATED_ASSETS", "SOURCES", "OBSERVE_JOBS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "FIRM_TASK_ASSETS", "FIRM_CANDIDATE_ASSETS",
            "FIRM_CHECKS", "GRAPH_CHECKS", "model_partitions",
            "task_partitions", "task_model_partitions"]

@@ -30,7 +30,8 @@ from resources.vlm import VlmResource
 
 from .lineage import criterion_delta_metadata, video_delta_metadata
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
-from .staleness import evidence_digest, judge_digest, scoring_digest
+from .automation import UP_TO_DATE
+from .sources import aggregation_config, candidate_files, judge_config, tool_suite_config
 
 
 def _fmt(x: float | None) -> str:
@@ -62,7 +63,8 @@ def _version(df: pl.DataFrame, cols: list[str]) -> dg.DataVersion:
     return dg.DataVersion(hashlib.sha256(text.encode()).hexdigest()[:16])
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"},
+          deps=[candidate_files], automation_condition=UP_TO_DATE)
 @each_partition
 def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.DataFrame,
                      bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
@@ -118,7 +120,7 @@ GPU_STEP_K8S_CONFIG = {
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu",
-          op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG})
+          op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG}, deps=[tool_suite_config], automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
                        input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource,
@@ -192,7 +194,6 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
                          "tool_steps_failed": sum(r.get("n_failed", 0) for r in rows),
-                         "evaluator": evidence_digest(tools, vlm),
                          "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
                          "cache": cache.location or "off", **_cache_write_errors(cache),
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
@@ -202,7 +203,8 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                      })
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"},
+          deps=[judge_config], automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
                      candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource,
@@ -250,7 +252,6 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "score", "judge"]), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
         "n_unscored_retryable": sum(1 for r in rows if r["retry"]),
-        "evaluator": judge_digest(judge, vlm, tools),
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
         "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
@@ -262,7 +263,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"},
-          automation_condition=dg.AutomationCondition.eager())
+          deps=[aggregation_config], automation_condition=UP_TO_DATE)
 @each_partition
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
                  scoring: ScoringResource) -> dg.Output[pl.DataFrame]:
@@ -287,7 +288,6 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
     df = frame(rows, VIDEO_SCORES)
     finals = df["final_score"].drop_nulls()
     return dg.Output(df, data_version=_version(df, ["input_id", "sample", "final_score", "error"]), metadata={
-        "evaluator": scoring_digest(scoring),
         "n_videos": df.height, "n_scored": finals.len(), "n_errors": df.filter(pl.col("error").is_not_null()).height,
         "mean_final": float(finals.mean()) if finals.len() else None,
         **video_delta_metadata(context, df),

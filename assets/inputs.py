@@ -20,14 +20,16 @@ from resources.vlm import VlmResource
 
 from .lineage import rubric_delta_metadata
 from .partitions import BACKFILL, each_partition, task_partitions
-from .staleness import bench_files_digest, generator_digest, generator_folder, rubric_files_digest
+from .automation import UP_TO_DATE
+from .sources import bench_files, generator_folder, rubric_files, rubric_generator_config
 
 
 def _version(values) -> dg.DataVersion:
     return dg.DataVersion(hashlib.sha256("\n".join(sorted(v or "" for v in values)).encode()).hexdigest()[:16])
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"},
+          deps=[bench_files], automation_condition=UP_TO_DATE)
 @each_partition
 def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
                     storage: StorageResource) -> dg.Output[pl.DataFrame]:
@@ -41,12 +43,12 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
         context.log.warning(f"{task} input {r['input_id']}: {r['error']}")
     return dg.Output(df, data_version=_version(df["content_hash"].to_list() + df["error"].to_list()), metadata={
         "bench": str(bench.bench_path()), "n_inputs": df.height, "n_errors": errors.height,
-        "bench_files": bench_files_digest(bench.bench_path(), task),
         "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}" for r in errors.iter_rows(named=True)) or "none"),
     })
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"})
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"},
+          deps=[rubric_files, rubric_generator_config], automation_condition=UP_TO_DATE)
 @each_partition
 def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
             rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource,
@@ -100,9 +102,6 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         "n_rubrics": ok.height, "n_errors": df.height - ok.height,
         # Rubrics that could not be made for a valid input (a generator that failed): tried again.
         "n_retryable": len(failed_generation),
-        "evaluator": generator_digest(rubric_generator, rubric_vlm),
-        # The frozen rubric files as this run left them (it may have frozen new ones).
-        "rubric_files": rubric_files_digest(bench.bench_path(), frozen, task),
         "n_loaded": ok.filter(pl.col("source") == "loaded").height,
         "n_coerced": ok.filter(pl.col("load_log") != "[]").height,
         "n_generated": ok.filter(pl.col("source") == "generated").height,

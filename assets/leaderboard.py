@@ -20,13 +20,10 @@ from argus_dagster.tables import VIDEO_SCORES, frame
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
+from .automation import FOLLOWS_PARTITIONS
 from .overview import overview_metadata
 
 
-# eager(), except that missing upstream partitions do not hold it back: most task x model pairs are
-# legitimately absent (a model need not have videos for every task).
-FOLLOWS_PARTITIONS = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()).with_label(
-    "eager, over the partitions that exist")
 
 
 def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str) -> dict:

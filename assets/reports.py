@@ -32,6 +32,7 @@ from argus_dagster.storage import current, join
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
+from .automation import UP_TO_DATE
 from .candidates import video_label
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
 
@@ -117,7 +118,7 @@ def write_comparison(task_dir: Path | str, task: str, input_id: str, prompt: str
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="reports", kinds={"html"},
-          automation_condition=dg.AutomationCondition.eager())
+          automation_condition=UP_TO_DATE)
 @each_partition
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,

@@ -21,6 +21,7 @@ from ..files import WriteError
 from ..storage import current, join
 from ..instances import InputInstance
 from ..names import lookup_names
+from .frozen import mark_frozen
 from .lenient import read_rubric_file
 from .postprocess import postprocess
 from .schema import Rubric
@@ -50,7 +51,7 @@ def _other_generator(path: Path, generator: dict) -> bool:
 
 def _write(path: Path | str, rubric: Rubric) -> bool:
     try:
-        current().write_bytes(path, json.dumps(rubric.model_dump(mode="json"), indent=2))
+        current().write_bytes(path, json.dumps(mark_frozen(rubric.model_dump(mode="json")), indent=2))
         return True
     except WriteError:
         return False

@@ -14,18 +14,25 @@ def test_asset_graph_snapshot():
 
     graph = defs.resolve_asset_graph()
     keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
-    assert keys == ["backbone_robustness", "best_of_n", "candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports",
+    assert keys == ["aggregation_config", "backbone_robustness", "bench_files", "best_of_n", "candidate_files",
+                    "candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports",
                     "firm_checklists", "firm_scores", "firm_verdicts", "human_alignment", "input_instances",
-                    "leaderboard", "rubrics", "video_scores"]
+                    "judge_config", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics",
+                    "tool_suite_config", "video_scores"]
     deps = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
             for k in graph.get_all_asset_keys()}
+    # The inputs are observable sources: what changes outside the graph is in its lineage.
+    sources = ["aggregation_config", "bench_files", "candidate_files", "judge_config", "rubric_files",
+               "rubric_generator_config", "tool_suite_config"]
+    assert all(graph.get(dg.AssetKey(s)).is_observable for s in sources)
     assert deps == {
-        "input_instances": [],
-        "rubrics": ["input_instances"],
-        "candidate_videos": ["input_instances"],
-        "criterion_evidence": ["candidate_videos", "input_instances", "rubrics"],
-        "criterion_scores": ["candidate_videos", "criterion_evidence", "rubrics"],
-        "video_scores": ["candidate_videos", "criterion_scores"],
+        **{s: [] for s in sources},
+        "input_instances": ["bench_files"],
+        "rubrics": ["input_instances", "rubric_files", "rubric_generator_config"],
+        "candidate_videos": ["candidate_files", "input_instances"],
+        "criterion_evidence": ["candidate_videos", "input_instances", "rubrics", "tool_suite_config"],
+        "criterion_scores": ["candidate_videos", "criterion_evidence", "judge_config", "rubrics"],
+        "video_scores": ["aggregation_config", "candidate_videos", "criterion_scores"],
         "leaderboard": ["video_scores"],
         "diagnostic_reports": ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
                                "rubrics", "video_scores"],
@@ -37,7 +44,9 @@ def test_asset_graph_snapshot():
         "backbone_robustness": [],  # reads the other profiles' evaluations of the bench, not this graph
     }
     parts = {k.to_user_string(): type(graph.get(k).partitions_def).__name__ for k in graph.get_all_asset_keys()}
-    assert parts["rubrics"] == "StaticPartitionsDefinition"
+    assert parts["bench_files"] == parts["rubric_files"] == parts["rubrics"] == "StaticPartitionsDefinition"
+    assert parts["candidate_files"] == "MultiPartitionsDefinition"
+    assert parts["judge_config"] == "NoneType"
     assert parts["video_scores"] == "MultiPartitionsDefinition"
     assert parts["leaderboard"] == "NoneType"
     assert parts["human_alignment"] == "NoneType"
@@ -48,8 +57,8 @@ def test_asset_graph_snapshot():
     assert parts["firm_checklists"] == "StaticPartitionsDefinition"
     assert parts["firm_scores"] == parts["firm_verdicts"] == "MultiPartitionsDefinition"
     assert parts["best_of_n"] == "NoneType"
-    assert all(graph.get(k).code_version for k in graph.get_all_asset_keys())
-    # Automation: the sensor and the nightly reconcile; downstream tables follow their inputs.
+    assert all(graph.get(k).code_version for k in graph.get_all_asset_keys() if k.to_user_string() not in sources)
+    # Automation: the sensors and the nightly observation; every table of the graph follows its inputs.
     repo = defs.get_repository_def()
     assert {s.name: s.default_status for s in repo.sensor_defs} == {
         "candidate_store_sensor": dg.DefaultSensorStatus.RUNNING,
@@ -57,8 +66,11 @@ def test_asset_graph_snapshot():
     assert [s.name for s in repo.schedule_defs] == ["nightly_reconcile"]
     # One machine: a run's steps share its process (one code-location import per run, not per step).
     assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
-    for key in ("video_scores", "diagnostic_reports", "leaderboard"):
+    for key in ("input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
+                "video_scores", "diagnostic_reports", "leaderboard"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None, key
+    assert {j.name for j in repo.get_all_jobs()} >= {"observe_bench_files", "observe_candidate_files",
+                                                      "observe_evaluator"}
     # FIRM-Video runs only when asked: nothing materializes it automatically.
     for key in ("firm_checklists", "firm_verdicts", "firm_scores", "best_of_n"):
         assert graph.get(dg.AssetKey(key)).automation_condition is None, key

@@ -1,4 +1,5 @@
-"""The candidate-store sensor on a real instance: new model, no change, one changed video."""
+"""The candidate-store sensor on a real instance (new model, no change, one changed video), and what
+Dagster's automation conditions request after its observations."""
 
 import json
 import os
@@ -9,13 +10,13 @@ import pytest
 
 from argus_dagster.candidate_store import LocalCandidateStore, scan
 from argus_dagster.media import write_video
-from assets import TASK_ASSETS
-from assets.partitions import keys_of_run
-from assets.sensors import CANDIDATE_KEYS, TASK_KEYS, candidate_run_requests, candidate_store_sensor
+from assets import ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, SOURCES, TASK_ASSETS
+from assets.sensors import candidate_store_sensor
 
 from .helpers import graph_resources
 
 pytestmark = pytest.mark.integration
+AUTOMATED_KEYS = [a.key for a in AUTOMATED_ASSETS]
 
 
 def _clip(seed: int) -> np.ndarray:
@@ -37,126 +38,137 @@ def store(tmp_path):
 
 
 def _tick(instance, resources, cursor=None):
+    """One tick, and what the daemon does with its result: new partitions added, observations recorded."""
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
     result = candidate_store_sensor(ctx)
-    for req in result.dynamic_partitions_requests or []:  # what the daemon does with the request
+    for req in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    for event in result.asset_events or []:
+        instance.report_runless_asset_event(event)
     return result
 
 
-def _partitions(result) -> list[tuple[str, str]]:
-    out = []
-    for r in result.run_requests or []:
-        assert sorted(r.asset_selection) == sorted(CANDIDATE_KEYS)
-        keys = [r.partition_key] if r.partition_key else sorted(keys_of_run(r.tags))
-        out += [tuple(reversed(str(k).split("|"))) for k in keys]
-    return sorted(out)
+def _observed(result) -> list[tuple[str, str | None]]:
+    return sorted((e.asset_key.to_user_string(), e.partition) for e in result.asset_events or [])
 
 
-def test_a_models_neighbouring_tasks_are_one_run_of_a_range_and_others_runs_of_their_own():
-    hashes = {("T2V", "a"): {"p0": "1"}, ("TI2V", "a"): {"q": "2"}, ("TS2V", "a"): {"r": "3"},
-              ("TSV2V", "a"): {"s": "4"}, ("T2V", "b"): {"p0": "5"}}
-    requests = candidate_run_requests(sorted(hashes), lambda t, m: hashes[(t, m)], "sensor", 1)
-    ranged = [r for r in requests if r.partition_key_range]
-    assert [(r.partition_key_range.start, r.partition_key_range.end) for r in ranged] == [("a|T2V", "a|TS2V")]
-    assert keys_of_run(ranged[0].tags) == {"a|T2V", "a|TI2V", "a|TS2V"}
-    assert sorted(str(r.partition_key) for r in requests if r.partition_key) == ["a|TSV2V", "b|T2V"]
-    assert all(r.tags["argus/judge"] == "1" for r in requests) and len({r.run_key for r in requests}) == 3
-    # A changed video in the range gives the range's run a key not used before.
-    hashes[("TI2V", "a")] = {"q": "9"}
-    again = candidate_run_requests(sorted(hashes), lambda t, m: hashes[(t, m)], "sensor", 1)
-    assert {r.run_key for r in again} & {r.run_key for r in requests} == {r.run_key for r in requests if r.partition_key}
-    # The nightly reconcile's: the same runs, without keys (it asks again while a partition stays stale).
-    nightly = candidate_run_requests(sorted(hashes), None, "nightly_reconcile")
-    assert [r.run_key for r in nightly] == [None] * 3 and nightly[0].partition_key_range == ranged[0].partition_key_range
-    assert {r.tags["argus/launcher"] for r in nightly} == {"nightly_reconcile"}
+class Automation:
+    """The automation sensor's question between ticks: which partitions of the candidate assets (and
+    of the task assets) its conditions request, with its cursor kept from one tick to the next."""
+
+    def __init__(self, resources):
+        self.defs = dg.Definitions(assets=ALL_ASSETS + SOURCES, resources=resources)
+        self.cursor = None
+
+    def requested(self, instance) -> dict[str, list[str]]:
+        result = dg.evaluate_automation_conditions(defs=self.defs, instance=instance, cursor=self.cursor,
+                                                   asset_selection=dg.AssetSelection.assets(*AUTOMATED_KEYS))
+        self.cursor = result.cursor
+        out = {}
+        for key in AUTOMATED_KEYS:
+            got = sorted(str(p) for p in result.get_requested_partitions(key))
+            if got:
+                out[key.to_user_string()] = got
+        return out
 
 
-def test_sensor_adds_models_and_requests_only_what_changed(store):
+def _candidates(requested: dict[str, list[str]]) -> list[str]:
+    """The partitions the candidate assets are requested for (each asset of a partition alike)."""
+    per_asset = {a.key.to_user_string(): requested.get(a.key.to_user_string(), []) for a in CANDIDATE_ASSETS}
+    assert len({tuple(v) for v in per_asset.values()}) == 1, per_asset
+    return next(iter(per_asset.values()))
+
+
+def _score(instance, resources, keys: list[str]) -> None:
+    """What the automation sensor's runs do with a request: the candidate assets of each partition."""
+    for key in keys:
+        assert dg.materialize(ALL_ASSETS + SOURCES, selection=CANDIDATE_ASSETS, partition_key=key,
+                              instance=instance, resources=resources).success
+
+
+def test_sensor_adds_models_and_observes_only_what_changed(store):
     bench, cands, home = store
     resources = graph_resources(bench, cands, home)
+    automation = Automation(resources)
     with dg.instance_for_test() as instance:
         for task in ("T2V", "TV2V"):
-            assert dg.materialize(TASK_ASSETS, partition_key=task, instance=instance, resources=resources).success
+            assert dg.materialize(TASK_ASSETS + SOURCES, selection=TASK_ASSETS, partition_key=task,
+                                  instance=instance, resources=resources).success
         for iid in ("p0", "p1"):
             write_video(cands / "T2V" / "alpha" / f"{iid}.mp4", _clip(int(iid[1])), 12)
         write_video(cands / "TV2V" / "alpha" / "e0.mp4", _clip(3), 12)
 
-        # A new model folder: the partition is added, one run per task it has videos for.
+        # A new model folder: the partition is added and its videos observed, per task it has videos for;
+        # the automation conditions then request exactly those partitions.
         first = _tick(instance, resources)
         assert instance.get_dynamic_partitions("candidate_models") == ["alpha"]
-        assert _partitions(first) == [("T2V", "alpha"), ("TV2V", "alpha")]
-        assert len({r.run_key for r in first.run_requests}) == 2
+        assert ("candidate_files", "alpha|T2V") in _observed(first) and ("candidate_files", "alpha|TV2V") in _observed(first)
+        assert {a for a, _ in _observed(first)} == {"bench_files", "rubric_files", "candidate_files", "judge_config",
+                                                    "tool_suite_config", "rubric_generator_config", "aggregation_config"}
+        asked = automation.requested(instance)
+        assert _candidates(asked) == ["alpha|T2V", "alpha|TV2V"] and "input_instances" not in asked, asked
+        _score(instance, resources, _candidates(asked))
 
-        # Nothing changed: nothing requested, nothing re-hashed.
+        # Nothing changed: nothing observed, nothing re-hashed, nothing requested.
         second = _tick(instance, resources, first.cursor)
-        assert not second.run_requests and "no change among 3" in second.skip_reason.skip_message
-        entries = json.loads(second.cursor)["entries"]
-        assert entries == json.loads(first.cursor)["entries"]
+        assert not second.asset_events and "no change among 3" in second.skip_reason.skip_message
+        assert json.loads(second.cursor)["entries"] == json.loads(first.cursor)["entries"]
+        assert _candidates(automation.requested(instance)) == []
 
-        # A touched but identical file is hashed again and requests nothing.
+        # A touched but identical file is hashed again and observes nothing.
         p1 = cands / "T2V" / "alpha" / "p1.mp4"
         os.utime(p1, ns=(p1.stat().st_atime_ns, p1.stat().st_mtime_ns + 10**9))
         touched = _tick(instance, resources, second.cursor)
-        assert not touched.run_requests
+        assert not touched.asset_events
 
-        # One changed video of a known model: only its partition; a second model in one task.
+        # One changed video of a known model, and a second model in one task: only their partitions.
         write_video(p1, _clip(11), 12)
         write_video(cands / "T2V" / "beta" / "p0.mp4", _clip(5), 12)
         third = _tick(instance, resources, touched.cursor)
-        assert _partitions(third) == [("T2V", "alpha"), ("T2V", "beta")]
+        assert _observed(third) == [("candidate_files", "alpha|T2V"), ("candidate_files", "beta|T2V")]
         assert sorted(instance.get_dynamic_partitions("candidate_models")) == ["alpha", "beta"]
+        asked = _candidates(automation.requested(instance))
+        assert asked == ["alpha|T2V", "beta|T2V"]
+        _score(instance, resources, asked)
+        assert _candidates(automation.requested(instance)) == []
         fourth = _tick(instance, resources, third.cursor)
-        assert not fourth.run_requests
+        assert not fourth.asset_events
 
-        # The changed video changed back: re-scored again, under a run key not used before.
+        # The changed video changed back: observed again (another data version than the last).
         write_video(p1, _clip(1), 12)
         fifth = _tick(instance, resources, fourth.cursor)
-        assert _partitions(fifth) == [("T2V", "alpha")]
-        used = {r.run_key for t in (first, third) for r in t.run_requests}
-        assert fifth.run_requests[0].run_key not in used
+        assert _observed(fifth) == [("candidate_files", "alpha|T2V")]
 
 
-def test_sensor_materializes_inputs_first_and_holds_the_task_back(store):
+def test_a_new_tasks_inputs_run_first_and_its_partitions_after(store):
     bench, cands, home = store
     resources = graph_resources(bench, cands, home)
+    automation = Automation(resources)
     write_video(cands / "T2V" / "alpha" / "p0.mp4", _clip(0), 12)
     with dg.instance_for_test() as instance:
-        first = _tick(instance, resources)
-        [req] = first.run_requests
-        assert sorted(req.asset_selection) == sorted(TASK_KEYS) and req.partition_key == "T2V"
-        assert json.loads(first.cursor)["entries"] == {}
-        assert dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources).success
-        second = _tick(instance, resources, first.cursor)
-        assert _partitions(second) == [("T2V", "alpha")]
+        _tick(instance, resources)
+        first = automation.requested(instance)
+        assert first["input_instances"] == first["rubrics"] == ["T2V"] and _candidates(first) == []
+        assert dg.materialize(TASK_ASSETS + SOURCES, selection=TASK_ASSETS, partition_key="T2V", instance=instance,
+                              resources=resources).success
+        assert _candidates(automation.requested(instance)) == ["alpha|T2V"]
 
 
-def test_a_partition_a_run_is_materializing_is_not_requested_twice(store):
-    """A UI backfill's (or the reconcile's) run of a partition is about to start: the sensor leaves it to that
-    run, and looks at it again on the next tick (the entries stay out of its cursor)."""
-    bench, cands, home = store
-    resources = graph_resources(bench, cands, home)
+def test_runs_take_ranges_of_a_tasks_neighbouring_models():
+    """argus evaluate's runs: per task, a range over models next to each other in the partitions'
+    order; a partition that needs fewer assets runs apart."""
+    from argus_dagster.runner import Plan, _runs
 
-    @dg.op
-    def step():
-        pass
-
-    @dg.job
-    def placeholder():
-        step()
-
-    with dg.instance_for_test() as instance:
-        assert dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources).success
-        for model in ("alpha", "beta"):
-            write_video(cands / "T2V" / model / "p0.mp4", _clip(len(model)), 12)
-        queued = instance.create_run_for_job(placeholder, status=dg.DagsterRunStatus.NOT_STARTED,
-                                             tags={"dagster/partition": "alpha|T2V", "dagster/backfill": "b1"})
-        first = _tick(instance, resources)
-        assert _partitions(first) == [("T2V", "beta")]
-        assert all("/alpha/" not in k for k in json.loads(first.cursor)["entries"])
-        instance.report_run_failed(queued)  # it never ran: the next tick requests the partition
-        second = _tick(instance, resources, first.cursor)
-        assert _partitions(second) == [("T2V", "alpha")]
+    every = {a.key.to_user_string(): {"a|T2V", "b|T2V", "d|T2V", "a|TI2V"} for a in CANDIDATE_ASSETS}
+    every["criterion_scores"] |= {"c|T2V"}
+    every["video_scores"] |= {"c|T2V"}
+    every["diagnostic_reports"] |= {"c|T2V"}
+    runs = _runs(Plan({**every, "input_instances": {"T2V"}, "rubrics": {"T2V"}, "leaderboard": {None}}, True),
+                 ["a", "b", "c", "d"])
+    assert [(kind, keys) for kind, _, keys in runs] == [
+        ("task", ["T2V"]), ("partition", ["a|T2V", "b|T2V"]), ("partition", ["d|T2V"]),
+        ("partition", ["c|T2V"]), ("partition", ["a|TI2V"]), ("leaderboard", [])]
+    assert runs[3][1] == ["criterion_scores", "video_scores", "diagnostic_reports"]
 
 
 def test_scan_hashes_only_entries_whose_token_moved(tmp_path):

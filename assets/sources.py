@@ -1,0 +1,239 @@
+"""What the graph reads from outside it, as observable source assets: Dagster's records of the inputs.
+
+Each source is observed as a ``DataVersion``, the hash of its content, per partition like its
+consumers:
+
+* ``bench_files`` (task): the task's manifest and condition files (its ``rubrics/`` aside);
+* ``rubric_files`` (task): the frozen rubrics a person wrote or edited: the bench's ``<TASK>/rubrics/``
+  and the generator's frozen folder, less the rubrics this project generated and froze, untouched since
+  (their ``generator.frozen_hash`` still matches their content: they are the ``rubrics`` asset's own
+  output, not an input);
+* ``candidate_files`` (task x model): the partition's videos, ``{name: sha256}``;
+* ``rubric_generator_config``, ``tool_suite_config``, ``judge_config``, ``aggregation_config`` (unpartitioned): the evaluator's
+  parts, as the configured resources describe them (backend, model, prompt and tool versions, α).
+
+The assets that read them declare them as dependencies, so Dagster records with each materialization
+the data version it read, and its own staleness says what changed ("upstream data version changed")
+in the UI, in GraphQL and to the automation conditions (:mod:`assets.automation`). The observations
+come from the candidate-store sensor (every tick, only what changed), from ``argus evaluate`` (before
+it asks what to run), and from the observation jobs (the UI's "Observe sources", and the
+nightly schedule); all of them compute the same versions with :func:`source_versions`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable
+
+import dagster as dg
+
+from argus_dagster.bench import task_location
+from argus_dagster.candidate_store import partition_hashes
+from argus_dagster.instances import ALL_TASKS
+from argus_dagster.media import SAMPLING_ID, file_digest
+from argus_dagster.names import file_name
+from argus_dagster.rubric.frozen import written_as_generated
+from argus_dagster.storage import Storage, is_remote, join
+from resources.bench import BenchResource
+from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
+from resources.storage import StorageResource
+from resources.tools import ToolsResource
+from resources.vlm import VlmResource
+
+from .partitions import task_model_partitions, task_partitions
+
+DATA_VERSION_TAG = "dagster/data_version"
+GROUP = "sources"
+
+
+def digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- the versions, from the resources
+
+def _files(storage: Storage, folder: str | None, skip: str | None = None) -> dict[str, str]:
+    """``{relative path: sha256}`` of the files under a folder or an ``s3://`` prefix (on S3 each
+    object's sha256 is remembered by its ETag: nothing is downloaded twice)."""
+    if folder is None:
+        return {}
+    return {o.rel: storage.sha256(o.uri, o.token) if is_remote(o.uri) else file_digest(o.uri)
+            for o in storage.list(folder) if skip is None or o.rel.split("/")[0] != skip}
+
+
+def bench_files_version(bench_dir, task: str, storage: Storage) -> str:
+    """The content of a task's bench files (manifest, conditions), its ``rubrics/`` aside."""
+    return digest(_files(storage, task_location(bench_dir, task, storage), skip="rubrics"))
+
+
+def generator_folder(frozen_root, generator: dict) -> str:
+    """Where the rubrics of one generator (backend and model) are frozen: profiles that share the
+    generator share them (a folder or an ``s3://`` prefix, as ``frozen_root``)."""
+    return join(frozen_root, file_name(f"{generator.get('backend')}-{generator.get('model')}"))
+
+
+def rubric_files_version(bench_dir, frozen_dir, task: str, storage: Storage) -> str:
+    """The frozen rubrics of a task that are inputs: every file of the bench's ``<TASK>/rubrics/`` and
+    of ``frozen_dir/<TASK>`` but those this project generated and nobody changed since."""
+    folder = task_location(bench_dir, task, storage)
+    out = {}
+    for where, root in (("bench", join(folder, "rubrics") if folder else None), ("frozen", join(frozen_dir, task))):
+        if root is None:
+            continue
+        for o in storage.list(root):
+            try:
+                data = storage.read_bytes(o.uri)
+            except OSError:
+                continue
+            if not written_as_generated(data):
+                out[f"{where}/{o.rel}"] = hashlib.sha256(data).hexdigest()
+    return digest(out)
+
+
+def candidate_files_version(hashes: dict[str, str]) -> str:
+    """A partition's videos, ``{name: sha256}`` (:func:`~argus_dagster.candidate_store.partition_hashes`)."""
+    return digest(sorted(hashes.items()))
+
+
+def evaluator_versions(rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
+                       vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource) -> dict[str, str]:
+    """The version of each part of the evaluator, as the configured resources describe it."""
+    from argus_dagster.evidence.tools.vlm_qa import qa_version
+
+    tool_versions = dict(tools.suite().versions())
+    if vlm.configured:
+        tool_versions["vlm_qa"] = qa_version(vlm.backend, vlm.model_name())
+    suite = digest({"tools": tool_versions, "vlm_only": tools.vlm_only, "web_search": tools.web_search,
+                    "sampling": SAMPLING_ID})
+    return {"rubric_generator_config": digest(rubric_generator.identity(rubric_vlm)),
+            "tool_suite_config": suite,
+            "judge_config": digest(judge.identity(vlm)),
+            "aggregation_config": digest({"cap_alpha": scoring.cap_alpha})}
+
+
+# ---------------------------------------------------------------- the source assets
+
+def _observe_task_files(version_of) -> dg.DataVersionsByPartition:
+    return dg.DataVersionsByPartition({t: dg.DataVersion(version_of(t)) for t in ALL_TASKS})
+
+
+@dg.observable_source_asset(partitions_def=task_partitions, group_name=GROUP,
+                            description="A task's manifest and condition files in the bench (its rubrics/ aside).")
+def bench_files(bench: BenchResource, storage: StorageResource) -> dg.DataVersionsByPartition:
+    return _observe_task_files(lambda t: bench_files_version(bench.bench_path(), t, storage.storage()))
+
+
+@dg.observable_source_asset(partitions_def=task_partitions, group_name=GROUP,
+                            description="A task's frozen rubrics that a person wrote or edited.")
+def rubric_files(bench: BenchResource, storage: StorageResource, rubric_generator: RubricGeneratorResource,
+                 rubric_vlm: VlmResource) -> dg.DataVersionsByPartition:
+    frozen = generator_folder(bench.frozen_rubrics_path(), rubric_generator.identity(rubric_vlm))
+    return _observe_task_files(lambda t: rubric_files_version(bench.bench_path(), frozen, t, storage.storage()))
+
+
+@dg.observable_source_asset(partitions_def=task_model_partitions, group_name=GROUP,
+                            description="A model's candidate videos for a task (name and sha256 of each).")
+def candidate_files(context, bench: BenchResource, storage: StorageResource) -> dg.DataVersionsByPartition:
+    from argus_dagster.candidate_store import open_store, scan
+
+    result = scan(open_store(str(bench.candidates_path()), storage.storage()), None)
+    known = set(context.instance.get_dynamic_partitions("candidate_models"))
+    return dg.DataVersionsByPartition({
+        str(dg.MultiPartitionKey({"task": t, "model": m})): dg.DataVersion(
+            candidate_files_version(partition_hashes(result.known, t, m)))
+        for m, tasks in result.models.items() if m in known for t in tasks})
+
+
+def _evaluator_source(part: str, description: str):
+    @dg.observable_source_asset(name=part, group_name=GROUP, description=description)
+    def observe(rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
+                vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource) -> dg.DataVersion:
+        return dg.DataVersion(evaluator_versions(rubric_generator, rubric_vlm, tools, vlm, judge, scoring)[part])
+
+    return observe
+
+
+rubric_generator_config = _evaluator_source("rubric_generator_config", "The rubric generator: backend, model, prompt version.")
+tool_suite_config = _evaluator_source("tool_suite_config", "The evidence tools: each tool's version, the VLM's QA prompt, sampling.")
+judge_config = _evaluator_source("judge_config", "The criterion judge: backend, model, prompt version.")
+aggregation_config = _evaluator_source("aggregation_config", "Aggregation: the hard-cap α.")
+
+SOURCES = [bench_files, rubric_files, candidate_files, rubric_generator_config, tool_suite_config, judge_config,
+           aggregation_config]
+SOURCE_KEYS = [s.key for s in SOURCES]
+
+# Observation jobs (an asset job holds one partitions definition): the UI's "Observe sources" and
+# the nightly schedule run them; the sensor and argus evaluate observe without a run.
+OBSERVE_JOBS = [
+    dg.define_asset_job("observe_bench_files", selection=[bench_files.key, rubric_files.key],
+                        description="Observes every task's bench files and frozen rubrics."),
+    dg.define_asset_job("observe_candidate_files", selection=[candidate_files.key],
+                        description="Observes every candidate video (all hashed again): what changed becomes "
+                                    "stale, and the automation sensor scores it."),
+    dg.define_asset_job("observe_evaluator", selection=[rubric_generator_config.key, tool_suite_config.key,
+                                                        judge_config.key, aggregation_config.key],
+                        description="Observes the evaluator's parts as the resources configure them."),
+]
+
+
+# ---------------------------------------------------------------- observations from outside a run
+
+@dataclass(frozen=True)
+class Observed:
+    """One source partition's version now (``partition`` None for an unpartitioned source)."""
+    asset: str
+    partition: str | None
+    version: str
+
+    def event(self) -> dg.AssetObservation:
+        return dg.AssetObservation(asset_key=self.asset, partition=self.partition,
+                                   tags={DATA_VERSION_TAG: self.version})
+
+
+def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[tuple[str, str]],
+                    known: dict) -> list[Observed]:
+    """The versions of the sources of ``tasks`` and of the ``(task, model)`` partitions, with the
+    evaluation's resources (``known``: a candidate-store scan's state, :func:`~argus_dagster.candidate_store.scan`)."""
+    bench, storage = resources["bench"], resources["storage"].storage()
+    frozen = generator_folder(bench.frozen_rubrics_path(),
+                              resources["rubric_generator"].identity(resources["rubric_vlm"]))
+    out = []
+    for task in sorted(set(tasks)):
+        out.append(Observed("bench_files", task, bench_files_version(bench.bench_path(), task, storage)))
+        out.append(Observed("rubric_files", task, rubric_files_version(bench.bench_path(), frozen, task, storage)))
+    for task, model in sorted(set(partitions)):
+        out.append(Observed("candidate_files", str(dg.MultiPartitionKey({"task": task, "model": model})),
+                            candidate_files_version(partition_hashes(known, task, model))))
+    parts = evaluator_versions(**{k: resources[k] for k in ("rubric_generator", "rubric_vlm", "tools", "vlm",
+                                                            "judge", "scoring")})
+    out += [Observed(name, None, version) for name, version in parts.items()]
+    return out
+
+
+def recorded_versions(instance: dg.DagsterInstance, asset: str) -> dict[str | None, str]:
+    """The latest observed data version of every partition of a source, from the instance."""
+    out: dict[str | None, str] = {}
+    cursor = None
+    while True:
+        page = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset)), limit=1000,
+                                           cursor=cursor, ascending=False)
+        for record in page.records:
+            obs = record.asset_observation
+            out.setdefault(obs.partition, obs.tags.get(DATA_VERSION_TAG, ""))
+        if not page.has_more:
+            return out
+        cursor = page.cursor
+
+
+def changed_observations(instance: dg.DagsterInstance, observed: list[Observed]) -> list[Observed]:
+    """The observations whose version differs from what the instance recorded last (the others
+    would only repeat it)."""
+    recorded = {a: recorded_versions(instance, a) for a in sorted({o.asset for o in observed})}
+    return [o for o in observed if recorded[o.asset].get(o.partition) != o.version]
+
+
+def report(instance: dg.DagsterInstance, observed: list[Observed]) -> None:
+    for o in observed:
+        instance.report_runless_asset_event(o.event())
