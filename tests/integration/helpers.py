@@ -204,3 +204,22 @@ def evaluation_in(monkeypatch, home: Path, bench: Path, cands: Path):
     for k, v in {"ARGUS_HOME": str(home), "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}.items():
         monkeypatch.setenv(k, v)
     return load_settings()
+
+
+def sensor_then_automation(instance: dg.DagsterInstance, resources: dict, cursor=None) -> dict[str, list[str]]:
+    """What the daemon would do next: a tick of the candidate-store sensor (its new partitions and
+    observations recorded), then the automation conditions' requests (``{asset: partitions}``)."""
+    from assets import AUTOMATED_ASSETS, SOURCES
+    from assets.sensors import candidate_store_sensor
+
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as ctx:
+        result = candidate_store_sensor(ctx)
+    for req in result.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    for event in result.asset_events or []:
+        instance.report_runless_asset_event(event)
+    defs = dg.Definitions(assets=ALL_ASSETS + SOURCES, resources=resources)
+    asked = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                              asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
+    return {a.key.to_user_string(): sorted(str(p) for p in asked.get_requested_partitions(a.key))
+            for a in AUTOMATED_ASSETS if asked.get_requested_partitions(a.key)}

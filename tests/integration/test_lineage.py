@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from argus_dagster.media import write_video
-from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
+from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, OBSERVE_JOBS, SOURCES, TASK_ASSETS
 from assets.schedules import nightly_reconcile
-from assets.sensors import CANDIDATE_KEYS
 
 from .helpers import graph_resources, load
 
@@ -153,28 +152,27 @@ def test_leaderboard_follows_by_automation_and_covers_partitions(scored):
     assert again.get_num_requested(lb_key) == 1
 
 
-def test_nightly_reconcile_requests_missing_then_stale(scored, monkeypatch):
+def test_nightly_reconcile_observes_every_video_and_automation_requests_what_changed(scored):
+    """The schedule runs the ``observe_candidate_files`` job (every video hashed again); the automation
+    conditions then request the partition whose videos changed and the new model's, nothing else."""
     resources, instance, cands, _, _ = scored
-    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources, schedules=[nightly_reconcile])
-    repo = defs.get_repository_def()
+    defs = dg.Definitions(assets=ALL_ASSETS + SOURCES, asset_checks=ALL_CHECKS, resources=resources,
+                          jobs=OBSERVE_JOBS, schedules=[nightly_reconcile])
+    with dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def()) as ctx:
+        [request] = list(nightly_reconcile.evaluate_tick(ctx).run_requests)
+    job = defs.resolve_job_def(nightly_reconcile.job_name)
+    assert job.name == "observe_candidate_files" and request.run_config in ({}, None)
 
-    def tick():
-        # The context is entered and left: it sets Dagster's state storage while open.
-        with dg.build_schedule_context(instance=instance, resources=resources,
-                                       repository_def=repo) as ctx:
-            result = nightly_reconcile(ctx)
-        if isinstance(result, dg.SkipReason):
-            return result.skip_message
-        assert all(sorted(r.asset_selection) == sorted(CANDIDATE_KEYS) for r in result)
-        return [r.partition_key for r in result], result
+    def observe_then_ask(cursor):
+        assert job.execute_in_process(instance=instance).success
+        asked = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor,
+                                                  asset_selection=dg.AssetSelection.assets("candidate_videos"))
+        return sorted(str(p) for p in asked.get_requested_partitions(dg.AssetKey("candidate_videos"))), asked.cursor
 
-    assert "up to date" in tick()
-    write_video(cands / "T2V" / "m" / "p0.mp4", _clip(5), 12)  # stale
-    write_video(cands / "T2V" / "n" / "p0.mp4", _clip(6), 12)  # missing
-    n_key = str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))
-    keys, _ = tick()
-    assert keys == [n_key, str(KEY)]  # missing first, then stale
-    monkeypatch.setenv("ARGUS_RECONCILE_MAX_PARTITIONS", "1")
-    keys, requests = tick()
-    assert keys == [n_key]
-    assert requests[0].tags == {"argus/launcher": "nightly_reconcile", "argus/judge": "1"}
+    _, cursor = observe_then_ask(None)
+    assert observe_then_ask(cursor)[0] == []  # observed again, nothing changed: nothing requested
+    write_video(cands / "T2V" / "m" / "p0.mp4", _clip(5), 12)  # changed
+    write_video(cands / "T2V" / "n" / "p0.mp4", _clip(6), 12)  # a new model
+    instance.add_dynamic_partitions("candidate_models", ["n"])
+    asked, _ = observe_then_ask(cursor)
+    assert asked == [str(KEY), str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))]

@@ -14,7 +14,7 @@ import pytest
 from argus_dagster.media import write_video
 from argus_dagster.runner import local_instance, run_all
 
-from .helpers import evaluation_in, pattern_clip, t2v_bench
+from .helpers import evaluation_in, pattern_clip, sensor_then_automation, t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,9 +22,9 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 
 def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
-    record = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), asset_partitions=[partition]), limit=1).records[0]
-    return pl.read_parquet(str(record.asset_materialization.metadata["path"].value)).sort("input_id")
+    from assets.lineage import latest_record, stored_table  # a run of one partition or of a range alike
+
+    return stored_table(latest_record(instance, "video_scores", partition)).sort("input_id")
 
 
 def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):
@@ -55,13 +55,10 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     new_runs = [r for r in instance.get_runs() if r.run_id not in ui_runs]
     assert {r.tags.get("dagster/partition") for r in new_runs} == {str(dg.MultiPartitionKey({"task": "T2V", "model": "n"})),
                                                                    None}  # n's partition and the leaderboard
-    # And the other way round: what argus evaluate stored is up to date for Dagster's own sensor.
-    from assets.sensors import candidate_store_sensor
+    # And the other way round: what argus evaluate stored is up to date for Dagster's own automation.
     from resources import resources_for
 
-    with dg.build_sensor_context(instance=instance, resources=resources_for(settings=settings)) as ctx:
-        result = candidate_store_sensor(ctx)
-    assert not getattr(result, "run_requests", None), result
+    assert sensor_then_automation(instance, resources_for(settings=settings)) == {}
 
     # Home "cli": the same bench through argus evaluate only: the same scores.
     cli = home("cli")
@@ -91,9 +88,6 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     ranged = [r for r in instance.get_runs() if r.tags.get("dagster/asset_partition_range_start")]
     assert len(ranged) == 1 and ranged[0].status == dg.DagsterRunStatus.SUCCESS
-    from assets.partitions import keys_of_run  # what in_flight_partitions counts while it runs
-
-    assert keys_of_run(ranged[0].tags, instance) == set(keys)
     for key, model in zip(keys, ("m", "n")):
         record = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), asset_partitions=[key]), limit=1).records[0]
@@ -109,12 +103,9 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
     lines: list[str] = []
     run_all(progress=lines.append, settings=settings)
     assert any("T2V x m: up to date" in x for x in lines) and any("T2V x n: up to date" in x for x in lines), lines
-    from assets.sensors import candidate_store_sensor
     from resources import resources_for
 
-    with dg.build_sensor_context(instance=instance, resources=resources_for(settings=settings)) as ctx:
-        result = candidate_store_sensor(ctx)
-    assert not getattr(result, "run_requests", None), result
+    assert sensor_then_automation(instance, resources_for(settings=settings)) == {}
 
     cli = evaluation_in(monkeypatch, tmp_path / "cli", bench, cands)
     run_all(progress=lambda m: None, settings=cli)

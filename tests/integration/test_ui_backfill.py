@@ -12,7 +12,7 @@ import pytest
 from argus_dagster.media import write_video
 from argus_dagster.runner import local_instance, run_all
 
-from .helpers import backfill_as_the_ui_does, evaluation_in, partitions_by_asset, pattern_clip, t2v_bench
+from .helpers import sensor_then_automation, backfill_as_the_ui_does, evaluation_in, partitions_by_asset, pattern_clip, t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +69,7 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
         assert a.sort("input_id").select("input_id", "final_score").equals(b.sort("input_id").select("input_id", "final_score"))
     cols = ["task", "model", "mean_final", "n_videos"]
     assert board.sort("model").select(cols).equals(cli_board.sort("model").select(cols))
-    # The other way round: what argus evaluate stored in "cli", the sensor there counts as done.
-    from assets.sensors import candidate_store_sensor
+    # The other way round: what argus evaluate stored in "cli", Dagster's automation there counts as done.
     from resources import resources_for
 
-    with dg.build_sensor_context(instance=cli_instance, resources=resources_for(settings=cli)) as ctx:
-        result = candidate_store_sensor(ctx)
-    assert not getattr(result, "run_requests", None), result
+    assert sensor_then_automation(cli_instance, resources_for(settings=cli)) == {}
