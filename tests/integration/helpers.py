@@ -206,20 +206,39 @@ def evaluation_in(monkeypatch, home: Path, bench: Path, cands: Path):
     return load_settings()
 
 
-def sensor_then_automation(instance: dg.DagsterInstance, resources: dict, cursor=None) -> dict[str, list[str]]:
-    """What the daemon would do next: a tick of the candidate-store sensor (its new partitions and
-    observations recorded), then the automation conditions' requests (``{asset: partitions}``)."""
-    from assets import AUTOMATED_ASSETS, SOURCES
-    from assets.sensors import candidate_store_sensor
+class Daemon:
+    """What the daemon does between two looks at an instance: a tick of the candidate-store sensor (its
+    new partitions and observations recorded), then the automation sensor's question, each with the
+    cursor it kept from its last tick. :meth:`tick` returns the requests, ``{asset: [partitions]}``."""
 
-    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as ctx:
-        result = candidate_store_sensor(ctx)
-    for req in result.dynamic_partitions_requests or []:
-        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-    for event in result.asset_events or []:
-        instance.report_runless_asset_event(event)
-    defs = dg.Definitions(assets=ALL_ASSETS + SOURCES, resources=resources)
-    asked = dg.evaluate_automation_conditions(defs=defs, instance=instance,
-                                              asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
-    return {a.key.to_user_string(): sorted(str(p) for p in asked.get_requested_partitions(a.key))
-            for a in AUTOMATED_ASSETS if asked.get_requested_partitions(a.key)}
+    def __init__(self, instance: dg.DagsterInstance, resources: dict):
+        from assets import SOURCES
+
+        self.instance, self.resources = instance, resources
+        self.defs = dg.Definitions(assets=ALL_ASSETS + SOURCES, resources=resources)
+        self.sensor_cursor = self.automation_cursor = None
+        self.last = None  # the sensor's last result
+
+    def tick(self) -> dict[str, list[str]]:
+        from assets import AUTOMATED_ASSETS
+        from assets.sensors import candidate_store_sensor
+
+        with dg.build_sensor_context(instance=self.instance, resources=self.resources,
+                                     cursor=self.sensor_cursor) as ctx:
+            result = candidate_store_sensor(ctx)
+        self.last, self.sensor_cursor = result, result.cursor
+        for req in result.dynamic_partitions_requests or []:
+            self.instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        for event in result.asset_events or []:
+            self.instance.report_runless_asset_event(event)
+        asked = dg.evaluate_automation_conditions(
+            defs=self.defs, instance=self.instance, cursor=self.automation_cursor,
+            asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
+        self.automation_cursor = asked.cursor
+        return {a.key.to_user_string(): sorted(str(p) for p in asked.get_requested_partitions(a.key))
+                for a in AUTOMATED_ASSETS if asked.get_requested_partitions(a.key)}
+
+
+def sensor_then_automation(instance: dg.DagsterInstance, resources: dict) -> dict[str, list[str]]:
+    """The daemon's first look at an instance (:class:`Daemon`): what it would request."""
+    return Daemon(instance, resources).tick()

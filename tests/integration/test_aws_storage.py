@@ -13,15 +13,13 @@ import polars as pl
 import pytest
 
 from argus_dagster import storage as storage_lib
-from argus_dagster.candidate_store import open_store, partition_hashes, scan
+from argus_dagster.candidate_store import open_store, scan
 from argus_dagster.overview import stored_table
 from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from assets.leaderboard import leaderboard
 from assets.lineage import latest_record
-from assets.sensors import candidate_store_sensor
-from assets.staleness import evaluator_digests, generator_folder, partition_status, task_status
 
-from .helpers import graph_resources, materialize_task, t2v_bench
+from .helpers import Daemon, graph_resources, materialize_task, t2v_bench
 
 pytestmark = pytest.mark.integration
 
@@ -113,21 +111,19 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         with urllib.request.urlopen(_stored_overview(load_settings()), timeout=10) as resp:  # what argus open prints
             assert 'data-task="T2V"' in resp.read().decode("utf-8")
 
-        # Up to date on the next look: the same sha256 the table recorded, from the ETag index.
-        digests = evaluator_digests(resources)
+        # Up to date on the next look: the daemon's sensors observe the sources (the videos' sha256 from
+        # the ETag index) and request nothing.
         found = scan(open_store(f"s3://{INPUTS}/cands", storage), None)
-        assert partition_status(instance, "T2V", "m", partition_hashes(found.known, "T2V", "m"), digests) is None
+        daemon = Daemon(instance, resources)
+        assert daemon.tick() == {}
+        assert ("candidate_files", "m|T2V") in {(e.asset_key.to_user_string(), e.partition)
+                                                for e in daemon.last.asset_events}
         # Another process (nothing in memory, an empty media cache) reads the sha256 from the index
         # in the content cache: nothing is downloaded again.
         fresh = storage_lib.Storage(lambda: client, cache_dir=tmp_path / "fresh", hash_index=f"s3://{BUCKET}/eval/cache")
         assert scan(open_store(f"s3://{INPUTS}/cands", fresh), None).known == found.known
         assert not (tmp_path / "fresh").exists()
-        frozen = generator_folder(resources["bench"].frozen_rubrics_path(),
-                                  resources["rubric_generator"].identity(resources["rubric_vlm"]))
-        assert task_status(instance, "T2V", f"s3://{INPUTS}/bench", frozen, digests) is None
-        with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
-            tick = candidate_store_sensor(ctx)
-        assert not tick.run_requests and "no change among 2" in tick.skip_reason.skip_message
+        assert daemon.tick() == {} and "no change among 2" in daemon.last.skip_reason.skip_message
 
         # argus evaluate asks the same question: nothing to run.
         from argus_dagster.runner import run_all
@@ -138,12 +134,12 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         assert any("T2V x m: up to date" in line for line in said) and any("every partition up to date" in line
                                                                             for line in said), said
 
-        # A changed video on S3 makes its partition stale, and only that.
+        # A changed video on S3 is observed, and only its partition is requested.
         client.put_object(Bucket=INPUTS, Key="cands/T2V/m/p1.mp4", Body=(cands / "T2V" / "m" / "p0.mp4").read_bytes())
         moved = scan(open_store(f"s3://{INPUTS}/cands", storage), found.known)
         assert moved.changed == {("T2V", "m")} and moved.n_hashed == 1
-        assert partition_status(instance, "T2V", "m", partition_hashes(moved.known, "T2V", "m"),
-                                digests) == "stale: candidate videos changed"
+        asked = daemon.tick()
+        assert asked["candidate_videos"] == ["m|T2V"] and "input_instances" not in asked, asked
 
 
 def test_objects_are_fetched_again_only_when_their_etag_moves(tmp_path, moto_endpoint):

@@ -18,7 +18,6 @@ from argus_dagster.candidate_store import LocalCandidateStore, partition_hashes,
 from argus_dagster.media import write_video
 from argus_dagster.runner import _firm_run
 from assets.firm import best_of_n_tables
-from assets.staleness import evaluator_digests, partition_status
 
 from .helpers import graph_resources, load, materialize_task, pattern_clip
 
@@ -133,18 +132,22 @@ def test_firm_rates_every_sample_and_best_of_n_picks_by_it(graph):
 
 
 def test_a_new_sample_makes_the_partition_stale(graph):
-    res, instance, cands = graph["res"], graph["instance"], graph["cands"]
-    digests = evaluator_digests(res)
+    """A new sample file changes its partition's ``candidate_files`` data version, and only its partition's."""
+    from assets.sources import source_versions
+
+    res, cands = graph["res"], graph["cands"]
     store = LocalCandidateStore(cands)
     known = scan(store, None).known
     assert partition_hashes(known, "T2V", "n")["p0/1"]
-    for model in LAYOUT:
-        assert partition_status(instance, "T2V", model, partition_hashes(known, "T2V", model), digests) is None, model
+
+    def versions(known):
+        return {o.partition: o.version for o in source_versions(res, [], [("T2V", m) for m in LAYOUT], known)
+                if o.asset == "candidate_files"}
+
+    before = versions(known)
     write_video(cands / "T2V" / "n" / "p0" / "2.mp4", pattern_clip(99, 12), 12)
     write_video(cands / "T2V" / "m" / "q__1__3.mp4", pattern_clip(98, 12), 12)
     after = scan(store, known)
     assert after.changed == {("T2V", "n"), ("T2V", "m")}
-    for model in ("n", "m"):
-        status = partition_status(instance, "T2V", model, partition_hashes(after.known, "T2V", model), digests)
-        assert status == "stale: candidate videos changed", model
-    assert partition_status(instance, "T2V", "s", partition_hashes(after.known, "T2V", "s"), digests) is None
+    now = versions(after.known)
+    assert {k for k in now if now[k] != before[k]} == {"n|T2V", "m|T2V"}

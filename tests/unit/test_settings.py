@@ -106,24 +106,3 @@ def test_a_full_disk_is_one_line_wherever_it_surfaces(monkeypatch, capsys, tmp_p
     monkeypatch.setattr(cli, "cmd_leaderboard", lambda _a: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         cli.main(["leaderboard"])
-
-
-def test_argus_evaluate_runs_as_many_at_once_as_the_run_queue_allows(tmp_path):
-    """The run queue of the instance's dagster.yaml (what the daemon applies to UI, sensor and schedule
-    runs) also limits argus evaluate's worker processes, the argus/judge tag limit included."""
-    import dagster as dg
-
-    from argus_dagster.runner import DEFAULT_RUNS_AT_ONCE, runs_at_once
-
-    cases = [("", (DEFAULT_RUNS_AT_ONCE,) * 2),
-             ("run_queue:\n  max_concurrent_runs: 3\n", (3, 3)),
-             ("run_queue:\n  max_concurrent_runs: 8\n  tag_concurrency_limits:\n    - key: argus/judge\n      limit: 2\n",
-              (8, 2)),
-             ("run_queue:\n  max_concurrent_runs: -1\n", (DEFAULT_RUNS_AT_ONCE,) * 2)]
-    for i, (yaml_text, expected) in enumerate(cases):
-        home = tmp_path / str(i)
-        home.mkdir()
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + yaml_text)
-        instance = dg.DagsterInstance.from_config(str(home))
-        assert runs_at_once(instance) == expected, yaml_text
-        instance.dispose()
