@@ -3,7 +3,9 @@
 Three dimensions, each rated 1-5 from verified checklist decisions rather than from an impression:
 
 - **Instruction Following (IF).** A text planner turns the prompt into atomic yes/no requirements with
-  importance ``m ∈ {1..5}``, audio excluded. The checklist is output-blind: made once per input,
+  importance ``m ∈ {1..5}``, requirements about what is heard left out (the planner is told, and
+  :mod:`~argus_dagster.audio_requirements` checks what it returns; ``firm_checklists`` keeps each one
+  left out with its reason). The checklist is output-blind: made once per input,
   frozen with a content hash (like rubrics) and shared by every candidate of the input. A verifier
   answers every requirement from the video's ordered frames with short visual evidence; an
   unverifiable requirement counts as unsatisfied. ``s_IF = Σ w_i z_i`` with ``w_i = m_i / Σ m``,
@@ -61,6 +63,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import polars as pl
 
+from .audio_requirements import audio_reason
 from .cache import ContentCache, cache_key
 from .media import SAMPLING_ID
 from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json
@@ -169,14 +172,32 @@ class ChecklistItem:
 
 
 @dataclass(frozen=True)
+class DroppedItem:
+    """A planned item left out of the checklist, and why (``audio: ...``, ``duplicate of r2``, ``no
+    questions``). ``importance`` is the planner's, or None where it gave none."""
+
+    question: str
+    importance: int | None
+    reason: str
+
+    @classmethod
+    def from_json(cls, data: Any) -> "DroppedItem":
+        if isinstance(data, str):  # "reason: question", as checklists cached before this record kept it
+            reason, _, question = data.partition(": ")
+            return cls(question or reason, None, reason if question else "")
+        return cls(data["question"], data.get("importance"), data["reason"])
+
+
+@dataclass(frozen=True)
 class Checklist:
     """A frozen checklist. Its identity is :attr:`content_hash` (items only); ``maker`` says who made
-    it (backend, model, prompt version) and is not part of the identity."""
+    it (backend, model, prompt version) and ``dropped`` what the planner gave that was left out; neither
+    is part of the identity."""
 
     dimension: str
     items: tuple[ChecklistItem, ...]
     maker: dict = field(default_factory=dict, compare=False)
-    dropped: tuple[str, ...] = ()  # planner items left out (audio, duplicates), with the reason
+    dropped: tuple[DroppedItem, ...] = field(default=(), compare=False)
 
     @property
     def content_hash(self) -> str:
@@ -185,12 +206,13 @@ class Checklist:
 
     def to_json(self) -> dict:
         return {"dimension": self.dimension, "items": [asdict(i) for i in self.items], "maker": dict(self.maker),
-                "dropped": list(self.dropped), "content_hash": self.content_hash}
+                "dropped": [asdict(d) for d in self.dropped], "content_hash": self.content_hash}
 
     @classmethod
     def from_json(cls, data: dict) -> "Checklist":
         items = tuple(ChecklistItem(**i) for i in data["items"])
-        c = cls(data["dimension"], items, dict(data.get("maker") or {}), tuple(data.get("dropped") or ()))
+        dropped = tuple(DroppedItem.from_json(d) for d in data.get("dropped") or ())
+        c = cls(data["dimension"], items, dict(data.get("maker") or {}), dropped)
         if data.get("content_hash") not in (None, c.content_hash):
             raise ChecklistError("stored checklist: content_hash does not match its items (fix: delete the entry)")
         return c
@@ -229,10 +251,6 @@ class DimensionResult:
 # Parsing (strict: anything off raises ParseError, which chat_json shows back and asks again)
 # ----------------------------------------------------------------------------------------------------
 
-_AUDIO = re.compile(r"\b(audio|sounds?|music(al)?|soundtrack|hear[sd]?|hearing|voice-?over|narrat\w*|"
-                    r"spoken|speech|sound effects?)\b", re.IGNORECASE)
-
-
 def _obj(text: str, key: str) -> Any:
     data = extract_json(text)
     if not isinstance(data, dict) or key not in data:
@@ -255,29 +273,33 @@ def _text(raw: Any, where: str) -> str:
     return " ".join(raw.split())
 
 
-def parse_if_plan(text: str) -> tuple[list[ChecklistItem], list[str]]:
-    """``{"requirements": [{"question", "importance", "aspect"?, "audio"?}]}`` → items and what was
-    dropped (audio requirements, duplicates)."""
+def parse_if_plan(text: str) -> tuple[list[ChecklistItem], list[DroppedItem]]:
+    """``{"requirements": [{"question", "importance", "aspect"?}]}`` → items and what was left out:
+    requirements about what is heard (:func:`~argus_dagster.audio_requirements.audio_reason`, the
+    safety net behind the planner's instruction) and duplicates, each with its reason."""
     reqs = _obj(text, "requirements")
     if not isinstance(reqs, list) or not reqs:
         raise ParseError('"requirements" must be a non-empty list')
-    items, dropped, seen = [], [], set()
+    items: list[ChecklistItem] = []
+    dropped: list[DroppedItem] = []
+    seen: dict[str, str] = {}
     for k, r in enumerate(reqs, start=1):
         if not isinstance(r, dict):
             raise ParseError(f"requirement {k} is not an object")
         q = _text(r.get("question"), f"requirement {k} question")
         m = _int_importance(r.get("importance"), f"requirement {k}")
-        if r.get("audio") is True or _AUDIO.search(q):
-            dropped.append(f"audio: {q}")
+        heard = audio_reason(q)
+        if heard:
+            dropped.append(DroppedItem(q, m, f"audio: {heard}"))
             continue
         if q.lower() in seen:
-            dropped.append(f"duplicate: {q}")
+            dropped.append(DroppedItem(q, m, f"duplicate of {seen[q.lower()]}"))
             continue
-        seen.add(q.lower())
         aspect = r.get("aspect") if isinstance(r.get("aspect"), str) else ""
         items.append(ChecklistItem(f"r{len(items) + 1}", q, m, "", aspect.strip()))
+        seen[q.lower()] = items[-1].id
     if not items:
-        raise ParseError("no visual requirement left after leaving out audio ones")
+        raise ParseError("no visual requirement left after leaving out the audio ones: list what is seen")
     return items, dropped
 
 
@@ -400,7 +422,7 @@ def parse_pq(text: str) -> dict:
 # Prompts (each has a version that enters every cache key)
 # ----------------------------------------------------------------------------------------------------
 
-IF_PLAN_VERSION = "firm-if-plan-1"
+IF_PLAN_VERSION = "firm-if-plan-2"
 IF_VERIFY_VERSION = "firm-if-verify-1"
 WC_GROUND_VERSION = "firm-wc-ground-1"
 WC_QUESTIONS_VERSION = "firm-wc-questions-1"
@@ -415,8 +437,13 @@ IF_PLAN_SYSTEM = (
     "You decompose a video-generation prompt into atomic requirements. List every visual element the "
     "prompt asks for (subjects, attributes, counts, actions, scene, style, camera or viewpoint, temporal "
     "order of events) as yes/no questions, one observable requirement per question, each with an "
-    "importance from 1 (minor detail) to 5 (essential). Leave out anything about audio (sound, music, "
-    "speech). Answer with one JSON object and nothing else: "
+    "importance from 1 (minor detail) to 5 (essential). The video is judged from its frames, without sound: "
+    "leave out requirements about what is heard (a sound or noise, loudness or silence, a voice, the words "
+    "spoken or their topic, music or a song as heard, a tune), and keep what is seen, also when it relates "
+    "to sound (a musician or an instrument being played, a person speaking, singing or giving a speech, a "
+    "dog barking, a loudspeaker, a sign whose text names a sound). Of an act qualified by how it sounds "
+    "(\"barks loudly\"), ask only the act that is seen (\"Is the dog barking?\"). Answer with one JSON "
+    "object and nothing else: "
     '{"requirements": [{"question": "<yes/no question>", "importance": <1-5>, "aspect": "<subject|attribute|'
     'action|scene|style|camera|temporal|count>"}]}'
 )
@@ -653,7 +680,7 @@ class FirmEvaluator:
                 for q, aspect in questions.get(t["name"], []):
                     n += 1
                     items.append(ChecklistItem(f"q{n}", q, t["importance"], t["name"], aspect))
-            dropped = tuple(f"no questions: {t['name']}" for t in todo)
+            dropped = tuple(DroppedItem(t["name"], t["importance"], "no questions") for t in todo)
             if not items:
                 raise ParseError("no verification question for any grounded target")
             return Checklist(WC, tuple(items), maker, dropped).to_json()
@@ -1014,19 +1041,27 @@ def evaluate_offline(records: Iterable[dict], *, width: int | None = None,
 
 def checklist_rows(input_id: str, checklist: Checklist) -> list[dict]:
     """``firm_checklists`` rows: input_id, dimension, item_id, target, aspect, question, importance,
-    weight (the seed's serialized two-decimal weight), checklist_hash, maker (JSON: who planned it)."""
+    weight (the seed's serialized two-decimal weight), checklist_hash,
+    maker (JSON: who planned it), dropped (null). Then one row per planned item left out, ``x1``,
+    ``x2``..., with its question, importance and ``dropped`` (the reason) and no weight."""
     weights = serialized_weights([i.importance for i in checklist.items]) if checklist.dimension == IF else \
         [None] * len(checklist.items)
-    return [{"input_id": input_id, "dimension": checklist.dimension, "item_id": i.id, "target": i.target,
-             "aspect": i.aspect, "question": i.question, "importance": i.importance, "weight": w,
-             "checklist_hash": checklist.content_hash, "maker": json.dumps(checklist.maker, sort_keys=True)}
-            for i, w in zip(checklist.items, weights)]
+    base = {"input_id": input_id, "dimension": checklist.dimension, "checklist_hash": checklist.content_hash,
+            "maker": json.dumps(checklist.maker, sort_keys=True)}
+    kept = [{**base, "item_id": i.id, "target": i.target, "aspect": i.aspect, "question": i.question,
+             "importance": i.importance, "weight": w, "dropped": None} for i, w in zip(checklist.items, weights)]
+    left_out = [{**base, "item_id": f"x{k}", "target": "", "aspect": "", "question": d.question,
+                 "importance": d.importance, "weight": None, "dropped": d.reason}
+                for k, d in enumerate(checklist.dropped, start=1)]
+    return kept + left_out
 
 
 def checklist_from_rows(rows: Sequence[dict]) -> Checklist:
     """The checklist that :func:`checklist_rows` stored (rows of one input and dimension, any order):
     the ``firm_checklists`` table is the frozen store the verifiers of every model read. Raises
     :class:`ChecklistError` when the rows disagree on the hash or do not reproduce it."""
+    left_out = [r for r in rows if r.get("dropped")]
+    rows = [r for r in rows if not r.get("dropped")]
     if not rows:
         raise ChecklistError("no checklist rows for this input (fix: materialize firm_checklists first)")
     hashes = {r["checklist_hash"] for r in rows}
@@ -1038,7 +1073,9 @@ def checklist_from_rows(rows: Sequence[dict]) -> Checklist:
     maker = json.loads(order[0].get("maker") or "{}")
     items = tuple(ChecklistItem(r["item_id"], r["question"], int(r["importance"]), r.get("target") or "",
                                 r.get("aspect") or "") for r in order)
-    c = Checklist(dims.pop(), items, maker)
+    dropped = tuple(DroppedItem(r["question"], r.get("importance"), r["dropped"])
+                    for r in sorted(left_out, key=lambda r: int(re.sub(r"\D", "", r["item_id"]) or 0)))
+    c = Checklist(dims.pop(), items, maker, dropped)
     if c.content_hash != hashes.pop():
         raise ChecklistError(f"input {rows[0].get('input_id')!r}: the stored rows do not reproduce their "
                              "checklist_hash (fix: re-materialize firm_checklists)")

@@ -35,7 +35,7 @@ from .partitions import task_and_model, task_model_partitions, task_partitions
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
 FIRM_CHECKLISTS = {"task": S, "input_id": S, "dimension": S, "item_id": S, "target": S, "aspect": S, "question": S,
-                   "importance": I, "weight": F, "checklist_hash": S, "maker": S, "error": S}
+                   "importance": I, "weight": F, "checklist_hash": S, "maker": S, "dropped": S, "error": S}
 FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "sample": S, "dimension": S, "item_id": S, "verdict": S, "verifiable": B,
                  "evidence": S, "checklist_hash": S, "target": S, "aspect": S, "question": S, "importance": I}
 FIRM_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
@@ -60,11 +60,12 @@ def _references(inst: InputInstance) -> tuple[dict, dict] | None:
     return {m: store.frames(m, JUDGE_POLICY) for m in media}, digests
 
 
-@dg.asset(partitions_def=task_partitions, code_version="1", group_name="firm", kinds={"polars"})
+@dg.asset(partitions_def=task_partitions, code_version="2", group_name="firm", kinds={"polars"})
 def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, vlm: VlmResource,
                     tools: ToolsResource) -> dg.Output[pl.DataFrame]:
-    """One row per IF checklist item of every input (output-blind, frozen), or one error row per
-    input whose checklist could not be planned, with the reason."""
+    """One row per IF checklist item of every input (output-blind, frozen), one per requirement the
+    planner gave that was left out (``dropped``: why, e.g. audio), or one error row per input whose
+    checklist could not be planned, with the reason."""
     task = context.partition_key
     base = {"task": task, "dimension": fc.IF}
     rows: list[dict] = []
@@ -102,9 +103,15 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
                 planned += 1
     df = frame(rows, FIRM_CHECKLISTS).sort("input_id", "item_id")
     errors = df.filter(pl.col("error").is_not_null())
-    return dg.Output(df, data_version=_digest(df["checklist_hash"].to_list() + df["error"].to_list()), metadata={
-        "n_inputs": input_instances.height, "n_checklists": planned, "n_items": df.height - errors.height,
-        "n_errors": errors.height, "planner_calls": stats.calls if vlm.configured else 0,
+    dropped = df.filter(pl.col("dropped").is_not_null())
+    return dg.Output(df, data_version=_digest(df["checklist_hash"].to_list() + df["error"].to_list()
+                                              + df["dropped"].to_list()), metadata={
+        "n_inputs": input_instances.height, "n_checklists": planned,
+        "n_items": df.height - errors.height - dropped.height, "n_errors": errors.height,
+        "n_dropped": dropped.height,
+        "dropped": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}` {r['question']!r} (importance "
+                                                  f"{r['importance']}): {r['dropped']}"
+                                                  for r in dropped.head(20).iter_rows(named=True)) or "none"), "planner_calls": stats.calls if vlm.configured else 0,
         "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
         "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}"
                                                 for r in errors.head(20).iter_rows(named=True)) or "none"),

@@ -162,16 +162,36 @@ def test_checklist_hash_ignores_maker_and_round_trips():
 # -------------------------------------------------------------------------------------------- parsing
 
 
-def test_parse_if_plan_drops_audio_and_duplicates():
+def test_parse_if_plan_drops_what_is_heard_and_duplicates_and_keeps_what_is_seen():
     text = json.dumps({"requirements": [
         {"question": "Is there a dog?", "importance": 5, "aspect": "subject"},
         {"question": "Can you hear the dog bark?", "importance": 2},
-        {"question": "Is music playing?", "importance": 1, "audio": True},
+        {"question": "Is a man playing a musical instrument?", "importance": 4, "aspect": "action"},
+        {"question": "Does the dog bark loudly?", "importance": 1},
         {"question": "Is there  a dog?", "importance": "4"},
+        {"question": "Does a sign read 'SOUND CITY'?", "importance": 2},
         {"question": "Is the dog brown?", "importance": 3.0}]})
     items, dropped = fc.parse_if_plan("Here you go:\n```json\n" + text + "\n```")
-    assert [(i.id, i.question, i.importance) for i in items] == [("r1", "Is there a dog?", 5), ("r2", "Is the dog brown?", 3)]
-    assert len(dropped) == 3 and dropped[0].startswith("audio:")
+    assert [(i.id, i.question, i.importance) for i in items] == [
+        ("r1", "Is there a dog?", 5), ("r2", "Is a man playing a musical instrument?", 4),
+        ("r3", "Does a sign read 'SOUND CITY'?", 2), ("r4", "Is the dog brown?", 3)]
+    assert [(d.question, d.importance) for d in dropped] == [
+        ("Can you hear the dog bark?", 2), ("Does the dog bark loudly?", 1), ("Is there a dog?", 4)]
+    assert dropped[0].reason.startswith("audio: ") and "'hear'" in dropped[0].reason
+    assert "'loudly'" in dropped[1].reason and dropped[2].reason == "duplicate of r1"
+
+
+def test_dropped_requirements_are_rows_of_the_stored_checklist():
+    items = _if_checklist().items
+    cl = Checklist(IF, items, {"model": "m"}, (fc.DroppedItem("Does the dog bark loudly?", 4, "audio: 'loudly'"),))
+    rows = fc.checklist_rows("p1", cl)
+    assert [(r["item_id"], r["dropped"]) for r in rows] == [("r1", None), ("r2", None), ("r3", None),
+                                                            ("x1", "audio: 'loudly'")]
+    assert rows[3]["question"] == "Does the dog bark loudly?" and rows[3]["importance"] == 4 and rows[3]["weight"] is None
+    back = fc.checklist_from_rows(rows)
+    assert back == cl and back.content_hash == Checklist(IF, items).content_hash  # what is left out is no item
+    assert back.dropped == cl.dropped
+    assert Checklist.from_json(cl.to_json()).dropped == cl.dropped
 
 
 @pytest.mark.parametrize("text, msg", [
