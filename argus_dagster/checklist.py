@@ -19,7 +19,10 @@ Three dimensions, each rated 1-5 from verified checklist decisions rather than f
   left without questions are asked for again once. A verifier that sees neither the prompt nor the
   importance answers "yes" for a violation. ``c_t = 1 − violations / questions`` per target,
   ``α(m) = 1.0 / 1.5 / 2.5 / 3.5 / 5.0``, ``s_WC = Σ α c / Σ α`` rounded to 4 places, rated with
-  0.20 / 0.58 / 0.78 / 0.89.
+  0.20 / 0.58 / 0.78 / 0.89. Only verified decisions aggregate (the seed's abstract and §6): an
+  "unverifiable" answer leaves its question out of its target's ``c_t``, a target without a verified
+  question leaves the sum, and a video without any is unscored with the reason (:func:`score_wc`).
+  ``firm_scores`` counts the unverifiable answers of both dimensions.
 - **Perceptual Quality (PQ).** A generic defect checklist (:data:`PQ_CHECKLIST`); the VLM answers each
   defect, writes the rationale and the 1-5 rating itself (as the seed's evaluator does), the prompt
   only to tell intended style from defect. Without a VLM, :func:`pq_offline` rates the defects the
@@ -426,7 +429,7 @@ IF_PLAN_VERSION = "firm-if-plan-2"
 IF_VERIFY_VERSION = "firm-if-verify-1"
 WC_GROUND_VERSION = "firm-wc-ground-1"
 WC_QUESTIONS_VERSION = "firm-wc-questions-1"
-WC_VERIFY_VERSION = "firm-wc-verify-1"
+WC_VERIFY_VERSION = "firm-wc-verify-2"
 PQ_VERSION = "firm-pq-1"
 RATIONALE_VERSION = "firm-rationale-1"
 PROMPT_VERSIONS = {"if_plan": IF_PLAN_VERSION, "if_verify": IF_VERIFY_VERSION, "wc_ground": WC_GROUND_VERSION,
@@ -475,9 +478,10 @@ WC_QUESTIONS_SYSTEM = (
 )
 WC_VERIFY_SYSTEM = (
     "You inspect a video for violations of common sense and physics, from its frames in temporal order. "
-    "For each question answer \"yes\" when the frames show the violation it asks about and \"no\" when no "
-    "violation is observed, with brief visual evidence. Answer with one JSON object and nothing else: "
-    '{"answers": [{"id": "<question id>", "answer": "yes|no", "evidence": "<short>"}]}'
+    "For each question answer \"yes\" when the frames show the violation it asks about, \"no\" when the "
+    "thing is seen and no violation is observed, and \"unverifiable\" when the frames cannot tell (the thing is not "
+    "visible, or too small or brief to judge), with brief visual evidence. Answer with one JSON object and "
+    'nothing else: {"answers": [{"id": "<question id>", "answer": "yes|no|unverifiable", "evidence": "<short>"}]}'
 )
 PQ_SYSTEM = (
     "You inspect a video for perceptual defects, from its frames in temporal order. Go through the "
@@ -881,7 +885,10 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
 
 
 def score_if(checklist: Checklist, verdicts: Sequence[Verdict]) -> DimensionResult:
-    """IF score, rating and rationale from verdicts (an unverifiable requirement is unsatisfied)."""
+    """IF score, rating and rationale from verdicts. An unverifiable requirement counts as not met and
+    keeps its weight: the seed's conservative reading (§3.2, Appendix 1.1: "requirements that cannot be
+    verified from the video are treated as unsatisfied"), so a video never gains from what cannot be
+    seen. ``detail["n_unverifiable"]`` counts them."""
     by_id = {v.item_id: v for v in verdicts}
     missing = [i.id for i in checklist.items if i.id not in by_id]
     if missing:
@@ -890,27 +897,40 @@ def score_if(checklist: Checklist, verdicts: Sequence[Verdict]) -> DimensionResu
     z = [v.yes and v.verifiable for v in ordered]
     s = if_score([i.importance for i in checklist.items], z)
     r = if_rating(s)
-    res = DimensionResult(IF, s, r, "", "", list(ordered), checklist.content_hash)
+    res = DimensionResult(IF, s, r, "", "", list(ordered), checklist.content_hash,
+                          {"n_unverifiable": sum(1 for v in ordered if not v.verifiable)})
     res.rationale = if_rationale(checklist, ordered, s, r)
     return res
 
 
 def score_wc(checklist: Checklist, verdicts: Sequence[Verdict], grounding: dict | None = None) -> DimensionResult:
-    """WC score, rating and rationale; a "yes" is a violation, an unverifiable answer is not one."""
+    """WC score, rating and rationale from the verified decisions only (the seed's "aggregate only
+    verified decisions"): an unverifiable answer is neither a violation nor clean, so it leaves its
+    question out of its target's clean ratio; a target with no verified question leaves the weighted
+    sum; a video with no verified question at all is unscored with the reason. Counting an
+    unverifiable answer as clean would raise WC for what the verifier could not see."""
     by_id = {v.item_id: v for v in verdicts}
     missing = [i.id for i in checklist.items if i.id not in by_id]
     if missing:
         raise ChecklistError(f"WC verdicts: no verdict for {', '.join(missing)} (fix: verify every item)")
     per_target: dict[str, tuple[int, list[bool]]] = {}
     for i in checklist.items:
+        per_target.setdefault(i.target, (i.importance, []))
         v = by_id[i.id]
-        per_target.setdefault(i.target, (i.importance, []))[1].append(v.yes and v.verifiable)
-    s = wc_score(per_target.values())
-    r = wc_rating(s)
+        if v.verifiable:
+            per_target[i.target][1].append(v.yes)
     ordered = [by_id[i.id] for i in checklist.items]
-    res = DimensionResult(WC, s, r, "", "", ordered, checklist.content_hash,
-                          {"scene_summary": (grounding or {}).get("scene_summary", ""),
-                           "clean_ratio": {t: round(clean_ratio(b), 4) for t, (_, b) in per_target.items()}})
+    n_unverifiable = sum(1 for v in ordered if not v.verifiable)
+    verified = {t: mb for t, mb in per_target.items() if mb[1]}
+    detail = {"scene_summary": (grounding or {}).get("scene_summary", ""), "n_unverifiable": n_unverifiable,
+              "targets_unverified": [t for t in per_target if t not in verified]}
+    if not verified:
+        return DimensionResult(WC, None, None, "", f"WC: none of the {len(ordered)} answers is verified (all "
+                               "unverifiable): no decision to aggregate", ordered, checklist.content_hash, detail)
+    s = wc_score(verified.values())
+    r = wc_rating(s)
+    detail["clean_ratio"] = {t: round(clean_ratio(b), 4) for t, (_, b) in verified.items()}
+    res = DimensionResult(WC, s, r, "", "", ordered, checklist.content_hash, detail)
     res.rationale = wc_rationale(checklist, ordered, s, r, res.detail["scene_summary"])
     return res
 
@@ -932,17 +952,23 @@ def if_rationale(checklist: Checklist, verdicts: Sequence[Verdict], score: float
 
 def wc_rationale(checklist: Checklist, verdicts: Sequence[Verdict], score: float, rating_: int,
                  scene_summary: str = "") -> str:
-    """The scene first, then the violations by target and aspect (seed §3.3)."""
+    """The scene first, then the violations by target and aspect (seed §3.3), then the questions left
+    out as unverifiable."""
     out = [scene_summary.strip()] if scene_summary.strip() else []
     bad: dict[str, list[str]] = {}
+    unverified: list[str] = []
     for i, v in zip(checklist.items, verdicts):
-        if v.yes and v.verifiable:
+        if not v.verifiable:
+            unverified.append(f"{i.target}: {i.question}")
+        elif v.yes:
             aspect = f"{i.aspect.replace('_', ' ')}: " if i.aspect else ""
             bad.setdefault(i.target, []).append(f"{aspect}{v.evidence or i.question}")
     if bad:
         out.append("Violations: " + " ".join(f"{t} - {'; '.join(x)}." for t, x in bad.items()))
     else:
         out.append("No violation of common sense or physics was observed.")
+    if unverified:
+        out.append("Left out as unverifiable: " + "; ".join(unverified) + ".")
     out.append(f"Importance-weighted clean ratio: {score:.4f}, rating {rating_}/5.")
     return " ".join(out)
 
@@ -1090,7 +1116,8 @@ def verdict_rows(input_id: str, results: dict[str, DimensionResult]) -> list[dic
 
 
 def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
-    """One ``firm_scores`` row; a missing dimension or an unscored one has nulls and its reason."""
+    """One ``firm_scores`` row; a missing dimension or an unscored one has nulls and its reason;
+    ``if_unverifiable`` / ``wc_unverifiable`` count the answers that could not be verified."""
     row: dict[str, Any] = {"input_id": input_id}
     for d in DIMENSIONS:
         s = SHORT[d]
@@ -1100,6 +1127,8 @@ def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
         row[f"{s}_rating"] = r.rating if r else None
         row[f"{s}_rationale"] = r.rationale if r else ""
         row[f"{s}_reason"] = (r.reason if r else "not evaluated") if not (r and r.scored) else ""
+        if d != PQ:  # answers the verifier could not give from the frames; null where none was asked
+            row[f"{s}_unverifiable"] = sum(1 for v in r.verdicts if not v.verifiable) if r and r.verdicts else None
     return row
 
 

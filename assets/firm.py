@@ -38,9 +38,12 @@ FIRM_CHECKLISTS = {"task": S, "input_id": S, "dimension": S, "item_id": S, "targ
                    "importance": I, "weight": F, "checklist_hash": S, "maker": S, "dropped": S, "error": S}
 FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "sample": S, "dimension": S, "item_id": S, "verdict": S, "verifiable": B,
                  "evidence": S, "checklist_hash": S, "target": S, "aspect": S, "question": S, "importance": I}
+# ``if_unverifiable`` / ``wc_unverifiable``: answers the verifier could not give from the frames (IF: counted
+# as not met; WC: left out of the aggregate), null where no verifier answered.
 FIRM_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
-               "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S, "pq_rating": I, "pq_rationale": S,
-               "pq_reason": S, "pq_source": S, "frames": pl.List(S)}
+               "if_unverifiable": I, "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S,
+               "wc_unverifiable": I, "pq_rating": I, "pq_rationale": S, "pq_reason": S, "pq_source": S,
+               "frames": pl.List(S)}
 BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
 # The measurable PQ defects without a VLM: the CPU tools' records (checklist.pq_offline reads them).
 PQ_TOOLS = ("flicker_probe", "motion_probe", "aesthetic")
@@ -149,7 +152,7 @@ def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dic
 
 
 @dg.multi_asset(
-    partitions_def=task_model_partitions, group_name="firm", code_version="2", can_subset=False,
+    partitions_def=task_model_partitions, group_name="firm", code_version="3", can_subset=False,
     outs={"firm_verdicts": dg.AssetOut(kinds={"polars"}, description="One row per checklist item and video: the "
                                        "verdict (IF yes = satisfied, WC yes = violation), its evidence and the item."),
           "firm_scores": dg.AssetOut(kinds={"polars"}, description="One row per video: IF and WC scores and "
@@ -225,6 +228,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                                          .to_series().to_list()),
                     metadata={"n_videos": sdf.height, **means,
                               **{f"n_{d}_scored": sdf[f"{d}_rating"].drop_nulls().len() for d in ("if", "wc", "pq")},
+                              **{f"n_{d}_unverifiable": int(sdf[f"{d}_unverifiable"].sum() or 0) for d in ("if", "wc")},
                               "n_left_out_of_export": len(out.left_out),
                               "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
                               **_vlm_metadata(vlm, stats)})
@@ -244,7 +248,8 @@ def firm_scores_recompute(firm_scores: pl.DataFrame, firm_checklists: pl.DataFra
 
 def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts: pl.DataFrame) -> list[str]:
     """What does not recompute: IF from ``firm_checklists`` items and the video's IF verdicts, WC from
-    the video's WC verdict rows (items and answers), ratings from scores by the seed's thresholds."""
+    the video's WC verdict rows (items and answers; an unscored WC must have no verified answer),
+    ratings from scores by the seed's thresholds."""
     frozen = stored_checklists(checklists)
     if "sample" not in verdicts.columns:  # stored before samples were read: single videos
         verdicts = verdicts.with_columns(pl.lit("").alias("sample"))
@@ -260,9 +265,12 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
                 problems.append(f"`{name}` {d}: rating {r[f'{d}_rating']} outside 1-5")
         v = by_video.get((iid, sample), pl.DataFrame(schema=FIRM_VERDICTS))
         for d, dim in (("if", fc.IF), ("wc", fc.WC)):
-            if r[f"{d}_score"] is None:
-                continue
             rows = v.filter(pl.col("dimension") == dim).to_dicts()
+            if r[f"{d}_score"] is None:
+                if d == "wc" and any(x["verifiable"] for x in rows):
+                    problems.append(f"`{name}` wc: unscored although {sum(bool(x['verifiable']) for x in rows)} "
+                                    "answers are verified")
+                continue
             try:
                 cl = frozen.get(iid) if d == "if" else fc.checklist_from_rows(rows)
                 if not isinstance(cl, fc.Checklist):

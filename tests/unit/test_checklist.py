@@ -146,6 +146,50 @@ def test_score_wc_groups_by_target():
     assert res.rationale.startswith("A kite flies over a beach. Violations: kite - structure: the kite's tail")
 
 
+def _wc_checklist():
+    return Checklist(WC, (ChecklistItem("q1", "Does the kite deform?", 5, "kite", "structure"),
+                          ChecklistItem("q2", "Does the kite change colour?", 5, "kite", "temporal_consistency"),
+                          ChecklistItem("q3", "Does the kite pass through the string?", 5, "kite", "physical_plausibility"),
+                          ChecklistItem("q4", "Is the string's motion implausible?", 2, "string moves", "motion_quality"),
+                          ChecklistItem("q5", "Does the beach change shape?", 3, "beach", "temporal_consistency")))
+
+
+def test_score_wc_aggregates_only_verified_decisions():
+    # kite (m=5, alpha 5.0): q1 violation, q2 unverifiable, q3 clean -> verified 1 of 2 violated -> c = 0.5
+    # string moves (m=2): its only question unverifiable -> the target leaves the sum
+    # beach (m=3, alpha 2.5): clean -> c = 1.0
+    # s = (5.0 * 0.5 + 2.5 * 1.0) / (5.0 + 2.5) = 5 / 7.5 = 0.6667 -> rating 3 (0.58 <= s < 0.78).
+    # Counting unverifiable as clean would give (5 * 2/3 + 1.5 + 2.5) / 9 = 0.8148 -> rating 4.
+    vs = [Verdict("q1", True, "the kite folds in frame 4"), Verdict("q2", False, "too small", verifiable=False),
+          Verdict("q3", False, ""), Verdict("q4", False, "string not visible", verifiable=False),
+          Verdict("q5", False, "")]
+    res = fc.score_wc(_wc_checklist(), vs)
+    assert (res.score, res.rating) == (0.6667, 3)
+    assert res.detail["clean_ratio"] == {"kite": 0.5, "beach": 1.0}
+    assert res.detail["targets_unverified"] == ["string moves"] and res.detail["n_unverifiable"] == 2
+    assert "Left out as unverifiable: kite: Does the kite change colour?; string moves: Is the string's" in res.rationale
+    row = fc.score_row("p1", {WC: res})
+    assert (row["wc_score"], row["wc_rating"], row["wc_unverifiable"], row["wc_reason"]) == (0.6667, 3, 2, "")
+
+
+def test_score_wc_with_no_verified_answer_is_unscored_with_the_reason():
+    vs = [Verdict(f"q{k}", False, "dark", verifiable=False) for k in range(1, 6)]
+    res = fc.score_wc(_wc_checklist(), vs)
+    assert not res.scored and res.score is None and "none of the 5 answers is verified" in res.reason
+    assert len(res.verdicts) == 5 and res.checklist_hash == _wc_checklist().content_hash  # still stored
+    row = fc.score_row("p1", {WC: res})
+    assert row["wc_rating"] is None and row["wc_unverifiable"] == 5 and "none of the 5" in row["wc_reason"]
+
+
+def test_if_unverifiable_is_not_met_and_counted():
+    # the seed's conservative reading: m = (5, 3, 2), r2 unverifiable keeps its weight unmet -> 7/10 = 0.7
+    res = fc.score_if(_if_checklist(), [Verdict("r1", True, ""), Verdict("r2", False, "", verifiable=False),
+                                        Verdict("r3", True, "")])
+    assert (res.score, res.rating, res.detail["n_unverifiable"]) == (0.7, 3, 1)
+    assert fc.score_row("p1", {IF: res})["if_unverifiable"] == 1
+    assert fc.score_row("p1", {IF: DimensionResult(IF, reason="IF verifier: timeout")})["if_unverifiable"] is None
+
+
 def test_checklist_hash_ignores_maker_and_round_trips():
     a = Checklist(IF, _if_checklist().items, {"model": "a"})
     b = Checklist(IF, _if_checklist().items, {"model": "b"})
