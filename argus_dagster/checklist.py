@@ -8,10 +8,13 @@ Three dimensions, each rated 1-5 from verified checklist decisions rather than f
   left out with its reason). The checklist is output-blind: made once per input,
   frozen with a content hash (like rubrics) and shared by every candidate of the input. A verifier
   answers every requirement from the video's ordered frames with short visual evidence; an
-  unverifiable requirement counts as unsatisfied. ``s_IF = Σ w_i z_i`` with ``w_i = m_i / Σ m``,
-  rounded to 4 places (computed as ``Σ m_i z_i / Σ m`` so that a full pass is exactly 1.0; the seed's
-  two-decimal weights are only for serialization, :func:`serialized_weights`), rated with the
-  thresholds 0.35 / 0.70 / 0.85 / 1.00 (a 5 needs every requirement met).
+  unverifiable requirement counts as unsatisfied and keeps its weight (the seed's conservative
+  reading). ``s_IF = Σ w_i z_i`` with ``w_i = m_i / Σ m``, rounded to 4 places, rated with the
+  thresholds 0.35 / 0.70 / 0.85 / 1.00 (a 5 needs every requirement met). The weights are exact, and
+  ``firm_checklists`` stores them as computed (float64), so ``if_score`` recomputes from the stored
+  rows (:func:`if_score_from_weights`). The seed's two-decimal serialization
+  (:func:`serialized_weights`) is not what scores: it moves ratings (``m = [1, 2, 5, 5]`` with the
+  importance-2 item unmet is 11/13 = 0.8462, rating 3, but 0.85, rating 4, from two-decimal weights).
 - **World Coherence (WC).** A grounding model describes the video *without the prompt* (scene
   summary, entities, actions, importance per target). A text planner writes verification questions
   per target (entities: temporal consistency and structure; actions: motion quality and physical
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -119,7 +123,8 @@ def if_weights(importances: Sequence[int]) -> list[float]:
 
 def serialized_weights(importances: Sequence[int]) -> list[float]:
     """The weights as the seed serializes them: two decimals, a positive weight rounded to 0 becomes
-    0.01, and the residual goes to the largest weight so that they sum to 1 (Appendix 1.1)."""
+    0.01, and the residual goes to the largest weight so that they sum to 1 (Appendix 1.1). Not what
+    the score is computed from: the module docstring says why."""
     exact = if_weights(importances)
     w = [max(round(x, 2), 0.01) for x in exact]
     big = max(range(len(w)), key=lambda i: exact[i])
@@ -127,14 +132,25 @@ def serialized_weights(importances: Sequence[int]) -> list[float]:
     return w
 
 
+def if_score_from_weights(weights: Sequence[float], satisfied: Sequence[bool]) -> float:
+    """``s_IF = Σ w_i z_i`` rounded to 4 places (Eq. 1.2), from the weights as given. The score is
+    computed only here, from the weights ``firm_checklists`` stores, so the stored rows recompute it to
+    the last bit (``math.fsum`` makes the sum independent of the order)."""
+    if len(weights) != len(satisfied):
+        raise ChecklistError(f"{len(weights)} requirements but {len(satisfied)} verdicts")
+    if not weights:
+        raise ChecklistError("an IF checklist needs at least one requirement")
+    bad = [w for w in weights if not isinstance(w, (int, float)) or w != w or w <= 0]
+    if bad or abs(math.fsum(weights) - 1.0) > 1e-9:
+        raise ChecklistError(f"IF weights {list(weights)} must be positive and sum to 1 (fix: store m_i / Σ m)")
+    return round(math.fsum(w for w, z in zip(weights, satisfied) if z), 4)
+
+
 def if_score(importances: Sequence[int], satisfied: Sequence[bool]) -> float:
-    """``s_IF = Σ w_i z_i`` rounded to 4 places (Eq. 1.2); computed as ``Σ m z / Σ m``."""
+    """``s_IF`` from importances: :func:`if_score_from_weights` of ``w_i = m_i / Σ m``."""
     if len(importances) != len(satisfied):
         raise ChecklistError(f"{len(importances)} requirements but {len(satisfied)} verdicts")
-    ms = [_importance(m, f"requirement {i + 1}") for i, m in enumerate(importances)]
-    if not ms:
-        raise ChecklistError("an IF checklist needs at least one requirement")
-    return round(sum(m for m, z in zip(ms, satisfied) if z) / sum(ms), 4)
+    return if_score_from_weights(if_weights(importances), satisfied)
 
 
 def clean_ratio(violations: Sequence[bool]) -> float:
@@ -1067,10 +1083,10 @@ def evaluate_offline(records: Iterable[dict], *, width: int | None = None,
 
 def checklist_rows(input_id: str, checklist: Checklist) -> list[dict]:
     """``firm_checklists`` rows: input_id, dimension, item_id, target, aspect, question, importance,
-    weight (the seed's serialized two-decimal weight), checklist_hash,
+    weight (IF: the exact ``m_i / Σ m`` the score is computed from, :func:`if_weights`), checklist_hash,
     maker (JSON: who planned it), dropped (null). Then one row per planned item left out, ``x1``,
     ``x2``..., with its question, importance and ``dropped`` (the reason) and no weight."""
-    weights = serialized_weights([i.importance for i in checklist.items]) if checklist.dimension == IF else \
+    weights = if_weights([i.importance for i in checklist.items]) if checklist.dimension == IF else \
         [None] * len(checklist.items)
     base = {"input_id": input_id, "dimension": checklist.dimension, "checklist_hash": checklist.content_hash,
             "maker": json.dumps(checklist.maker, sort_keys=True)}
@@ -1106,6 +1122,27 @@ def checklist_from_rows(rows: Sequence[dict]) -> Checklist:
         raise ChecklistError(f"input {rows[0].get('input_id')!r}: the stored rows do not reproduce their "
                              "checklist_hash (fix: re-materialize firm_checklists)")
     return c
+
+
+def if_score_from_rows(item_rows: Sequence[dict], verdicts: Sequence[dict]) -> float:
+    """``if_score`` recomputed from what is stored: the ``weight`` of each ``firm_checklists`` item
+    (one input's IF rows; rows left out, ``dropped``, are no items) and the video's ``firm_verdicts``
+    rows (``verdict`` yes and ``verifiable``: met). Raises :class:`ChecklistError` when a weight is not
+    the item's ``m_i / Σ m`` or an item has no verdict."""
+    items = [r for r in item_rows if not r.get("dropped") and not r.get("error")]
+    if not items:
+        raise ChecklistError("no stored IF items for this input (fix: materialize firm_checklists first)")
+    exact = if_weights([r["importance"] for r in items])
+    off = [f"{r['item_id']} ({r['weight']!r}, not {w!r})" for r, w in zip(items, exact) if r.get("weight") != w]
+    if off:
+        raise ChecklistError(f"stored weights are not m_i / Σ m: {', '.join(off)} (fix: re-materialize "
+                             "firm_checklists)")
+    by_id = {v["item_id"]: v for v in verdicts}
+    missing = [r["item_id"] for r in items if r["item_id"] not in by_id]
+    if missing:
+        raise ChecklistError(f"IF verdicts: no stored verdict for {', '.join(missing)}")
+    met = [by_id[r["item_id"]]["verdict"] == "yes" and bool(by_id[r["item_id"]]["verifiable"]) for r in items]
+    return if_score_from_weights([r["weight"] for r in items], met)
 
 
 def verdict_rows(input_id: str, results: dict[str, DimensionResult]) -> list[dict]:

@@ -63,7 +63,7 @@ def _references(inst: InputInstance) -> tuple[dict, dict] | None:
     return {m: store.frames(m, JUDGE_POLICY) for m in media}, digests
 
 
-@dg.asset(partitions_def=task_partitions, code_version="2", group_name="firm", kinds={"polars"})
+@dg.asset(partitions_def=task_partitions, code_version="3", group_name="firm", kinds={"polars"})
 def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, vlm: VlmResource,
                     tools: ToolsResource) -> dg.Output[pl.DataFrame]:
     """One row per IF checklist item of every input (output-blind, frozen), one per requirement the
@@ -236,8 +236,8 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
 
 @dg.asset_check(asset="firm_scores", partitions_def=task_model_partitions,
                 additional_ins={"firm_checklists": dg.AssetIn(), "firm_verdicts": dg.AssetIn()},
-                description="Every IF and WC score recomputes from the stored checklist items and verdicts; "
-                            "every rating is 1-5 or null with a reason.")
+                description="Every IF score recomputes from the stored item weights and verdicts, every WC "
+                            "score from the stored verdicts; every rating is 1-5 or null with a reason.")
 def firm_scores_recompute(firm_scores: pl.DataFrame, firm_checklists: pl.DataFrame,
                           firm_verdicts: pl.DataFrame) -> dg.AssetCheckResult:
     problems = recompute_problems(firm_scores, firm_checklists, firm_verdicts)
@@ -247,10 +247,13 @@ def firm_scores_recompute(firm_scores: pl.DataFrame, firm_checklists: pl.DataFra
 
 
 def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts: pl.DataFrame) -> list[str]:
-    """What does not recompute: IF from ``firm_checklists`` items and the video's IF verdicts, WC from
+    """What does not recompute: IF from the ``weight`` of the ``firm_checklists`` items (each the item's
+    ``m_i / Σ m``) and the video's IF verdicts, WC from
     the video's WC verdict rows (items and answers; an unscored WC must have no verified answer),
     ratings from scores by the seed's thresholds."""
     frozen = stored_checklists(checklists)
+    items_of = {iid: g.filter(pl.col("dimension") == fc.IF).to_dicts()
+                for (iid,), g in checklists.group_by("input_id")}
     if "sample" not in verdicts.columns:  # stored before samples were read: single videos
         verdicts = verdicts.with_columns(pl.lit("").alias("sample"))
     by_video = {k: g for k, g in verdicts.group_by("input_id", "sample")}
@@ -272,18 +275,22 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
                                     "answers are verified")
                 continue
             try:
-                cl = frozen.get(iid) if d == "if" else fc.checklist_from_rows(rows)
-                if not isinstance(cl, fc.Checklist):
-                    raise fc.ChecklistError(f"no stored checklist ({cl})")
-                vs = [fc.Verdict(x["item_id"], x["verdict"] == "yes", x["evidence"] or "", bool(x["verifiable"]))
-                      for x in rows]
-                got = fc.score_if(cl, vs) if d == "if" else fc.score_wc(cl, vs)
+                if d == "if":  # from the stored weights: the checklist must be whole, and the weights its own
+                    if not isinstance(frozen.get(iid), fc.Checklist):
+                        raise fc.ChecklistError(f"no stored checklist ({frozen.get(iid)})")
+                    score = fc.if_score_from_rows(items_of.get(iid, []), rows)
+                    rating = fc.if_rating(score)
+                else:
+                    vs = [fc.Verdict(x["item_id"], x["verdict"] == "yes", x["evidence"] or "", bool(x["verifiable"]))
+                          for x in rows]
+                    got = fc.score_wc(fc.checklist_from_rows(rows), vs)
+                    score, rating = got.score, got.rating
             except (fc.ChecklistError, KeyError, ValueError) as exc:
                 problems.append(f"`{name}` {d}: cannot recompute: {exc}")
                 continue
-            if (got.score, got.rating) != (r[f"{d}_score"], r[f"{d}_rating"]):
+            if (score, rating) != (r[f"{d}_score"], r[f"{d}_rating"]):
                 problems.append(f"`{name}` {d}: stored {r[f'{d}_score']} / {r[f'{d}_rating']}, "
-                                f"recomputed {got.score} / {got.rating}")
+                                f"recomputed {score} / {rating}")
     return problems
 
 

@@ -396,6 +396,41 @@ def test_checklist_rows_are_the_frozen_store():
     assert fc.checklist_from_rows(fc.checklist_rows("p1", wc)) == wc
 
 
+def test_if_score_recomputes_from_the_stored_weights():
+    """The issue's case: m = [1, 2, 5, 5], every item met but the importance-2 one. Exact weights give
+    (1 + 5 + 5) / 13 = 0.846153... -> 0.8462, rating 3 (0.70 <= s < 0.85); the seed's two-decimal weights
+    (0.08, 0.15, 0.39, 0.38: the residual 0.01 to the first largest) give 0.85, rating 4. The stored weights are the exact ones, and the
+    score recomputes from them."""
+    import polars as pl
+
+    from assets.firm import FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS, recompute_problems
+
+    cl = Checklist(IF, tuple(ChecklistItem(f"r{k}", f"Is item {k} there?", m) for k, m in enumerate([1, 2, 5, 5], 1)))
+    rows = fc.checklist_rows("p1", cl)
+    assert [r["weight"] for r in rows] == [1 / 13, 2 / 13, 5 / 13, 5 / 13]
+    assert fc.serialized_weights([1, 2, 5, 5]) == [0.08, 0.15, 0.39, 0.38]
+    res = fc.score_if(cl, [Verdict("r1", True, ""), Verdict("r2", False, ""), Verdict("r3", True, ""),
+                           Verdict("r4", True, "")])
+    assert (res.score, res.rating) == (0.8462, 3)
+    verdicts = [{**v, "sample": ""} for v in fc.verdict_rows("p1", {IF: res})]
+    assert fc.if_score_from_rows(rows, verdicts) == 0.8462
+
+    def tables(item_rows, score):
+        checklists = pl.DataFrame([{k: r.get(k) for k in FIRM_CHECKLISTS} for r in item_rows], schema=FIRM_CHECKLISTS)
+        row = {**fc.score_row("p1", {IF: res}), "if_score": score, "sample": "", "wc_reason": "x", "pq_reason": "x"}
+        return (pl.DataFrame([{k: row.get(k) for k in FIRM_SCORES}], schema=FIRM_SCORES), checklists,
+                pl.DataFrame([{k: v.get(k) for k in FIRM_VERDICTS} for v in verdicts], schema=FIRM_VERDICTS))
+
+    assert recompute_problems(*tables(rows, 0.8462)) == []
+    # a score that does not follow from the stored weights is found
+    assert any("recomputed 0.8462 / 3" in p for p in recompute_problems(*tables(rows, 0.85)))
+    # two-decimal weights stored beside an exact score: the weights are named
+    rounded = [{**r, "weight": w} for r, w in zip(rows, fc.serialized_weights([1, 2, 5, 5]))]
+    assert any("stored weights are not m_i / Σ m: r1 (0.08" in p for p in recompute_problems(*tables(rounded, 0.8462)))
+    with pytest.raises(ChecklistError, match="sum to 1"):
+        fc.if_score_from_weights([0.5, 0.4], [True, True])
+
+
 def test_evaluate_offline():
     out = fc.evaluate_offline([{"tool": "motion_probe", "ok": True, "static_fraction": 0.95}])
     assert out[PQ].rating == 4 and not out[IF].scored and not out[WC].scored
