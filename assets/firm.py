@@ -301,10 +301,13 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
 
 class BestOfNConfig(dg.Config):
     by: str = "final"
-    """The evaluator: ``final`` (VideoArgus), ``if``, ``wc`` or ``pq`` (FIRM-Video ratings)."""
+    """The evaluator: ``final`` (VideoArgus), ``if``, ``wc`` or ``pq`` (FIRM-Video ratings), ``if_score`` or
+    ``wc_score`` (FIRM-Video's continuous scores)."""
     weights: dict[str, float] = {}
     """A weighted mix instead of ``by``, e.g. ``{"final": 1, "if": 1}`` (each column on [0, 1] by its scale)."""
     tie_tolerance: float = 1e-9
+    seed: int = 0
+    """Seeds the draw that breaks a tie the continuous score leaves (the same picks on every run)."""
     human_dir: str = ""
     """Folder of ``<TASK>.csv`` human ratings; empty means the bench's (``$ARGUS_HOME/benches/<bench>/human``)."""
     n_boot: int = 2000
@@ -324,7 +327,7 @@ def human_scores(path: Path) -> pl.DataFrame | None:
 
 def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: dict[str, pl.DataFrame] | None,
                      by: str | dict[str, float], *, tasks: list[str] | None = None, human_dir: Path | None = None,
-                     tie_tolerance: float = 1e-9, n_boot: int = 2000) -> tuple[pl.DataFrame, dict[str, str]]:
+                     tie_tolerance: float = 1e-9, n_boot: int = 2000, seed: int = 0) -> tuple[pl.DataFrame, dict[str, str]]:
     """Picks of every task (``BEST_OF_N`` rows) and, per task, the printed table with the comparison
     against people when ``human_dir/<TASK>.csv`` exists. Input: stored partitions by key."""
     def of(parts, task):
@@ -339,7 +342,7 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
             continue
         table = bon.selection_table(vs, fs)
         try:
-            picks = bon.select_best(table, by, tie_tolerance=tie_tolerance)
+            picks = bon.select_best(table, by, tie_tolerance=tie_tolerance, seed=seed)
         except ValueError as exc:
             texts[task] = f"{task}: {exc}"
             continue
@@ -353,7 +356,7 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
     return (pl.concat(tables) if tables else pl.DataFrame(schema=BEST_OF_N)), texts
 
 
-@dg.asset(code_version="1", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_scores: dict[str, pl.DataFrame],
@@ -365,7 +368,7 @@ def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_sc
     human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
     try:
         df, texts = best_of_n_tables(video_scores, firm_scores, by, human_dir=human_dir,
-                                     tie_tolerance=config.tie_tolerance, n_boot=config.n_boot)
+                                     tie_tolerance=config.tie_tolerance, n_boot=config.n_boot, seed=config.seed)
     except ValueError as exc:
         raise dg.Failure(f"best_of_n config by={config.by!r} weights={config.weights}: {exc}") from None
     return dg.Output(df, data_version=_digest(df.write_ndjson().splitlines()), metadata={
