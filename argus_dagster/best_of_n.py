@@ -15,19 +15,26 @@ is read as that id. The single-video layout is sample ``""``. A candidate is nam
 so its ``video_scores`` and ``firm_scores`` hold a row per sample with its ``sample`` column.
 
 The evaluator is a score column (``final`` for VideoArgus, ``if``/``wc``/``pq`` for FIRM-Video
-ratings) or a weighted mix of columns; a mix puts every column on [0, 1] by its scale
-(:data:`SCALES`) before weighting, so a 0-10 score and a 1-5 rating weigh what their weights say.
-Candidates within ``tie_tolerance`` of the best are tied: the pick among them is the first by
-(model, sample) and the row says it was a tie; the margin is the best minus the runner-up (0 on a tie).
+ratings, ``if_score``/``wc_score`` for FIRM-Video's continuous checklist scores) or a weighted mix of
+columns; a mix puts every column on [0, 1] by its scale (:data:`SCALES`) before weighting, so a 0-10
+score and a 1-5 rating weigh what their weights say. Candidates within ``tie_tolerance`` of the best
+are tied, which 1-5 ratings often are. A tie is broken without regard to names: first by the
+continuous score behind the rating (:data:`CONTINUOUS`: ``if`` by ``if_score``, ``wc`` by
+``wc_score``, in a mix each rating replaced by its score), then by a random draw seeded by ``seed``
+and the input id (the same pick on every run, uniform over the tied candidates). The row says how
+the tie was broken (``tie_break``) and which candidates the draw chose among (``drawn_from``); the
+margin is the best minus the runner-up (0 on a tie).
 
 With human ratings, :func:`against_humans` reports how often the pick is a human-best candidate and
 the mean human score of picks against random choice (the mean of the input's candidates: the exact
 expectation of a uniform pick), with a percentile-bootstrap 95% interval over inputs, as the seed's
-best-of-N experiment compares a reward model with random sampling.
+best-of-N experiment compares a reward model with random sampling. A pick made by the draw counts as
+the expectation over the candidates drawn from, so the hit rate does not depend on the draw's luck.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Iterable
@@ -42,11 +49,15 @@ SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.
           "if_rating": (1.0, 5.0), "wc_rating": (1.0, 5.0), "pq_rating": (1.0, 5.0), "if_score": (0.0, 1.0),
           "wc_score": (0.0, 1.0)}
 
+# The continuous score behind a rating: what breaks a tie on the rating.
+CONTINUOUS = {"if": "if_score", "wc": "wc_score", "if_rating": "if_score", "wc_rating": "wc_score"}
+
 CANDIDATE_SCHEMA = {"model": pl.String, "input_id": pl.String, "sample": pl.String, "uri": pl.String}
 PICK_SCHEMA = {"input_id": pl.String, "evaluator": pl.String, "n_candidates": pl.Int64, "n_scored": pl.Int64,
                "pick_model": pl.String, "pick_sample": pl.String, "pick_score": pl.Float64,
                "runner_up_model": pl.String, "runner_up_sample": pl.String, "runner_up_score": pl.Float64,
-               "margin": pl.Float64, "n_tied": pl.Int64, "tied": pl.List(pl.String), "reason": pl.String}
+               "margin": pl.Float64, "n_tied": pl.Int64, "tied": pl.List(pl.String), "tie_break": pl.String,
+               "drawn_from": pl.List(pl.String), "reason": pl.String}
 
 
 def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = None) -> tuple[pl.DataFrame, list[str]]:
@@ -89,8 +100,8 @@ def split_samples(scores: pl.DataFrame, known_ids: Iterable[str] | None = None) 
 
 def selection_table(video_scores: pl.DataFrame | None = None, firm_scores: pl.DataFrame | None = None,
                     known_ids: Iterable[str] | None = None) -> pl.DataFrame:
-    """``input_id, model, sample, final, if, wc, pq``: VideoArgus finals (``video_scores``) and FIRM
-    ratings (``firm_scores``) of the same candidates side by side (an outer join on input, model and
+    """``input_id, model, sample, final, if, wc, pq, if_score, wc_score``: VideoArgus finals
+    (``video_scores``) and FIRM ratings and scores (``firm_scores``) of the same candidates side by side (an outer join on input, model and
     sample: a column is null where its evaluator did not score the video). The sample is the tables'
     ``sample`` column (the graph's tables have it); a table without one has its samples split from
     the ids (:func:`split_samples`)."""
@@ -107,18 +118,22 @@ def selection_table(video_scores: pl.DataFrame | None = None, firm_scores: pl.Da
             pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String), "sample",
             pl.col("final_score").cast(pl.Float64).alias("final")))
     if firm_scores is not None:
-        parts.append(with_samples(firm_scores).select(
+        fs = with_samples(firm_scores)
+        parts.append(fs.select(
             pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String), "sample",
-            *[pl.col(f"{d}_rating").cast(pl.Float64).alias(d) for d in ("if", "wc", "pq")]))
+            *[pl.col(f"{d}_rating").cast(pl.Float64).alias(d) for d in ("if", "wc", "pq")],
+            *[(pl.col(c) if c in fs.columns else pl.lit(None)).cast(pl.Float64).alias(c)
+              for c in ("if_score", "wc_score")]))
     if not parts:
         raise ValueError("best-of-N: give video_scores, firm_scores or both")
     out = parts[0]
     for other in parts[1:]:
         out = out.join(other, on=keys, how="full", coalesce=True)
-    for col in ("final", "if", "wc", "pq"):
+    cols = ("final", "if", "wc", "pq", "if_score", "wc_score")
+    for col in cols:
         if col not in out.columns:
             out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
-    return out.select(*keys, "final", "if", "wc", "pq")
+    return out.select(*keys, *cols)
 
 
 def evaluator_score(scores: pl.DataFrame, by: str | dict[str, float],
@@ -145,38 +160,69 @@ def evaluator_score(scores: pl.DataFrame, by: str | dict[str, float],
     return scores.select((expr / sum(by.values())).alias("s"))["s"], name
 
 
+def tie_breaker(by: str | dict[str, float], columns: Iterable[str]) -> str | dict[str, float] | None:
+    """The continuous evaluator that breaks ties of ``by``: its rating's score (:data:`CONTINUOUS`), or
+    the mix with each rating replaced by its score; None when ``by`` has no rating with a score here."""
+    cols = set(columns)
+    if isinstance(by, str):
+        c = CONTINUOUS.get(by)
+        return c if c in cols else None
+    swapped = {(CONTINUOUS[c] if CONTINUOUS.get(c) in cols else c): w for c, w in by.items()}
+    return swapped if set(swapped) != set(by) else None
+
+
+def _draw_keys(seed: int, input_id: str, n: int) -> np.ndarray:
+    """Uniform keys for an input's candidates (in (model, sample) order); the smallest wins a draw."""
+    digest = hashlib.sha256(f"{seed}\x00{input_id}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "big")).random(n)
+
+
 def select_best(scores: pl.DataFrame, by: str | dict[str, float] = "final", *, tie_tolerance: float = 1e-9,
-                scales: dict[str, tuple[float, float]] | None = None) -> pl.DataFrame:
-    """One row per input: the pick, its score, the runner-up, the margin and the candidates tied at
-    the top (:data:`PICK_SCHEMA`). ``scores`` has ``input_id``, ``model``, optionally ``sample`` and the
-    score column(s); a candidate without a score is not picked and an input with none says so."""
+                scales: dict[str, tuple[float, float]] | None = None, seed: int = 0) -> pl.DataFrame:
+    """One row per input: the pick, its score, the runner-up, the margin, the candidates tied at the
+    top and how the tie was broken (:data:`PICK_SCHEMA`; the module docstring says how). ``scores`` has
+    ``input_id``, ``model``, optionally ``sample`` and the score column(s); a candidate without a score
+    is not picked and an input with none says so."""
     s, name = evaluator_score(scores, by, scales)
-    df = scores.with_columns(s.alias("_s"))
+    breaker = tie_breaker(by, scores.columns)
+    c, c_name = evaluator_score(scores, breaker, scales) if breaker is not None else (None, "")
+    df = scores.with_columns(s.alias("_s"), (c if c is not None else pl.lit(None, dtype=pl.Float64)).alias("_c"))
     if "sample" not in df.columns:
         df = df.with_columns(pl.lit("").alias("sample"))
     df = df.with_columns(pl.col("sample").cast(pl.String).fill_null(""), pl.col("model").cast(pl.String),
-                         pl.col("input_id").cast(pl.String))
+                         pl.col("input_id").cast(pl.String), pl.col("_c").fill_nan(None))
     rows = []
     for (iid,), g in df.sort("input_id", "model", "sample").group_by("input_id", maintain_order=True):
+        g = g.with_columns(pl.Series("_u", _draw_keys(seed, iid, g.height)))
         scored = g.filter(pl.col("_s").is_not_null() & pl.col("_s").is_not_nan())
         row = {"input_id": iid, "evaluator": name, "n_candidates": g.height, "n_scored": scored.height,
                "pick_model": None, "pick_sample": None, "pick_score": None, "runner_up_model": None,
                "runner_up_sample": None, "runner_up_score": None, "margin": None, "n_tied": 0, "tied": [],
-               "reason": ""}
+               "tie_break": "", "drawn_from": [], "reason": ""}
         if scored.height == 0:
             row["reason"] = f"no candidate of {g.height} has a score by {name}"
             rows.append(row)
             continue
-        ranked = scored.sort(["_s", "model", "sample"], descending=[True, False, False])
+        # best first: the evaluator's score, then the continuous score (none last), then the draw
+        ranked = scored.sort(["_s", "_c", "_u"], descending=[True, True, False], nulls_last=True)
         best = ranked["_s"][0]
         top = ranked.filter(pl.col("_s") >= best - tie_tolerance)
-        # the pick among tied candidates: first by (model, sample), stated in the row
-        top = top.sort("model", "sample")
-        pick = top.row(0, named=True)
+        pool, steps = top, []
+        if top.height > 1 and breaker is not None and top["_c"].drop_nulls().len():
+            best_c = top["_c"].max()
+            pool = top.filter(pl.col("_c") >= best_c - tie_tolerance)
+            steps.append(f"by {c_name}")
+        if pool.height > 1:
+            steps.append(f"a draw of {pool.height} (seed {seed})")
+        pick = pool.sort("_u").row(0, named=True)
         rest = ranked.filter(~((pl.col("model") == pick["model"]) & (pl.col("sample") == pick["sample"])))
         row.update(pick_model=pick["model"], pick_sample=pick["sample"], pick_score=float(pick["_s"]),
                    n_tied=top.height if top.height > 1 else 0,
-                   tied=[_name(r["model"], r["sample"]) for r in top.iter_rows(named=True)] if top.height > 1 else [])
+                   tied=[_name(r["model"], r["sample"]) for r in top.sort("model", "sample").iter_rows(named=True)]
+                   if top.height > 1 else [],
+                   tie_break=", then ".join(steps),
+                   drawn_from=[_name(r["model"], r["sample"]) for r in pool.sort("model", "sample").iter_rows(named=True)]
+                   if pool.height > 1 else [])
         if rest.height:
             ru = rest.row(0, named=True)
             row.update(runner_up_model=ru["model"], runner_up_sample=ru["sample"], runner_up_score=float(ru["_s"]),
@@ -217,8 +263,15 @@ def against_humans(picks: pl.DataFrame, human: pl.DataFrame, *, n_boot: int = 20
             skipped.append(f"{r['input_id']}: not every candidate has a human rating")
             continue
         h = g["score"].to_numpy()
-        ph = float(hit_row["score"][0])
-        hits.append(float(ph >= h.max()))
+        drawn = set(r.get("drawn_from") or [])
+        if drawn:  # a drawn pick: the expectation over the candidates drawn from
+            names = [_name(m, k) for m, k in zip(g["model"], g["sample"])]
+            dh = np.array([x for x, nm in zip(h, names) if nm in drawn])
+            ph, hit = float(dh.mean()), float((dh >= h.max()).mean())
+        else:
+            ph = float(hit_row["score"][0])
+            hit = float(ph >= h.max())
+        hits.append(hit)
         rand_hits.append(float((h >= h.max()).mean()))
         pick_h.append(ph)
         rand_h.append(float(h.mean()))
@@ -255,6 +308,7 @@ def format_best_of_n(picks: pl.DataFrame, humans: dict | None = None) -> str:
         pick = _name(r["pick_model"], r["pick_sample"]) if r["pick_model"] else "-"
         ru = _name(r["runner_up_model"], r["runner_up_sample"]) if r["runner_up_model"] else "-"
         note = f"tie of {r['n_tied']}: {', '.join(r['tied'])}" if r["n_tied"] else ""
+        note += f", broken {r['tie_break']}" if note and r.get("tie_break") else ""
         note = "; ".join(x for x in (note, r["reason"]) if x)
         lines.append(f"  {r['input_id'][:20]:<20} {r['n_candidates']:>3} {pick[:24]:<24} {_f(r['pick_score'])} "
                      f"{ru[:24]:<24} {_f(r['margin'])}  {note}")

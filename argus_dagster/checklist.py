@@ -3,13 +3,18 @@
 Three dimensions, each rated 1-5 from verified checklist decisions rather than from an impression:
 
 - **Instruction Following (IF).** A text planner turns the prompt into atomic yes/no requirements with
-  importance ``m ∈ {1..5}``, audio excluded. The checklist is output-blind: made once per input,
+  importance ``m ∈ {1..5}``, requirements about what is heard left out (the planner is told, and
+  :mod:`~argus_dagster.audio_requirements` checks what it returns; ``firm_checklists`` keeps each one
+  left out with its reason). The checklist is output-blind: made once per input,
   frozen with a content hash (like rubrics) and shared by every candidate of the input. A verifier
   answers every requirement from the video's ordered frames with short visual evidence; an
-  unverifiable requirement counts as unsatisfied. ``s_IF = Σ w_i z_i`` with ``w_i = m_i / Σ m``,
-  rounded to 4 places (computed as ``Σ m_i z_i / Σ m`` so that a full pass is exactly 1.0; the seed's
-  two-decimal weights are only for serialization, :func:`serialized_weights`), rated with the
-  thresholds 0.35 / 0.70 / 0.85 / 1.00 (a 5 needs every requirement met).
+  unverifiable requirement counts as unsatisfied and keeps its weight (the seed's conservative
+  reading). ``s_IF = Σ w_i z_i`` with ``w_i = m_i / Σ m``, rounded to 4 places, rated with the
+  thresholds 0.35 / 0.70 / 0.85 / 1.00 (a 5 needs every requirement met). The weights are exact, and
+  ``firm_checklists`` stores them as computed (float64), so ``if_score`` recomputes from the stored
+  rows (:func:`if_score_from_weights`). The seed's two-decimal serialization
+  (:func:`serialized_weights`) is not what scores: it moves ratings (``m = [1, 2, 5, 5]`` with the
+  importance-2 item unmet is 11/13 = 0.8462, rating 3, but 0.85, rating 4, from two-decimal weights).
 - **World Coherence (WC).** A grounding model describes the video *without the prompt* (scene
   summary, entities, actions, importance per target). A text planner writes verification questions
   per target (entities: temporal consistency and structure; actions: motion quality and physical
@@ -17,7 +22,10 @@ Three dimensions, each rated 1-5 from verified checklist decisions rather than f
   left without questions are asked for again once. A verifier that sees neither the prompt nor the
   importance answers "yes" for a violation. ``c_t = 1 − violations / questions`` per target,
   ``α(m) = 1.0 / 1.5 / 2.5 / 3.5 / 5.0``, ``s_WC = Σ α c / Σ α`` rounded to 4 places, rated with
-  0.20 / 0.58 / 0.78 / 0.89.
+  0.20 / 0.58 / 0.78 / 0.89. Only verified decisions aggregate (the seed's abstract and §6): an
+  "unverifiable" answer leaves its question out of its target's ``c_t``, a target without a verified
+  question leaves the sum, and a video without any is unscored with the reason (:func:`score_wc`).
+  ``firm_scores`` counts the unverifiable answers of both dimensions.
 - **Perceptual Quality (PQ).** A generic defect checklist (:data:`PQ_CHECKLIST`); the VLM answers each
   defect, writes the rationale and the 1-5 rating itself (as the seed's evaluator does), the prompt
   only to tell intended style from defect. Without a VLM, :func:`pq_offline` rates the defects the
@@ -55,12 +63,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import polars as pl
 
+from .audio_requirements import audio_reason
 from .cache import ContentCache, cache_key
 from .media import SAMPLING_ID
 from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json
@@ -113,7 +123,8 @@ def if_weights(importances: Sequence[int]) -> list[float]:
 
 def serialized_weights(importances: Sequence[int]) -> list[float]:
     """The weights as the seed serializes them: two decimals, a positive weight rounded to 0 becomes
-    0.01, and the residual goes to the largest weight so that they sum to 1 (Appendix 1.1)."""
+    0.01, and the residual goes to the largest weight so that they sum to 1 (Appendix 1.1). Not what
+    the score is computed from: the module docstring says why."""
     exact = if_weights(importances)
     w = [max(round(x, 2), 0.01) for x in exact]
     big = max(range(len(w)), key=lambda i: exact[i])
@@ -121,14 +132,25 @@ def serialized_weights(importances: Sequence[int]) -> list[float]:
     return w
 
 
+def if_score_from_weights(weights: Sequence[float], satisfied: Sequence[bool]) -> float:
+    """``s_IF = Σ w_i z_i`` rounded to 4 places (Eq. 1.2), from the weights as given. The score is
+    computed only here, from the weights ``firm_checklists`` stores, so the stored rows recompute it to
+    the last bit (``math.fsum`` makes the sum independent of the order)."""
+    if len(weights) != len(satisfied):
+        raise ChecklistError(f"{len(weights)} requirements but {len(satisfied)} verdicts")
+    if not weights:
+        raise ChecklistError("an IF checklist needs at least one requirement")
+    bad = [w for w in weights if not isinstance(w, (int, float)) or w != w or w <= 0]
+    if bad or abs(math.fsum(weights) - 1.0) > 1e-9:
+        raise ChecklistError(f"IF weights {list(weights)} must be positive and sum to 1 (fix: store m_i / Σ m)")
+    return round(math.fsum(w for w, z in zip(weights, satisfied) if z), 4)
+
+
 def if_score(importances: Sequence[int], satisfied: Sequence[bool]) -> float:
-    """``s_IF = Σ w_i z_i`` rounded to 4 places (Eq. 1.2); computed as ``Σ m z / Σ m``."""
+    """``s_IF`` from importances: :func:`if_score_from_weights` of ``w_i = m_i / Σ m``."""
     if len(importances) != len(satisfied):
         raise ChecklistError(f"{len(importances)} requirements but {len(satisfied)} verdicts")
-    ms = [_importance(m, f"requirement {i + 1}") for i, m in enumerate(importances)]
-    if not ms:
-        raise ChecklistError("an IF checklist needs at least one requirement")
-    return round(sum(m for m, z in zip(ms, satisfied) if z) / sum(ms), 4)
+    return if_score_from_weights(if_weights(importances), satisfied)
 
 
 def clean_ratio(violations: Sequence[bool]) -> float:
@@ -169,14 +191,32 @@ class ChecklistItem:
 
 
 @dataclass(frozen=True)
+class DroppedItem:
+    """A planned item left out of the checklist, and why (``audio: ...``, ``duplicate of r2``, ``no
+    questions``). ``importance`` is the planner's, or None where it gave none."""
+
+    question: str
+    importance: int | None
+    reason: str
+
+    @classmethod
+    def from_json(cls, data: Any) -> "DroppedItem":
+        if isinstance(data, str):  # "reason: question", as checklists cached before this record kept it
+            reason, _, question = data.partition(": ")
+            return cls(question or reason, None, reason if question else "")
+        return cls(data["question"], data.get("importance"), data["reason"])
+
+
+@dataclass(frozen=True)
 class Checklist:
     """A frozen checklist. Its identity is :attr:`content_hash` (items only); ``maker`` says who made
-    it (backend, model, prompt version) and is not part of the identity."""
+    it (backend, model, prompt version) and ``dropped`` what the planner gave that was left out; neither
+    is part of the identity."""
 
     dimension: str
     items: tuple[ChecklistItem, ...]
     maker: dict = field(default_factory=dict, compare=False)
-    dropped: tuple[str, ...] = ()  # planner items left out (audio, duplicates), with the reason
+    dropped: tuple[DroppedItem, ...] = field(default=(), compare=False)
 
     @property
     def content_hash(self) -> str:
@@ -185,12 +225,13 @@ class Checklist:
 
     def to_json(self) -> dict:
         return {"dimension": self.dimension, "items": [asdict(i) for i in self.items], "maker": dict(self.maker),
-                "dropped": list(self.dropped), "content_hash": self.content_hash}
+                "dropped": [asdict(d) for d in self.dropped], "content_hash": self.content_hash}
 
     @classmethod
     def from_json(cls, data: dict) -> "Checklist":
         items = tuple(ChecklistItem(**i) for i in data["items"])
-        c = cls(data["dimension"], items, dict(data.get("maker") or {}), tuple(data.get("dropped") or ()))
+        dropped = tuple(DroppedItem.from_json(d) for d in data.get("dropped") or ())
+        c = cls(data["dimension"], items, dict(data.get("maker") or {}), dropped)
         if data.get("content_hash") not in (None, c.content_hash):
             raise ChecklistError("stored checklist: content_hash does not match its items (fix: delete the entry)")
         return c
@@ -229,10 +270,6 @@ class DimensionResult:
 # Parsing (strict: anything off raises ParseError, which chat_json shows back and asks again)
 # ----------------------------------------------------------------------------------------------------
 
-_AUDIO = re.compile(r"\b(audio|sounds?|music(al)?|soundtrack|hear[sd]?|hearing|voice-?over|narrat\w*|"
-                    r"spoken|speech|sound effects?)\b", re.IGNORECASE)
-
-
 def _obj(text: str, key: str) -> Any:
     data = extract_json(text)
     if not isinstance(data, dict) or key not in data:
@@ -255,29 +292,33 @@ def _text(raw: Any, where: str) -> str:
     return " ".join(raw.split())
 
 
-def parse_if_plan(text: str) -> tuple[list[ChecklistItem], list[str]]:
-    """``{"requirements": [{"question", "importance", "aspect"?, "audio"?}]}`` → items and what was
-    dropped (audio requirements, duplicates)."""
+def parse_if_plan(text: str) -> tuple[list[ChecklistItem], list[DroppedItem]]:
+    """``{"requirements": [{"question", "importance", "aspect"?}]}`` → items and what was left out:
+    requirements about what is heard (:func:`~argus_dagster.audio_requirements.audio_reason`, the
+    safety net behind the planner's instruction) and duplicates, each with its reason."""
     reqs = _obj(text, "requirements")
     if not isinstance(reqs, list) or not reqs:
         raise ParseError('"requirements" must be a non-empty list')
-    items, dropped, seen = [], [], set()
+    items: list[ChecklistItem] = []
+    dropped: list[DroppedItem] = []
+    seen: dict[str, str] = {}
     for k, r in enumerate(reqs, start=1):
         if not isinstance(r, dict):
             raise ParseError(f"requirement {k} is not an object")
         q = _text(r.get("question"), f"requirement {k} question")
         m = _int_importance(r.get("importance"), f"requirement {k}")
-        if r.get("audio") is True or _AUDIO.search(q):
-            dropped.append(f"audio: {q}")
+        heard = audio_reason(q)
+        if heard:
+            dropped.append(DroppedItem(q, m, f"audio: {heard}"))
             continue
         if q.lower() in seen:
-            dropped.append(f"duplicate: {q}")
+            dropped.append(DroppedItem(q, m, f"duplicate of {seen[q.lower()]}"))
             continue
-        seen.add(q.lower())
         aspect = r.get("aspect") if isinstance(r.get("aspect"), str) else ""
         items.append(ChecklistItem(f"r{len(items) + 1}", q, m, "", aspect.strip()))
+        seen[q.lower()] = items[-1].id
     if not items:
-        raise ParseError("no visual requirement left after leaving out audio ones")
+        raise ParseError("no visual requirement left after leaving out the audio ones: list what is seen")
     return items, dropped
 
 
@@ -400,11 +441,11 @@ def parse_pq(text: str) -> dict:
 # Prompts (each has a version that enters every cache key)
 # ----------------------------------------------------------------------------------------------------
 
-IF_PLAN_VERSION = "firm-if-plan-1"
+IF_PLAN_VERSION = "firm-if-plan-2"
 IF_VERIFY_VERSION = "firm-if-verify-1"
 WC_GROUND_VERSION = "firm-wc-ground-1"
 WC_QUESTIONS_VERSION = "firm-wc-questions-1"
-WC_VERIFY_VERSION = "firm-wc-verify-1"
+WC_VERIFY_VERSION = "firm-wc-verify-2"
 PQ_VERSION = "firm-pq-1"
 RATIONALE_VERSION = "firm-rationale-1"
 PROMPT_VERSIONS = {"if_plan": IF_PLAN_VERSION, "if_verify": IF_VERIFY_VERSION, "wc_ground": WC_GROUND_VERSION,
@@ -415,8 +456,13 @@ IF_PLAN_SYSTEM = (
     "You decompose a video-generation prompt into atomic requirements. List every visual element the "
     "prompt asks for (subjects, attributes, counts, actions, scene, style, camera or viewpoint, temporal "
     "order of events) as yes/no questions, one observable requirement per question, each with an "
-    "importance from 1 (minor detail) to 5 (essential). Leave out anything about audio (sound, music, "
-    "speech). Answer with one JSON object and nothing else: "
+    "importance from 1 (minor detail) to 5 (essential). The video is judged from its frames, without sound: "
+    "leave out requirements about what is heard (a sound or noise, loudness or silence, a voice, the words "
+    "spoken or their topic, music or a song as heard, a tune), and keep what is seen, also when it relates "
+    "to sound (a musician or an instrument being played, a person speaking, singing or giving a speech, a "
+    "dog barking, a loudspeaker, a sign whose text names a sound). Of an act qualified by how it sounds "
+    "(\"barks loudly\"), ask only the act that is seen (\"Is the dog barking?\"). Answer with one JSON "
+    "object and nothing else: "
     '{"requirements": [{"question": "<yes/no question>", "importance": <1-5>, "aspect": "<subject|attribute|'
     'action|scene|style|camera|temporal|count>"}]}'
 )
@@ -448,9 +494,10 @@ WC_QUESTIONS_SYSTEM = (
 )
 WC_VERIFY_SYSTEM = (
     "You inspect a video for violations of common sense and physics, from its frames in temporal order. "
-    "For each question answer \"yes\" when the frames show the violation it asks about and \"no\" when no "
-    "violation is observed, with brief visual evidence. Answer with one JSON object and nothing else: "
-    '{"answers": [{"id": "<question id>", "answer": "yes|no", "evidence": "<short>"}]}'
+    "For each question answer \"yes\" when the frames show the violation it asks about, \"no\" when the "
+    "thing is seen and no violation is observed, and \"unverifiable\" when the frames cannot tell (the thing is not "
+    "visible, or too small or brief to judge), with brief visual evidence. Answer with one JSON object and "
+    'nothing else: {"answers": [{"id": "<question id>", "answer": "yes|no|unverifiable", "evidence": "<short>"}]}'
 )
 PQ_SYSTEM = (
     "You inspect a video for perceptual defects, from its frames in temporal order. Go through the "
@@ -653,7 +700,7 @@ class FirmEvaluator:
                 for q, aspect in questions.get(t["name"], []):
                     n += 1
                     items.append(ChecklistItem(f"q{n}", q, t["importance"], t["name"], aspect))
-            dropped = tuple(f"no questions: {t['name']}" for t in todo)
+            dropped = tuple(DroppedItem(t["name"], t["importance"], "no questions") for t in todo)
             if not items:
                 raise ParseError("no verification question for any grounded target")
             return Checklist(WC, tuple(items), maker, dropped).to_json()
@@ -854,7 +901,10 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
 
 
 def score_if(checklist: Checklist, verdicts: Sequence[Verdict]) -> DimensionResult:
-    """IF score, rating and rationale from verdicts (an unverifiable requirement is unsatisfied)."""
+    """IF score, rating and rationale from verdicts. An unverifiable requirement counts as not met and
+    keeps its weight: the seed's conservative reading (§3.2, Appendix 1.1: "requirements that cannot be
+    verified from the video are treated as unsatisfied"), so a video never gains from what cannot be
+    seen. ``detail["n_unverifiable"]`` counts them."""
     by_id = {v.item_id: v for v in verdicts}
     missing = [i.id for i in checklist.items if i.id not in by_id]
     if missing:
@@ -863,27 +913,40 @@ def score_if(checklist: Checklist, verdicts: Sequence[Verdict]) -> DimensionResu
     z = [v.yes and v.verifiable for v in ordered]
     s = if_score([i.importance for i in checklist.items], z)
     r = if_rating(s)
-    res = DimensionResult(IF, s, r, "", "", list(ordered), checklist.content_hash)
+    res = DimensionResult(IF, s, r, "", "", list(ordered), checklist.content_hash,
+                          {"n_unverifiable": sum(1 for v in ordered if not v.verifiable)})
     res.rationale = if_rationale(checklist, ordered, s, r)
     return res
 
 
 def score_wc(checklist: Checklist, verdicts: Sequence[Verdict], grounding: dict | None = None) -> DimensionResult:
-    """WC score, rating and rationale; a "yes" is a violation, an unverifiable answer is not one."""
+    """WC score, rating and rationale from the verified decisions only (the seed's "aggregate only
+    verified decisions"): an unverifiable answer is neither a violation nor clean, so it leaves its
+    question out of its target's clean ratio; a target with no verified question leaves the weighted
+    sum; a video with no verified question at all is unscored with the reason. Counting an
+    unverifiable answer as clean would raise WC for what the verifier could not see."""
     by_id = {v.item_id: v for v in verdicts}
     missing = [i.id for i in checklist.items if i.id not in by_id]
     if missing:
         raise ChecklistError(f"WC verdicts: no verdict for {', '.join(missing)} (fix: verify every item)")
     per_target: dict[str, tuple[int, list[bool]]] = {}
     for i in checklist.items:
+        per_target.setdefault(i.target, (i.importance, []))
         v = by_id[i.id]
-        per_target.setdefault(i.target, (i.importance, []))[1].append(v.yes and v.verifiable)
-    s = wc_score(per_target.values())
-    r = wc_rating(s)
+        if v.verifiable:
+            per_target[i.target][1].append(v.yes)
     ordered = [by_id[i.id] for i in checklist.items]
-    res = DimensionResult(WC, s, r, "", "", ordered, checklist.content_hash,
-                          {"scene_summary": (grounding or {}).get("scene_summary", ""),
-                           "clean_ratio": {t: round(clean_ratio(b), 4) for t, (_, b) in per_target.items()}})
+    n_unverifiable = sum(1 for v in ordered if not v.verifiable)
+    verified = {t: mb for t, mb in per_target.items() if mb[1]}
+    detail = {"scene_summary": (grounding or {}).get("scene_summary", ""), "n_unverifiable": n_unverifiable,
+              "targets_unverified": [t for t in per_target if t not in verified]}
+    if not verified:
+        return DimensionResult(WC, None, None, "", f"WC: none of the {len(ordered)} answers is verified (all "
+                               "unverifiable): no decision to aggregate", ordered, checklist.content_hash, detail)
+    s = wc_score(verified.values())
+    r = wc_rating(s)
+    detail["clean_ratio"] = {t: round(clean_ratio(b), 4) for t, (_, b) in verified.items()}
+    res = DimensionResult(WC, s, r, "", "", ordered, checklist.content_hash, detail)
     res.rationale = wc_rationale(checklist, ordered, s, r, res.detail["scene_summary"])
     return res
 
@@ -905,17 +968,23 @@ def if_rationale(checklist: Checklist, verdicts: Sequence[Verdict], score: float
 
 def wc_rationale(checklist: Checklist, verdicts: Sequence[Verdict], score: float, rating_: int,
                  scene_summary: str = "") -> str:
-    """The scene first, then the violations by target and aspect (seed §3.3)."""
+    """The scene first, then the violations by target and aspect (seed §3.3), then the questions left
+    out as unverifiable."""
     out = [scene_summary.strip()] if scene_summary.strip() else []
     bad: dict[str, list[str]] = {}
+    unverified: list[str] = []
     for i, v in zip(checklist.items, verdicts):
-        if v.yes and v.verifiable:
+        if not v.verifiable:
+            unverified.append(f"{i.target}: {i.question}")
+        elif v.yes:
             aspect = f"{i.aspect.replace('_', ' ')}: " if i.aspect else ""
             bad.setdefault(i.target, []).append(f"{aspect}{v.evidence or i.question}")
     if bad:
         out.append("Violations: " + " ".join(f"{t} - {'; '.join(x)}." for t, x in bad.items()))
     else:
         out.append("No violation of common sense or physics was observed.")
+    if unverified:
+        out.append("Left out as unverifiable: " + "; ".join(unverified) + ".")
     out.append(f"Importance-weighted clean ratio: {score:.4f}, rating {rating_}/5.")
     return " ".join(out)
 
@@ -1014,19 +1083,27 @@ def evaluate_offline(records: Iterable[dict], *, width: int | None = None,
 
 def checklist_rows(input_id: str, checklist: Checklist) -> list[dict]:
     """``firm_checklists`` rows: input_id, dimension, item_id, target, aspect, question, importance,
-    weight (the seed's serialized two-decimal weight), checklist_hash, maker (JSON: who planned it)."""
-    weights = serialized_weights([i.importance for i in checklist.items]) if checklist.dimension == IF else \
+    weight (IF: the exact ``m_i / Σ m`` the score is computed from, :func:`if_weights`), checklist_hash,
+    maker (JSON: who planned it), dropped (null). Then one row per planned item left out, ``x1``,
+    ``x2``..., with its question, importance and ``dropped`` (the reason) and no weight."""
+    weights = if_weights([i.importance for i in checklist.items]) if checklist.dimension == IF else \
         [None] * len(checklist.items)
-    return [{"input_id": input_id, "dimension": checklist.dimension, "item_id": i.id, "target": i.target,
-             "aspect": i.aspect, "question": i.question, "importance": i.importance, "weight": w,
-             "checklist_hash": checklist.content_hash, "maker": json.dumps(checklist.maker, sort_keys=True)}
-            for i, w in zip(checklist.items, weights)]
+    base = {"input_id": input_id, "dimension": checklist.dimension, "checklist_hash": checklist.content_hash,
+            "maker": json.dumps(checklist.maker, sort_keys=True)}
+    kept = [{**base, "item_id": i.id, "target": i.target, "aspect": i.aspect, "question": i.question,
+             "importance": i.importance, "weight": w, "dropped": None} for i, w in zip(checklist.items, weights)]
+    left_out = [{**base, "item_id": f"x{k}", "target": "", "aspect": "", "question": d.question,
+                 "importance": d.importance, "weight": None, "dropped": d.reason}
+                for k, d in enumerate(checklist.dropped, start=1)]
+    return kept + left_out
 
 
 def checklist_from_rows(rows: Sequence[dict]) -> Checklist:
     """The checklist that :func:`checklist_rows` stored (rows of one input and dimension, any order):
     the ``firm_checklists`` table is the frozen store the verifiers of every model read. Raises
     :class:`ChecklistError` when the rows disagree on the hash or do not reproduce it."""
+    left_out = [r for r in rows if r.get("dropped")]
+    rows = [r for r in rows if not r.get("dropped")]
     if not rows:
         raise ChecklistError("no checklist rows for this input (fix: materialize firm_checklists first)")
     hashes = {r["checklist_hash"] for r in rows}
@@ -1038,11 +1115,34 @@ def checklist_from_rows(rows: Sequence[dict]) -> Checklist:
     maker = json.loads(order[0].get("maker") or "{}")
     items = tuple(ChecklistItem(r["item_id"], r["question"], int(r["importance"]), r.get("target") or "",
                                 r.get("aspect") or "") for r in order)
-    c = Checklist(dims.pop(), items, maker)
+    dropped = tuple(DroppedItem(r["question"], r.get("importance"), r["dropped"])
+                    for r in sorted(left_out, key=lambda r: int(re.sub(r"\D", "", r["item_id"]) or 0)))
+    c = Checklist(dims.pop(), items, maker, dropped)
     if c.content_hash != hashes.pop():
         raise ChecklistError(f"input {rows[0].get('input_id')!r}: the stored rows do not reproduce their "
                              "checklist_hash (fix: re-materialize firm_checklists)")
     return c
+
+
+def if_score_from_rows(item_rows: Sequence[dict], verdicts: Sequence[dict]) -> float:
+    """``if_score`` recomputed from what is stored: the ``weight`` of each ``firm_checklists`` item
+    (one input's IF rows; rows left out, ``dropped``, are no items) and the video's ``firm_verdicts``
+    rows (``verdict`` yes and ``verifiable``: met). Raises :class:`ChecklistError` when a weight is not
+    the item's ``m_i / Σ m`` or an item has no verdict."""
+    items = [r for r in item_rows if not r.get("dropped") and not r.get("error")]
+    if not items:
+        raise ChecklistError("no stored IF items for this input (fix: materialize firm_checklists first)")
+    exact = if_weights([r["importance"] for r in items])
+    off = [f"{r['item_id']} ({r['weight']!r}, not {w!r})" for r, w in zip(items, exact) if r.get("weight") != w]
+    if off:
+        raise ChecklistError(f"stored weights are not m_i / Σ m: {', '.join(off)} (fix: re-materialize "
+                             "firm_checklists)")
+    by_id = {v["item_id"]: v for v in verdicts}
+    missing = [r["item_id"] for r in items if r["item_id"] not in by_id]
+    if missing:
+        raise ChecklistError(f"IF verdicts: no stored verdict for {', '.join(missing)}")
+    met = [by_id[r["item_id"]]["verdict"] == "yes" and bool(by_id[r["item_id"]]["verifiable"]) for r in items]
+    return if_score_from_weights([r["weight"] for r in items], met)
 
 
 def verdict_rows(input_id: str, results: dict[str, DimensionResult]) -> list[dict]:
@@ -1053,7 +1153,8 @@ def verdict_rows(input_id: str, results: dict[str, DimensionResult]) -> list[dic
 
 
 def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
-    """One ``firm_scores`` row; a missing dimension or an unscored one has nulls and its reason."""
+    """One ``firm_scores`` row; a missing dimension or an unscored one has nulls and its reason;
+    ``if_unverifiable`` / ``wc_unverifiable`` count the answers that could not be verified."""
     row: dict[str, Any] = {"input_id": input_id}
     for d in DIMENSIONS:
         s = SHORT[d]
@@ -1063,6 +1164,8 @@ def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
         row[f"{s}_rating"] = r.rating if r else None
         row[f"{s}_rationale"] = r.rationale if r else ""
         row[f"{s}_reason"] = (r.reason if r else "not evaluated") if not (r and r.scored) else ""
+        if d != PQ:  # answers the verifier could not give from the frames; null where none was asked
+            row[f"{s}_unverifiable"] = sum(1 for v in r.verdicts if not v.verifiable) if r and r.verdicts else None
     return row
 
 

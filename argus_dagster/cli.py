@@ -444,8 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     _evaluation_options(ex)
     ex.set_defaults(func=cmd_export)
     bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
-    bn.add_argument("--by", choices=("final", "if", "wc", "pq"), default="final",
-                    help="final (VideoArgus) or a FIRM-Video rating")
+    bn.add_argument("--by", choices=("final", "if", "wc", "pq", "if_score", "wc_score"), default="final",
+                    help="final (VideoArgus), a FIRM-Video rating (ties broken by its score), or a FIRM-Video score")
     bn.add_argument("--mix", nargs="+", metavar="COL=W",
                     help="a weighted mix instead of --by (each column put on [0, 1] by its scale), e.g. final=1 pq=1")
     bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")

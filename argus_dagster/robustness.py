@@ -9,7 +9,8 @@ For every task and every pair of profiles:
 - **criterion agreement**: for each criterion (same ``criterion_id``: profiles that share the rubric,
   such as two judges or ``vlm-only``) or each of the 22 dimensions (``key="dimension"``: the mean of a
   video's criteria of that dimension, for profiles whose rubrics differ), the mean absolute difference
-  of the 0-10 scores and the share within one point, and the same over all of them (``(all)``).
+  of the 0-10 scores and the share within one point, and the same over all of them (``(all)``). A
+  video is an input and a sample: both comparisons pair a sample's scores with the same sample's.
 - **movers**: each model's rank under both profiles and the change, largest first.
 
 Rank correlations are :mod:`argus_dagster.alignment`'s (average ranks, tau-b).
@@ -80,20 +81,24 @@ def rank_agreement(video_scores: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame,
 def criterion_agreement(criterion_scores: dict[str, pl.DataFrame], key: str = "criterion") -> pl.DataFrame:
     """Per task, pair of profiles and criterion (or dimension): mean |a − b| and the share within one
     point, over the videos both scored; ``(all)`` pools every criterion. Tables have ``task, model,
-    input_id, criterion_id, dimension, score``."""
+    input_id, criterion_id, dimension, score`` and, with samples, ``sample``: a video is an input and
+    sample, so each sample's score meets the same sample's, never another's."""
     if key not in ("criterion", "dimension"):
         raise ValueError(f"criterion agreement: key must be 'criterion' or 'dimension', got {key!r}")
     col = "criterion_id" if key == "criterion" else "dimension"
+    video = ["task", "model", "input_id", "sample"]
     prepared = {}
     for p, df in criterion_scores.items():
-        d = df.select("task", "model", "input_id", pl.col(col).cast(pl.String).alias("criterion"),
+        df = df.with_columns(pl.col("sample").cast(pl.String).fill_null("") if "sample" in df.columns
+                             else pl.lit("").alias("sample"))
+        d = df.select(*video, pl.col(col).cast(pl.String).alias("criterion"),
                       pl.col("score").cast(pl.Float64)).filter(pl.col("score").is_not_null())
         if key == "dimension":  # a video's criteria of one dimension: their mean
-            d = d.group_by("task", "model", "input_id", "criterion").agg(pl.col("score").mean())
+            d = d.group_by(*video, "criterion").agg(pl.col("score").mean())
         prepared[p] = d
     rows = []
     for a, b in combinations(list(criterion_scores), 2):
-        j = prepared[a].join(prepared[b], on=["task", "model", "input_id", "criterion"], suffix="_b")
+        j = prepared[a].join(prepared[b], on=[*video, "criterion"], suffix="_b")
         j = j.with_columns((pl.col("score") - pl.col("score_b")).abs().alias("d"))
         for (task,), g in j.sort("task").group_by("task", maintain_order=True):
             per = (g.group_by("criterion").agg(pl.len().alias("n"), pl.col("d").mean().alias("mad"),

@@ -35,12 +35,15 @@ from .partitions import task_and_model, task_model_partitions, task_partitions
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
 FIRM_CHECKLISTS = {"task": S, "input_id": S, "dimension": S, "item_id": S, "target": S, "aspect": S, "question": S,
-                   "importance": I, "weight": F, "checklist_hash": S, "maker": S, "error": S}
+                   "importance": I, "weight": F, "checklist_hash": S, "maker": S, "dropped": S, "error": S}
 FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "sample": S, "dimension": S, "item_id": S, "verdict": S, "verifiable": B,
                  "evidence": S, "checklist_hash": S, "target": S, "aspect": S, "question": S, "importance": I}
+# ``if_unverifiable`` / ``wc_unverifiable``: answers the verifier could not give from the frames (IF: counted
+# as not met; WC: left out of the aggregate), null where no verifier answered.
 FIRM_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
-               "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S, "pq_rating": I, "pq_rationale": S,
-               "pq_reason": S, "pq_source": S, "frames": pl.List(S)}
+               "if_unverifiable": I, "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S,
+               "wc_unverifiable": I, "pq_rating": I, "pq_rationale": S, "pq_reason": S, "pq_source": S,
+               "frames": pl.List(S)}
 BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
 # The measurable PQ defects without a VLM: the CPU tools' records (checklist.pq_offline reads them).
 PQ_TOOLS = ("flicker_probe", "motion_probe", "aesthetic")
@@ -60,11 +63,12 @@ def _references(inst: InputInstance) -> tuple[dict, dict] | None:
     return {m: store.frames(m, JUDGE_POLICY) for m in media}, digests
 
 
-@dg.asset(partitions_def=task_partitions, code_version="1", group_name="firm", kinds={"polars"})
+@dg.asset(partitions_def=task_partitions, code_version="3", group_name="firm", kinds={"polars"})
 def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, vlm: VlmResource,
                     tools: ToolsResource) -> dg.Output[pl.DataFrame]:
-    """One row per IF checklist item of every input (output-blind, frozen), or one error row per
-    input whose checklist could not be planned, with the reason."""
+    """One row per IF checklist item of every input (output-blind, frozen), one per requirement the
+    planner gave that was left out (``dropped``: why, e.g. audio), or one error row per input whose
+    checklist could not be planned, with the reason."""
     task = context.partition_key
     base = {"task": task, "dimension": fc.IF}
     rows: list[dict] = []
@@ -102,9 +106,15 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
                 planned += 1
     df = frame(rows, FIRM_CHECKLISTS).sort("input_id", "item_id")
     errors = df.filter(pl.col("error").is_not_null())
-    return dg.Output(df, data_version=_digest(df["checklist_hash"].to_list() + df["error"].to_list()), metadata={
-        "n_inputs": input_instances.height, "n_checklists": planned, "n_items": df.height - errors.height,
-        "n_errors": errors.height, "planner_calls": stats.calls if vlm.configured else 0,
+    dropped = df.filter(pl.col("dropped").is_not_null())
+    return dg.Output(df, data_version=_digest(df["checklist_hash"].to_list() + df["error"].to_list()
+                                              + df["dropped"].to_list()), metadata={
+        "n_inputs": input_instances.height, "n_checklists": planned,
+        "n_items": df.height - errors.height - dropped.height, "n_errors": errors.height,
+        "n_dropped": dropped.height,
+        "dropped": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}` {r['question']!r} (importance "
+                                                  f"{r['importance']}): {r['dropped']}"
+                                                  for r in dropped.head(20).iter_rows(named=True)) or "none"), "planner_calls": stats.calls if vlm.configured else 0,
         "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
         "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}"
                                                 for r in errors.head(20).iter_rows(named=True)) or "none"),
@@ -142,7 +152,7 @@ def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dic
 
 
 @dg.multi_asset(
-    partitions_def=task_model_partitions, group_name="firm", code_version="2", can_subset=False,
+    partitions_def=task_model_partitions, group_name="firm", code_version="3", can_subset=False,
     outs={"firm_verdicts": dg.AssetOut(kinds={"polars"}, description="One row per checklist item and video: the "
                                        "verdict (IF yes = satisfied, WC yes = violation), its evidence and the item."),
           "firm_scores": dg.AssetOut(kinds={"polars"}, description="One row per video: IF and WC scores and "
@@ -218,6 +228,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                                          .to_series().to_list()),
                     metadata={"n_videos": sdf.height, **means,
                               **{f"n_{d}_scored": sdf[f"{d}_rating"].drop_nulls().len() for d in ("if", "wc", "pq")},
+                              **{f"n_{d}_unverifiable": int(sdf[f"{d}_unverifiable"].sum() or 0) for d in ("if", "wc")},
                               "n_left_out_of_export": len(out.left_out),
                               "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
                               **_vlm_metadata(vlm, stats)})
@@ -225,8 +236,8 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
 
 @dg.asset_check(asset="firm_scores", partitions_def=task_model_partitions,
                 additional_ins={"firm_checklists": dg.AssetIn(), "firm_verdicts": dg.AssetIn()},
-                description="Every IF and WC score recomputes from the stored checklist items and verdicts; "
-                            "every rating is 1-5 or null with a reason.")
+                description="Every IF score recomputes from the stored item weights and verdicts, every WC "
+                            "score from the stored verdicts; every rating is 1-5 or null with a reason.")
 def firm_scores_recompute(firm_scores: pl.DataFrame, firm_checklists: pl.DataFrame,
                           firm_verdicts: pl.DataFrame) -> dg.AssetCheckResult:
     problems = recompute_problems(firm_scores, firm_checklists, firm_verdicts)
@@ -236,9 +247,13 @@ def firm_scores_recompute(firm_scores: pl.DataFrame, firm_checklists: pl.DataFra
 
 
 def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts: pl.DataFrame) -> list[str]:
-    """What does not recompute: IF from ``firm_checklists`` items and the video's IF verdicts, WC from
-    the video's WC verdict rows (items and answers), ratings from scores by the seed's thresholds."""
+    """What does not recompute: IF from the ``weight`` of the ``firm_checklists`` items (each the item's
+    ``m_i / Σ m``) and the video's IF verdicts, WC from
+    the video's WC verdict rows (items and answers; an unscored WC must have no verified answer),
+    ratings from scores by the seed's thresholds."""
     frozen = stored_checklists(checklists)
+    items_of = {iid: g.filter(pl.col("dimension") == fc.IF).to_dicts()
+                for (iid,), g in checklists.group_by("input_id")}
     if "sample" not in verdicts.columns:  # stored before samples were read: single videos
         verdicts = verdicts.with_columns(pl.lit("").alias("sample"))
     by_video = {k: g for k, g in verdicts.group_by("input_id", "sample")}
@@ -253,22 +268,29 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
                 problems.append(f"`{name}` {d}: rating {r[f'{d}_rating']} outside 1-5")
         v = by_video.get((iid, sample), pl.DataFrame(schema=FIRM_VERDICTS))
         for d, dim in (("if", fc.IF), ("wc", fc.WC)):
-            if r[f"{d}_score"] is None:
-                continue
             rows = v.filter(pl.col("dimension") == dim).to_dicts()
+            if r[f"{d}_score"] is None:
+                if d == "wc" and any(x["verifiable"] for x in rows):
+                    problems.append(f"`{name}` wc: unscored although {sum(bool(x['verifiable']) for x in rows)} "
+                                    "answers are verified")
+                continue
             try:
-                cl = frozen.get(iid) if d == "if" else fc.checklist_from_rows(rows)
-                if not isinstance(cl, fc.Checklist):
-                    raise fc.ChecklistError(f"no stored checklist ({cl})")
-                vs = [fc.Verdict(x["item_id"], x["verdict"] == "yes", x["evidence"] or "", bool(x["verifiable"]))
-                      for x in rows]
-                got = fc.score_if(cl, vs) if d == "if" else fc.score_wc(cl, vs)
+                if d == "if":  # from the stored weights: the checklist must be whole, and the weights its own
+                    if not isinstance(frozen.get(iid), fc.Checklist):
+                        raise fc.ChecklistError(f"no stored checklist ({frozen.get(iid)})")
+                    score = fc.if_score_from_rows(items_of.get(iid, []), rows)
+                    rating = fc.if_rating(score)
+                else:
+                    vs = [fc.Verdict(x["item_id"], x["verdict"] == "yes", x["evidence"] or "", bool(x["verifiable"]))
+                          for x in rows]
+                    got = fc.score_wc(fc.checklist_from_rows(rows), vs)
+                    score, rating = got.score, got.rating
             except (fc.ChecklistError, KeyError, ValueError) as exc:
                 problems.append(f"`{name}` {d}: cannot recompute: {exc}")
                 continue
-            if (got.score, got.rating) != (r[f"{d}_score"], r[f"{d}_rating"]):
+            if (score, rating) != (r[f"{d}_score"], r[f"{d}_rating"]):
                 problems.append(f"`{name}` {d}: stored {r[f'{d}_score']} / {r[f'{d}_rating']}, "
-                                f"recomputed {got.score} / {got.rating}")
+                                f"recomputed {score} / {rating}")
     return problems
 
 
@@ -279,10 +301,13 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
 
 class BestOfNConfig(dg.Config):
     by: str = "final"
-    """The evaluator: ``final`` (VideoArgus), ``if``, ``wc`` or ``pq`` (FIRM-Video ratings)."""
+    """The evaluator: ``final`` (VideoArgus), ``if``, ``wc`` or ``pq`` (FIRM-Video ratings), ``if_score`` or
+    ``wc_score`` (FIRM-Video's continuous scores)."""
     weights: dict[str, float] = {}
     """A weighted mix instead of ``by``, e.g. ``{"final": 1, "if": 1}`` (each column on [0, 1] by its scale)."""
     tie_tolerance: float = 1e-9
+    seed: int = 0
+    """Seeds the draw that breaks a tie the continuous score leaves (the same picks on every run)."""
     human_dir: str = ""
     """Folder of ``<TASK>.csv`` human ratings; empty means the bench's (``$ARGUS_HOME/benches/<bench>/human``)."""
     n_boot: int = 2000
@@ -302,7 +327,7 @@ def human_scores(path: Path) -> pl.DataFrame | None:
 
 def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: dict[str, pl.DataFrame] | None,
                      by: str | dict[str, float], *, tasks: list[str] | None = None, human_dir: Path | None = None,
-                     tie_tolerance: float = 1e-9, n_boot: int = 2000) -> tuple[pl.DataFrame, dict[str, str]]:
+                     tie_tolerance: float = 1e-9, n_boot: int = 2000, seed: int = 0) -> tuple[pl.DataFrame, dict[str, str]]:
     """Picks of every task (``BEST_OF_N`` rows) and, per task, the printed table with the comparison
     against people when ``human_dir/<TASK>.csv`` exists. Input: stored partitions by key."""
     def of(parts, task):
@@ -317,7 +342,7 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
             continue
         table = bon.selection_table(vs, fs)
         try:
-            picks = bon.select_best(table, by, tie_tolerance=tie_tolerance)
+            picks = bon.select_best(table, by, tie_tolerance=tie_tolerance, seed=seed)
         except ValueError as exc:
             texts[task] = f"{task}: {exc}"
             continue
@@ -331,7 +356,7 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
     return (pl.concat(tables) if tables else pl.DataFrame(schema=BEST_OF_N)), texts
 
 
-@dg.asset(code_version="1", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_scores: dict[str, pl.DataFrame],
@@ -343,7 +368,7 @@ def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_sc
     human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
     try:
         df, texts = best_of_n_tables(video_scores, firm_scores, by, human_dir=human_dir,
-                                     tie_tolerance=config.tie_tolerance, n_boot=config.n_boot)
+                                     tie_tolerance=config.tie_tolerance, n_boot=config.n_boot, seed=config.seed)
     except ValueError as exc:
         raise dg.Failure(f"best_of_n config by={config.by!r} weights={config.weights}: {exc}") from None
     return dg.Output(df, data_version=_digest(df.write_ndjson().splitlines()), metadata={

@@ -35,7 +35,7 @@ def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "cri
     return ranks, moves, crit, rb.format_robustness(ranks, moves, crit), missing
 
 
-@dg.asset(code_version="1", group_name="reports", kinds={"polars"})
+@dg.asset(code_version="2", group_name="reports", kinds={"polars"})
 def backbone_robustness(context: dg.AssetExecutionContext, config: RobustnessConfig,
                         bench: BenchResource) -> dg.Output[pl.DataFrame]:
     """Per task and pair of evaluator profiles of this bench: Kendall tau and Spearman between their

@@ -118,10 +118,12 @@ def test_best_of_n_over_samples_of_one_model_from_stored_tables(tmp_path):
     picks, texts = best_of_n_tables({"a": vs}, {"b": fs}, "final", human_dir=tmp_path, n_boot=200)
     p = {r["input_id"]: r for r in picks.iter_rows(named=True)}
     assert (p["p0"]["pick_sample"], p["p0"]["margin"], p["p0"]["n_candidates"]) == ("1", 3.0, 3)
-    assert p["p1"]["n_tied"] == 2 and p["p1"]["pick_sample"] == "0" and p["p1"]["margin"] == 0.0
-    # p0: pick human 5 = best (hit); p1: pick #0 human 2, best 4 (miss). Random means 3 and 7/3.
-    assert "pick is a human-best candidate:   0.500" in texts["T2V"]
-    assert "mean human score: picks   3.500, random   2.667" in texts["T2V"]
+    assert p["p1"]["n_tied"] == 2 and p["p1"]["pick_sample"] in ("0", "1") and p["p1"]["margin"] == 0.0
+    assert p["p1"]["drawn_from"] == ["gen#0", "gen#1"]
+    # p0: pick human 5 = best (hit); p1: a draw between #0 (human 2) and #1 (human 4, the best): hit 1/2,
+    # human score 3 in expectation. Hit rate (1 + 0.5) / 2; picks (5 + 3) / 2; random means 3 and 7/3.
+    assert "pick is a human-best candidate:   0.750" in texts["T2V"]
+    assert "mean human score: picks   4.000, random   2.667" in texts["T2V"]
     by_if, _ = best_of_n_tables({"a": vs}, {"b": fs}, "if")
     assert by_if.filter(pl.col("input_id") == "p0")["pick_sample"][0] == "2"
 

@@ -43,10 +43,11 @@ def _table():
 
 def test_pick_margin_ties_and_unscored():
     picks = {r["input_id"]: r for r in bon.select_best(_table(), "final").iter_rows(named=True)}
-    p1 = picks["p1"]
-    assert (p1["pick_model"], p1["pick_sample"], p1["pick_score"]) == ("m", "1", 9.0)
+    p1 = picks["p1"]  # m#1 and m#2 tie at 9.0: final has no score behind it, so a seeded draw
+    assert (p1["pick_model"], p1["pick_score"]) == ("m", 9.0) and p1["pick_sample"] in ("1", "2")
     assert p1["n_tied"] == 2 and p1["tied"] == ["m#1", "m#2"] and p1["margin"] == 0.0
-    assert (p1["runner_up_sample"], p1["runner_up_score"]) == ("2", 9.0)
+    assert p1["drawn_from"] == ["m#1", "m#2"] and p1["tie_break"] == "a draw of 2 (seed 0)"
+    assert {p1["pick_sample"], p1["runner_up_sample"]} == {"1", "2"} and p1["runner_up_score"] == 9.0
     p2 = picks["p2"]
     assert (p2["pick_model"], p2["runner_up_model"], p2["margin"], p2["n_tied"]) == ("a", "b", 1.5, 0)
     assert picks["p3"]["pick_model"] is None and "no candidate of 2 has a score by final" in picks["p3"]["reason"]
@@ -76,7 +77,7 @@ def test_many_samples_per_input_match_argmax():
     for r in picks.iter_rows(named=True):
         s = np.array([x["final"] for x in rows if x["input_id"] == r["input_id"]])
         order = np.sort(s)[::-1]
-        assert r["pick_score"] == s.max() and r["pick_sample"] == str(int(np.argmax(s)))
+        assert r["pick_score"] == s.max() and int(r["pick_sample"]) in np.flatnonzero(s == s.max())
         assert r["n_tied"] == (int((s == s.max()).sum()) if (s == s.max()).sum() > 1 else 0)
         assert r["margin"] == pytest.approx(order[0] - order[1])
     assert (picks["n_tied"] > 0).sum() > 0  # the generated table has ties, and they are reported
@@ -146,3 +147,59 @@ def test_sample_file_names_never_meet():
     assert sample_file_name("x", "") == file_name("x") and sample_file_name("x", "3") == "x!3"
     assert all("/" not in n and "\\" not in n and "!" not in file_name(i) for n, (i, _) in zip(names, pairs))
     assert all(is_plain(n.replace("!", "")) or n.startswith("~") for n in names)
+
+
+def test_a_tie_on_a_rating_breaks_by_its_continuous_score():
+    # IF ratings 4, 4, 3: a and b tie; their if_score 0.86 and 0.93 -> b, whatever the names
+    t = pl.DataFrame({"input_id": ["p1"] * 3, "model": ["a", "b", "c"], "sample": [""] * 3,
+                      "if": [4.0, 4.0, 3.0], "if_score": [0.86, 0.93, 0.80]})
+    r = bon.select_best(t, "if").row(0, named=True)
+    assert (r["pick_model"], r["n_tied"], r["tied"], r["tie_break"], r["drawn_from"]) == (
+        "b", 2, ["a", "b"], "by if_score", [])
+    assert (r["runner_up_model"], r["margin"]) == ("a", 0.0)
+    # equal on both: the draw decides between a and b, never c
+    same = t.with_columns(pl.Series("if_score", [0.9, 0.9, 0.8]))
+    r = bon.select_best(same, "if").row(0, named=True)
+    assert r["pick_model"] in ("a", "b") and r["tie_break"] == "by if_score, then a draw of 2 (seed 0)"
+    # a mix of ratings breaks its ties by the same mix of scores: (if-1)/4 ties at 0.75, if_score decides
+    r = bon.select_best(t, {"if": 1}).row(0, named=True)
+    assert r["pick_model"] == "b" and r["tie_break"] == "by 1*if_score"
+
+
+def test_the_draw_is_seeded_and_not_by_name():
+    # 400 inputs, each with candidates "a" and "b" tied on every score: the draw is uniform, so "a"
+    # (alphabetically first) wins about half, and the same seed gives the same picks
+    t = pl.DataFrame({"input_id": [f"p{i}" for i in range(400) for _ in range(2)], "model": ["a", "b"] * 400,
+                      "final": [7.0] * 800})
+    picks = bon.select_best(t, "final", seed=0)
+    share_a = float((picks["pick_model"] == "a").mean())
+    assert 0.40 < share_a < 0.60
+    assert picks["pick_model"].to_list() == bon.select_best(t, "final", seed=0)["pick_model"].to_list()
+    assert picks["pick_model"].to_list() != bon.select_best(t, "final", seed=1)["pick_model"].to_list()
+
+
+def test_continuous_scores_can_be_chosen_and_mixed():
+    fs = pl.DataFrame({"model": ["a", "b"], "input_id": ["p1", "p1"], "if_rating": [4, 4], "wc_rating": [5, 3],
+                       "pq_rating": [3, 3], "if_score": [0.86, 0.93], "wc_score": [0.95, 0.60]})
+    t = bon.selection_table(None, fs)
+    assert t.columns == ["input_id", "model", "sample", "final", "if", "wc", "pq", "if_score", "wc_score"]
+    r = bon.select_best(t, {"if_score": 1}).row(0, named=True)
+    assert (r["pick_model"], r["pick_score"], r["evaluator"]) == ("b", pytest.approx(0.93), "1*if_score")
+    # if_score and wc_score weighted 1 and 1 (both on 0-1): a (0.86 + 0.95) / 2 = 0.905, b (0.93 + 0.60) / 2 = 0.765
+    r = bon.select_best(t, {"if_score": 1, "wc_score": 1}).row(0, named=True)
+    assert (r["pick_model"], r["margin"]) == ("a", pytest.approx(0.14))
+    assert bon.select_best(t, "wc_score").row(0, named=True)["pick_model"] == "a"
+
+
+def test_against_humans_counts_a_drawn_pick_as_the_expectation():
+    # p1: a and b tie on every score (a draw); humans rate a 5, b 3, c 1 -> hit 1/2, human score 4
+    # p2: c alone is best by the evaluator; humans rate it 2 of best 4 -> hit 0, human score 2
+    scores = pl.DataFrame({"input_id": ["p1"] * 3 + ["p2"] * 2, "model": ["a", "b", "c", "a", "c"],
+                           "final": [8.0, 8.0, 2.0, 1.0, 9.0]})
+    human = pl.DataFrame({"input_id": ["p1"] * 3 + ["p2"] * 2, "model": ["a", "b", "c", "a", "c"],
+                          "score": [5.0, 3.0, 1.0, 4.0, 2.0]})
+    picks = bon.select_best(scores, "final")
+    assert picks["drawn_from"].to_list() == [["a", "b"], []]
+    res = bon.against_humans(picks, human, n_boot=0)
+    assert res["hit_rate"] == 0.25 and res["mean_human_pick"] == 3.0  # (0.5 + 0) / 2, (4 + 2) / 2
+    assert res["mean_human_random"] == 3.0 and res["random_hit_rate"] == pytest.approx((1 / 3 + 1 / 2) / 2)

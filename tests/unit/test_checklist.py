@@ -146,6 +146,50 @@ def test_score_wc_groups_by_target():
     assert res.rationale.startswith("A kite flies over a beach. Violations: kite - structure: the kite's tail")
 
 
+def _wc_checklist():
+    return Checklist(WC, (ChecklistItem("q1", "Does the kite deform?", 5, "kite", "structure"),
+                          ChecklistItem("q2", "Does the kite change colour?", 5, "kite", "temporal_consistency"),
+                          ChecklistItem("q3", "Does the kite pass through the string?", 5, "kite", "physical_plausibility"),
+                          ChecklistItem("q4", "Is the string's motion implausible?", 2, "string moves", "motion_quality"),
+                          ChecklistItem("q5", "Does the beach change shape?", 3, "beach", "temporal_consistency")))
+
+
+def test_score_wc_aggregates_only_verified_decisions():
+    # kite (m=5, alpha 5.0): q1 violation, q2 unverifiable, q3 clean -> verified 1 of 2 violated -> c = 0.5
+    # string moves (m=2): its only question unverifiable -> the target leaves the sum
+    # beach (m=3, alpha 2.5): clean -> c = 1.0
+    # s = (5.0 * 0.5 + 2.5 * 1.0) / (5.0 + 2.5) = 5 / 7.5 = 0.6667 -> rating 3 (0.58 <= s < 0.78).
+    # Counting unverifiable as clean would give (5 * 2/3 + 1.5 + 2.5) / 9 = 0.8148 -> rating 4.
+    vs = [Verdict("q1", True, "the kite folds in frame 4"), Verdict("q2", False, "too small", verifiable=False),
+          Verdict("q3", False, ""), Verdict("q4", False, "string not visible", verifiable=False),
+          Verdict("q5", False, "")]
+    res = fc.score_wc(_wc_checklist(), vs)
+    assert (res.score, res.rating) == (0.6667, 3)
+    assert res.detail["clean_ratio"] == {"kite": 0.5, "beach": 1.0}
+    assert res.detail["targets_unverified"] == ["string moves"] and res.detail["n_unverifiable"] == 2
+    assert "Left out as unverifiable: kite: Does the kite change colour?; string moves: Is the string's" in res.rationale
+    row = fc.score_row("p1", {WC: res})
+    assert (row["wc_score"], row["wc_rating"], row["wc_unverifiable"], row["wc_reason"]) == (0.6667, 3, 2, "")
+
+
+def test_score_wc_with_no_verified_answer_is_unscored_with_the_reason():
+    vs = [Verdict(f"q{k}", False, "dark", verifiable=False) for k in range(1, 6)]
+    res = fc.score_wc(_wc_checklist(), vs)
+    assert not res.scored and res.score is None and "none of the 5 answers is verified" in res.reason
+    assert len(res.verdicts) == 5 and res.checklist_hash == _wc_checklist().content_hash  # still stored
+    row = fc.score_row("p1", {WC: res})
+    assert row["wc_rating"] is None and row["wc_unverifiable"] == 5 and "none of the 5" in row["wc_reason"]
+
+
+def test_if_unverifiable_is_not_met_and_counted():
+    # the seed's conservative reading: m = (5, 3, 2), r2 unverifiable keeps its weight unmet -> 7/10 = 0.7
+    res = fc.score_if(_if_checklist(), [Verdict("r1", True, ""), Verdict("r2", False, "", verifiable=False),
+                                        Verdict("r3", True, "")])
+    assert (res.score, res.rating, res.detail["n_unverifiable"]) == (0.7, 3, 1)
+    assert fc.score_row("p1", {IF: res})["if_unverifiable"] == 1
+    assert fc.score_row("p1", {IF: DimensionResult(IF, reason="IF verifier: timeout")})["if_unverifiable"] is None
+
+
 def test_checklist_hash_ignores_maker_and_round_trips():
     a = Checklist(IF, _if_checklist().items, {"model": "a"})
     b = Checklist(IF, _if_checklist().items, {"model": "b"})
@@ -162,16 +206,36 @@ def test_checklist_hash_ignores_maker_and_round_trips():
 # -------------------------------------------------------------------------------------------- parsing
 
 
-def test_parse_if_plan_drops_audio_and_duplicates():
+def test_parse_if_plan_drops_what_is_heard_and_duplicates_and_keeps_what_is_seen():
     text = json.dumps({"requirements": [
         {"question": "Is there a dog?", "importance": 5, "aspect": "subject"},
         {"question": "Can you hear the dog bark?", "importance": 2},
-        {"question": "Is music playing?", "importance": 1, "audio": True},
+        {"question": "Is a man playing a musical instrument?", "importance": 4, "aspect": "action"},
+        {"question": "Does the dog bark loudly?", "importance": 1},
         {"question": "Is there  a dog?", "importance": "4"},
+        {"question": "Does a sign read 'SOUND CITY'?", "importance": 2},
         {"question": "Is the dog brown?", "importance": 3.0}]})
     items, dropped = fc.parse_if_plan("Here you go:\n```json\n" + text + "\n```")
-    assert [(i.id, i.question, i.importance) for i in items] == [("r1", "Is there a dog?", 5), ("r2", "Is the dog brown?", 3)]
-    assert len(dropped) == 3 and dropped[0].startswith("audio:")
+    assert [(i.id, i.question, i.importance) for i in items] == [
+        ("r1", "Is there a dog?", 5), ("r2", "Is a man playing a musical instrument?", 4),
+        ("r3", "Does a sign read 'SOUND CITY'?", 2), ("r4", "Is the dog brown?", 3)]
+    assert [(d.question, d.importance) for d in dropped] == [
+        ("Can you hear the dog bark?", 2), ("Does the dog bark loudly?", 1), ("Is there a dog?", 4)]
+    assert dropped[0].reason.startswith("audio: ") and "'hear'" in dropped[0].reason
+    assert "'loudly'" in dropped[1].reason and dropped[2].reason == "duplicate of r1"
+
+
+def test_dropped_requirements_are_rows_of_the_stored_checklist():
+    items = _if_checklist().items
+    cl = Checklist(IF, items, {"model": "m"}, (fc.DroppedItem("Does the dog bark loudly?", 4, "audio: 'loudly'"),))
+    rows = fc.checklist_rows("p1", cl)
+    assert [(r["item_id"], r["dropped"]) for r in rows] == [("r1", None), ("r2", None), ("r3", None),
+                                                            ("x1", "audio: 'loudly'")]
+    assert rows[3]["question"] == "Does the dog bark loudly?" and rows[3]["importance"] == 4 and rows[3]["weight"] is None
+    back = fc.checklist_from_rows(rows)
+    assert back == cl and back.content_hash == Checklist(IF, items).content_hash  # what is left out is no item
+    assert back.dropped == cl.dropped
+    assert Checklist.from_json(cl.to_json()).dropped == cl.dropped
 
 
 @pytest.mark.parametrize("text, msg", [
@@ -330,6 +394,41 @@ def test_checklist_rows_are_the_frozen_store():
         fc.checklist_from_rows([])
     wc = Checklist(WC, (ChecklistItem("q1", "Does it deform?", 4, "kite", "structure"),))
     assert fc.checklist_from_rows(fc.checklist_rows("p1", wc)) == wc
+
+
+def test_if_score_recomputes_from_the_stored_weights():
+    """The issue's case: m = [1, 2, 5, 5], every item met but the importance-2 one. Exact weights give
+    (1 + 5 + 5) / 13 = 0.846153... -> 0.8462, rating 3 (0.70 <= s < 0.85); the seed's two-decimal weights
+    (0.08, 0.15, 0.39, 0.38: the residual 0.01 to the first largest) give 0.85, rating 4. The stored weights are the exact ones, and the
+    score recomputes from them."""
+    import polars as pl
+
+    from assets.firm import FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS, recompute_problems
+
+    cl = Checklist(IF, tuple(ChecklistItem(f"r{k}", f"Is item {k} there?", m) for k, m in enumerate([1, 2, 5, 5], 1)))
+    rows = fc.checklist_rows("p1", cl)
+    assert [r["weight"] for r in rows] == [1 / 13, 2 / 13, 5 / 13, 5 / 13]
+    assert fc.serialized_weights([1, 2, 5, 5]) == [0.08, 0.15, 0.39, 0.38]
+    res = fc.score_if(cl, [Verdict("r1", True, ""), Verdict("r2", False, ""), Verdict("r3", True, ""),
+                           Verdict("r4", True, "")])
+    assert (res.score, res.rating) == (0.8462, 3)
+    verdicts = [{**v, "sample": ""} for v in fc.verdict_rows("p1", {IF: res})]
+    assert fc.if_score_from_rows(rows, verdicts) == 0.8462
+
+    def tables(item_rows, score):
+        checklists = pl.DataFrame([{k: r.get(k) for k in FIRM_CHECKLISTS} for r in item_rows], schema=FIRM_CHECKLISTS)
+        row = {**fc.score_row("p1", {IF: res}), "if_score": score, "sample": "", "wc_reason": "x", "pq_reason": "x"}
+        return (pl.DataFrame([{k: row.get(k) for k in FIRM_SCORES}], schema=FIRM_SCORES), checklists,
+                pl.DataFrame([{k: v.get(k) for k in FIRM_VERDICTS} for v in verdicts], schema=FIRM_VERDICTS))
+
+    assert recompute_problems(*tables(rows, 0.8462)) == []
+    # a score that does not follow from the stored weights is found
+    assert any("recomputed 0.8462 / 3" in p for p in recompute_problems(*tables(rows, 0.85)))
+    # two-decimal weights stored beside an exact score: the weights are named
+    rounded = [{**r, "weight": w} for r, w in zip(rows, fc.serialized_weights([1, 2, 5, 5]))]
+    assert any("stored weights are not m_i / Σ m: r1 (0.08" in p for p in recompute_problems(*tables(rounded, 0.8462)))
+    with pytest.raises(ChecklistError, match="sum to 1"):
+        fc.if_score_from_weights([0.5, 0.4], [True, True])
 
 
 def test_evaluate_offline():

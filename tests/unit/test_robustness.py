@@ -74,6 +74,23 @@ def test_criterion_agreement_by_hand():
         rb.criterion_agreement({"a": a, "b": b}, key="rubric")
 
 
+def test_criterion_agreement_pairs_each_sample_with_itself():
+    """Two samples per input: per input, profile a scores the samples 0 and 8, profile b 1 and 7. The
+    pairs are (0, 1) and (8, 7): 4 pairs over two inputs, each |diff| 1.0. Joined without the sample,
+    every sample would meet both (|0-1|, |0-7|, |8-1|, |8-7|): 8 pairs at a mean of 4.0."""
+    def crit(s0, s1):
+        return pl.DataFrame({"task": "T2V", "model": "m", "input_id": ["p1", "p1", "p2", "p2"],
+                             "sample": ["0", "1", "0", "1"], "criterion_id": "c1", "dimension": 3,
+                             "score": [s0, s1, s0, s1]})
+    for key in ("criterion", "dimension"):
+        out = rb.criterion_agreement({"a": crit(0.0, 8.0), "b": crit(1.0, 7.0)}, key=key)
+        rows = {r["criterion"]: r for r in out.iter_rows(named=True)}
+        assert (rows[rb.ALL]["n_pairs"], rows[rb.ALL]["mean_abs_diff"], rows[rb.ALL]["within_1"]) == (4, 1.0, 1.0)
+    # a table without a sample column is one video per input, as before
+    single = rb.criterion_agreement({"a": crit(0.0, 8.0).drop("sample").head(1), "b": crit(1.0, 7.0).drop("sample").head(1)})
+    assert single.filter(pl.col("criterion") == rb.ALL)["n_pairs"][0] == 1
+
+
 def test_format_robustness():
     a = _videos({"m1": 8.0, "m2": 6.0, "m3": 4.0, "m4": 2.0})
     b = _videos({"m1": 7.0, "m2": 3.0, "m3": 5.0, "m4": 1.0})
