@@ -44,9 +44,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except SettingError as exc:
         _print(f"argus evaluate: {exc}")
         return 2
+    if args.plan:
+        return _plan(settings, args.task, args.model)
     status = _evaluate(settings, args.task, args.model, time.perf_counter(), force=args.force,
                        protocol=args.protocol)
     return _overview_hint(status, settings)
+
+
+def _plan(settings, tasks, models) -> int:
+    """``argus evaluate --plan``: what Dagster would have run first, asset by asset (nothing runs)."""
+    from .runner import plan_now
+
+    requested = plan_now(tasks, models, progress=_print, settings=settings)
+    if not requested:
+        _print("nothing to run: every selected partition is up to date")
+        return 0
+    _print("would run now (what these runs update is asked for after them):")
+    for asset, keys in requested.items():
+        _print(f"  {asset}: {', '.join(keys) if keys else '(unpartitioned)'}")
+    return 0
 
 
 def _stored_overview(settings) -> str | None:
@@ -433,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa (adds vlm-only "
                    "to the profile)")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
+    e.add_argument("--plan", action="store_true", help="observe the sources and say what Dagster would run now, "
+                   "asset by asset, as the automation sensor would request it; nothing runs")
     e.add_argument("--protocol", choices=("videoargus", "firm", "both"), default="videoargus",
                    help="videoargus (rubrics, evidence, judge; the default), firm (FIRM-Video's checklists: "
                         "instruction following, world coherence, perceptual quality) or both")

@@ -75,9 +75,17 @@ class Plan:
     """What Dagster's automation conditions requested, as argus evaluate executes it: by asset key,
     the partitions to materialize (``None`` for the unpartitioned leaderboard)."""
 
-    def __init__(self, requested: dict[str, set], complete: bool):
+    def __init__(self, requested: dict[str, set], complete: bool, why: dict | None = None):
         self.requested = requested
         self.complete = complete  # nothing requested was left out by --task/--model
+        self.why = why or {}  # (asset, partition) -> the conditions that requested it, in words
+
+    def reasons(self, selection: list[str], key) -> str:
+        """Why the first asset of ``selection`` (the most upstream) was requested for ``key``, and the
+        work any of them left to retry."""
+        first = next((self.why[(a, key)] for a in selection if (a, key) in self.why), [])
+        retried = [w for a in selection for w in self.why.get((a, key), []) if w.endswith(" retried")]
+        return "; ".join(dict.fromkeys(first + retried))
 
     def partitions(self, asset: str) -> set:
         return self.requested.get(asset, set())
@@ -119,6 +127,7 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         defs=defs, instance=instance, cursor=_load_cursor(instance),
         asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
     requested, complete = {}, True
+    why = _why(result, instance)
     for a in AUTOMATED_ASSETS:
         name = a.key.to_user_string()
         got = {str(p) if p is not None else None for p in result.get_requested_partitions(a.key)}
@@ -127,7 +136,57 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         complete &= wanted == got
         if wanted:
             requested[name] = wanted
-    return Plan(requested, complete), result.cursor
+    return Plan(requested, complete, why), result.cursor
+
+
+def _keys_of(subset) -> set:
+    return set(subset.expensively_compute_partition_keys()) if subset.is_partitioned else (
+        {None} if subset.get_internal_bool_value() else set())
+
+
+def _why(result, instance: dg.DagsterInstance) -> dict[tuple[str, str | None], list[str]]:
+    """Per requested (asset, partition), which of its condition's parts were true, in words: new
+    (missing), new code, the dependencies that updated, the work its last run left to retry."""
+    out: dict[tuple[str, str | None], list[str]] = {}
+
+    def add(asset: str, keys: set, text: str) -> None:
+        for k in keys:
+            out.setdefault((asset, str(k) if k is not None else None), []).append(text)
+
+    def walk(asset: str, node, requested: set) -> None:
+        name, label = node.condition.name, node.condition.get_label()
+        keys = _keys_of(node.true_subset) & requested
+        if name == "missing" and keys:
+            add(asset, keys, "new")
+        elif name == "code_version_changed" and keys:
+            add(asset, keys, "new code")
+        elif label == "any_deps_updated":
+            for dep in node.child_results:
+                add(asset, _keys_of(dep.true_subset) & requested, f"{dep.condition.name} updated")
+            return
+        elif name == "retryable_work_left" and keys:
+            for k in keys:
+                add(asset, {k}, _retry_text(instance, asset, k))
+        if label in ("any_deps_missing", "any_deps_in_progress"):
+            return
+        for child in node.child_results:
+            walk(asset, child, requested)
+
+    for r in result.results:
+        walk(r.key.to_user_string(), r, _keys_of(r.true_subset))
+    return out
+
+
+def _retry_text(instance: dg.DagsterInstance, asset: str, key) -> str:
+    from assets.automation import RETRY_METADATA
+    from assets.lineage import latest_record
+
+    record = latest_record(instance, asset, str(key) if key is not None else None)
+    md = record.asset_materialization.metadata if record else {}
+    n = sum(int(md[m].value or 0) for m in RETRY_METADATA.get(asset, ()) if m in md)
+    what = {"rubrics": "rubrics the generator failed to make", "criterion_evidence": "failed tool steps",
+            "criterion_scores": "unanswered judgments"}.get(asset, "failures")
+    return f"{n} {what} retried"
 
 
 def _stretches(items: list[str], order: list[str]) -> list[list[str]]:
@@ -208,6 +267,60 @@ def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
     return out
 
 
+class _Evaluation:
+    """What one command works on: the evaluation's settings, instance and definitions, its selected
+    tasks and ``(task, model)`` partitions, and each partition's number of videos."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
+    """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
+    changed is recorded with its new data version (:mod:`assets.sources`)."""
+    from assets.sources import changed_observations, report, source_versions
+
+    from .candidate_store import open_store, scan
+    from .definitions import build_definitions
+
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    discovery = discover(settings.candidates_dir, settings.bench_dir)
+    for problem in discovery.problems:
+        progress(f"left out: {problem}")
+    found = discovery.models
+    if models:
+        unknown = sorted(set(models) - set(found))
+        if unknown:
+            raise SystemExit(f"no candidate videos for model(s) {unknown} under {settings.candidates_dir}")
+        found = {m: t for m, t in found.items() if m in models}
+    task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
+    if not found:
+        raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
+    sweep_dead_runs(instance, progress)
+    notice = pool_notice(instance)
+    if notice:
+        progress(notice)
+    instance.add_dynamic_partitions("candidate_models", sorted(found))
+    defs = build_definitions(settings)
+    resources = defs.resources
+    partitions = {(t, m) for m, ts in found.items() for t in ts if t in task_list}
+    store = scan(open_store(str(settings.candidates_dir), resources["storage"].storage()), None)
+    report(instance, changed_observations(instance, source_versions(resources, task_list, partitions, store.known)))
+    return _Evaluation(settings=settings, instance=instance, defs=defs, tasks=task_list, partitions=partitions,
+                       n_videos={(t, m): _count_videos(settings.candidates_dir, t, m) for t, m in partitions})
+
+
+def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, progress: Callable[[str], None] = print,
+             instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> dict[str, list]:
+    """What ``argus evaluate`` would run first, now (``argus evaluate --plan``): the sources observed,
+    the automation conditions asked; nothing runs and the command's cursor is left as it was.
+    ``{asset: [partition keys]}``; what those runs update is asked for after them."""
+    ev = _prepare(tasks, models, progress, instance, settings)
+    the_plan, _ = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
+    return {a: sorted(p for p in parts if p is not None) for a, parts in the_plan.requested.items()}
+
+
 def _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed) -> None:
     """A line for each selected task and partition the first runs leave alone."""
     ran_tasks = {t for kind, _, keys in runs if kind == "task" for t in keys}
@@ -221,10 +334,13 @@ def _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed) ->
             progress(f"{elapsed()} {task} x {model}: up to date")
 
 
-def _run_and_say(kind: str, selection: list[str], keys: list, instance, resources, progress, elapsed) -> None:
-    """Execute one run of the plan and say what it did; a failed run stops the command."""
+def _run_and_say(kind: str, selection: list[str], keys: list, instance, resources, progress, elapsed,
+                 the_plan: Plan | None = None) -> None:
+    """Execute one run of the plan and say what it did (and why, as the conditions said); a failed run
+    stops the command."""
     from assets.partitions import task_model_partitions
 
+    the_plan = the_plan or Plan({}, True)
     t0 = time.perf_counter()
     result = _execute(instance, resources, selection, keys, {JUDGE_TAG: "1"} if kind == "partition" else None)
     if not result.success:
@@ -232,19 +348,24 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
                          "argus evaluate again resumes from what was stored")
     for line in _failed_checks(result):
         progress(line)
-    took = f"({time.perf_counter() - t0:.1f}s" + (f" for {len(keys)} partitions)" if len(keys) > 1 else ")")
+    seconds = f"{time.perf_counter() - t0:.1f}s" + (f" for {len(keys)} partitions" if len(keys) > 1 else "")
+
+    def took(key) -> str:
+        why = the_plan.reasons(selection, key)
+        return f"({seconds}" + (f"; {why}" if why and why != "new" else "") + ")"
+
     if kind == "task":
         for task in keys:
-            progress(f"{elapsed()} {task}: inputs and rubrics {took}")
+            progress(f"{elapsed()} {task}: inputs and rubrics {took(task)}")
     elif kind == "partition":
         retry = _retry_left(result)
         for key in keys:
             dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
             left = retry.get(key, 0)
-            progress(f"{elapsed()} {dims['task']} x {dims['model']}: scored {took}"
+            progress(f"{elapsed()} {dims['task']} x {dims['model']}: scored {took(key)}"
                      + (f"; {left} failed tool steps or unanswered judgments, retried on the next run" if left else ""))
     else:
-        progress(f"{elapsed()} leaderboard")
+        progress(f"{elapsed()} leaderboard {took(None)}")
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
@@ -273,37 +394,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    from assets.sources import changed_observations, report, source_versions
-
-    from .candidate_store import open_store, scan
-    from .definitions import build_definitions
-
-    settings = settings or load_settings()
-    instance = instance or local_instance(settings)
-    discovery = discover(settings.candidates_dir, settings.bench_dir)
-    for problem in discovery.problems:
-        progress(f"left out: {problem}")
-    found = discovery.models
-    if models:
-        unknown = sorted(set(models) - set(found))
-        if unknown:
-            raise SystemExit(f"no candidate videos for model(s) {unknown} under {settings.candidates_dir}")
-        found = {m: t for m, t in found.items() if m in models}
-    task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
-    if not found:
-        raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
-    sweep_dead_runs(instance, progress)
-    notice = pool_notice(instance)
-    if notice:
-        progress(notice)
-    instance.add_dynamic_partitions("candidate_models", sorted(found))
-    defs = build_definitions(settings)
-    resources = defs.resources
-    partitions = {(t, m) for m, ts in found.items() for t in ts if t in task_list}
-    n_videos = {(t, m): _count_videos(settings.candidates_dir, t, m) for t, m in partitions}
+    ev = _prepare(tasks, models, progress, instance, settings)
+    settings, instance, defs, resources = ev.settings, ev.instance, ev.defs, ev.defs.resources
+    task_list, partitions, n_videos = ev.tasks, ev.partitions, ev.n_videos
     PROGRESS.reset(sum(n_videos.values()))
-    store = scan(open_store(str(settings.candidates_dir), resources["storage"].storage()), None)
-    report(instance, changed_observations(instance, source_versions(resources, task_list, partitions, store.known)))
 
     t_start = time.perf_counter()
 
@@ -331,7 +425,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed)
             ran_any = True
             for kind, selection, keys in runs:
-                _run_and_say(kind, selection, keys, instance, resources, progress, elapsed)
+                _run_and_say(kind, selection, keys, instance, resources, progress, elapsed, the_plan)
                 done |= {(a, k) for a in selection for k in (keys or [None])}
                 leaderboard_due &= kind != "leaderboard"
             if cursor is not None and the_plan.complete:

@@ -104,9 +104,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_webserver(root: Path, env: dict, timeout: float = 90):
-    """``dagster-webserver`` on the project's workspace.yaml on a loopback port, once its code location
-    has loaded: ``(process, GraphQL client)``; its log is ``root/webserver.log``. Stop it with :func:`stop`."""
+def start_webserver(root: Path, env: dict, timeout: float = 90, cwd: Path | None = None):
+    """``dagster-webserver`` on the project's workspace.yaml (in ``cwd``, default the project) on a
+    loopback port, once its code location has loaded: ``(process, GraphQL client)``; its log is
+    ``root/webserver.log``. Stop it with :func:`stop`."""
     import subprocess
     import sys
     import time
@@ -115,7 +116,7 @@ def start_webserver(root: Path, env: dict, timeout: float = 90):
     port = free_port()
     log = open(root / "webserver.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-w", "workspace.yaml",
-                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log,
+                             "-h", "127.0.0.1", "-p", str(port)], cwd=cwd or ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     client = GraphQL(port)
     deadline = time.time() + timeout

@@ -372,7 +372,8 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
             return lines, len(srv.requests) - n0, len(local_instance().get_runs()) - n_runs
 
         lines, calls, runs = run()
-        assert calls == 2 + 2 * (5 + 3) * 2 and runs == 4  # rubrics, then per video 5 judgments + 3 vlm_qa
+        # rubrics, then per video 5 judgments + 3 vlm_qa; runs: the task's, both models' range, the leaderboard
+        assert calls == 2 + 2 * (5 + 3) * 2 and runs == 3
         lines, calls, runs = run()
         assert (calls, runs) == (0, 0), lines
         assert sum("up to date" in x for x in lines) == 4, lines
@@ -381,7 +382,8 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
         assert calls == 5 + 3 and runs == 2  # its partition and the leaderboard
         assert any("T2V x o: scored" in x for x in lines) and any("T2V x m: up to date" in x for x in lines)
         lines, calls, runs = run(force=True)
-        assert calls == 0 and runs == 5  # every partition again, every answer from the cache
+        assert calls == 0 and runs == 3  # every partition again (the task, a range of the models, the
+        # leaderboard), every answer from the cache
 
 
 def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatch):
@@ -408,7 +410,7 @@ def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatc
         n0, lines = len(srv.requests), []
         run_all(progress=lines.append)
         # Run again because of what failed, and nothing left to retry this time.
-        assert any("T2V x o: scored" in x and "stale: 16 failed tool steps or unanswered judgments" in x
+        assert any("T2V x o: scored" in x and "failed tool steps retried" in x and "unanswered judgments retried" in x
                    and "retried on the next run" not in x for x in lines), lines
         assert any("T2V x m: up to date" in x for x in lines)
         assert len(srv.requests) - n0 == 2 * (5 + 3)  # the failed vlm_qa steps and judgments of model o

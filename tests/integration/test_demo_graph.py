@@ -200,9 +200,11 @@ def test_align_explains_every_column(demo_run, capsys, tmp_path):
 def test_stages_say_their_progress_in_the_runs_logs(demo_run):
     import dagster as dg
 
+    from assets.lineage import latest_record
+
     _, instance, _ = demo_run
-    [record] = instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": "faithful|T2V"}), limit=1)
-    messages = [e.user_message for e in instance.all_logs(record.dagster_run.run_id)]
+    run_id = latest_record(instance, "criterion_scores", "faithful|T2V").run_id  # a run of one partition or a range
+    messages = [e.user_message for e in instance.all_logs(run_id)]
     assert any("T2V/faithful: evidence 3/3 videos (" in m for m in messages)
     assert any("T2V/faithful: judged 3/3 videos (" in m and "VLM requests" in m for m in messages)
 
@@ -213,9 +215,10 @@ def test_event_logs_keep_every_dagster_event_and_info_lines(demo_run):
 
     import dagster as dg
 
+    from assets.lineage import latest_record
+
     _, instance, _ = demo_run
-    run = next(r for r in instance.get_runs() if r.tags.get("dagster/partition") == "blurry|T2V")
-    logs = instance.all_logs(run.run_id)
+    logs = instance.all_logs(latest_record(instance, "criterion_scores", "blurry|T2V").run_id)
     assert not [e for e in logs if "Loading partition" in (e.user_message or "")]
     kinds = {e.dagster_event.event_type_value for e in logs if e.dagster_event}
     assert {t.value for t in (dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS,

@@ -106,8 +106,9 @@ def test_best_of_n_picks_among_samples(graph):
         everything = pl.concat(parts.values()).filter(pl.col("input_id") == iid)
         assert row["n_candidates"] == sum(len(s) for s in SAMPLES.values()) == everything.height
         best = everything["final_score"].max()
-        top = everything.filter(pl.col("final_score") >= best - 1e-9).sort("model", "sample").row(0, named=True)
-        assert (row["pick_model"], row["pick_sample"], row["pick_score"]) == (top["model"], top["sample"], best)
+        tied = everything.filter(pl.col("final_score") >= best - 1e-9)  # a tie is drawn, never by name
+        assert (row["pick_model"], row["pick_sample"]) in set(zip(tied["model"], tied["sample"]))
+        assert row["pick_score"] == best
     # among one model's samples only: the pick is one of its samples, never an id split by hand
     only_m = best_of_n_tables({"m": parts["m"]}, None, "final", tasks=["T2V"])[0]
     assert set(only_m["pick_sample"]) <= {"0", "1", "2"} and set(only_m["pick_model"]) == {"m"}
