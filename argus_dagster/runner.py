@@ -66,11 +66,6 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
 
 
 PROTOCOLS = ("videoargus", "firm", "both")
-# Where argus evaluate keeps its automation cursor: in the instance's own key-value store, beside the
-# daemon's sensor cursors (each evaluator of the conditions keeps its own).
-CURSOR_KEY = "argus/evaluate/automation_cursor"
-
-
 class Plan:
     """What Dagster's automation conditions requested, as argus evaluate executes it: by asset key,
     the partitions to materialize (``None`` for the unpartitioned leaderboard)."""
@@ -91,30 +86,14 @@ class Plan:
         return self.requested.get(asset, set())
 
 
-def _load_cursor(instance: dg.DagsterInstance):
-    from dagster_shared.serdes import deserialize_value
-
-    raw = instance.run_storage.get_cursor_values({CURSOR_KEY}).get(CURSOR_KEY)
-    try:
-        return deserialize_value(raw) if raw else None
-    except Exception:  # written by another Dagster version: start afresh (missing partitions still run)
-        return None
-
-
-def _save_cursor(instance: dg.DagsterInstance, cursor) -> None:
-    from dagster_shared.serdes import serialize_value
-
-    instance.run_storage.set_cursor_values({CURSOR_KEY: serialize_value(cursor)})
-
-
 def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], partitions: set[tuple[str, str]],
-         force: bool = False, done: set = frozenset()) -> tuple[Plan, object]:
+         force: bool = False, done: set = frozenset()) -> Plan:
     """What to materialize for ``tasks`` and the ``(task, model)`` partitions: Dagster's answer, from
     the automation conditions on the assets (:mod:`assets.automation`) evaluated on the instance's
-    records with this command's cursor (the automation sensor asks the same conditions under the
-    daemon); every partition with ``force``. What this command materialized already (``done``:
-    ``(asset, partition)``) is not asked again: work its run left to retry waits for the next command.
-    Returns the plan and the new cursor."""
+    records (the automation sensor asks the same conditions under the daemon; they read states, so
+    no cursor is kept); every partition with ``force``. What this command materialized already
+    (``done``: ``(asset, partition)``) is not asked again: work its run left to retry waits for the
+    next command."""
     from assets import AUTOMATED_ASSETS, CANDIDATE_ASSETS, TASK_ASSETS
 
     keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
@@ -122,12 +101,11 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         requested = {a.key.to_user_string(): set(tasks) for a in TASK_ASSETS}
         requested.update({a.key.to_user_string(): set(keys) for a in CANDIDATE_ASSETS})
         requested["leaderboard"] = {None}
-        return Plan(requested, complete=False), None
+        return Plan(requested, complete=False)
     result = dg.evaluate_automation_conditions(
-        defs=defs, instance=instance, cursor=_load_cursor(instance),
-        asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
+        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
     requested, complete = {}, True
-    why = _why(result, instance)
+    why = _why(result, instance, defs)
     for a in AUTOMATED_ASSETS:
         name = a.key.to_user_string()
         got = {str(p) if p is not None else None for p in result.get_requested_partitions(a.key)}
@@ -136,7 +114,7 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         complete &= wanted == got
         if wanted:
             requested[name] = wanted
-    return Plan(requested, complete, why), result.cursor
+    return Plan(requested, complete, why)
 
 
 def _keys_of(subset) -> set:
@@ -144,36 +122,43 @@ def _keys_of(subset) -> set:
         {None} if subset.get_internal_bool_value() else set())
 
 
-def _why(result, instance: dg.DagsterInstance) -> dict[tuple[str, str | None], list[str]]:
+def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[tuple[str, str | None], list[str]]:
     """Per requested (asset, partition), which of its condition's parts were true, in words: new
-    (missing), new code, the dependencies that updated, the work its last run left to retry."""
+    (missing), new code, the inputs that moved, an input requested in the same run, the work its
+    last run left to retry."""
+    from assets.automation import _Records, changed_inputs
+
+    graph, records = defs.resolve_asset_graph(), _Records(instance)
     out: dict[tuple[str, str | None], list[str]] = {}
 
     def add(asset: str, keys: set, text: str) -> None:
         for k in keys:
             out.setdefault((asset, str(k) if k is not None else None), []).append(text)
 
-    def walk(asset: str, node, requested: set) -> None:
+    def walk(r, node, requested: set) -> None:
+        asset = r.key.to_user_string()
         name, label = node.condition.name, node.condition.get_label()
         keys = _keys_of(node.true_subset) & requested
-        if name == "missing" and keys:
+        if keys and name == "missing":
             add(asset, keys, "new")
-        elif name == "code_version_changed" and keys:
+        elif keys and name == "new_code":
             add(asset, keys, "new code")
-        elif label == "any_deps_updated":
-            for dep in node.child_results:
-                add(asset, _keys_of(dep.true_subset) & requested, f"{dep.condition.name} updated")
-            return
-        elif name == "retryable_work_left" and keys:
+        elif keys and name == "inputs_changed":
+            moved = changed_inputs(graph, r.key, graph.get(r.key).partitions_def, records)
+            for k in keys:
+                add(asset, {k}, ", ".join(moved.get(str(k) if k is not None else None, [])) + " changed")
+        elif keys and label == "an input will be requested":
+            add(asset, keys, "an input runs first")
+        elif keys and name == "retryable_work_left":
             for k in keys:
                 add(asset, {k}, _retry_text(instance, asset, k))
-        if label in ("any_deps_missing", "any_deps_in_progress"):
+        if label in ("any_deps_missing", "any_deps_in_progress", "an input will be requested"):
             return
         for child in node.child_results:
-            walk(asset, child, requested)
+            walk(r, child, requested)
 
     for r in result.results:
-        walk(r.key.to_user_string(), r, _keys_of(r.true_subset))
+        walk(r, r, _keys_of(r.true_subset))
     return out
 
 
@@ -314,10 +299,10 @@ def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
 def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, progress: Callable[[str], None] = print,
              instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> dict[str, list]:
     """What ``argus evaluate`` would run first, now (``argus evaluate --plan``): the sources observed,
-    the automation conditions asked; nothing runs and the command's cursor is left as it was.
+    the automation conditions asked; nothing runs.
     ``{asset: [partition keys]}``; what those runs update is asked for after them."""
     ev = _prepare(tasks, models, progress, instance, settings)
-    the_plan, _ = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
+    the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
     return {a: sorted(p for p in parts if p is not None) for a, parts in the_plan.requested.items()}
 
 
@@ -413,7 +398,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         # As the daemon's ticks do: ask, run what is requested, ask again (a task's new rubrics make
         # its candidate partitions' inputs updated: the next question requests them), until nothing is.
         while True:
-            the_plan, cursor = plan(instance, defs, task_list, partitions, force, done)
+            the_plan = plan(instance, defs, task_list, partitions, force, done)
             force = False  # once
             runs = _runs(the_plan, model_order)
             if any(kind == "leaderboard" for kind, _, _ in runs) and len(runs) > 1:
@@ -428,8 +413,6 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 _run_and_say(kind, selection, keys, instance, resources, progress, elapsed, the_plan)
                 done |= {(a, k) for a in selection for k in (keys or [None])}
                 leaderboard_due &= kind != "leaderboard"
-            if cursor is not None and the_plan.complete:
-                _save_cursor(instance, cursor)
         if leaderboard_due or load_stored(instance, "leaderboard") is None:
             _run_and_say("leaderboard", ["leaderboard"], [], instance, resources, progress, elapsed)
         board = load_stored(instance, "leaderboard")

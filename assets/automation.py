@@ -3,17 +3,20 @@
 A partition of the VideoArgus graph is run when
 
 * it is **missing** (never materialized: a new model, a new task),
-* its asset's **code version changed**,
-* a **dependency updated**: an upstream asset materialized, or a source (:mod:`assets.sources`) was
-  observed with a new data version (a replaced video, an edited prompt or rubric, another judge), or
+* its latest materialization was made by another **code version**,
+* an **input moved**: the data version a source (:mod:`assets.sources`) or an upstream asset has now
+  differs from the one the latest materialization read (a replaced video, an edited prompt or
+  rubric, a tool's new version, another judge: Dagster's own "upstream data version changed"), or
 * its last materialization **left work to retry** (:class:`RetryableWorkLeft`: a rubric the generator
   failed to make, a tool step that raised, a judgment the VLM did not answer). A row with a permanent
   error (an invalid manifest line, a 2-frame clip, a missing video) leaves nothing to retry: rerunning
   would give the same error, so it does not make its partition run again.
 
-and nothing it reads is missing or in flight. The automation sensor evaluates these conditions under
-the daemon (``make ui``); ``argus evaluate`` evaluates the same ones with
-``dg.evaluate_automation_conditions`` and executes what they request (:mod:`argus_dagster.runner`).
+and nothing it reads is missing or in flight; an upstream partition requested in the same run brings
+its downstream along. Each part reads the instance's latest records, so the answer is a state, not a
+transition: the automation sensor (``make ui``) and ``argus evaluate`` (``dg.evaluate_automation_conditions``,
+:mod:`argus_dagster.runner`) get the same one without sharing a cursor, and it agrees with the UI's
+stale status.
 """
 
 from __future__ import annotations
@@ -25,9 +28,143 @@ AC = dg.AutomationCondition
 # The materialization metadata each asset records of the work its run left to retry.
 RETRY_METADATA = {"rubrics": ("n_retryable",), "criterion_evidence": ("tool_steps_failed",),
                   "criterion_scores": ("n_unscored_retryable",)}
+DATA_VERSION_TAG = "dagster/data_version"
 
 
-class RetryableWorkLeft(dg.AutomationCondition):
+class _Records:
+    """The latest materialization (or, for a source, observation) of each partition of an asset, as
+    the instance recorded it: two queries per asset, whatever its number of partitions."""
+
+    def __init__(self, instance: dg.DagsterInstance):
+        self.instance = instance
+        self._latest: dict = {}
+
+    def latest(self, key: dg.AssetKey, observed: bool = False) -> dict[str | None, object]:
+        """``{partition: record}`` (partition None for an unpartitioned asset)."""
+        if (key, observed) not in self._latest:
+            kind = dg.DagsterEventType.ASSET_OBSERVATION if observed else dg.DagsterEventType.ASSET_MATERIALIZATION
+            ids = dict(self.instance.event_log_storage.get_latest_storage_id_by_partition(key, kind))
+            fetch = self.instance.fetch_observations if observed else self.instance.fetch_materializations
+            out: dict = {}
+            if ids:
+                for chunk in range(0, len(ids), 500):
+                    part = list(ids.values())[chunk:chunk + 500]
+                    for r in fetch(dg.AssetRecordsFilter(asset_key=key, storage_ids=part), limit=len(part)).records:
+                        event = r.asset_observation if observed else r.asset_materialization
+                        out[str(event.partition)] = r
+            unpartitioned = fetch(dg.AssetRecordsFilter(asset_key=key), limit=1).records if not ids else []
+            for r in unpartitioned:
+                event = r.asset_observation if observed else r.asset_materialization
+                if event.partition is None:
+                    out[None] = r
+            self._latest[(key, observed)] = out
+        return self._latest[(key, observed)]
+
+    def moved_after(self, key: dg.AssetKey, partition: str | None, observed: bool, cursor: int | None) -> bool:
+        """Whether the latest record of a partition came after ``cursor`` with another data version
+        than the record at ``cursor`` had (Dagster's test of an updated partitioned dependency)."""
+        latest = self.latest(key, observed).get(partition)
+        if latest is None or (cursor is not None and latest.storage_id <= cursor):
+            return False
+        before = (self.instance.get_latest_data_version_record(key, observed, partition, before_cursor=cursor + 1)
+                  if cursor is not None else None)
+        was = _event(before).tags.get(DATA_VERSION_TAG) if before else None
+        return _event(latest).tags.get(DATA_VERSION_TAG) != was
+
+
+def _event(record):
+    return getattr(record, "asset_materialization", None) or record.asset_observation
+
+
+def _dep_partition(key_partitions, dep_partitions, partition: str | None) -> str | None:
+    """The partition of a dependency that ``partition`` reads: the same key, its task (a task-partitioned
+    dependency of a task x model asset), or None (an unpartitioned dependency)."""
+    if dep_partitions is None or partition is None:
+        return None
+    if isinstance(key_partitions, dg.MultiPartitionsDefinition) and not isinstance(dep_partitions,
+                                                                                  dg.MultiPartitionsDefinition):
+        return key_partitions.get_partition_key_from_str(partition).keys_by_dimension["task"]
+    return partition
+
+
+class _FromRecords(dg.AutomationCondition):
+    """A condition on each candidate partition, read from the instance's latest records (no cursor:
+    the same answer however often, and by whoever, it is asked)."""
+
+    def partitions_where(self, context: dg.AutomationContext, records: _Records) -> set[str | None]:
+        raise NotImplementedError
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        true = self.partitions_where(context, _Records(context.asset_graph_view.instance))
+        if context.partitions_def is None:
+            subset = context.candidate_subset if None in true else context.get_empty_subset()
+        else:
+            subset = context.candidate_subset.compute_intersection_with_partition_keys({k for k in true if k})
+        return dg.AutomationResult(context, subset)
+
+
+class NewCode(_FromRecords):
+    """True where the latest materialization was made by another ``code_version`` of the asset."""
+
+    @property
+    def name(self) -> str:
+        return "new_code"
+
+    def partitions_where(self, context, records) -> set[str | None]:
+        now = context.asset_graph.get(context.key).code_version
+        return {p for p, r in records.latest(context.key).items()
+                if _event(r).tags.get("dagster/code_version") != now}
+
+
+def changed_inputs(graph, key: dg.AssetKey, partitions_def, records: _Records) -> dict[str | None, list[str]]:
+    """Per partition of ``key``, the inputs whose data version moved since its latest materialization
+    read them, by Dagster's own rule (what the UI's stale status says): an unpartitioned input's
+    data version now against the one recorded; a partition of a partitioned input, its latest record
+    after the recorded event pointer against its record at that pointer (an unpartitioned asset reads
+    every partition of a partitioned input). ``graph``: an asset graph (the automation context's or
+    the definitions')."""
+    mine = records.latest(key)
+    out: dict[str | None, list[str]] = {}
+    for dep in sorted(graph.get(key).parent_keys, key=lambda k: k.to_user_string()):
+        node = graph.get(dep)
+        source = node.is_observable and not node.is_materializable
+        latest = records.latest(dep, observed=source)
+        for p, r in mine.items():
+            read = dg.DataProvenance.from_tags(_event(r).tags)
+            if read is None:
+                continue
+            if node.partitions_def is None:
+                upstream = latest.get(None)
+                now = _event(upstream).tags.get(DATA_VERSION_TAG) if upstream else None
+                was = read.input_data_versions.get(dep)
+                moved = now is not None and (was is None or was.value != now)
+            else:
+                cursor = read.input_storage_ids.get(dep)
+                if partitions_def is None:
+                    parts = list(latest)
+                else:
+                    parts = [_dep_partition(partitions_def, node.partitions_def, p)]
+                moved = any(records.moved_after(dep, q, source, cursor) for q in parts)
+            if moved:
+                out.setdefault(p, []).append(dep.to_user_string())
+    return out
+
+
+class InputsChanged(_FromRecords):
+    """True where an input's data version moved since the latest materialization read it: a source
+    observed with a new version (a replaced video, an edited prompt or rubric, another judge), or an
+    upstream asset materialized with another one. An unpartitioned asset that reads a partitioned
+    one (the leaderboard) follows any newer materialization of it."""
+
+    @property
+    def name(self) -> str:
+        return "inputs_changed"
+
+    def partitions_where(self, context, records) -> set[str | None]:
+        return set(changed_inputs(context.asset_graph, context.key, context.partitions_def, records))
+
+
+class RetryableWorkLeft(_FromRecords):
     """True for the partitions whose latest materialization recorded work to retry (its
     :data:`RETRY_METADATA` counts): transient failures run again; permanent row errors do not."""
 
@@ -35,49 +172,25 @@ class RetryableWorkLeft(dg.AutomationCondition):
     def name(self) -> str:
         return "retryable_work_left"
 
-    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+    def partitions_where(self, context, records) -> set[str | None]:
         names = RETRY_METADATA.get(context.key.to_user_string(), ())
         if not names:
-            return dg.AutomationResult(context, context.get_empty_subset())
-        instance = context.asset_graph_view.instance
-        left: set[str] = set()
-        seen: set[str] = set()
-        cursor = None
-        while True:  # the latest materialization of each partition, newest first
-            page = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=context.key), limit=1000,
-                                                   cursor=cursor, ascending=False)
-            for record in page.records:
-                m = record.asset_materialization
-                key = str(m.partition) if m.partition is not None else ""
-                if key in seen:
-                    continue
-                seen.add(key)
-                if any((m.metadata[n].value if n in m.metadata else 0) for n in names):
-                    left.add(key)
-            if not page.has_more:
-                break
-            cursor = page.cursor
-        if context.partitions_def is None:
-            subset = context.candidate_subset if "" in left else context.get_empty_subset()
-        else:
-            subset = context.candidate_subset.compute_intersection_with_partition_keys(left)
-        return dg.AutomationResult(context, subset)
+            return set()
+        return {p for p, r in records.latest(context.key).items()
+                if any((_event(r).metadata[n].value if n in _event(r).metadata else 0) for n in names)}
 
 
-def retryable_work_left() -> dg.AutomationCondition:
-    return RetryableWorkLeft()
+# What makes a partition run: missing, made by other code, an input that moved, or work left to retry;
+# and an upstream partition requested in the same run (Dagster's lookahead). Each part is a state of
+# the instance's records, not a transition: asked twice, or by two clients, it gives the same answer,
+# and a change that lands while a run finishes is not lost.
+WANTED = (AC.missing() | NewCode() | InputsChanged() | RetryableWorkLeft()
+          | AC.any_deps_match(AC.will_be_requested()).with_label("an input will be requested"))
 
-
-# Missing, code version changed or a dependency updated: each once, until the partition is requested
-# or materialized again.
-CHANGED = (AC.missing() | AC.code_version_changed() | AC.any_deps_updated()).since(
-    AC.newly_requested() | AC.newly_updated()).with_label("missing, new code or an updated dependency")
-
-UP_TO_DATE = ((CHANGED | retryable_work_left()) & ~AC.any_deps_missing() & ~AC.any_deps_in_progress()
-              & ~AC.in_progress()).with_label("kept up to date")
+UP_TO_DATE = (WANTED & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()).with_label(
+    "kept up to date")
 
 # The leaderboard follows every video_scores partition there is: missing partitions do not hold it back
 # (a model need not have videos for every task).
-FOLLOWS_PARTITIONS = ((AC.missing() | AC.code_version_changed() | AC.any_deps_updated()).since(
-    AC.newly_requested() | AC.newly_updated()) & ~AC.any_deps_in_progress() & ~AC.in_progress()).with_label(
-    "follows the partitions that exist")
+FOLLOWS_PARTITIONS = ((AC.missing() | NewCode() | InputsChanged()) & ~AC.any_deps_in_progress()
+                      & ~AC.in_progress()).with_label("follows the partitions that exist")
