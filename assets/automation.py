@@ -192,5 +192,6 @@ UP_TO_DATE = (WANTED & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC
 
 # The leaderboard follows every video_scores partition there is: missing partitions do not hold it back
 # (a model need not have videos for every task).
-FOLLOWS_PARTITIONS = ((AC.missing() | NewCode() | InputsChanged()) & ~AC.any_deps_in_progress()
+FOLLOWS_PARTITIONS = (((AC.missing() & AC.any_deps_match(~AC.missing()).with_label("a partition exists"))
+                       | NewCode() | InputsChanged()) & ~AC.any_deps_in_progress()
                       & ~AC.in_progress()).with_label("follows the partitions that exist")

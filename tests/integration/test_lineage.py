@@ -134,7 +134,7 @@ def test_rule_violations_are_named():
 
 
 def test_leaderboard_follows_by_automation_and_covers_partitions(scored):
-    resources, instance, _, _, _ = scored
+    resources, instance, cands, _, _ = scored
     defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=resources)
     lb_key = dg.AssetKey("leaderboard")
     first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
@@ -146,9 +146,15 @@ def test_leaderboard_follows_by_automation_and_covers_partitions(scored):
     assert meta["plot_T2V"].value.startswith("![T2V leaderboard](data:image/png;base64,")
     quiet = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
     assert quiet.get_num_requested(lb_key) == 0
+    # Re-scored with nothing changed: the same data version, so the leaderboard stays fresh.
     assert dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=["video_scores"], partition_key=KEY,
                           instance=instance, resources=resources).success
-    again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=quiet.cursor)
+    assert dg.evaluate_automation_conditions(defs=defs, instance=instance).get_num_requested(lb_key) == 0
+    # A video changed and re-scored: another data version, and the leaderboard follows.
+    write_video(cands / "T2V" / "m" / "p1.mp4", _clip(9), 12)
+    assert dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=CANDIDATE_ASSETS, partition_key=KEY,
+                          instance=instance, resources=resources).success
+    again = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     assert again.get_num_requested(lb_key) == 1
 
 
@@ -163,16 +169,18 @@ def test_nightly_reconcile_observes_every_video_and_automation_requests_what_cha
     job = defs.resolve_job_def(nightly_reconcile.job_name)
     assert job.name == "observe_candidate_files" and request.run_config in ({}, None)
 
-    def observe_then_ask(cursor):
+    def observe_then_ask():
         assert job.execute_in_process(instance=instance).success
-        asked = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor,
+        asked = dg.evaluate_automation_conditions(defs=defs, instance=instance,
                                                   asset_selection=dg.AssetSelection.assets("candidate_videos"))
-        return sorted(str(p) for p in asked.get_requested_partitions(dg.AssetKey("candidate_videos"))), asked.cursor
+        return sorted(str(p) for p in asked.get_requested_partitions(dg.AssetKey("candidate_videos")))
 
-    _, cursor = observe_then_ask(None)
-    assert observe_then_ask(cursor)[0] == []  # observed again, nothing changed: nothing requested
+    # The partition was scored before its videos were ever observed: Dagster calls it stale (a new
+    # dependency) until it is scored with them.
+    assert observe_then_ask() == [str(KEY)]
+    _run(resources, instance, CANDIDATE_ASSETS, KEY)
+    assert observe_then_ask() == []  # observed again, nothing changed: nothing requested
     write_video(cands / "T2V" / "m" / "p0.mp4", _clip(5), 12)  # changed
     write_video(cands / "T2V" / "n" / "p0.mp4", _clip(6), 12)  # a new model
     instance.add_dynamic_partitions("candidate_models", ["n"])
-    asked, _ = observe_then_ask(cursor)
-    assert asked == [str(KEY), str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))]
+    assert observe_then_ask() == [str(KEY), str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))]

@@ -40,6 +40,9 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     settings = home("ui")
     instance = local_instance(settings)
     instance.add_dynamic_partitions("candidate_models", ["m", "n"])
+    from resources import resources_for
+
+    sensor_then_automation(instance, resources_for(settings=settings))  # the sources observed, as under make ui
     env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "PYTHONPATH": str(ROOT)}
     dagster = str(Path(sys.executable).parent / "dagster")
     for select, partition in (("input_instances,rubrics", "T2V"), (CANDIDATE_ASSETS, key)):
@@ -56,8 +59,6 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     assert {r.tags.get("dagster/partition") for r in new_runs} == {str(dg.MultiPartitionKey({"task": "T2V", "model": "n"})),
                                                                    None}  # n's partition and the leaderboard
     # And the other way round: what argus evaluate stored is up to date for Dagster's own automation.
-    from resources import resources_for
-
     assert sensor_then_automation(instance, resources_for(settings=settings)) == {}
 
     # Home "cli": the same bench through argus evaluate only: the same scores.
@@ -79,6 +80,9 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
     settings = evaluation_in(monkeypatch, tmp_path / "ui", bench, cands)
     instance = local_instance(settings)
     instance.add_dynamic_partitions("candidate_models", ["m", "n"])
+    from resources import resources_for
+
+    sensor_then_automation(instance, resources_for(settings=settings))  # the sources observed, as under make ui
     env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "PYTHONPATH": str(ROOT)}
     dagster = str(Path(sys.executable).parent / "dagster")
     for select, flag, partition in (("input_instances,rubrics", "--partition", "T2V"),
@@ -103,8 +107,6 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
     lines: list[str] = []
     run_all(progress=lines.append, settings=settings)
     assert any("T2V x m: up to date" in x for x in lines) and any("T2V x n: up to date" in x for x in lines), lines
-    from resources import resources_for
-
     assert sensor_then_automation(instance, resources_for(settings=settings)) == {}
 
     cli = evaluation_in(monkeypatch, tmp_path / "cli", bench, cands)

@@ -105,6 +105,13 @@ def test_sensor_adds_models_and_observes_only_what_changed(store):
         assert ("candidate_files", "alpha|T2V") in _observed(first) and ("candidate_files", "alpha|TV2V") in _observed(first)
         assert {a for a, _ in _observed(first)} == {"bench_files", "rubric_files", "candidate_files", "judge_config",
                                                     "tool_suite_config", "rubric_generator_config", "aggregation_config"}
+        # The tasks' inputs were materialized before their sources were observed: Dagster calls them stale
+        # (a new dependency), and they run again once, with their sources.
+        asked = automation.requested(instance)
+        assert asked["input_instances"] == asked["rubrics"] == ["T2V", "TV2V"], asked
+        for task in ("T2V", "TV2V"):
+            assert dg.materialize(TASK_ASSETS + SOURCES, selection=TASK_ASSETS, partition_key=task,
+                                  instance=instance, resources=resources).success
         asked = automation.requested(instance)
         assert _candidates(asked) == ["alpha|T2V", "alpha|TV2V"] and "input_instances" not in asked, asked
         _score(instance, resources, _candidates(asked))

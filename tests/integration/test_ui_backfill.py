@@ -38,6 +38,9 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     settings = home("ui")
     instance = local_instance(settings)  # the evaluation's instance and its dagster.yaml (a run queue of 4)
     instance.add_dynamic_partitions("candidate_models", ["m", "n"])  # as the sensor or the UI adds them
+    from resources import resources_for
+
+    sensor_then_automation(instance, resources_for(settings=settings))  # the sources observed, as under make ui
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
            **{k: v for k, v in os.environ.items() if k.startswith("ARGUS_")}, "DAGSTER_HOME": str(settings.dagster_home)}
     backfill = backfill_as_the_ui_does(tmp_path, env, partitions_by_asset(
@@ -70,6 +73,4 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     cols = ["task", "model", "mean_final", "n_videos"]
     assert board.sort("model").select(cols).equals(cli_board.sort("model").select(cols))
     # The other way round: what argus evaluate stored in "cli", Dagster's automation there counts as done.
-    from resources import resources_for
-
     assert sensor_then_automation(cli_instance, resources_for(settings=cli)) == {}
