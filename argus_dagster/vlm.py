@@ -292,8 +292,8 @@ def chat_json(client: VlmClient, messages: list[dict], parse: Callable[[str], T]
             raise
         try:
             value = parse(reply.text)
-        except (ParseError, ValueError, TypeError, KeyError) as exc:
-            last = exc if isinstance(exc, ParseError) else ParseError(str(exc))
+        except Exception as exc:  # whatever a parser raises on an answer is that answer's fault, not the run's
+            last = exc if isinstance(exc, ParseError) else ParseError(f"{type(exc).__name__}: {str(exc)[:200]}")
             if stats is not None:
                 stats.add_call(reply, failed=attempt == parse_retries)
                 if attempt < parse_retries:

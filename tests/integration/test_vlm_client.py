@@ -294,3 +294,17 @@ def test_parse_retries_are_bounded(server):
     with pytest.raises(ParseError, match="after 2 attempts"):
         chat_json(client(server.base_url), HELLO, extract_json, parse_retries=1)
     assert len(server.requests) == 2
+
+
+def test_any_exception_of_a_parser_is_an_unusable_answer(server):
+    """A 400-digit score overflows a float, a deeply nested answer exhausts the recursion limit: both
+    are answers to ask again (and then give up on), never an error that ends the caller's run."""
+    from argus_dagster.judge import parse_judgment
+
+    server.queue(Scripted(content='{"score": ' + "9" * 400 + "}"), Scripted(content="[" * 100_000),
+                 Scripted(content='{"score": 1e999}'))
+    with pytest.raises(ParseError, match="after 3 attempts: score .* is not a finite number"):
+        chat_json(client(server.base_url), HELLO, parse_judgment, parse_retries=2)
+    server.queue(Scripted(content="[" * 100_000))
+    with pytest.raises(ParseError, match="RecursionError"):
+        chat_json(client(server.base_url), HELLO, lambda t: json.loads(t), parse_retries=0)

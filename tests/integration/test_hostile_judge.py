@@ -1,0 +1,82 @@
+"""A hostile judge on loopback, met the way a run meets it: numbers no score can be, answers that drip,
+answers of megabytes, error bodies that echo the key. Each run finishes and each row says why."""
+
+import json
+import re
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster.media import write_video
+from resources import VlmResource
+from tests.servers.openai_server import FakeVlmServer, default_answer, kind_of, request_text
+
+from .helpers import graph_resources, load, materialize_task, pattern_clip
+
+pytestmark = pytest.mark.integration
+
+# The score each criterion of the short clip gets (the long clip's are ordinary); written raw, since
+# JSON's own encoder cannot write most of them.
+HOSTILE_SCORES = {
+    "subject_present": "Infinity",
+    "action": "1e999",
+    "temporal_quality": "9" * 400,
+    "frame_quality": '"1e309"',
+    "alignment": "-3",
+}
+REASONS = {
+    "subject_present": "not a finite number",
+    "action": "not a finite number",
+    "temporal_quality": "not a finite number",
+    "frame_quality": "not a finite number",
+}
+CLAMPED = {"alignment": (0, "the judge answered -3, outside 0-10: clamped to 0")}
+
+
+def _hostile_answer(body: dict) -> str:
+    text = request_text(body)
+    if kind_of(body) != "judge" or "[output_video]" not in text:
+        return default_answer(body)
+    last_t = float(re.search(r"frames \(t = .*?([\d.]+)s\):", text).group(1))
+    cid = re.search(r'"id": "([^"]+)"', text).group(1)
+    if last_t < 2.5 and cid in HOSTILE_SCORES:  # the short clip
+        return '{"score": %s, "rationale": "a score no scale has"}' % HOSTILE_SCORES[cid]
+    return default_answer(body)
+
+
+def _bench(root: Path) -> tuple[Path, Path, Path]:
+    bench, cands, home = root / "bench", root / "cands", root / "home"
+    (bench / "T2V").mkdir(parents=True)
+    rows = [{"id": "short", "prompt": "A pattern slides left."}, {"id": "long", "prompt": "A pattern slides left, longer."}]
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_video(cands / "T2V" / "m" / "short.mp4", pattern_clip(1, 24), 12)
+    write_video(cands / "T2V" / "m" / "long.mp4", pattern_clip(2, 48), 12)
+    return bench, cands, home
+
+
+def _vlm(url: str, **kw) -> VlmResource:
+    return VlmResource(backend="openai", base_urls=url, model="judge", concurrency=4, max_retries=1, **kw)
+
+
+def test_scores_that_are_not_numbers_on_the_scale_leave_their_criteria_unscored_with_the_reason(tmp_path, monkeypatch):
+    bench, cands, home = _bench(tmp_path)
+    monkeypatch.setenv("ARGUS_HOME", str(home))
+    with FakeVlmServer(answer=_hostile_answer) as srv, dg.instance_for_test() as instance:
+        resources = graph_resources(bench, cands, home, vlm=_vlm(srv.base_url))
+        materialize_task("T2V", ["m"], resources, instance)  # asserts every run succeeded
+        key = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
+        scores = load("criterion_scores", resources, instance, key)
+        videos = load("video_scores", resources, instance, key)
+    short = {r["criterion_id"]: r for r in scores.filter(pl.col("input_id") == "short").iter_rows(named=True)}
+    assert set(HOSTILE_SCORES) <= set(short)
+    for cid, (score, note) in CLAMPED.items():
+        assert short[cid]["score"] == score and note in short[cid]["rationale"]
+    for cid, reason in REASONS.items():
+        row = short[cid]
+        assert row["score"] is None, (cid, row)
+        assert reason in row["rationale"] and len(row["rationale"]) < 600, (cid, row["rationale"])
+    long = scores.filter(pl.col("input_id") == "long")
+    assert long["score"].null_count() == 0
+    assert videos.filter(pl.col("input_id") == "long")["final_score"][0] is not None
