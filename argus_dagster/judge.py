@@ -349,10 +349,13 @@ class VlmJudge:
 
         msgs = self.messages(view, evidence, frames)
         try:
-            (score, rationale), _ = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
-                                              max_tokens=400, stats=self.stats, thinking=False)
+            (score, rationale), reply = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
+                                                  max_tokens=400, stats=self.stats, thinking=False)
         except ParseError as exc:
             return Judgment(None, f"unscored: {exc}", self.identity)
         except VlmError as exc:
             return Judgment(None, f"unscored: judge call failed: {exc}", self.identity)
-        return Judgment(score, rationale or "(no rationale given)", self.identity)
+        rationale = rationale or "(no rationale given)"
+        if getattr(reply, "cut", None) is not None:
+            rationale += f" [the judge's answer was cut at {reply.cut} characters]"
+        return Judgment(score, rationale, self.identity)

@@ -80,3 +80,54 @@ def test_scores_that_are_not_numbers_on_the_scale_leave_their_criteria_unscored_
     long = scores.filter(pl.col("input_id") == "long")
     assert long["score"].null_count() == 0
     assert videos.filter(pl.col("input_id") == "long")["final_score"][0] is not None
+
+
+KEY = "sk-hostile-0123456789abcdef"
+
+
+def _faults(body: dict):
+    """For every video: one criterion's answer drips, one's is megabytes long, one's request is refused
+    with an error body that echoes the request's Authorization header and a Basic one."""
+    from tests.servers.openai_server import Scripted
+
+    if kind_of(body) != "judge":
+        return None
+    cid = re.search(r'"id": "([^"]+)"', request_text(body)).group(1)
+    if cid == "action":
+        return Scripted(content='{"score": 6, "rationale": "slowly"}', drip_s=0.2)
+    if cid == "frame_quality":
+        return Scripted(content='{"score": 8, "rationale": "sharp"} ' + "z" * 3_000_000)
+    if cid == "alignment":
+        return Scripted(status=401, raw=('{"error": "' + "." * 174 + 'you sent Authorization: {authorization} '
+                                         'and Authorization: Basic dXNlcjpwYXNzd29yZA=="}').encode())
+    return None
+
+
+def test_a_judge_that_drips_floods_and_echoes_the_key_leaves_bounded_redacted_rows(tmp_path, monkeypatch):
+    bench, cands, home = _bench(tmp_path)
+    monkeypatch.setenv("ARGUS_HOME", str(home))
+    with FakeVlmServer(fault=_faults) as srv, dg.instance_for_test() as instance:
+        vlm = _vlm(srv.base_url, api_key=KEY, timeout_s=2.0, max_answer_chars=4000)
+        # The rubric generator keeps the default bound: a rubric is longer than 4,000 characters.
+        resources = graph_resources(bench, cands, home, vlm=vlm, rubric_vlm=_vlm(srv.base_url))
+        materialize_task("T2V", ["m"], resources, instance)
+        key = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
+        scores = load("criterion_scores", resources, instance, key)
+        assert scores.height >= 10
+        assert any(r["headers"].get("Authorization") == f"Bearer {KEY}" for r in srv.requests)
+    for row in scores.iter_rows(named=True):
+        cid, rationale = row["criterion_id"], row["rationale"]
+        assert len(rationale) < 2500, (cid, len(rationale))
+        if cid == "action":
+            assert row["score"] is None and "no whole answer within 2s" in rationale
+        elif cid == "frame_quality":
+            assert row["score"] == 8 and "cut at 4000 characters" in rationale
+        elif cid == "alignment":
+            assert row["score"] is None and "HTTP 401" in rationale
+    # The table, the report pages and the judgment cache (parquet is compressed: read as a table).
+    stored = repr(scores.to_dicts()).encode() + b"".join(
+        p.read_bytes() for p in home.rglob("*") if p.is_file() and p.suffix != ".parquet")
+    assert b"HTTP 401" in stored
+    for secret in (KEY[:8].encode(), b"dXNlcjpw"):
+        assert secret not in stored
+    assert sum(p.stat().st_size for p in home.rglob("*") if p.is_file()) < 20_000_000
