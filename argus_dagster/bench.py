@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .instances import InputInstance, Task, infer_task, instance_hash
-from .media import MediaError, check_image, file_digest
+from .media import MediaError, check_image, file_digest, regular_file
 from .names import input_id_problem, lookup_names, model_name_problem
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
@@ -71,8 +71,12 @@ def resolve_media(base: Path, rel: Any, *, input_id: str, field: str) -> str:
     path = (root / rel).resolve()
     if path != root and root not in path.parents:
         raise ValueError(f"input {input_id!r} field {field!r}: path {rel!r} points outside the bench folder {root}")
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"input {input_id!r} field {field!r}: file {rel!r} not found under {root}")
+    try:
+        regular_file(rel, path)
+    except MediaError as exc:
+        raise ValueError(f"input {input_id!r} field {field!r}: {exc}") from None
     return str(path)
 
 
