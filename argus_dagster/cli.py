@@ -83,11 +83,14 @@ def _overview_hint(status: int, settings) -> int:
 
 
 def _selector(settings) -> str:
-    """The options that name ``settings``' evaluation to a later command (none for the demo's default)."""
+    """The options that name ``settings``' evaluation to a later command (none for the demo's default),
+    shell-quoted: a user copies them into a shell."""
+    from shlex import quote
+
     from .settings import DEFAULT_PROFILE, DEMO_BENCH
 
-    out = "" if settings.bench == DEMO_BENCH else f" --bench {settings.bench}"
-    return out + ("" if settings.profile == DEFAULT_PROFILE else f" --profile {settings.profile}")
+    out = "" if settings.bench == DEMO_BENCH else f" --bench {quote(settings.bench)}"
+    return out + ("" if settings.profile == DEFAULT_PROFILE else f" --profile {quote(settings.profile)}")
 
 
 def _backbones(settings) -> str:
@@ -140,8 +143,11 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
         _print("\nno video could be scored: see the errors above")
         return 1
     record_evaluation(settings)  # what `argus leaderboard`, `argus open` and `make ui` show by default
+    from shlex import quote
+
     _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui"
-           + (f" ARGUS_BENCH={settings.bench} ARGUS_PROFILE={settings.profile}" if _selector(settings) else ""))
+           + (f" ARGUS_BENCH={quote(settings.bench)} ARGUS_PROFILE={quote(settings.profile)}"
+              if _selector(settings) else ""))
     return 0
 
 

@@ -21,7 +21,9 @@ What each kind of name may contain:
   ``...`` (its range separator), no ``* ?`` (polars reads a stored table's path as a glob, so
   ``a*`` would read ``ab``'s table too), no ``/`` or ``\\``, and no leading or trailing space;
 * a **bench** or **profile** name: letters, digits and ``_ . = + -``; its asset-key prefix and
-  Dagster names use :func:`dagster_name`.
+  Dagster names use :func:`dagster_name`. A bench name from ``bench.json`` or ``--name`` is held to
+  this where it enters (:func:`~argus_dagster.settings.bench_name`); a bench named after its folder
+  keeps the folder's name. Every command the CLI prints for a user to copy is shell-quoted.
 """
 
 from __future__ import annotations

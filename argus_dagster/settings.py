@@ -154,18 +154,27 @@ def location(raw: str | Path, resolve: bool = True) -> Path | str:
 
 
 def bench_name(bench_dir: str | Path) -> str:
-    """A bench's default name: ``name`` in its ``bench.json``, else its folder's (or prefix's) name."""
+    """A bench's default name: ``name`` in its ``bench.json``, else its folder's (or prefix's) name.
+
+    A name in ``bench.json`` is data from a file: it must follow the bench-name rule of
+    :mod:`~argus_dagster.names` (letters, digits and ``_ . = + -``), else this is a
+    :class:`SettingError` that names the file and the fix."""
+    from .names import profile_or_bench_problem
+
     if str(bench_dir).startswith("s3://"):
         return str(bench_dir).rstrip("/").rsplit("/", 1)[-1] or "bench"
     folder = Path(bench_dir).expanduser().resolve()
     meta = folder / "bench.json"
     if meta.is_file():
         try:
-            name = json.loads(meta.read_text()).get("name")
-            if isinstance(name, str) and name.strip():
-                return name.strip()
+            name = json.loads(meta.read_text(encoding="utf-8")).get("name")
         except (OSError, ValueError, AttributeError):
-            pass
+            name = None
+        if isinstance(name, str) and name.strip():
+            problem = profile_or_bench_problem(name.strip(), "bench name")
+            if problem:
+                raise SettingError(f"{meta} field 'name': {problem}; correct it, or name the bench with --name")
+            return name.strip()
     return folder.name or "bench"
 
 
@@ -250,7 +259,13 @@ def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name:
     candidates_dir = location(candidates_dir)
     profile = parse_profile(profile or DEFAULT_PROFILE).name
     records = recorded_evaluations(home)
-    if not name:
+    if name:
+        from .names import profile_or_bench_problem
+
+        problem = profile_or_bench_problem(name, "--name")
+        if problem:
+            raise SettingError(problem)
+    else:
         same = [r for r in records if location(r["bench_dir"], resolve=False) == bench_dir]
         name = same[0]["bench"] if same else bench_name(bench_dir)
     for r in records:
