@@ -87,9 +87,12 @@ KEY = "sk-hostile-0123456789abcdef"
 
 def _faults(body: dict):
     """For every video: one criterion's answer drips, one's is megabytes long, one's request is refused
-    with an error body that echoes the request's Authorization header and a Basic one."""
+    with an error body that echoes the request's Authorization header and a Basic one; every vlm_qa
+    answer is megabytes long."""
     from tests.servers.openai_server import Scripted
 
+    if kind_of(body) == "qa":
+        return Scripted(content="Yes. " + "q" * 3_000_000)
     if kind_of(body) != "judge":
         return None
     cid = re.search(r'"id": "([^"]+)"', request_text(body)).group(1)
@@ -113,6 +116,7 @@ def test_a_judge_that_drips_floods_and_echoes_the_key_leaves_bounded_redacted_ro
         materialize_task("T2V", ["m"], resources, instance)
         key = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
         scores = load("criterion_scores", resources, instance, key)
+        evidence = load("criterion_evidence", resources, instance, key)
         assert scores.height >= 10
         assert any(r["headers"].get("Authorization") == f"Bearer {KEY}" for r in srv.requests)
     for row in scores.iter_rows(named=True):
@@ -124,6 +128,9 @@ def test_a_judge_that_drips_floods_and_echoes_the_key_leaves_bounded_redacted_ro
             assert row["score"] == 8 and "cut at 4000 characters" in rationale
         elif cid == "alignment":
             assert row["score"] is None and "HTTP 401" in rationale
+    qa = [json.loads(e) for e in evidence["evidence"].to_list() if "vlm_qa" in e]
+    answers = [r["answer"] for records in qa for r in records if r.get("tool") == "vlm_qa" and r.get("ok")]
+    assert answers and all(len(a) < 2100 and a.endswith("(answer cut at 2000 characters)") for a in answers)
     # The table, the report pages and the judgment cache (parquet is compressed: read as a table).
     stored = repr(scores.to_dicts()).encode() + b"".join(
         p.read_bytes() for p in home.rglob("*") if p.is_file() and p.suffix != ".parquet")
