@@ -446,7 +446,7 @@ class DeadlineExceeded(Exception):
 @dataclass
 class _Answer:
     status: int
-    headers: dict[str, str]
+    headers: Any  # requests' case-insensitive mapping
     body: bytes
     complete: bool  # False: the body was longer than the client reads, and only its head is here
 
@@ -457,16 +457,19 @@ def _post(session, url: str, data: bytes, headers: dict[str, str], timeout_s: fl
     import socket
 
     watch: dict[str, Any] = {}
-    fired = threading.Event()
+    fired, done = threading.Event(), threading.Event()
 
     def shut() -> None:
         fired.set()
-        sock = getattr(watch.get("conn"), "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # a blocked read returns at once
-            except OSError:
-                pass
+        while not done.is_set():  # the connection may still be connecting: until it has a socket
+            sock = getattr(watch.get("conn"), "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # a blocked read returns at once
+                except OSError:
+                    pass
+                return
+            done.wait(0.05)
 
     timer = threading.Timer(timeout_s, shut)
     timer.daemon = True
@@ -486,12 +489,13 @@ def _post(session, url: str, data: bytes, headers: dict[str, str], timeout_s: fl
                 break
         if fired.is_set():
             raise DeadlineExceeded()
-        return _Answer(resp.status_code, dict(resp.headers), b"".join(chunks)[:max_bytes], complete)
+        return _Answer(resp.status_code, resp.headers, b"".join(chunks)[:max_bytes], complete)
     except Exception:
         if fired.is_set():
             raise DeadlineExceeded() from None
         raise
     finally:
+        done.set()
         timer.cancel()
         _CONNECTION.watch = None
         if resp is not None:
@@ -746,7 +750,9 @@ class OpenAICompatibleClient:
                     if resp.status != 400:
                         ep.rejects_thinking_switch = True
             except DeadlineExceeded:
-                ep.local.session = None  # its connection was shut down
+                stale, ep.local.session = ep.local.session, None  # its connection was shut down
+                if stale is not None:
+                    stale.close()
                 outcome, last_error = "timeout", f"{ep.shown}: no whole answer within {self.timeout_s:g}s"
             except requests.exceptions.ConnectionError as exc:
                 connect_failed = True
