@@ -82,3 +82,19 @@ def test_a_home_on_a_full_disk_is_one_line(mountable):
     assert done.returncode == 2 and "Traceback" not in out, out[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("argus evaluate: ") and str(home) in last and "free space" in last
+
+
+def test_a_home_whose_disk_fills_under_sqlite_is_one_line(mountable):
+    """256 KB left: SQLite fails to grow the instance's shared-memory file, which it reports as a
+    "disk I/O error" (on this kind of machine; a "database or disk is full" elsewhere)."""
+    bench, cands = t2v_bench(mountable, n_inputs=2)
+    home = mountable / "nearly_full"
+    home.mkdir()
+    h = shlex.quote(str(home))
+    fill = f"mount -t tmpfs -o size=3m tmpfs {h} && head -c {3 * 1024 * 1024 - 256 * 1024} /dev/zero > {h}/filler"
+    done = _argus_in(fill, home, ["evaluate", "--bench", str(bench), "--candidates", str(cands)])
+    out = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in out, out[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("argus evaluate: ") and str(home) in last and "free space" in last
+    assert "disk I/O error" in last or "no space left" in last
