@@ -18,11 +18,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .instances import InputInstance, Task, infer_task, instance_hash
-from .media import MediaError, check_image, file_digest
-from .names import input_id_problem, lookup_names, model_name_problem
+from .media import MediaError, check_image, file_digest, regular_file
+from .names import input_id_problem, line_key, lookup_names, model_name_problem
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
 SAMPLE_STEM = re.compile(r"(.+)__(\d+)")
@@ -71,8 +71,12 @@ def resolve_media(base: Path, rel: Any, *, input_id: str, field: str) -> str:
     path = (root / rel).resolve()
     if path != root and root not in path.parents:
         raise ValueError(f"input {input_id!r} field {field!r}: path {rel!r} points outside the bench folder {root}")
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"input {input_id!r} field {field!r}: file {rel!r} not found under {root}")
+    try:
+        regular_file(rel, path)
+    except MediaError as exc:
+        raise ValueError(f"input {input_id!r} field {field!r}: {exc}") from None
     return str(path)
 
 
@@ -112,25 +116,54 @@ def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
     return InputInstance(input_id, prompt, first_frame, subjects, source, instance_hash(prompt, hashes))
 
 
+MAX_MANIFEST_LINE = 1 << 20  # bytes: a longer line is its own row's error, and is not held in memory
+
+
+def _manifest_lines(manifest: Path) -> Iterator[tuple[int, bytes | None]]:
+    """``(line number, bytes)`` of each line, without its line break (a byte-order mark at the start is
+    not part of the first line); ``None`` for a line longer than :data:`MAX_MANIFEST_LINE`."""
+    with open(manifest, "rb") as fh:
+        n = 0
+        while True:
+            raw = fh.readline(MAX_MANIFEST_LINE + 1)
+            if not raw:
+                return
+            n += 1
+            if len(raw) > MAX_MANIFEST_LINE:
+                while raw and not raw.endswith(b"\n"):  # the rest of the line, a piece at a time
+                    raw = fh.readline(1 << 20)
+                yield n, None
+                continue
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            yield n, raw.rstrip(b"\r\n")
+
+
 def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
-    """One row per manifest line of ``task``: the instance's fields, or an ``error``."""
+    """One row per manifest line of ``task``: the instance's fields, or an ``error``. The manifest is
+    read line by line as bytes: a line that does not decode or parse is an error of that line alone,
+    keyed :func:`~argus_dagster.names.line_key` (a key no valid id takes)."""
     d = task_dir(bench_dir, task)
     if d is None or not (d / "manifest.jsonl").is_file():
         return []
     rows: list[dict[str, Any]] = []
     manifest = d / "manifest.jsonl"
-    try:  # utf-8-sig: a byte-order mark some editors write is not part of the first row
-        lines = manifest.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as exc:
-        return [{"input_id": "line-1", "prompt": "", "first_frame": None, "subject_images": [],
-                 "source_video": None, "content_hash": "", "task": task,
-                 "error": f"{manifest}: not UTF-8 text (byte {exc.start}); save the manifest as UTF-8"}]
     first_line: dict[str, int] = {}
-    for n, line in enumerate(lines, start=1):
+    for n, data in _manifest_lines(manifest):
+        empty = {"input_id": line_key(n), "prompt": "", "first_frame": None, "subject_images": [],
+                 "source_video": None, "content_hash": ""}
+        if data is None:
+            rows.append({**empty, "task": task, "error": (
+                f"line {n}: longer than {MAX_MANIFEST_LINE} bytes; one input per line, with its media as paths")})
+            continue
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            rows.append({**empty, "task": task, "error": (
+                f"line {n}: not UTF-8 text (byte {exc.start + 1} of the line); save the manifest as UTF-8")})
+            continue
         if not line.strip():
             continue
-        empty = {"input_id": f"line-{n}", "prompt": "", "first_frame": None, "subject_images": [],
-                 "source_video": None, "content_hash": ""}
         try:
             raw = json.loads(line)
         except (json.JSONDecodeError, RecursionError) as exc:

@@ -286,10 +286,14 @@ def _int_importance(raw: Any, where: str) -> int:
         raise ParseError(str(exc)) from None
 
 
+_TEXT_CHARS = 2000  # an answer's text field as stored and shown (a server may ignore max_tokens)
+
+
 def _text(raw: Any, where: str) -> str:
     if not isinstance(raw, str) or not raw.strip():
-        raise ParseError(f"{where}: expected a non-empty string, got {raw!r}")
-    return " ".join(raw.split())
+        raise ParseError(f"{where}: expected a non-empty string, got {repr(raw)[:80]}")
+    text = " ".join(raw.split())
+    return text if len(text) <= _TEXT_CHARS else text[:_TEXT_CHARS] + f" ...(cut at {_TEXT_CHARS} characters)"
 
 
 def parse_if_plan(text: str) -> tuple[list[ChecklistItem], list[DroppedItem]]:

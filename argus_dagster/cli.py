@@ -99,11 +99,14 @@ def _overview_hint(status: int, settings) -> int:
 
 
 def _selector(settings) -> str:
-    """The options that name ``settings``' evaluation to a later command (none for the demo's default)."""
+    """The options that name ``settings``' evaluation to a later command (none for the demo's default),
+    shell-quoted: a user copies them into a shell."""
+    from shlex import quote
+
     from .settings import DEFAULT_PROFILE, DEMO_BENCH
 
-    out = "" if settings.bench == DEMO_BENCH else f" --bench {settings.bench}"
-    return out + ("" if settings.profile == DEFAULT_PROFILE else f" --profile {settings.profile}")
+    out = "" if settings.bench == DEMO_BENCH else f" --bench {quote(settings.bench)}"
+    return out + ("" if settings.profile == DEFAULT_PROFILE else f" --profile {quote(settings.profile)}")
 
 
 def _backbones(settings) -> str:
@@ -156,8 +159,11 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
         _print("\nno video could be scored: see the errors above")
         return 1
     record_evaluation(settings)  # what `argus leaderboard`, `argus open` and `make ui` show by default
+    from shlex import quote
+
     _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui"
-           + (f" ARGUS_BENCH={settings.bench} ARGUS_PROFILE={settings.profile}" if _selector(settings) else ""))
+           + (f" ARGUS_BENCH={quote(settings.bench)} ARGUS_PROFILE={quote(settings.profile)}"
+              if _selector(settings) else ""))
     return 0
 
 
@@ -249,7 +255,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     settings = _read_only_evaluation(args)
     if settings is None:
         return 1
-    lb = current_leaderboard(settings=settings)
+    try:
+        lb = current_leaderboard(settings=settings)
+    except Exception as exc:
+        # A home this process may not write (a read-only mount, another user's): Dagster cannot open
+        # its instance there, but the leaderboard is a table as stored.
+        stored = settings.storage_dir / "leaderboard.parquet"
+        if storage_failure(exc) is None or not stored.is_file():
+            raise
+        import polars as pl
+
+        lb = pl.read_parquet(stored)
     if lb is None:
         _print(f"no leaderboard yet for {settings.evaluation}: run `argus demo` or `argus evaluate` first")
         return 1
@@ -347,8 +363,11 @@ def cmd_open(args: argparse.Namespace) -> int:
     page = url_of(server, served_prefix(reports) + "index.html")
     _print(f"serving {settings.evaluation}'s reports ({reports}) at {page} (Ctrl-C stops)")
     if root is not None:
-        write_evaluations_index(root)  # as of now: the evaluations recorded in this home
-        _print(f"every evaluation of this home: {url_of(server, 'index.html')}")
+        try:
+            write_evaluations_index(root)  # as of now: the evaluations recorded in this home
+            _print(f"every evaluation of this home: {url_of(server, 'index.html')}")
+        except OSError as exc:  # a read-only home: its reports are served all the same
+            _print(f"argus open: the index of every evaluation is not refreshed ({storage_failure(exc) or exc})")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -516,36 +535,51 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:
-        full = disk_full(exc)
-        if full is None:
+        failure = storage_failure(exc)
+        if failure is None:
             raise
-        _print(f"argus {args.command}: {full}")
+        _print(f"argus {args.command}: {failure}")
         return 2
 
 
-def disk_full(exc: BaseException) -> str | None:
-    """One line for a full disk, wherever it surfaced (a file write, or the Dagster instance's
-    SQLite database under ``$ARGUS_HOME``); None for any other error."""
+def _instance_home() -> str:
+    from .settings import argus_home, load_settings
+
+    try:
+        return str(load_settings().dagster_home)
+    except ValueError:  # a setting that cannot be used: the home is still worth naming
+        return f"under {argus_home()}"
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """One line for a storage failure, wherever it surfaced (a file write, or the Dagster instance's
+    SQLite database under ``$ARGUS_HOME``): a full disk, a read-only file system or database, a
+    folder without permission, a disk I/O error. It names the path and what to do; None for any
+    other error."""
     import errno
 
     from .files import WriteError
 
+    writable = "make it writable, or set ARGUS_HOME to a folder that is, and run again"
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, WriteError) and "No space left" in str(exc):
-            return str(exc)
+        text = str(exc)
+        if isinstance(exc, WriteError):
+            return text
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             return f"no space left on the disk holding {exc.filename or 'ARGUS_HOME'}: free space there and run again"
-        if "database or disk is full" in str(exc):
-            from .settings import argus_home, load_settings
-
-            try:
-                where = str(load_settings().dagster_home)
-            except ValueError:  # a setting that cannot be used: the home is still worth naming
-                where = f"under {argus_home()}"
-            return (f"no space left on the disk holding the Dagster instance ({where}): "
+        if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return f"cannot write {exc.filename or 'under ARGUS_HOME'}: {exc.strerror or exc}: {writable}"
+        if "database or disk is full" in text:
+            return (f"no space left on the disk holding the Dagster instance ({_instance_home()}): "
                     "free space there and run again (what was computed is kept in the content cache)")
+        if "disk I/O error" in text:
+            return (f"the Dagster instance's database ({_instance_home()}) could not be read or written (SQLite: "
+                    "disk I/O error, most often a full disk): free space there, or move ARGUS_HOME to a local "
+                    "disk, and run again (what was computed is kept in the content cache)")
+        if "readonly database" in text or "unable to open database file" in text:
+            return f"the Dagster instance's database ({_instance_home()}) cannot be written: {writable}"
         exc = exc.__cause__ or exc.__context__
     return None
 

@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 
 _FIXES = {errno.ENOSPC: "free space on that disk", errno.EDQUOT: "free space on that disk (quota)",
-          errno.EROFS: "the file system is read-only", errno.EACCES: "check the folder's permissions",
-          errno.EPERM: "check the folder's permissions"}
+          errno.EROFS: "the file system is read-only: make it writable, or set ARGUS_HOME to a folder that is",
+          errno.EACCES: "check the folder's permissions", errno.EPERM: "check the folder's permissions"}
 
 
 class WriteError(OSError):

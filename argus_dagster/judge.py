@@ -59,6 +59,7 @@ unscored, with the reason.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -271,8 +272,15 @@ def compact_evidence(evidence: list[dict[str, Any]], limit: int = _EVIDENCE_CHAR
     return text if len(text) <= limit else text[:limit] + " ...(truncated)"
 
 
+_NUMBER = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)")
+_RATIONALE_CHARS = 2000
+
+
 def parse_judgment(text: str) -> tuple[int, str]:
-    """``(score, rationale)`` from an answer; the score is clamped to 0-10 and must be a number."""
+    """``(score, rationale)`` from an answer. A score that is not a finite number (``Infinity``,
+    ``1e999``, a 400-digit integer, the string ``"1e309"``) is refused with the reason: asked again,
+    and the criterion left unscored if it stays so. A finite score outside 0-10 is clamped, and the
+    rationale says from what. The rationale is bounded in size."""
     from .vlm import ParseError, extract_json
 
     data = extract_json(text)
@@ -281,15 +289,27 @@ def parse_judgment(text: str) -> tuple[int, str]:
     if not isinstance(data, dict) or "score" not in data:
         raise ParseError("the answer has no \"score\" field")
     raw = data["score"]
+    shown = repr(raw) if not isinstance(raw, int) or abs(raw) < 10 ** 12 else f"an integer of {len(str(abs(raw)))} digits"
     if isinstance(raw, str):
-        m = re.match(r"\s*(-?\d+(?:\.\d+)?)", raw)
+        m = _NUMBER.match(raw[:100])
         if not m:
-            raise ParseError(f"score {raw!r} is not a number")
-        raw = float(m.group(1))
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != raw:
-        raise ParseError(f"score {raw!r} is not a number")
+            raise ParseError(f"score {raw[:40]!r} is not a number")
+        raw = m.group(1)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ParseError(f"score {shown[:40]} is not a number")
+    try:
+        value = float(raw)
+    except OverflowError:  # an integer too large for a float
+        value = math.inf
+    if not math.isfinite(value):
+        raise ParseError(f"score {shown[:40]} is not a finite number")
     rationale = str(data.get("rationale") or data.get("reason") or "").strip()
-    return int(np.clip(round(float(raw)), 0, 10)), rationale
+    if len(rationale) > _RATIONALE_CHARS:
+        rationale = rationale[:_RATIONALE_CHARS] + f" ...(rationale cut at {_RATIONALE_CHARS} characters)"
+    score = int(np.clip(round(value), 0, 10))
+    if not 0 <= value <= 10:
+        rationale = f"[the judge answered {shown[:40]}, outside 0-10: clamped to {score}] {rationale}".strip()
+    return score, rationale
 
 
 def vlm_judge_identity(backend: str, model: str) -> str:
@@ -329,10 +349,13 @@ class VlmJudge:
 
         msgs = self.messages(view, evidence, frames)
         try:
-            (score, rationale), _ = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
-                                              max_tokens=400, stats=self.stats, thinking=False)
+            (score, rationale), reply = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
+                                                  max_tokens=400, stats=self.stats, thinking=False)
         except ParseError as exc:
             return Judgment(None, f"unscored: {exc}", self.identity)
         except VlmError as exc:
             return Judgment(None, f"unscored: judge call failed: {exc}", self.identity)
-        return Judgment(score, rationale or "(no rationale given)", self.identity)
+        rationale = rationale or "(no rationale given)"
+        if getattr(reply, "cut", None) is not None:
+            rationale += f" [the judge's answer was cut at {reply.cut} characters]"
+        return Judgment(score, rationale, self.identity)

@@ -2,7 +2,8 @@
 
 Videos are decoded with decord, with OpenCV as the fallback; images with OpenCV. Every function takes
 a URI: a local path or ``s3://bucket/key`` (fetched once into a local cache by the process's
-:mod:`~argus_dagster.storage`).
+:mod:`~argus_dagster.storage`). Only regular files are opened, links resolved first
+(:func:`regular_file`): a FIFO would block its reader forever and a link to ``/dev/zero`` never ends.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import sys
 import tempfile
 import threading
@@ -233,15 +235,53 @@ def local_path(uri: str, cache_dir: str | None = None) -> str:
         raise MediaError(f"{uri}: cannot be fetched: {exc}") from None
 
 
+# The largest candidate or condition file read (a 4K video of a few minutes is a few GB).
+MAX_MEDIA_BYTES = 16 << 30
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def regular_file(uri: str, path: str | None = None, max_bytes: int = MAX_MEDIA_BYTES) -> str:
+    """``uri``'s local file with its links resolved, once it is a regular file of at most ``max_bytes``;
+    else a :class:`MediaError` that says what it is (stat never blocks, unlike opening a FIFO)."""
+    path = str(path or uri)
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise MediaError(f"{uri}: file not found") from None
+    except OSError as exc:
+        raise MediaError(f"{uri}: cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+        link = f", a link to {real}" if real != os.path.abspath(path) else ""
+        raise MediaError(f"{uri}: not a regular file ({kind}{link}); only regular files are read as media")
+    if st.st_size > max_bytes:
+        raise MediaError(f"{uri}: {st.st_size} bytes, more than the {max_bytes} a medium may have")
+    return real
+
+
 def sha256_file(uri: str) -> str:
-    path = local_path(uri)
+    """The sha256 of a regular file's bytes, read up to the size it had when opened."""
+    path = regular_file(uri, local_path(uri))
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a file swapped for a FIFO meanwhile does not block
     except FileNotFoundError as exc:
         raise MediaError(f"{uri}: file not found") from exc
+    except OSError as exc:
+        raise MediaError(f"{uri}: cannot be read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise MediaError(f"{uri}: not a regular file; only regular files are read as media")
+        left = st.st_size
+        while left > 0:
+            chunk = fh.read(min(1 << 20, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
     return digest.hexdigest()
 
 
@@ -259,12 +299,9 @@ def file_digest(uri: str) -> str:
             return current().sha256(uri)
         except FileNotFoundError:
             raise MediaError(f"{uri}: file not found") from None
-    path = local_path(uri)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError as exc:
-        raise MediaError(f"{uri}: file not found") from exc
-    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    path = regular_file(uri, local_path(uri))
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
     with _DIGESTS_LOCK:
         if key in _DIGESTS:
             return _DIGESTS[key]
@@ -298,9 +335,7 @@ def encode_jpeg(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = JPEG
 
 
 def load_image(uri: str, max_side: int = MAX_SIDE) -> np.ndarray:
-    path = local_path(uri)
-    if not Path(path).exists():
-        raise MediaError(f"{uri}: file not found")
+    path = regular_file(uri, local_path(uri))
     bgr = cv2.imread(path, cv2.IMREAD_COLOR)
     if bgr is None:
         raise MediaError(f"{uri}: not a readable image")
@@ -309,9 +344,7 @@ def load_image(uri: str, max_side: int = MAX_SIDE) -> np.ndarray:
 
 def check_image(uri: str) -> None:
     """Raise :class:`MediaError` unless ``uri`` decodes as an image (a text file named ``.png`` does not)."""
-    path = local_path(uri)
-    if not Path(path).is_file():
-        raise MediaError(f"{uri}: file not found")
+    path = regular_file(uri, local_path(uri))
     img = cv2.imread(path, cv2.IMREAD_REDUCED_GRAYSCALE_8)
     if img is None or img.size == 0:
         raise MediaError(f"{uri}: not a readable image")
@@ -373,9 +406,7 @@ class VideoReader:
     def __init__(self, uri: str, max_side: int | None = None):
         self.uri = uri
         self._max_side = max_side
-        path = local_path(uri)
-        if not Path(path).exists():
-            raise MediaError(f"{uri}: file not found")
+        path = regular_file(uri, local_path(uri))
         if Path(path).stat().st_size == 0:
             raise MediaError(f"{uri}: empty file (0 bytes)")
         self._decord = None

@@ -13,13 +13,17 @@ file of a single video.
 
 What each kind of name may contain:
 
-* an **input id**: 1-200 characters, no control characters, not blank;
+* an **input id**: 1-200 characters, no control characters, not blank, not starting with ``!``
+  (:func:`line_key`: the rows of manifest lines that are not inputs are keyed ``!line-<n>``, so a
+  bad line never takes a valid input's key);
 * a **model name** (a folder of the candidate store, and a Dagster partition key): 1-100
   characters, no control characters, no ``| , [ ]`` (Dagster's multi-partition separators), no
   ``...`` (its range separator), no ``* ?`` (polars reads a stored table's path as a glob, so
   ``a*`` would read ``ab``'s table too), no ``/`` or ``\\``, and no leading or trailing space;
 * a **bench** or **profile** name: letters, digits and ``_ . = + -``; its asset-key prefix and
-  Dagster names use :func:`dagster_name`.
+  Dagster names use :func:`dagster_name`. A bench name from ``bench.json`` or ``--name`` is held to
+  this where it enters (:func:`~argus_dagster.settings.bench_name`); a bench named after its folder
+  keeps the folder's name. Every command the CLI prints for a user to copy is shell-quoted.
 """
 
 from __future__ import annotations
@@ -91,12 +95,23 @@ def lookup_names(name: str) -> list[str]:
     return out + ([safe] if safe not in out else [])
 
 
+ERROR_ROW_MARK = "!"
+
+
+def line_key(line_no: int) -> str:
+    """The key of the row of manifest line ``line_no`` when that line gives no valid id: no valid input
+    id starts with :data:`ERROR_ROW_MARK`, so the key never collides with an input's."""
+    return f"{ERROR_ROW_MARK}line-{line_no}"
+
+
 def input_id_problem(value: object) -> str | None:
     """Why ``value`` cannot be an input id, or None."""
     if not isinstance(value, str):
         return f"the id must be a string, got {type(value).__name__}"
     if not value.strip():
         return "the id is empty"
+    if value.startswith(ERROR_ROW_MARK):
+        return f"the id starts with {ERROR_ROW_MARK!r} (kept for the rows of bad manifest lines)"
     if len(value) > MAX_ID:
         return f"the id has {len(value)} characters (at most {MAX_ID})"
     if _has_control(value):

@@ -154,18 +154,27 @@ def location(raw: str | Path, resolve: bool = True) -> Path | str:
 
 
 def bench_name(bench_dir: str | Path) -> str:
-    """A bench's default name: ``name`` in its ``bench.json``, else its folder's (or prefix's) name."""
+    """A bench's default name: ``name`` in its ``bench.json``, else its folder's (or prefix's) name.
+
+    A name in ``bench.json`` is data from a file: it must follow the bench-name rule of
+    :mod:`~argus_dagster.names` (letters, digits and ``_ . = + -``), else this is a
+    :class:`SettingError` that names the file and the fix."""
+    from .names import profile_or_bench_problem
+
     if str(bench_dir).startswith("s3://"):
         return str(bench_dir).rstrip("/").rsplit("/", 1)[-1] or "bench"
     folder = Path(bench_dir).expanduser().resolve()
     meta = folder / "bench.json"
     if meta.is_file():
         try:
-            name = json.loads(meta.read_text()).get("name")
-            if isinstance(name, str) and name.strip():
-                return name.strip()
+            name = json.loads(meta.read_text(encoding="utf-8")).get("name")
         except (OSError, ValueError, AttributeError):
-            pass
+            name = None
+        if isinstance(name, str) and name.strip():
+            problem = profile_or_bench_problem(name.strip(), "bench name")
+            if problem:
+                raise SettingError(f"{meta} field 'name': {problem}; correct it, or name the bench with --name")
+            return name.strip()
     return folder.name or "bench"
 
 
@@ -250,7 +259,13 @@ def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name:
     candidates_dir = location(candidates_dir)
     profile = parse_profile(profile or DEFAULT_PROFILE).name
     records = recorded_evaluations(home)
-    if not name:
+    if name:
+        from .names import profile_or_bench_problem
+
+        problem = profile_or_bench_problem(name, "--name")
+        if problem:
+            raise SettingError(problem)
+    else:
         same = [r for r in records if location(r["bench_dir"], resolve=False) == bench_dir]
         name = same[0]["bench"] if same else bench_name(bench_dir)
     for r in records:
@@ -316,8 +331,9 @@ VARIABLES: dict[str, str] = {
     "ARGUS_VLM_PATH": "a local vision-language model folder for the judge",
     "ARGUS_VLM_DEVICE": "the local judge model's device (cpu, cuda)",
     "ARGUS_VLM_CONCURRENCY": "requests in flight per judge endpoint (default 8)",
-    "ARGUS_VLM_TIMEOUT_S": "seconds per judge request (default 120)",
+    "ARGUS_VLM_TIMEOUT_S": "seconds per judge request, the whole answer included (default 120)",
     "ARGUS_VLM_MAX_RETRIES": "retries per judge request (default 5)",
+    "ARGUS_VLM_MAX_ANSWER_CHARS": "the longest judge answer kept; a longer one is cut, and says so (default 200000)",
     "ARGUS_RUBRIC_BASE_URL": "the rubric generator's endpoint(s); unset: the judge's whole configuration",
     "ARGUS_RUBRIC_MODEL": "the rubric generator's model name",
     "ARGUS_RUBRIC_API_KEY": "the rubric endpoint's key (never stored or shown)",
@@ -326,6 +342,7 @@ VARIABLES: dict[str, str] = {
     "ARGUS_RUBRIC_CONCURRENCY": "requests in flight per rubric endpoint (default 8)",
     "ARGUS_RUBRIC_TIMEOUT_S": "seconds per rubric request (default 120)",
     "ARGUS_RUBRIC_MAX_RETRIES": "retries per rubric request (default 5)",
+    "ARGUS_RUBRIC_MAX_ANSWER_CHARS": "the longest rubric answer kept (default 200000)",
     "ARGUS_MODELS_DIR": "the folder of model weights (dino/, detector/, depth/, aesthetic/, easyocr/)",
     "ARGUS_DEVICE": "the tools' device (default cpu; cuda with ARGUS_ENV=gpu)",
     "ARGUS_OCR_BACKEND": "rapidocr (default) or easyocr",

@@ -114,6 +114,31 @@ def redact_urls(urls: str) -> str:
     return ",".join(redact_url(u) for u in urls.split(",") if u.strip())
 
 
+# Secrets a server may echo in an error body or an answer: URL userinfo, Authorization values (any
+# scheme), Bearer/Basic tokens that look like credentials, and key=value pairs with a secret's name.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@\"'<>]+@")
+_AUTH_VALUE = re.compile(r"(?i)\b((?:proxy-)?authorization\\?[\"']?\s*[:=]\s*\\?[\"']?\s*)"
+                         r"(?:(basic|bearer|digest|token)\s+)?[^\s\"',;}\\]+")
+_TOKEN = re.compile(r"\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*(?:[0-9+/=_]|[a-z][A-Z]))[A-Za-z0-9._~+/-]{12,}=*",
+                    re.IGNORECASE)
+_SECRET_PAIR = re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?token|secret|password|passwd)\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+                          r"[^\s\"'&,;}\\]+")
+
+
+def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` from a server as it may be stored or shown: each of ``secrets`` (the key, raw endpoint
+    URLs), URL credentials, ``Authorization`` values (Basic, Bearer and the rest), credential-like
+    Bearer/Basic tokens and ``api_key=``/``password:`` values become ``***``. Run it on the whole text
+    before any cut: a cut first could leave the head of a secret that no pattern then recognizes."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    text = _USERINFO.sub(r"\1***@", text)
+    text = _AUTH_VALUE.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "") + "***", text)
+    text = _TOKEN.sub(r"\1 ***", text)
+    return _SECRET_PAIR.sub(r"\1***", text)
+
+
 def _route(base_url: str, route: str) -> str:
     """``route`` appended to the base URL's path (a query, e.g. ``?api-version=``, stays a query)."""
     p = urlsplit(base_url)
@@ -131,6 +156,7 @@ class Reply:
     endpoint: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cut: int | None = None  # the answer was longer than the client keeps: cut at this many characters
 
 
 class CallStats:
@@ -292,8 +318,10 @@ def chat_json(client: VlmClient, messages: list[dict], parse: Callable[[str], T]
             raise
         try:
             value = parse(reply.text)
-        except (ParseError, ValueError, TypeError, KeyError) as exc:
-            last = exc if isinstance(exc, ParseError) else ParseError(str(exc))
+        except Exception as exc:  # whatever a parser raises on an answer is that answer's fault, not the run's
+            last = exc if isinstance(exc, ParseError) else ParseError(f"{type(exc).__name__}: {str(exc)[:200]}")
+            if reply.cut is not None:
+                last = ParseError(f"{last} (the answer was cut at {reply.cut} characters)")
             if stats is not None:
                 stats.add_call(reply, failed=attempt == parse_retries)
                 if attempt < parse_retries:
@@ -371,6 +399,128 @@ def slots_folder(root: str | Path, url: str, model: str) -> Path:
     return Path(root) / hashlib.sha256(f"{url}\n{model}".encode()).hexdigest()[:20]
 
 
+# -------------------------------------------------------------------------------- one HTTP request
+
+# requests' timeout bounds each read, not the request: a server that drips a byte every 0.2 s never
+# trips it. Each request therefore gets a watchdog that shuts its socket down when the request's time
+# is up; the connection that a thread's request is using is found through this thread-local.
+_CONNECTION = threading.local()
+DEFAULT_MAX_ANSWER_CHARS = 200_000
+
+
+def _watched(base: type) -> type:
+    class Watched(base):  # type: ignore[misc, valid-type]
+        def request(self, *args, **kwargs):
+            watch = getattr(_CONNECTION, "watch", None)
+            if watch is not None:  # the watchdog of this thread's request may now shut this connection
+                watch["conn"] = self
+            return super().request(*args, **kwargs)
+    Watched.__name__ = f"Watched{base.__name__}"
+    return Watched
+
+
+def _adapter():
+    """A requests adapter whose connections the deadline watchdog can reach."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    class Pool(HTTPConnectionPool):
+        ConnectionCls = _watched(HTTPConnection)
+
+    class SPool(HTTPSConnectionPool):
+        ConnectionCls = _watched(HTTPSConnection)
+
+    class Adapter(HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": SPool}
+
+    return Adapter()
+
+
+class DeadlineExceeded(Exception):
+    """The whole request (connecting, sending, the headers and the body) took longer than allowed."""
+
+
+@dataclass
+class _Answer:
+    status: int
+    headers: Any  # requests' case-insensitive mapping
+    body: bytes
+    complete: bool  # False: the body was longer than the client reads, and only its head is here
+
+
+def _post(session, url: str, data: bytes, headers: dict[str, str], timeout_s: float, max_bytes: int) -> _Answer:
+    """One POST whose whole exchange ends within ``timeout_s`` (else :class:`DeadlineExceeded`) and
+    of whose body at most ``max_bytes`` are read."""
+    import socket
+
+    watch: dict[str, Any] = {}
+    fired, done = threading.Event(), threading.Event()
+
+    def shut() -> None:
+        fired.set()
+        while not done.is_set():  # the connection may still be connecting: until it has a socket
+            sock = getattr(watch.get("conn"), "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # a blocked read returns at once
+                except OSError:
+                    pass
+                return
+            done.wait(0.05)
+
+    timer = threading.Timer(timeout_s, shut)
+    timer.daemon = True
+    _CONNECTION.watch = watch
+    timer.start()
+    resp = None
+    try:
+        resp = session.post(url, data=data, headers=headers, stream=True, timeout=(min(10.0, timeout_s), timeout_s))
+        chunks, size, complete = [], 0, True
+        for chunk in resp.iter_content(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                complete = False
+                break
+            if fired.is_set():
+                break
+        if fired.is_set():
+            raise DeadlineExceeded()
+        return _Answer(resp.status_code, resp.headers, b"".join(chunks)[:max_bytes], complete)
+    except Exception:
+        if fired.is_set():
+            raise DeadlineExceeded() from None
+        raise
+    finally:
+        done.set()
+        timer.cancel()
+        _CONNECTION.watch = None
+        if resp is not None:
+            resp.close()
+
+
+def _salvage_content(head: bytes) -> str | None:
+    """The assistant message's text from the head of a chat completion too long to read whole."""
+    text = head.decode("utf-8", "ignore")
+    m = re.search(r'"content"\s*:\s*"', text)
+    if not m:
+        return None
+    rest = text[m.end():]
+    try:
+        return json.decoder.scanstring('"' + rest, 1)[0]  # the content ended inside the head
+    except ValueError:
+        pass
+    for cut in range(len(rest), max(len(rest) - 12, -1), -1):  # drop an escape cut in half
+        try:
+            return json.loads('"' + rest[:cut] + '"')
+        except ValueError:
+            continue
+    return None
+
+
 @dataclass
 class _Endpoint:
     url: str
@@ -415,7 +565,7 @@ class OpenAICompatibleClient:
     def __init__(self, base_urls: list[str] | str, model: str, api_key: str = "", *, concurrency: int = 8,
                  timeout_s: float = 120.0, max_retries: int = 5, backoff_s: float = 0.5, backoff_max_s: float = 20.0,
                  exclude_after: int = 2, exclude_for_s: float = 30.0, seed: int | None = None,
-                 slots_dir: str | Path | None = None):
+                 slots_dir: str | Path | None = None, max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS):
         urls = [u.strip().rstrip("/") for u in (base_urls.split(",") if isinstance(base_urls, str) else base_urls)]
         urls = [u for u in urls if u]
         if not urls:
@@ -428,6 +578,11 @@ class OpenAICompatibleClient:
         self._key = api_key
         self.concurrency = concurrency
         self.timeout_s = timeout_s
+        if max_answer_chars < 1:
+            raise VlmError(f"the longest VLM answer kept must be at least 1 character, got {max_answer_chars}")
+        self.max_answer_chars = max_answer_chars
+        # JSON escapes a character in at most 6 bytes; the rest of a completion is small.
+        self.max_body_bytes = 6 * max_answer_chars + 65536
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
@@ -513,16 +668,33 @@ class OpenAICompatibleClient:
         s = getattr(ep.local, "session", None)
         if s is None:
             s = ep.local.session = requests.Session()
+            s.mount("http://", _adapter())
+            s.mount("https://", _adapter())
         return s
 
     def _redact(self, text: str) -> str:
-        """``text`` without the key or any endpoint's raw URL (a server may echo either)."""
-        if self._key:
-            text = text.replace(self._key, "***")
+        """``text`` from a server without the key, any endpoint's raw URL or anything that looks like a
+        credential (:func:`redact_text`); a server may echo any of them."""
         for e in self.endpoints:
             if e.url != e.shown:
                 text = text.replace(e.url, e.shown)
-        return text
+        return redact_text(text, (self._key,) if self._key else ())
+
+    def _reply_text(self, answer: _Answer) -> tuple[str, dict, int | None]:
+        """The assistant's text, the completion (for its usage) and where the text was cut (None: whole).
+        Raises ValueError-like errors for a body that is not a chat completion."""
+        if answer.complete:
+            data = json.loads(answer.body)
+            text = data["choices"][0]["message"].get("content") or ""
+            text = text if isinstance(text, str) else json.dumps(text)
+        else:
+            data, text = {}, _salvage_content(answer.body)
+            if text is None:
+                raise ValueError("a body too long to read, with no answer in its head")
+        text = self._redact(text)  # whole, before any cut
+        if not answer.complete or len(text) > self.max_answer_chars:
+            return text[:self.max_answer_chars], data, self.max_answer_chars
+        return text, data, None
 
     # -- one call ---------------------------------------------------------------------------------
     def body(self, messages: list[dict], max_tokens: int, temperature: float, thinking: bool | None = None) -> dict:
@@ -565,19 +737,23 @@ class OpenAICompatibleClient:
             wait, fatal = None, ""
             connect_failed = False
             sent = plain if ep.rejects_thinking_switch else payload
+            url = _route(ep.url, "/chat/completions")
             try:
-                resp = self._session(ep).post(_route(ep.url, "/chat/completions"), data=sent, headers=headers,
-                                              timeout=(min(10.0, self.timeout_s), self.timeout_s))
-                if resp.status_code == 400 and sent is not plain:
+                resp = _post(self._session(ep), url, sent, headers, self.timeout_s, self.max_body_bytes)
+                if resp.status == 400 and sent is not plain:
                     # Perhaps the switch itself was refused: the same request without it, at once.
                     if stats is not None:
                         stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), "http_400_thinking_switch")
                     t0 = time.perf_counter()
                     sent = plain
-                    resp = self._session(ep).post(_route(ep.url, "/chat/completions"), data=sent, headers=headers,
-                                                  timeout=(min(10.0, self.timeout_s), self.timeout_s))
-                    if resp.status_code != 400:
+                    resp = _post(self._session(ep), url, sent, headers, self.timeout_s, self.max_body_bytes)
+                    if resp.status != 400:
                         ep.rejects_thinking_switch = True
+            except DeadlineExceeded:
+                stale, ep.local.session = ep.local.session, None  # its connection was shut down
+                if stale is not None:
+                    stale.close()
+                outcome, last_error = "timeout", f"{ep.shown}: no whole answer within {self.timeout_s:g}s"
             except requests.exceptions.ConnectionError as exc:
                 connect_failed = True
                 outcome, last_error = "connection_error", f"{ep.shown}: connection failed ({type(exc).__name__})"
@@ -586,18 +762,16 @@ class OpenAICompatibleClient:
             except requests.exceptions.RequestException as exc:
                 outcome, last_error = "request_error", f"{ep.shown}: {type(exc).__name__}"
             else:
-                status = resp.status_code
+                status = resp.status
                 if status == 200:
                     try:
-                        data = resp.json()
-                        text = data["choices"][0]["message"].get("content") or ""
+                        text, data, cut = self._reply_text(resp)
                         usage = data.get("usage") or {}
-                        reply = Reply(text=text if isinstance(text, str) else json.dumps(text),
-                                      latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.shown,
-                                      prompt_tokens=usage.get("prompt_tokens"),
-                                      completion_tokens=usage.get("completion_tokens"))
+                        reply = Reply(text=text, latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.shown,
+                                      prompt_tokens=_count(usage, "prompt_tokens"),
+                                      completion_tokens=_count(usage, "completion_tokens"), cut=cut)
                         outcome = "ok"
-                    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
                         outcome, last_error = "bad_body", f"{ep.shown}: 200 with a body that is not a chat completion"
                 elif status == 429:
                     outcome, last_error = "http_429", f"{ep.shown}: 429 rate limited"
@@ -606,7 +780,9 @@ class OpenAICompatibleClient:
                     outcome, last_error = f"http_{status}", f"{ep.shown}: server error {status}"
                 else:  # a bad request does not get better by repeating it
                     outcome = f"http_{status}"
-                    fatal = f"{ep.shown}: HTTP {status} (not retried): {self._redact(resp.text[:200])}"
+                    # Redacted whole, then cut: a secret cut in half is no longer recognizable.
+                    shown = self._redact(resp.body.decode("utf-8", "replace"))
+                    fatal = f"{ep.shown}: HTTP {status} (not retried): {shown[:200]}"
             if held is not None:
                 ep.machine.release(held)
             self._release(ep, connect_failed)
@@ -625,6 +801,12 @@ class OpenAICompatibleClient:
                 wait = min(wait, self.backoff_s)  # another endpoint can take it straight away
             time.sleep(wait)
         raise VlmError(f"VLM call failed after {self.max_retries + 1} attempts: {self._redact(last_error)}")
+
+
+def _count(usage: Any, name: str) -> int | None:
+    """A token count from a completion's ``usage``, when it is one (a server may send anything)."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 53 else None
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -12,17 +12,20 @@ import dagster as dg
 
 from argus_dagster.memo import once_per_key
 from argus_dagster.settings import environment
-from argus_dagster.vlm import OpenAICompatibleClient, TransformersClient, VlmClient, redact_urls
+from argus_dagster.vlm import (DEFAULT_MAX_ANSWER_CHARS, OpenAICompatibleClient, TransformersClient, VlmClient,
+                               redact_urls)
 
 BACKENDS = ("none", "openai", "transformers")
 
 
 @once_per_key(maxsize=8)
 def _client(backend: str, base_urls: str, model: str, api_key: str, concurrency: int, timeout_s: float,
-            max_retries: int, model_path: str, device: str, max_new_tokens: int, slots_dir: str) -> VlmClient:
+            max_retries: int, model_path: str, device: str, max_new_tokens: int, slots_dir: str,
+            max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> VlmClient:
     if backend == "openai":
         return OpenAICompatibleClient(base_urls, model, api_key, concurrency=concurrency, timeout_s=timeout_s,
-                                      max_retries=max_retries, slots_dir=slots_dir or None)
+                                      max_retries=max_retries, slots_dir=slots_dir or None,
+                                      max_answer_chars=max_answer_chars)
     return TransformersClient(model_path, device=device, max_new_tokens=max_new_tokens, name=model)
 
 
@@ -34,8 +37,11 @@ class VlmResource(dg.ConfigurableResource):
     model: str = ""
     api_key: str = ""
     concurrency: int = 8
+    # The whole request (connecting, sending, the answer's last byte), not each read.
     timeout_s: float = 120.0
     max_retries: int = 5
+    # A server that ignores max_tokens may answer megabytes: a longer answer is cut here, and says so.
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS
     parse_retries: int = 2
     model_path: str = ""
     device: str = "cpu"
@@ -57,7 +63,8 @@ class VlmResource(dg.ConfigurableResource):
         if self.backend == "none":
             raise ValueError("no VLM is configured (set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL, or ARGUS_VLM_PATH)")
         return _client(self.backend, self.base_urls, self.model_name(), self.api_key, self.concurrency, self.timeout_s,
-                       self.max_retries, self.model_path, self.device, self.max_new_tokens, self.slots_dir)
+                       self.max_retries, self.model_path, self.device, self.max_new_tokens, self.slots_dir,
+                       self.max_answer_chars)
 
     def model_name(self) -> str:
         if self.backend == "transformers":
@@ -78,7 +85,8 @@ class VlmResource(dg.ConfigurableResource):
 
 def vlm_from_env(prefix: str = "ARGUS_VLM", fallback: str | None = None) -> VlmResource:
     """The VLM named by ``<prefix>_BASE_URL`` (comma-separated pool) or ``<prefix>_PATH`` (a local model
-    folder), with ``_MODEL``, ``_API_KEY``, ``_CONCURRENCY``, ``_TIMEOUT_S``, ``_MAX_RETRIES``, ``_DEVICE``.
+    folder), with ``_MODEL``, ``_API_KEY``, ``_CONCURRENCY``, ``_TIMEOUT_S``, ``_MAX_RETRIES``, ``_MAX_ANSWER_CHARS``,
+    ``_DEVICE``.
 
     When neither is set, the whole configuration is ``fallback``'s: a key is never sent to an endpoint
     other than the one it was given for.
@@ -92,7 +100,8 @@ def vlm_from_env(prefix: str = "ARGUS_VLM", fallback: str | None = None) -> VlmR
 
     common = dict(concurrency=int(env.number(f"{prefix}_CONCURRENCY", 8, minimum=1)),
                   timeout_s=env.number(f"{prefix}_TIMEOUT_S", 120.0, integer=False, minimum=0),
-                  max_retries=int(env.number(f"{prefix}_MAX_RETRIES", 5, minimum=0)))
+                  max_retries=int(env.number(f"{prefix}_MAX_RETRIES", 5, minimum=0)),
+                  max_answer_chars=int(env.number(f"{prefix}_MAX_ANSWER_CHARS", DEFAULT_MAX_ANSWER_CHARS, minimum=1)))
     if get("BASE_URL"):
         # dg.EnvVar keeps the key's value out of the run config the UI shows.
         key = dg.EnvVar(f"{prefix}_API_KEY") if get("API_KEY") else ""

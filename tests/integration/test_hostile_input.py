@@ -103,9 +103,9 @@ def test_bad_ids_and_duplicate_ids_are_row_errors(hostile):
     h = hostile
     inputs = load("input_instances", h["resources"], h["instance"], "T2V")
     errors = {r["input_id"]: r["error"] for r in inputs.iter_rows(named=True) if r["error"]}
-    assert "line 6" in errors["line-6"] and "'v0'" in errors["line-6"] and "first on line 1" in errors["line-6"]
-    assert "line 7 field 'id'" in errors["line-7"] and "control characters" in errors["line-7"]
-    assert "line 8 field 'id'" in errors["line-8"] and "must be a string" in errors["line-8"]
+    assert "line 6" in errors["!line-6"] and "'v0'" in errors["!line-6"] and "first on line 1" in errors["!line-6"]
+    assert "line 7 field 'id'" in errors["!line-7"] and "control characters" in errors["!line-7"]
+    assert "line 8 field 'id'" in errors["!line-8"] and "must be a string" in errors["!line-8"]
     v0 = inputs.filter(pl.col("input_id") == "v0")
     assert v0.height == 1 and v0["error"][0] is None and v0["prompt"][0] == "A pattern slides left."
     # The first v0 is judged once and counts once; the duplicate line is an error on its own row.
@@ -113,7 +113,7 @@ def test_bad_ids_and_duplicate_ids_are_row_errors(hostile):
         vs = load("video_scores", h["resources"], h["instance"], _key("T2V", model))
         assert vs.filter(pl.col("input_id") == "v0").height == 1
         assert vs.filter(pl.col("input_id") == "v0")["final_score"][0] is not None
-        assert "input invalid" in vs.filter(pl.col("input_id") == "line-6")["error"][0]
+        assert "input invalid" in vs.filter(pl.col("input_id") == "!line-6")["error"][0]
         assert vs["input_id"].n_unique() == vs.height
     rubrics = load("rubrics", h["resources"], h["instance"], "T2V")
     assert rubrics.filter(pl.col("input_id") == "v0").height == 1

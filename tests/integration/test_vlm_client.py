@@ -294,3 +294,82 @@ def test_parse_retries_are_bounded(server):
     with pytest.raises(ParseError, match="after 2 attempts"):
         chat_json(client(server.base_url), HELLO, extract_json, parse_retries=1)
     assert len(server.requests) == 2
+
+
+def test_any_exception_of_a_parser_is_an_unusable_answer(server):
+    """A 400-digit score overflows a float, a deeply nested answer exhausts the recursion limit: both
+    are answers to ask again (and then give up on), never an error that ends the caller's run."""
+    from argus_dagster.judge import parse_judgment
+
+    server.queue(Scripted(content='{"score": ' + "9" * 400 + "}"), Scripted(content="[" * 100_000),
+                 Scripted(content='{"score": 1e999}'))
+    with pytest.raises(ParseError, match="after 3 attempts: score .* is not a finite number"):
+        chat_json(client(server.base_url), HELLO, parse_judgment, parse_retries=2)
+    server.queue(Scripted(content="[" * 100_000))
+    with pytest.raises(ParseError, match="RecursionError"):
+        chat_json(client(server.base_url), HELLO, lambda t: json.loads(t), parse_retries=0)
+
+
+# -- hostile servers -------------------------------------------------------------------------------
+
+def test_a_server_that_drips_cannot_hold_a_request_past_its_deadline(server):
+    """One byte every 0.2 s: every read gets something, so a per-read timeout never fires."""
+    server.queue(Scripted(content='{"score": 7, "rationale": "slow"}', drip_s=0.2), Scripted(content="in time"))
+    stats = CallStats()
+    t0 = time.perf_counter()
+    with pytest.raises(VlmError, match=r"no whole answer within 3s"):
+        client(server.base_url, timeout_s=3, max_retries=0).chat(HELLO, stats=stats)
+    assert time.perf_counter() - t0 < 4.5 and stats.errors == {"timeout": 1}
+    # The same client goes on with the next request (its shut connection is not reused).
+    c = client(server.base_url, timeout_s=3, max_retries=1)
+    server.queue(Scripted(content="late", drip_s=0.2), Scripted(content="in time"))
+    assert c.chat(HELLO).text == "in time"
+
+
+def test_an_answer_longer_than_the_bound_is_cut_and_says_so(server):
+    long = '{"score": 7, "rationale": "fine"} ' + "x" * 3_000_000
+    server.queue(Scripted(content=long), Scripted(content="short"))
+    c = client(server.base_url, max_answer_chars=1000)
+    reply = c.chat(HELLO)
+    assert len(reply.text) == 1000 and reply.cut == 1000 and reply.text.startswith('{"score": 7')
+    assert server.requests[0]["response_bytes"] > 3_000_000  # the server sent it all; the client read a head
+    reply = c.chat(HELLO)
+    assert reply.text == "short" and reply.cut is None
+
+
+def test_a_cut_answer_that_does_not_parse_says_it_was_cut(server):
+    server.queue(*[Scripted(content='{"score": 7, "rationale": "' + "y" * 5000 + '"}') for _ in range(2)])
+    with pytest.raises(ParseError, match="cut at 100 characters"):
+        chat_json(client(server.base_url, max_answer_chars=100), HELLO, extract_json, parse_retries=1)
+
+
+def _at_185(lead: str, secret: str) -> bytes:
+    """An error body whose secret starts at character 185, where a cut at 200 before redaction
+    would keep its first 15 characters."""
+    head = '{"error": "' + lead
+    return ('{"error": "' + "." * (185 - len(head)) + lead + secret + '"}').encode()
+
+
+@pytest.mark.parametrize("echo", [
+    _at_185("you sent Authorization: ", "{authorization}"),
+    _at_185("key ", "sk-echo-0123456789abcdefXYZ rejected"),
+    _at_185('headers {\\"Authorization\\": \\"Basic ', 'dXNlcjpwYXNzd29yZA==\\"}'),
+    _at_185("proxy said Bearer ", "abcdEFGH12345678ijkl"),
+    _at_185("from https://user:", "hunter2hunter2@proxy.example/v1"),
+])
+def test_an_error_body_that_echoes_credentials_shows_none_of_them(server, echo):
+    key = "sk-echo-0123456789abcdefXYZ"
+    server.queue(Scripted(status=401, raw=echo))
+    with pytest.raises(VlmError) as err:
+        client(server.base_url, api_key=key).chat(HELLO)
+    shown = str(err.value)
+    assert "HTTP 401" in shown
+    for secret in (key[:8], "dXNlcjpw", "abcdEFGH", "hunter2"):
+        assert secret not in shown, shown
+
+
+def test_an_answer_that_echoes_the_key_is_redacted(server):
+    key = "sk-echo-0123456789abcdefXYZ"
+    server.queue(Scripted(content=f'{{"score": 5, "rationale": "your key is {key}, your header Bearer {key}"}}'))
+    reply = client(server.base_url, api_key=key).chat(HELLO)
+    assert key[:10] not in reply.text and "***" in reply.text

@@ -143,6 +143,8 @@ def judged(server, client, media, *answers: str, rubric_task: str = "T2V"):
 def test_judge_answers(answer, score, server, client, media):
     j = judged(server, client, media, answer)
     assert j.score == score and j.judge == f"vlm/openai/judge-model/{JUDGE_PROMPT_VERSION}"
+    # A score outside the scale is clamped, and the row says from what.
+    assert ("outside 0-10: clamped to" in j.rationale) == (answer.startswith('{"score": 14') or answer.startswith('{"score": -2'))
 
 
 @pytest.mark.parametrize("bad", ["", '{"score": 7', '{"rationale": "no score"}', '{"score": "high"}', "no idea"])

@@ -8,7 +8,9 @@ A test can queue scripted replies (status, body, headers, delay) that are served
 fixed latency (the time from receiving a request to answering it) and random rates of 500s and
 unparseable answers, and hold every request after the next N until released (to stop a client
 midway). ``rejects`` names request fields the server refuses with a 400, as a server that does not
-know ``chat_template_kwargs`` does. Every request is recorded (path, headers, body); the peak number of requests in flight
+know ``chat_template_kwargs`` does. Hostile faults: ``fault`` picks a scripted reply from a request's
+body, a scripted reply can drip (a byte at a time), be megabytes long, or echo the request's
+``Authorization`` header in its body. Every request is recorded (path, headers, body); the peak number of requests in flight
 (received and not yet answered) and the number answered are tracked.
 """
 
@@ -33,6 +35,8 @@ class Scripted:
     raw: bytes | None = None        # or a raw body, served as is
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    drip_s: float = 0.0             # send the whole response (status line included) a byte at a time, this far apart
+    # ``{authorization}`` in ``raw`` becomes the request's Authorization header (a server that echoes it)
 
 
 def dead_url() -> str:
@@ -205,7 +209,7 @@ class FakeVlmServer:
     def __init__(self, *, latency_s: float = 0.0, error_rate: float = 0.0, unparseable_rate: float = 0.0,
                  stall_rate: float = 0.0, stall_s: float = 2.0,
                  seed: int = 0, answer: Callable[[dict], str] = default_answer, usage: bool = True,
-                 rejects: tuple[str, ...] = ()):
+                 rejects: tuple[str, ...] = (), fault: Callable[[dict], Scripted | None] | None = None):
         self.latency_s = latency_s
         self.error_rate = error_rate
         self.unparseable_rate = unparseable_rate
@@ -214,6 +218,7 @@ class FakeVlmServer:
         self.answer = answer
         self.usage = usage
         self.rejects = rejects
+        self.fault = fault  # a scripted reply chosen from the request's body (None: the usual answer)
         self.script: list[Scripted] = []
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
@@ -305,6 +310,8 @@ class FakeVlmServer:
                     counted[0] = False
 
         try:
+            if item is None and self.fault is not None:
+                item = self.fault(body)
             if item is None:
                 if roll_error < self.error_rate:
                     item = Scripted(status=500, raw=b'{"error": "injected"}')
@@ -327,7 +334,7 @@ class FakeVlmServer:
             if refused:
                 item = Scripted(status=400, raw=json.dumps({"error": f"unknown field {refused[0]}"}).encode())
             if item.raw is not None:
-                payload = item.raw
+                payload = item.raw.replace(b"{authorization}", h.headers.get("Authorization", "").encode())
             else:
                 completion = {"id": "cmpl", "object": "chat.completion", "model": body.get("model", ""),
                               "choices": [{"index": 0, "finish_reason": "stop",
@@ -340,6 +347,9 @@ class FakeVlmServer:
             if not held:
                 with self._lock:
                     self.answered += 1
+            if item.drip_s:
+                self._drip(h, item, payload)
+                return
             try:
                 h.send_response(item.status)
                 h.send_header("Content-Type", "application/json")
@@ -352,3 +362,17 @@ class FakeVlmServer:
                 pass
         finally:
             answered()
+
+    @staticmethod
+    def _drip(h: BaseHTTPRequestHandler, item: Scripted, payload: bytes) -> None:
+        """The response a byte at a time: every read the client makes gets something, none gets it all."""
+        head = (f"HTTP/1.1 {item.status} OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\n\r\n").encode()
+        try:
+            for byte in head + payload:
+                h.wfile.write(bytes([byte]))
+                h.wfile.flush()
+                time.sleep(item.drip_s)
+        except (BrokenPipeError, ConnectionResetError, OSError):  # the client gave up
+            pass
+        h.close_connection = True

@@ -156,9 +156,9 @@ def test_read_task_row_errors_do_not_stop_the_good_row(tmp_path):
     assert len(good["content_hash"]) == 64
     assert "outside" in by_id["escape"]["error"] and "'first_frame'" in by_id["escape"]["error"]
     assert "not found" in by_id["missing"]["error"] and "'missing'" in by_id["missing"]["error"]
-    assert "line 4" in by_id["line-4"]["error"] and "not valid JSON" in by_id["line-4"]["error"]
+    assert "line 4" in by_id["!line-4"]["error"] and "not valid JSON" in by_id["!line-4"]["error"]
     assert "listed under T2V" in by_id["mismatch"]["error"] and "TI2V" in by_id["mismatch"]["error"]
-    assert "missing field 'id'" in by_id["line-7"]["error"]
+    assert "missing field 'id'" in by_id["!line-7"]["error"]
     assert "'prompt'" in by_id["noprompt"]["error"]
     for r in rows:
         if r["error"]:

@@ -29,12 +29,17 @@ QA_SYSTEM = (
 )
 
 
+_ANSWER_CHARS = 2000  # a few hundred tokens are asked for; a server that ignores that is cut here
+
+
 def _answer(text: str) -> str:
     from ...vlm import ParseError, strip_think
 
     answer = strip_think(text)
     if not answer:
         raise ParseError("empty answer")
+    if len(answer) > _ANSWER_CHARS:
+        answer = answer[:_ANSWER_CHARS] + f" ...(answer cut at {_ANSWER_CHARS} characters)"
     return answer
 
 
