@@ -37,8 +37,7 @@ telemetry:
 # the IO manager's DEBUG lines repeat each materialization's path. DEBUG keeps them too.
 python_logs:
   python_log_level: INFO
-# How many runs execute at once: the daemon's queue (the runs the UI, the sensor and the schedules
-# launch) and argus evaluate's worker processes alike.
+# How many runs the daemon executes at once (the runs the UI, the sensors and the schedules launch).
 run_queue:
   max_concurrent_runs: 4
 """

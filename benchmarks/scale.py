@@ -172,14 +172,11 @@ def main() -> None:
             record_bench(bench, cands)
             n_videos = sum(1 for _ in cands.rglob("*.mp4"))
             t1 = time.perf_counter()
-            from argus_dagster.runner import runs_at_once
-
-            instance = local_instance()  # the instance's databases are created once per ARGUS_HOME, before any run
+            local_instance()  # the instance's databases are created once per ARGUS_HOME, before any run
             t_instance = time.perf_counter() - t1
-            at_once = runs_at_once(instance)[0]
             print(f"bench: {n_videos} videos, 5 tasks x {args.models} model(s) ({time.perf_counter() - t0:.1f} s to build); "
-                  f"server latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}, "
-                  f"up to {at_once} runs at once (the instance's run queue); Dagster instance created in {t_instance:.1f} s "
+                  f"server latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}, runs of ranges in "
+                  f"argus evaluate's process; Dagster instance created in {t_instance:.1f} s "
                   "(once per ARGUS_HOME, not in the runs' figures)")
             runs = []
             n0 = 0
