@@ -184,10 +184,34 @@ def _stretches(items: list[str], order: list[str]) -> list[list[str]]:
     return out
 
 
+def _ranges(by_partition: dict[tuple[str, str], tuple], model_order: list[str]) -> list[tuple[str, list[str], list]]:
+    """Runs of ranges over ``(task, model)`` partitions with the same assets to materialize: per task
+    over its models, or per model over its tasks, whichever takes fewer runs (a range holds one
+    dimension fixed)."""
+    from .instances import ALL_TASKS
+
+    def grouped(by_task: bool) -> list[tuple[str, list[str], list]]:
+        groups: dict[tuple, list[str]] = {}
+        for (task, model), chosen in by_partition.items():
+            groups.setdefault((task if by_task else model, chosen), []).append(model if by_task else task)
+        out = []
+        for (fixed, chosen), free in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            order = model_order if by_task else list(ALL_TASKS)
+            for stretch in _stretches(free, order):
+                pairs = [(fixed, x) if by_task else (x, fixed) for x in stretch]
+                out.append(("partition", list(chosen),
+                            [str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in pairs]))
+        return out
+
+    per_task, per_model = grouped(True), grouped(False)
+    return per_model if len(per_model) < len(per_task) else per_task
+
+
 def _runs(plan: Plan, model_order: list[str]) -> list[tuple[str, list[str], list]]:
     """The runs that execute ``plan``: ``(kind, selection, partition keys)``, each a range of
     partitions with the same assets to materialize (the assets' backfill policy takes a range in one
-    run): the tasks' inputs and rubrics first, then per task its models, then the leaderboard."""
+    run): the tasks' inputs and rubrics first, then the task x model partitions (:func:`_ranges`),
+    then the leaderboard."""
     from assets import CANDIDATE_ASSETS, TASK_ASSETS
     from assets.partitions import task_model_partitions
 
@@ -201,16 +225,13 @@ def _runs(plan: Plan, model_order: list[str]) -> list[tuple[str, list[str], list
             by_selection.setdefault(chosen, []).append(task)
     for chosen, tasks in sorted(by_selection.items()):
         runs += [("task", list(chosen), stretch) for stretch in _stretches(tasks, list(ALL_TASKS))]
-    by_task: dict[tuple, list[str]] = {}
+    by_partition: dict[tuple[str, str], tuple] = {}
     keys = set().union(*(plan.partitions(a.key.to_user_string()) for a in CANDIDATE_ASSETS))
     for key in keys:
         dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
-        chosen = tuple(a.key.to_user_string() for a in CANDIDATE_ASSETS if key in plan.partitions(a.key.to_user_string()))
-        by_task.setdefault((dims["task"], chosen), []).append(dims["model"])
-    for (task, chosen), models in sorted(by_task.items(), key=lambda kv: (ALL_TASKS.index(kv[0][0]), kv[0][1])):
-        for stretch in _stretches(models, model_order):
-            runs.append(("partition", list(chosen),
-                         [str(dg.MultiPartitionKey({"task": task, "model": m})) for m in stretch]))
+        by_partition[(dims["task"], dims["model"])] = tuple(
+            a.key.to_user_string() for a in CANDIDATE_ASSETS if key in plan.partitions(a.key.to_user_string()))
+    runs += _ranges(by_partition, model_order)
     if plan.partitions("leaderboard"):
         runs.append(("leaderboard", ["leaderboard"], []))
     return runs
