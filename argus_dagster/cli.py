@@ -129,7 +129,7 @@ def _backbones(settings) -> str:
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
     from .leaderboard import format_leaderboard
     from .progress import TerminalLine
-    from .runner import error_summary, row_errors, run_all
+    from .runner import error_summary, local_instance, row_errors, run_all
     from .settings import SettingError, record_evaluation
 
     try:
@@ -143,7 +143,9 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     _print(backbones)
     record_evaluation(settings, evaluated=False)  # listed now; the default for later commands once it scores
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
-        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings)
+        instance = local_instance(settings)  # opened once for the runs and the summary (most of a second)
+        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings,
+                     instance=instance)
     firm = _print_firm(tasks, models, settings) if protocol != "videoargus" else None
     if lb is None:  # FIRM-Video only
         if firm is not None and firm.height:
@@ -152,7 +154,7 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
         return 1
     _print(f"\nLeaderboard of {settings.evaluation} (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(_only(lb, tasks)))
-    summary = error_summary(row_errors(tasks, models, settings=settings))
+    summary = error_summary(row_errors(tasks, models, instance=instance, settings=settings))
     if summary:
         _print(summary)
     if not int(lb["n_videos"].sum() or 0):

@@ -13,6 +13,8 @@ from resources import executor_for, resources_for
 # candidate_store_sensor observes would ever be scored under `make ui`.
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "default_automation_condition_sensor", target=dg.AssetSelection.all(), use_user_code_server=True,
+    # Its runs may call the judge: a run queue's tag limit on argus/judge bounds how many share it.
+    run_tags={"argus/judge": "1"},
     default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
     description="Materializes what is missing or stale (new models, changed sources, new code) and retries "
                 "transient failures.")

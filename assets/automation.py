@@ -39,6 +39,18 @@ class _Records:
         self.instance = instance
         self._latest: dict = {}
 
+    _shared: tuple = (None, None)
+
+    @classmethod
+    def of(cls, context: dg.AutomationContext) -> "_Records":
+        """One reading per evaluation, shared by every condition of every asset it evaluates (the
+        records cannot move under it: it reads up to the evaluation's latest storage id)."""
+        instance = context.asset_graph_view.instance
+        key = (id(instance), context.max_storage_id)
+        if cls._shared[0] != key:
+            cls._shared = (key, cls(instance))
+        return cls._shared[1]
+
     def latest(self, key: dg.AssetKey, observed: bool = False) -> dict[str | None, object]:
         """``{partition: record}`` (partition None for an unpartitioned asset)."""
         if (key, observed) not in self._latest:
@@ -95,7 +107,7 @@ class _FromRecords(dg.AutomationCondition):
         raise NotImplementedError
 
     def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
-        true = self.partitions_where(context, _Records(context.asset_graph_view.instance))
+        true = self.partitions_where(context, _Records.of(context))
         if context.partitions_def is None:
             subset = context.candidate_subset if None in true else context.get_empty_subset()
         else:
