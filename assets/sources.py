@@ -32,7 +32,7 @@ import dagster as dg
 from argus_dagster.bench import task_location
 from argus_dagster.candidate_store import partition_hashes
 from argus_dagster.instances import ALL_TASKS
-from argus_dagster.media import SAMPLING_ID, file_digest
+from argus_dagster.media import SAMPLING_ID, MediaError, file_digest, regular_file
 from argus_dagster.names import file_name
 from argus_dagster.rubric.frozen import written_as_generated
 from argus_dagster.storage import Storage, is_remote, join
@@ -59,8 +59,16 @@ def _files(storage: Storage, folder: str | None, skip: str | None = None) -> dic
     object's sha256 is remembered by its ETag: nothing is downloaded twice)."""
     if folder is None:
         return {}
-    return {o.rel: storage.sha256(o.uri, o.token) if is_remote(o.uri) else file_digest(o.uri)
-            for o in storage.list(folder) if skip is None or o.rel.split("/")[0] != skip}
+    return {o.rel: _content(storage, o) for o in storage.list(folder) if skip is None or o.rel.split("/")[0] != skip}
+
+
+def _content(storage: Storage, obj) -> str:
+    """A listed file's sha256; one that cannot be read (a FIFO, a link to a device, gone) stands in
+    the version by what is wrong with it: the rows that read it say the same, and the rest proceed."""
+    try:
+        return storage.sha256(obj.uri, obj.token) if is_remote(obj.uri) else file_digest(obj.uri)
+    except (MediaError, OSError) as exc:
+        return f"unreadable: {exc}"
 
 
 def bench_files_version(bench_dir, task: str, storage: Storage) -> str:
@@ -84,8 +92,11 @@ def rubric_files_version(bench_dir, frozen_dir, task: str, storage: Storage) -> 
             continue
         for o in storage.list(root):
             try:
+                if not is_remote(o.uri):
+                    regular_file(o.uri)  # never opens a FIFO or a device a link points at
                 data = storage.read_bytes(o.uri)
-            except OSError:
+            except (MediaError, OSError) as exc:
+                out[f"{where}/{o.rel}"] = f"unreadable: {exc}"
                 continue
             if not written_as_generated(data):
                 out[f"{where}/{o.rel}"] = hashlib.sha256(data).hexdigest()
