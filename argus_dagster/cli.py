@@ -67,7 +67,7 @@ def _plan(settings, tasks, models) -> int:
 
 def _stored_overview(settings) -> str | None:
     """A presigned link to the overview when the environment keeps the reports on S3, else None."""
-    from resources import storage_for
+    from .definitions import storage_for
 
     from .storage import is_remote, join
 
@@ -111,7 +111,7 @@ def _selector(settings) -> str:
 
 def _backbones(settings) -> str:
     """Which judge and rubric generator this run uses (never the key, nor credentials in a URL)."""
-    from resources import resources_for
+    from .definitions import resources_for
 
     res = resources_for(settings=settings)
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
@@ -279,8 +279,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_robustness(args: argparse.Namespace) -> int:
     """Backbone robustness: a bench's evaluator profiles compared, from their stored scores."""
-    from assets.robustness import robustness_tables
-    from resources.bench import bench_from_settings
+    from .definitions import bench_from_settings, robustness_tables
 
     settings = _read_only_evaluation(args, needs_instance=False)
     if settings is None:

@@ -1,11 +1,23 @@
-"""The one place that wires the domain library, assets and resources into a Dagster code location."""
+"""The one place that wires the domain library, assets and resources into a Dagster code location,
+and the one place the command line reaches them through (the rest of ``argus_dagster`` imports
+neither ``assets`` nor ``resources``)."""
 
 import dagster as dg
 
-from assets import ALL_ASSETS, GRAPH_CHECKS, OBSERVE_JOBS, SOURCES
+from assets import (ALL_ASSETS, ALL_CHECKS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS,
+                    FIRM_TASK_ASSETS, GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS)
+from assets.automation import RETRY_METADATA, changed_inputs, latest_records
+from assets.candidates import candidate_videos
+from assets.firm import best_of_n_tables
+from assets.inputs import input_instances
+from assets.lineage import latest_record, stored_table
+from assets.partitions import RANGE_END_TAG, RANGE_START_TAG, task_model_partitions
+from assets.robustness import robustness_tables
 from assets.schedules import nightly_reconcile
 from assets.sensors import candidate_store_sensor
-from resources import executor_for, resources_for
+from assets.sources import changed_observations, report, source_versions
+from resources import executor_for, resources_for, storage_for
+from resources.bench import bench_from_settings
 
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
 # condition that retries transient failures reads materialization metadata. It is declared here,
@@ -28,4 +40,16 @@ def build_definitions(settings=None) -> dg.Definitions:
                           schedules=[nightly_reconcile], executor=executor_for())
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location (``workspace.yaml``, ``dagster asset materialize -m argus_dagster.definitions``):
+    the evaluation the environment names, built when Dagster loads it, not when this module is imported."""
+    return build_definitions()
+
+
+__all__ = ["build_definitions", "defs", "ALL_ASSETS", "ALL_CHECKS", "AUTOMATED_ASSETS", "CANDIDATE_ASSETS",
+           "FIRM_CANDIDATE_ASSETS", "FIRM_CHECKS", "FIRM_TASK_ASSETS", "SOURCES", "TASK_ASSETS", "RETRY_METADATA",
+           "changed_inputs", "latest_records", "candidate_videos", "best_of_n_tables", "input_instances",
+           "latest_record", "stored_table", "RANGE_END_TAG", "RANGE_START_TAG", "task_model_partitions",
+           "robustness_tables", "changed_observations", "report", "source_versions", "resources_for", "storage_for",
+           "bench_from_settings"]

@@ -93,7 +93,7 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
     no cursor is kept); every partition with ``force``. What this command materialized already
     (``done``: ``(asset, partition)``) is not asked again: work its run left to retry waits for the
     next command."""
-    from assets import AUTOMATED_ASSETS, CANDIDATE_ASSETS, TASK_ASSETS
+    from .definitions import AUTOMATED_ASSETS, CANDIDATE_ASSETS, TASK_ASSETS
 
     keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
     if force:
@@ -125,9 +125,9 @@ def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[tup
     """Per requested (asset, partition), which of its condition's parts were true, in words: new
     (missing), new code, the inputs that moved, an input requested in the same run, the work its
     last run left to retry."""
-    from assets.automation import _Records, changed_inputs
+    from .definitions import changed_inputs, latest_records
 
-    graph, records = defs.resolve_asset_graph(), _Records(instance)
+    graph, records = defs.resolve_asset_graph(), latest_records(instance)
     out: dict[tuple[str, str | None], list[str]] = {}
 
     def add(asset: str, keys: set, text: str) -> None:
@@ -162,8 +162,7 @@ def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[tup
 
 
 def _retry_text(instance: dg.DagsterInstance, asset: str, key) -> str:
-    from assets.automation import RETRY_METADATA
-    from assets.lineage import latest_record
+    from .definitions import RETRY_METADATA, latest_record
 
     record = latest_record(instance, asset, str(key) if key is not None else None)
     md = record.asset_materialization.metadata if record else {}
@@ -212,8 +211,7 @@ def _runs(plan: Plan, model_order: list[str]) -> list[tuple[str, list[str], list
     partitions with the same assets to materialize (the assets' backfill policy takes a range in one
     run): the tasks' inputs and rubrics first, then the task x model partitions (:func:`_ranges`),
     then the leaderboard."""
-    from assets import CANDIDATE_ASSETS, TASK_ASSETS
-    from assets.partitions import task_model_partitions
+    from .definitions import CANDIDATE_ASSETS, TASK_ASSETS, task_model_partitions
 
     from .instances import ALL_TASKS
 
@@ -241,7 +239,7 @@ def _execute(instance: dg.DagsterInstance, resources: dict, selection: list[str]
              tags: dict | None = None) -> dg.ExecuteInProcessResult:
     """One of Dagster's in-process runs of ``selection`` (asset names) and their partitioned checks,
     over the partitions ``keys`` (one, or the first and last of a range), on the evaluation's instance."""
-    from assets import ALL_ASSETS, ALL_CHECKS, SOURCES
+    from .definitions import ALL_ASSETS, ALL_CHECKS, SOURCES
 
     chosen = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} & set(selection)]
     names = {k for a in chosen for k in a.keys}
@@ -252,7 +250,7 @@ def _execute(instance: dg.DagsterInstance, resources: dict, selection: list[str]
     if len(keys) == 1:
         kw["partition_key"] = keys[0]
     elif keys:
-        from assets.partitions import RANGE_END_TAG, RANGE_START_TAG
+        from .definitions import RANGE_END_TAG, RANGE_START_TAG
 
         run_tags.update({RANGE_START_TAG: str(keys[0]), RANGE_END_TAG: str(keys[-1])})
     return dg.materialize(ALL_ASSETS + SOURCES + ALL_CHECKS, selection=chosen + checks, instance=instance,
@@ -261,7 +259,7 @@ def _execute(instance: dg.DagsterInstance, resources: dict, selection: list[str]
 
 def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
     """Per partition, the failed tool steps and unanswered judgments a candidate run left to retry."""
-    from assets.automation import RETRY_METADATA
+    from .definitions import RETRY_METADATA
 
     out: dict[str, int] = {}
     for event in result.get_asset_materialization_events():
@@ -283,10 +281,9 @@ class _Evaluation:
 def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
     """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
     changed is recorded with its new data version (:mod:`assets.sources`)."""
-    from assets.sources import changed_observations, report, source_versions
+    from .definitions import build_definitions, changed_observations, report, source_versions
 
     from .candidate_store import open_store, scan
-    from .definitions import build_definitions
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
@@ -343,7 +340,7 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
                  the_plan: Plan | None = None) -> None:
     """Execute one run of the plan and say what it did (and why, as the conditions said); a failed run
     stops the command."""
-    from assets.partitions import task_model_partitions
+    from .definitions import task_model_partitions
 
     the_plan = the_plan or Plan({}, True)
     t0 = time.perf_counter()
@@ -477,7 +474,7 @@ def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None 
     """The table the latest materialization of ``asset`` (``partition``) stored, read from the path
     its IO manager recorded in the materialization's metadata (as lineage and the sensor read it);
     None when there is none or it cannot be read."""
-    from assets.lineage import latest_record, stored_table
+    from .definitions import latest_record, stored_table
 
     return stored_table(latest_record(instance, asset, partition))
 
@@ -657,9 +654,8 @@ def _firm_run(instance: dg.DagsterInstance, resources: dict, task: str, model: s
     their check). ``with_inputs``: also materialize the input (or candidate) table it reads. ``kw``:
     more of ``dg.materialize``'s arguments (default: quiet console, the CLI's tags)."""
     kw = {"run_config": QUIET, "tags": launcher_tags(), **kw, "instance": instance, "resources": resources}
-    from assets import CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS, FIRM_TASK_ASSETS, TASK_ASSETS
-    from assets.candidates import candidate_videos
-    from assets.inputs import input_instances
+    from .definitions import (CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS, FIRM_TASK_ASSETS, TASK_ASSETS,
+                              candidate_videos, input_instances)
 
     if model is None:
         selection = ([input_instances] if with_inputs else []) + FIRM_TASK_ASSETS
@@ -673,7 +669,7 @@ def _firm_run(instance: dg.DagsterInstance, resources: dict, task: str, model: s
 def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, tasks: list[str] | None = None,
                       settings: Settings | None = None) -> dict[str, pl.DataFrame]:
     """Every materialized partition of ``asset`` as stored (of ``tasks`` only, when given), by key."""
-    from assets.partitions import task_model_partitions
+    from .definitions import task_model_partitions
 
     instance = instance or local_instance(settings)
     out = {}
@@ -714,7 +710,7 @@ def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,
                      settings: Settings | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
     """Best-of-N picks from the stored ``video_scores`` and ``firm_scores`` (the ``best_of_n`` asset's
     computation), with the comparison against the bench's ``human/<TASK>.csv`` where it exists."""
-    from assets.firm import best_of_n_tables
+    from .definitions import best_of_n_tables
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)

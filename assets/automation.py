@@ -99,6 +99,11 @@ def _dep_partition(key_partitions, dep_partitions, partition: str | None) -> str
     return partition
 
 
+def latest_records(instance: dg.DagsterInstance) -> _Records:
+    """A reading of the instance's latest records, for :func:`changed_inputs` outside an evaluation."""
+    return _Records(instance)
+
+
 class _FromRecords(dg.AutomationCondition):
     """A condition on each candidate partition, read from the instance's latest records (no cursor:
     the same answer however often, and by whoever, it is asked)."""
