@@ -65,13 +65,14 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
 
 
 PROTOCOLS = ("videoargus", "firm", "both")
+
+
 class Plan:
     """What Dagster's automation conditions requested, as argus evaluate executes it: by asset key,
     the partitions to materialize (``None`` for the unpartitioned leaderboard)."""
 
-    def __init__(self, requested: dict[str, set], complete: bool, why: dict | None = None):
+    def __init__(self, requested: dict[str, set], why: dict | None = None):
         self.requested = requested
-        self.complete = complete  # nothing requested was left out by --task/--model
         self.why = why or {}  # (asset, partition) -> the conditions that requested it, in words
 
     def reasons(self, selection: list[str], key) -> str:
@@ -100,20 +101,19 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         requested = {a.key.to_user_string(): set(tasks) for a in TASK_ASSETS}
         requested.update({a.key.to_user_string(): set(keys) for a in CANDIDATE_ASSETS})
         requested["leaderboard"] = {None}
-        return Plan(requested, complete=False)
+        return Plan(requested)
     result = dg.evaluate_automation_conditions(
         defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
-    requested, complete = {}, True
+    requested = {}
     why = _why(result, instance, defs)
     for a in AUTOMATED_ASSETS:
         name = a.key.to_user_string()
         got = {str(p) if p is not None else None for p in result.get_requested_partitions(a.key)}
         got = {p for p in got if (name, p) not in done}
         wanted = got & (set(tasks) if a in TASK_ASSETS else keys if a in CANDIDATE_ASSETS else {None})
-        complete &= wanted == got
         if wanted:
             requested[name] = wanted
-    return Plan(requested, complete, why)
+    return Plan(requested, why)
 
 
 def _keys_of(subset) -> set:
@@ -342,7 +342,7 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
     stops the command."""
     from .definitions import task_model_partitions
 
-    the_plan = the_plan or Plan({}, True)
+    the_plan = the_plan or Plan({})
     t0 = time.perf_counter()
     result = _execute(instance, resources, selection, keys, {JUDGE_TAG: "1"} if kind == "partition" else None)
     if not result.success:

@@ -170,7 +170,7 @@ def test_runs_take_ranges_of_a_tasks_neighbouring_models():
     every["criterion_scores"] |= {"c|T2V"}
     every["video_scores"] |= {"c|T2V"}
     every["diagnostic_reports"] |= {"c|T2V"}
-    runs = _runs(Plan({**every, "input_instances": {"T2V"}, "rubrics": {"T2V"}, "leaderboard": {None}}, True),
+    runs = _runs(Plan({**every, "input_instances": {"T2V"}, "rubrics": {"T2V"}, "leaderboard": {None}}),
                  ["a", "b", "c", "d"])
     assert [(kind, keys) for kind, _, keys in runs] == [
         ("task", ["T2V"]), ("partition", ["a|T2V", "b|T2V"]), ("partition", ["d|T2V"]),
