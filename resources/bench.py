@@ -16,7 +16,7 @@ def _location(value: str) -> Path | str:
 
 class BenchResource(dg.ConfigurableResource):
     """The evaluation's identity (``bench``, ``profile``) and every folder a run reads or writes:
-    each a local folder or an ``s3://`` prefix (the aws environment's layout, see the README).
+    each a local folder or an ``s3://`` prefix (the aws environment's layout, see docs/deployment.md).
 
     :func:`resources.resources_for` fills each field from the evaluation, so the UI's resource view
     and each run's config show them; an empty field resolves at run time from

@@ -28,7 +28,7 @@ class ToolsResource(dg.ConfigurableResource):
     """Which tools run, on which device, with weights from which folder (never downloaded)."""
 
     device: str = "cpu"
-    # Hugging Face checkpoint folders dino/ detector/ depth/ aesthetic/, and easyocr/ (see README).
+    # Hugging Face checkpoint folders dino/ detector/ depth/ aesthetic/, and easyocr/ (see docs/tools.md).
     models_dir: str = ""
     # Image search for web_search: off unless both are set.
     web_search_url: str = ""

@@ -54,7 +54,7 @@ class EasyOcrEngine:
             from easyocr.recognition import get_recognizer
         except ImportError as exc:
             raise ModelUnavailable(f"easyocr is not installed ({exc}); install the 'ocr' extra "
-                                   "(torch and torchvision matched, see README)") from exc
+                                   "(torch and torchvision matched, see docs/tools.md)") from exc
         files = easyocr_files()
         paths = {k: folder / name for k, (name, _) in files.items()}
         missing = [str(p) for p in paths.values() if not p.is_file()]

@@ -2,7 +2,7 @@
 
 Tests and benchmarks load these through exactly the path a real checkpoint takes. ``size="tiny"``
 gives models of a few hundred kilobytes that run in milliseconds on a CPU; ``size="real"`` gives the
-architectures of the checkpoints the README recommends (DINOv2-base, OWLv2-base-patch16, Depth
+architectures of the checkpoints docs/tools.md recommends (DINOv2-base, OWLv2-base-patch16, Depth
 Anything small, a CLIP ViT-B/16 image tower with a LAION-style head), for timing on real hardware.
 Their outputs mean nothing: only shapes, ranges and speed do.
 """
