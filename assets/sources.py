@@ -173,7 +173,6 @@ aggregation_config = _evaluator_source("aggregation_config", "Aggregation: the h
 
 SOURCES = [bench_files, rubric_files, candidate_files, rubric_generator_config, tool_suite_config, judge_config,
            aggregation_config]
-SOURCE_KEYS = [s.key for s in SOURCES]
 
 # Observation jobs (an asset job holds one partitions definition): the UI's "Observe sources" and
 # the nightly schedule run them; the sensor and argus evaluate observe without a run.
@@ -223,25 +222,14 @@ def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[
     return out
 
 
-def recorded_versions(instance: dg.DagsterInstance, asset: str) -> dict[str | None, str]:
-    """The latest observed data version of every partition of a source, from the instance."""
-    out: dict[str | None, str] = {}
-    cursor = None
-    while True:
-        page = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset)), limit=1000,
-                                           cursor=cursor, ascending=False)
-        for record in page.records:
-            obs = record.asset_observation
-            out.setdefault(obs.partition, obs.tags.get(DATA_VERSION_TAG, ""))
-        if not page.has_more:
-            return out
-        cursor = page.cursor
-
-
 def changed_observations(instance: dg.DagsterInstance, observed: list[Observed]) -> list[Observed]:
     """The observations whose version differs from what the instance recorded last (the others
-    would only repeat it)."""
-    recorded = {a: recorded_versions(instance, a) for a in sorted({o.asset for o in observed})}
+    would only repeat it): each source's latest observation per partition, read once."""
+    from .automation import DATA_VERSION_TAG as TAG, latest_records
+
+    records = latest_records(instance)
+    recorded = {a: {p: r.asset_observation.tags.get(TAG) for p, r in records.latest(dg.AssetKey(a), observed=True).items()}
+                for a in sorted({o.asset for o in observed})}
     return [o for o in observed if recorded[o.asset].get(o.partition) != o.version]
 
 
