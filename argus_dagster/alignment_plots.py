@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from .alignment import paired_scores
-from .storage import current
+from .storage import LOCAL
 
 
 def slug(name: str) -> str:
@@ -23,8 +23,9 @@ def slug(name: str) -> str:
 
 
 def scatter_png(path: str | Path, human: pl.DataFrame, scores: pl.DataFrame, evaluator: str,
-                table: pl.DataFrame, title: str = "") -> Path | str:
-    """Write one evaluator's scatter (to a file or an ``s3://`` object) (x: its score, y: the human score), one panel per human dimension.
+                table: pl.DataFrame, title: str = "", storage=None) -> Path | str:
+    """Write one evaluator's scatter (to a file, or an ``s3://`` object through ``storage``) (x: its
+    score, y: the human score), one panel per human dimension.
 
     ``human`` and ``scores`` are what :func:`argus_dagster.alignment.alignment_table` took; each panel's
     title quotes that table's SRCC and within-input SRCC for the pair.
@@ -58,4 +59,4 @@ def scatter_png(path: str | Path, human: pl.DataFrame, scores: pl.DataFrame, eva
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
-    return current().write_bytes(path, buf.getvalue())
+    return (storage or LOCAL).write_bytes(path, buf.getvalue())

@@ -47,12 +47,12 @@ def task_dir(root: str | Path, task: str) -> Path | None:
 
 def task_location(root: str | Path, task: str, storage=None) -> str | None:
     """:func:`task_dir` of a bench or candidate store at a folder or an ``s3://`` prefix."""
-    from .storage import current, is_remote, join
+    from .storage import LOCAL, is_remote, join
 
     if not is_remote(root):
         d = task_dir(root, task)
         return None if d is None else str(d)
-    storage = storage or current()
+    storage = storage or LOCAL
     return next((join(root, name) for name in (task, task.lower()) if storage.is_dir(join(root, name))), None)
 
 
@@ -195,11 +195,11 @@ def read_task_at(bench_dir: str | Path, task: str, storage=None) -> list[dict[st
     """:func:`read_task` of a bench at a folder or an ``s3://`` prefix. A bench on S3 is read from its
     local copy (:meth:`~argus_dagster.storage.Storage.local_copy`), and its rows name their conditions
     by their ``s3://`` URIs, so any machine reads them through the storage."""
-    from .storage import current, is_remote, join
+    from .storage import LOCAL, is_remote, join
 
     if not is_remote(bench_dir):
         return read_task(bench_dir, task)
-    storage = storage or current()
+    storage = storage or LOCAL
     copy = storage.local_copy(bench_dir).resolve()
 
     def uri(path):
@@ -283,9 +283,9 @@ def listed_samples(model_dir: str, known_ids: Iterable[str] | None = None, stora
     """:func:`model_samples` of a model's prefix on S3 (``s3://bucket/.../<TASK>/<model>``), from one
     listing: the same layouts, the same choice among duplicates, the same reasons for what is left out;
     locations are ``s3://`` URIs."""
-    from .storage import current, join
+    from .storage import LOCAL, join
 
-    storage = storage or current()
+    storage = storage or LOCAL
     known = {n: i for i in known_ids for n in lookup_names(i)} if known_ids is not None else None
     found: list[tuple[str, str, str]] = []
     problems: list[str] = []
@@ -379,15 +379,16 @@ def _has_videos(folder: Path) -> bool:
         g.suffix.lower() in VIDEO_SUFFIXES for g in f.iterdir())) for f in folder.iterdir())
 
 
-def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) -> Discovery:
+def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, storage=None) -> Discovery:
     """Models with videos under ``candidates/<TASK>/<model>/``, and a message for each thing left out:
     a model folder whose name cannot be a model name, a folder that is no task (or a second spelling
     of one), and, with ``bench_dir``, a task the bench does not have and videos of inputs its
-    manifest does not list."""
+    manifest does not list. A store or bench at an ``s3://`` prefix is listed through ``storage``
+    (the storage resource's)."""
     from .storage import is_remote
 
     if is_remote(candidates_dir):
-        return _discover_listed(str(candidates_dir), bench_dir)
+        return _discover_listed(str(candidates_dir), bench_dir, storage)
     root = Path(candidates_dir)
     out = Discovery()
     if not root.is_dir():
@@ -432,17 +433,18 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None) ->
     return out
 
 
-def _discover_listed(candidates_dir: str, bench_dir: str | Path | None) -> Discovery:
+def _discover_listed(candidates_dir: str, bench_dir: str | Path | None, storage=None) -> Discovery:
     """:func:`discover` of a candidate store at an ``s3://`` prefix, from one listing (the layout the
     sensor reads, :class:`~.candidate_store.S3CandidateStore`); with ``bench_dir``, a task its bench
     has no manifest for is said and left out."""
     from .candidate_store import S3CandidateStore
-    from .storage import current, join
+    from .storage import LOCAL, join
 
+    storage = storage or LOCAL
     out = Discovery()
     skipped: set[str] = set()
     has_manifest: dict[str, bool] = {}
-    for e in S3CandidateStore(candidates_dir).entries():
+    for e in S3CandidateStore(candidates_dir, storage).entries():
         problem = model_name_problem(e.model)
         if problem:
             if e.model not in skipped:
@@ -450,8 +452,8 @@ def _discover_listed(candidates_dir: str, bench_dir: str | Path | None) -> Disco
                 out.problems.append(f"{candidates_dir}/{e.task}/{e.model}: skipped: {problem}; rename the folder")
             continue
         if bench_dir is not None and e.task not in has_manifest:
-            where = task_location(bench_dir, e.task)
-            has_manifest[e.task] = where is not None and current().exists(join(where, "manifest.jsonl"))
+            where = task_location(bench_dir, e.task, storage)
+            has_manifest[e.task] = where is not None and storage.exists(join(where, "manifest.jsonl"))
             if not has_manifest[e.task]:
                 out.problems.append(f"{candidates_dir}/{e.task}: the bench {bench_dir} has no {e.task} manifest, so "
                                     f"these candidates are not scored (add {e.task}/manifest.jsonl to the bench)")
@@ -463,10 +465,10 @@ def _discover_listed(candidates_dir: str, bench_dir: str | Path | None) -> Disco
     return out
 
 
-def discover_models(candidates_dir: str | Path) -> dict[str, list[str]]:
+def discover_models(candidates_dir: str | Path, storage=None) -> dict[str, list[str]]:
     """``{model: [tasks it has videos for]}`` from ``candidates/<TASK>/<model>/``; model folders whose
     names cannot be model names are left out (:func:`discover` says why)."""
-    return discover(candidates_dir).models
+    return discover(candidates_dir, storage=storage).models
 
 
 __all__ = ["read_task", "read_task_at", "task_location", "listed_samples", "discover", "discover_models", "find_candidate", "find_candidates", "model_samples", "sample_of",

@@ -58,23 +58,23 @@ class LocalStore:
         write_atomic(self.root / name, data)
 
 
-def open_store(location: str | Path) -> BlobStore:
-    """A local folder as it is; an ``s3://bucket/prefix`` through the process's storage
-    (:mod:`argus_dagster.storage`, whose client the storage resource makes)."""
+def open_store(location: str | Path, storage=None) -> BlobStore:
+    """A local folder as it is; an ``s3://bucket/prefix`` through ``storage``
+    (:class:`argus_dagster.storage.Storage`, whose client the storage resource makes)."""
     location = str(location)
     if location.startswith("s3://"):
         from .storage import blob_store
 
-        return blob_store(location)
+        return blob_store(location, storage)
     return LocalStore(location)
 
 
 class ContentCache:
     """One namespace of the content-addressed store; ``location=None`` caches nothing."""
 
-    def __init__(self, location: str | Path | BlobStore | None, namespace: str = "evidence"):
+    def __init__(self, location: str | Path | BlobStore | None, namespace: str = "evidence", storage=None):
         if location is None or isinstance(location, (str, Path)):
-            self.store = open_store(location) if location else None
+            self.store = open_store(location, storage) if location else None
         else:
             self.store = location
         self.namespace = namespace

@@ -77,9 +77,9 @@ class S3CandidateStore:
     not downloaded again."""
 
     def __init__(self, location: str, storage=None):
-        from .storage import current
+        from .storage import LOCAL
 
-        self.location, self.storage = location.rstrip("/"), storage or current()
+        self.location, self.storage = location.rstrip("/"), storage or LOCAL
 
     def entries(self) -> Iterator[CandidateEntry]:
         tasks = {t.value.lower(): t.value for t in Task}

@@ -279,13 +279,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_robustness(args: argparse.Namespace) -> int:
     """Backbone robustness: a bench's evaluator profiles compared, from their stored scores."""
-    from .definitions import bench_from_settings, robustness_tables
+    from .definitions import robustness_tables, storage_for
 
     settings = _read_only_evaluation(args, needs_instance=False)
     if settings is None:
         return 1
+    bench, storage, _ = storage_for(settings=settings)
     try:
-        _, _, _, text, missing = robustness_tables(bench_from_settings(settings), args.profiles or [], args.key)
+        _, _, _, text, missing = robustness_tables(bench, args.profiles or [], args.key, storage.storage())
     except ValueError as exc:
         _print(f"argus robustness: {exc}")
         return 1

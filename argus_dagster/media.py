@@ -220,15 +220,16 @@ def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
         raise MediaError(str(exc)) from None
 
 
-def local_path(uri: str, cache_dir: str | None = None) -> str:
-    """A local file for ``uri``: a path as it is; an ``s3://`` object fetched once into the media cache
-    (``cache_dir``, else the storage resource's media cache; see :meth:`.storage.Storage.fetch`)."""
+def local_path(uri: str, cache_dir: str | None = None, storage=None) -> str:
+    """A local file for ``uri``: a path as it is; an ``s3://`` object fetched once by ``storage`` (the
+    storage resource's) into the media cache (``cache_dir``, else the storage's; see
+    :meth:`.storage.Storage.fetch`)."""
     if not str(uri).startswith("s3://"):
         return uri
-    from .storage import current
+    from .storage import LOCAL
 
     try:
-        return current().fetch(uri, cache_dir)
+        return (storage or LOCAL).fetch(uri, cache_dir)
     except FileNotFoundError:
         raise MediaError(f"{uri}: file not found") from None
     except Exception as exc:  # no S3 storage configured, an unreachable endpoint, an unknown bucket
@@ -261,9 +262,9 @@ def regular_file(uri: str, path: str | None = None, max_bytes: int = MAX_MEDIA_B
     return real
 
 
-def sha256_file(uri: str) -> str:
+def sha256_file(uri: str, storage=None) -> str:
     """The sha256 of a regular file's bytes, read up to the size it had when opened."""
-    path = regular_file(uri, local_path(uri))
+    path = regular_file(uri, local_path(uri, storage=storage))
     digest = hashlib.sha256()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a file swapped for a FIFO meanwhile does not block
@@ -289,14 +290,15 @@ _DIGESTS: dict[tuple[str, int, int], str] = {}
 _DIGESTS_LOCK = threading.Lock()
 
 
-def file_digest(uri: str) -> str:
+def file_digest(uri: str, storage=None) -> str:
     """The sha256 of a medium's bytes: a file's remembered per process by path, size and modification
-    time; an object's per key, ETag and size (:meth:`.storage.Storage.sha256`)."""
+    time; an object's per key, ETag and size (:meth:`.storage.Storage.sha256` of ``storage``, the
+    storage resource's)."""
     if str(uri).startswith("s3://"):
-        from .storage import current
+        from .storage import LOCAL
 
         try:
-            return current().sha256(uri)
+            return (storage or LOCAL).sha256(uri)
         except FileNotFoundError:
             raise MediaError(f"{uri}: file not found") from None
     path = regular_file(uri, local_path(uri))
@@ -334,17 +336,17 @@ def encode_jpeg(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = JPEG
     return buf.tobytes()
 
 
-def load_image(uri: str, max_side: int = MAX_SIDE) -> np.ndarray:
-    path = regular_file(uri, local_path(uri))
+def load_image(uri: str, max_side: int = MAX_SIDE, storage=None) -> np.ndarray:
+    path = regular_file(uri, local_path(uri, storage=storage))
     bgr = cv2.imread(path, cv2.IMREAD_COLOR)
     if bgr is None:
         raise MediaError(f"{uri}: not a readable image")
     return resize_longest(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), max_side)
 
 
-def check_image(uri: str) -> None:
+def check_image(uri: str, storage=None) -> None:
     """Raise :class:`MediaError` unless ``uri`` decodes as an image (a text file named ``.png`` does not)."""
-    path = regular_file(uri, local_path(uri))
+    path = regular_file(uri, local_path(uri, storage=storage))
     img = cv2.imread(path, cv2.IMREAD_REDUCED_GRAYSCALE_8)
     if img is None or img.size == 0:
         raise MediaError(f"{uri}: not a readable image")
@@ -403,10 +405,10 @@ class VideoReader:
     is materialized); ``info`` keeps the video's own geometry.
     """
 
-    def __init__(self, uri: str, max_side: int | None = None):
+    def __init__(self, uri: str, max_side: int | None = None, storage=None):
         self.uri = uri
         self._max_side = max_side
-        path = regular_file(uri, local_path(uri))
+        path = regular_file(uri, local_path(uri, storage=storage))
         if Path(path).stat().st_size == 0:
             raise MediaError(f"{uri}: empty file (0 bytes)")
         self._decord = None
@@ -474,8 +476,8 @@ class VideoReader:
         return Frames(arr, tuple(idx), tuple(i / self.info.fps for i in idx))
 
 
-def probe_video(uri: str) -> VideoInfo:
-    return VideoReader(uri).info
+def probe_video(uri: str, storage=None) -> VideoInfo:
+    return VideoReader(uri, storage=storage).info
 
 
 def write_video(path: str | Path, frames: np.ndarray, fps: float) -> None:

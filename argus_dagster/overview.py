@@ -16,7 +16,6 @@ come from :func:`argus_dagster.names.file_name`, whose ``~%E7...`` must reach th
 from __future__ import annotations
 
 import base64
-import io
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,7 +24,8 @@ from urllib.parse import quote
 import polars as pl
 
 from .alignment_plots import slug
-from .storage import current, join
+from .storage import LOCAL, Storage, join
+from .tables import stored_table
 from .names import file_name
 from .leaderboard import coverage_text
 from .report import STYLE, esc, leaderboard_png
@@ -41,26 +41,6 @@ table.leaderboard,table.heat,table.inputs,table.alignment{width:auto;min-width:4
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
 """
-
-
-def stored_table(storage_dir: Path | str, asset: str) -> pl.DataFrame | None:
-    """An asset's stored table (every partition's parquet file together), or None where there is none;
-    ``storage_dir`` is a folder or an ``s3://`` prefix.
-
-    The layout is the parquet IO managers': ``<asset>.parquet`` unpartitioned, a folder of
-    ``<partition...>.parquet`` files partitioned."""
-    store = current()
-    one = join(storage_dir, f"{asset}.parquet")
-    files = [one] if store.exists(one) else [o.uri for o in store.list(join(storage_dir, asset))
-                                             if o.rel.endswith(".parquet")]
-    frames = []
-    for f in files:
-        try:
-            frames.append(pl.read_parquet(io.BytesIO(store.read_bytes(f))))
-        except Exception:  # a file being replaced or damaged: that partition is left out of the page
-            continue
-    frames = [f for f in frames if f.height]
-    return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
 def href(*parts: str) -> str:
@@ -162,7 +142,7 @@ def _inputs_grid(present: set[str], task: str, models: list[str], videos: pl.Dat
     return f'<table class="inputs">{head}{"".join(rows)}</table>'
 
 
-def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFrame | None) -> str:
+def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFrame | None, store: Storage) -> str:
     if alignment is None or alignment.height == 0:
         return ('<p class="muted">no human ratings: add <code>$ARGUS_HOME/benches/&lt;bench&gt;/human/&lt;TASK&gt;.csv</code> '
                 "(input_id, model, score[, dimension][, rater]) and materialize <code>human_alignment</code></p>")
@@ -174,17 +154,19 @@ def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFra
     for r in alignment.select("task", "evaluator").unique(maintain_order=True).iter_rows(named=True):
         png = f"alignment/{r['task']}/{slug(str(r['evaluator']))}.png"
         if png in present:
-            plots.append(_png_img(current().read_bytes(join(reports_dir, png)), f"{r['task']} · {r['evaluator']} against human ratings", "scatter-img"))
+            plots.append(_png_img(store.read_bytes(join(reports_dir, png)), f"{r['task']} · {r['evaluator']} against human ratings", "scatter-img"))
     return (f'<table class="alignment">{head}{rows}</table>'
             + (f'<div class="scatter">{"".join(plots)}</div>' if plots else ""))
 
 
 def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
                     video_scores: pl.DataFrame | None = None, alignment: pl.DataFrame | None = None,
-                    title: str = "argus-dagster results", bench: str | None = None) -> str:
-    """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder
-    or an ``s3://`` prefix, listed once)."""
-    present = {o.rel for o in current().list(reports_dir)}
+                    title: str = "argus-dagster results", bench: str | None = None,
+                    store: Storage | None = None) -> str:
+    """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
+    or an ``s3://`` prefix of ``store``, listed once)."""
+    store = store or LOCAL
+    present = {o.rel for o in store.list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
     tasks = sorted(lb["task"].unique().to_list()) if lb.height else []
     home = ('<a href="../../../index.html">all evaluations</a>'
@@ -208,24 +190,27 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     body = (f"<h1>{esc(title)}</h1><div class=\"muted\">{where}updated {esc(stamp)}; mean final score 0-10 with a "
             f"bootstrap 95% interval over videos; n videos scored, errors not scored</div><nav>{nav}</nav>"
             + "".join(sections)
-            + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, present, alignment)}</section>')
+            + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, present, alignment, store)}</section>')
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}</body></html>\n")
 
 
 def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard: pl.DataFrame | None = None,
-                   alignment: pl.DataFrame | None = None, bench: str | None = None) -> Path:
-    """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``.
+                   alignment: pl.DataFrame | None = None, bench: str | None = None,
+                   store: Storage | None = None) -> Path:
+    """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``
+    (folders, or ``s3://`` prefixes of ``store``).
 
     Raises :class:`argus_dagster.files.WriteError` when the page cannot be written."""
+    store = store or LOCAL
     if leaderboard is None:
-        leaderboard = stored_table(storage_dir, "leaderboard")
+        leaderboard = stored_table(storage_dir, "leaderboard", store)
     if alignment is None:
-        alignment = stored_table(storage_dir, "human_alignment")
-    page = render_overview(reports_dir, leaderboard, criterion_scores=stored_table(storage_dir, "criterion_scores"),
-                           video_scores=stored_table(storage_dir, "video_scores"), alignment=alignment,
-                           bench=bench)
-    return current().write_bytes(join(reports_dir, "index.html"), page)
+        alignment = stored_table(storage_dir, "human_alignment", store)
+    page = render_overview(reports_dir, leaderboard, criterion_scores=stored_table(storage_dir, "criterion_scores", store),
+                           video_scores=stored_table(storage_dir, "video_scores", store), alignment=alignment,
+                           bench=bench, store=store)
+    return store.write_bytes(join(reports_dir, "index.html"), page)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -285,4 +270,4 @@ def render_evaluations_index(root: Path) -> str:
 
 def write_evaluations_index(root: Path) -> Path:
     """Write ``root/index.html`` (``root``: ``$ARGUS_HOME/benches``) whole."""
-    return current().write_bytes(join(root, "index.html"), render_evaluations_index(root))
+    return LOCAL.write_bytes(join(root, "index.html"), render_evaluations_index(root))

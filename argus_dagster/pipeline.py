@@ -26,17 +26,18 @@ from .rubric.schema import IMPORTANCE_WEIGHT, Criterion, Rubric
 from .scoring import ScoredCriterion, aggregate
 
 
-def candidate_media(inst: InputInstance, video_uri: str, video_sha256: str = "") -> MediaStore:
+def candidate_media(inst: InputInstance, video_uri: str, video_sha256: str = "", storage=None) -> MediaStore:
     """The store of one candidate: its output video and its input's conditions, with content hashes
-    (a medium that cannot be hashed has none; the tools that read it then report why)."""
+    (a medium that cannot be hashed has none; the tools that read it then report why), read through
+    ``storage`` (the storage resource's; local paths only without it)."""
     uris = {**inst.condition_media, "output_video": video_uri}
     digests = {"output_video": video_sha256} if video_sha256 else {}
     for m, uri in inst.condition_media.items():
         try:
-            digests[m] = file_digest(uri)
+            digests[m] = file_digest(uri, storage)
         except (MediaError, OSError):
             pass
-    return MediaStore(uris, digests)
+    return MediaStore(uris, digests, storage=storage)
 
 
 def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore, suite: ToolSuite, *,
@@ -68,9 +69,9 @@ def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore,
 
 def collect_evidence(inst: InputInstance, rubric: Rubric, video_uri: str, suite: ToolSuite, *,
                      web_search: bool = False, vlm_only: bool = False, cache: ContentCache | None = None,
-                     video_sha256: str = "") -> list[dict[str, Any]]:
+                     video_sha256: str = "", storage=None) -> list[dict[str, Any]]:
     """Evidence rows for every criterion of one candidate, one after another."""
-    media = candidate_media(inst, video_uri, video_sha256)
+    media = candidate_media(inst, video_uri, video_sha256, storage)
     return [criterion_evidence_row(inst, c, media, suite, web_search=web_search, vlm_only=vlm_only, cache=cache)
             for c in rubric.criteria]
 

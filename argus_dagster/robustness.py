@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from .alignment import kendall_tau_b, spearman
+from .tables import stored_table
 
 RANK_SCHEMA = {"task": pl.String, "profile_a": pl.String, "profile_b": pl.String, "n_models": pl.Int64,
                "n_videos": pl.Int64, "kendall_tau": pl.Float64, "spearman": pl.Float64, "top1_a": pl.String,
@@ -147,26 +148,13 @@ def _f(x) -> str:
 
 
 
-def stored_table(storage_dir: str | Path, asset: str) -> pl.DataFrame | None:
-    """Every partition of ``asset`` an evaluation stored (``<storage>/<asset>/**/*.parquet``, the IO
-    manager's layout; a folder or an ``s3://`` prefix), as one table; None when there is none."""
-    import io
-
-    from .storage import current, join
-
-    store = current()
-    files = [o.uri for o in store.list(join(storage_dir, asset)) if o.rel.endswith(".parquet")]
-    if not files:
-        return None
-    return pl.concat([pl.read_parquet(io.BytesIO(store.read_bytes(f))) for f in files], how="diagonal_relaxed")
-
-
-def profile_tables(storage_dirs: dict[str, Path]) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
+def profile_tables(storage_dirs: dict[str, Path], store=None
+                   ) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
     """``(video_scores, criterion_scores, missing)`` of each profile's stored evaluation (by profile
-    name); ``missing`` names the profiles with no scores stored."""
+    name), read through ``store``; ``missing`` names the profiles with no scores stored."""
     videos, criteria, missing = {}, {}, []
     for name, storage in storage_dirs.items():
-        v, c = stored_table(storage, "video_scores"), stored_table(storage, "criterion_scores")
+        v, c = stored_table(storage, "video_scores", store), stored_table(storage, "criterion_scores", store)
         if v is None or c is None:
             missing.append(name)
             continue

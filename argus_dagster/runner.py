@@ -25,6 +25,7 @@ import polars as pl
 from .bench import discover, task_dir
 from .progress import PROGRESS
 from .settings import Settings, load_settings
+from .storage import Storage
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
@@ -278,6 +279,14 @@ class _Evaluation:
         self.__dict__.update(kw)
 
 
+def evaluation_storage(settings: Settings) -> Storage:
+    """The storage of ``settings``' evaluation: its storage resource's (the S3 client, when the
+    environment keeps files on S3), through which the command line lists and reads what runs stored."""
+    from .definitions import storage_for
+
+    return storage_for(settings=settings)[1].storage()
+
+
 def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
     """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
     changed is recorded with its new data version (:mod:`assets.sources`)."""
@@ -287,7 +296,10 @@ def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
-    discovery = discover(settings.candidates_dir, settings.bench_dir)
+    defs = build_definitions(settings)
+    resources = defs.resources
+    storage = resources["storage"].storage()
+    discovery = discover(settings.candidates_dir, settings.bench_dir, storage)
     for problem in discovery.problems:
         progress(f"left out: {problem}")
     found = discovery.models
@@ -304,13 +316,12 @@ def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
     if notice:
         progress(notice)
     instance.add_dynamic_partitions("candidate_models", sorted(found))
-    defs = build_definitions(settings)
-    resources = defs.resources
     partitions = {(t, m) for m, ts in found.items() for t in ts if t in task_list}
-    store = scan(open_store(str(settings.candidates_dir), resources["storage"].storage()), None)
+    store = scan(open_store(str(settings.candidates_dir), storage), None)
     report(instance, changed_observations(instance, source_versions(resources, task_list, partitions, store.known)))
-    return _Evaluation(settings=settings, instance=instance, defs=defs, tasks=task_list, partitions=partitions,
-                       n_videos={(t, m): _count_videos(settings.candidates_dir, t, m) for t, m in partitions})
+    return _Evaluation(settings=settings, instance=instance, defs=defs, storage=storage, tasks=task_list,
+                       partitions=partitions,
+                       n_videos={(t, m): _count_videos(settings.candidates_dir, t, m, storage) for t, m in partitions})
 
 
 def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, progress: Callable[[str], None] = print,
@@ -430,9 +441,9 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 _run_and_say(kind, selection, keys, instance, resources, progress, elapsed, the_plan)
                 done |= {(a, k) for a in selection for k in (keys or [None])}
                 leaderboard_due &= kind != "leaderboard"
-        if leaderboard_due or load_stored(instance, "leaderboard") is None:
+        if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
             _run_and_say("leaderboard", ["leaderboard"], [], instance, resources, progress, elapsed)
-        board = load_stored(instance, "leaderboard")
+        board = load_stored(instance, "leaderboard", storage=ev.storage)
         if not ran_any:
             _say_up_to_date([], task_list, partitions, n_videos, progress, elapsed)
             progress(f"{elapsed()} every partition up to date (--force re-materializes)")
@@ -460,7 +471,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 
         # Always recomputed (one short run): the ratings themselves may have changed.
         _execute(instance, resources, ["human_alignment"], [])
-        table = load_stored(instance, "human_alignment")
+        table = load_stored(instance, "human_alignment", storage=ev.storage)
         progress(f"{elapsed()} human alignment (ratings: {', '.join(p.name for p in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
@@ -470,20 +481,21 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
 
 
-def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame | None:
-    """The table the latest materialization of ``asset`` (``partition``) stored, read from the path
-    its IO manager recorded in the materialization's metadata (as lineage and the sensor read it);
-    None when there is none or it cannot be read."""
+def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None, *,
+                storage: Storage) -> pl.DataFrame | None:
+    """The table the latest materialization of ``asset`` (``partition``) stored, read through
+    ``storage`` from the path its IO manager recorded in the materialization's metadata (as lineage
+    and the sensor read it); None when there is none or it cannot be read."""
     from .definitions import latest_record, stored_table
 
-    return stored_table(latest_record(instance, asset, partition))
+    return stored_table(latest_record(instance, asset, partition), storage)
 
 
-def _count_videos(candidates: Path | str, task: str, model: str) -> int:
+def _count_videos(candidates: Path | str, task: str, model: str, storage: Storage) -> int:
     if str(candidates).startswith("s3://"):
         from .candidate_store import S3CandidateStore
 
-        return sum(1 for e in S3CandidateStore(str(candidates)).entries() if e.task == task and e.model == model)
+        return sum(1 for e in S3CandidateStore(str(candidates), storage).entries() if e.task == task and e.model == model)
     folder = task_dir(candidates, task)
     return sum(1 for p in (folder / model).iterdir() if p.is_file()) if folder and (folder / model).is_dir() else 0
 
@@ -493,22 +505,23 @@ def row_errors(tasks: list[str] | None = None, models: list[str] | None = None,
                settings: Settings | None = None) -> list[tuple[str, str, str]]:
     """The row errors stored for the evaluated bench (the tasks and models given, else all)."""
     settings = settings or load_settings()
-    found = discover(settings.candidates_dir, settings.bench_dir).models
+    storage = evaluation_storage(settings)
+    found = discover(settings.candidates_dir, settings.bench_dir, storage).models
     if models:
         found = {m: t for m, t in found.items() if m in models}
     task_list = sorted(tasks or {t for ts in found.values() for t in ts})
-    return _row_errors(instance or local_instance(settings), task_list, found)
+    return _row_errors(instance or local_instance(settings), task_list, found, storage)
 
 
 def _row_errors(instance: dg.DagsterInstance, tasks: list[str],
-                found: dict[str, list[str]]) -> list[tuple[str, str, str]]:
+                found: dict[str, list[str]], storage: Storage) -> list[tuple[str, str, str]]:
     """``(where, id, error)`` of every row with an error in the evaluated partitions, as stored."""
     out: list[tuple[str, str, str]] = []
 
     def stored(asset: str, key) -> pl.DataFrame | None:
         if not instance.get_materialized_partitions(dg.AssetKey(asset)) & {str(key)}:
             return None
-        return load_stored(instance, asset, str(key))
+        return load_stored(instance, asset, str(key), storage=storage)
 
     for task in tasks:
         seen = set()
@@ -640,7 +653,8 @@ def _failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
 def current_leaderboard(instance: dg.DagsterInstance | None = None,
                         settings: Settings | None = None) -> pl.DataFrame | None:
     """The last materialized leaderboard, read from storage (no recomputation)."""
-    return load_stored(instance or local_instance(settings), "leaderboard")
+    settings = settings or load_settings()
+    return load_stored(instance or local_instance(settings), "leaderboard", storage=evaluation_storage(settings))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -671,13 +685,15 @@ def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, ta
     """Every materialized partition of ``asset`` as stored (of ``tasks`` only, when given), by key."""
     from .definitions import task_model_partitions
 
+    settings = settings or load_settings()
     instance = instance or local_instance(settings)
+    storage = evaluation_storage(settings)
     out = {}
     for key in sorted(instance.get_materialized_partitions(dg.AssetKey(asset)) or ()):
         task = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension["task"] if "|" in key else key
         if tasks and task not in tasks:
             continue
-        table = load_stored(instance, asset, key)
+        table = load_stored(instance, asset, key, storage=storage)
         if table is not None:
             out[key] = table
     return out

@@ -3,8 +3,9 @@
 Everything the evaluation reads or writes outside its tables (the bench, the candidate store, the
 content cache, frozen rubrics, reports) is named by a *location*: a local path or an ``s3://`` URI.
 :class:`Storage` reads, writes, lists, fetches and links both; the code above it never asks which one
-it has. The S3 client comes from the ``storage`` resource (:mod:`resources.storage`), which makes
-the process's storage with :func:`use`; :func:`current` is what library code asks.
+it has. The S3 client comes from the ``storage`` resource (:mod:`resources.storage`), whose storage
+is passed to whatever reads or writes a location; code handed none reads local paths only
+(:data:`LOCAL`).
 
 **Content hashes.** A video's content hash is the sha256 of its bytes, whatever holds it. An S3
 object's ETag is only a change hint: :meth:`Storage.sha256` remembers the sha256 per (key, ETag,
@@ -372,24 +373,13 @@ class StorageBlobStore:
 
 
 def blob_store(location: str, storage: Storage | None = None) -> StorageBlobStore:
-    return StorageBlobStore(location, storage or current())
+    return StorageBlobStore(location, storage or LOCAL)
 
 
-_CURRENT: list[Storage] = []
+# Local paths only: what library code reads through when it is handed no storage. It has no S3
+# client, so an ``s3://`` URI given to it says that the storage resource's storage is needed.
+LOCAL = Storage()
 
 
-def use(storage: Storage) -> Storage:
-    """Make ``storage`` this process's (the storage resource does, when it is built and set up)."""
-    _CURRENT[:] = [storage]
-    return storage
-
-
-def current() -> Storage:
-    """This process's storage: the storage resource's, else local paths only."""
-    if not _CURRENT:
-        _CURRENT.append(Storage())
-    return _CURRENT[0]
-
-
-__all__ = ["Storage", "StorageError", "StoredObject", "StorageBlobStore", "blob_store", "current", "use", "is_remote",
+__all__ = ["Storage", "StorageError", "StoredObject", "StorageBlobStore", "blob_store", "LOCAL", "is_remote",
            "join", "split", "s3_cache_path"]

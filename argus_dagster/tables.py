@@ -6,9 +6,13 @@ of an input (``<id>.mp4``), the sample number for one of several (``<id>__<k>.mp
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from .storage import LOCAL, join
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
 
@@ -41,3 +45,23 @@ LEADERBOARD = {"bench": S, "profile": S, "task": S, "model": S, "mean_final": F,
 def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
     """A DataFrame with exactly ``schema``'s columns, in order, also when ``rows`` is empty."""
     return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")
+
+
+def stored_table(storage_dir: Path | str, asset: str, store=None) -> pl.DataFrame | None:
+    """An asset's stored table (every partition's parquet file together), or None where there is none;
+    ``storage_dir`` is a folder, or an ``s3://`` prefix read through ``store``.
+
+    The layout is the parquet IO managers': ``<asset>.parquet`` unpartitioned, a folder of
+    ``<partition...>.parquet`` files partitioned."""
+    store = store or LOCAL
+    one = join(storage_dir, f"{asset}.parquet")
+    files = [one] if store.exists(one) else [o.uri for o in store.list(join(storage_dir, asset))
+                                             if o.rel.endswith(".parquet")]
+    frames = []
+    for f in files:
+        try:
+            frames.append(pl.read_parquet(io.BytesIO(store.read_bytes(f))))
+        except Exception:  # a file being replaced or damaged: that partition is left out of the page
+            continue
+    frames = [f for f in frames if f.height]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None

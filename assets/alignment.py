@@ -19,8 +19,9 @@ from argus_dagster.alignment_plots import scatter_png, slug
 from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
 from argus_dagster.instances import ALL_TASKS
 from argus_dagster.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
-from argus_dagster.storage import current, join
+from argus_dagster.storage import join
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 
 from .overview import overview_metadata
 
@@ -58,13 +59,15 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
 def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentConfig,
                     video_scores: dict[str, pl.DataFrame],
                     criterion_scores: dict[str, pl.DataFrame],
-                    firm_scores: dict[str, pl.DataFrame], bench: BenchResource) -> dg.Output[pl.DataFrame]:
+                    firm_scores: dict[str, pl.DataFrame], bench: BenchResource,
+                    storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """SRCC, KRCC, PLCC, RMSE, pairwise accuracy, within-input SRCC/KRCC, MAE and accuracies per
     task, human dimension and evaluator, with a scatter plot per evaluator."""
     human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
     if config.human_scale and len(config.human_scale) != 2:
         raise dg.Failure(f"human_alignment config human_scale={config.human_scale}: give [lo, hi] or leave it empty")
     scale = tuple(config.human_scale) if config.human_scale else None
+    store = storage.storage()
     tables, metadata, problems, found = [], {}, [], []
     for task in ALL_TASKS:
         path = human_dir / f"{task}.csv"
@@ -87,9 +90,9 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         averaged = human.averaged()
         for evaluator in table["evaluator"].unique(maintain_order=True).to_list():
             png = join(bench.reports_path(), "alignment", task, f"{slug(evaluator)}.png")
-            scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}")
+            scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}", storage=store)
             metadata[f"{task} scatter {evaluator}"] = dg.MetadataValue.path(str(png))
-            metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(current().link(png, bench.reports_path()))
+            metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(store.link(png, bench.reports_path()))
     out = pl.concat(tables) if tables else pl.DataFrame(schema=ALIGNMENT_TABLE)
     if not found:
         context.log.warning(f"no human ratings under {human_dir}: add <TASK>.csv with "
@@ -101,7 +104,7 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         "n_rows": out.height, "tasks": ", ".join(found) or "none", "human_dir": str(human_dir),
         "skipped": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
         **metadata,
-        **overview_metadata(context, bench, alignment=out),
+        **overview_metadata(context, bench, store, alignment=out),
     })
 
 

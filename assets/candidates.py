@@ -88,8 +88,8 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
         for row, path in videos:
             if path is not None:
                 try:
-                    row["sha256"] = file_digest(str(path))
-                    info = probe_video(str(path))
+                    row["sha256"] = file_digest(str(path), storage.storage())
+                    info = probe_video(str(path), storage.storage())
                     row.update(n_frames=info.n_frames, fps=info.fps, width=info.width, height=info.height,
                                duration=info.duration, error=None)
                 except MediaError as exc:
@@ -130,15 +130,15 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
 
     The criteria of every video in the partition run at once, up to the VLM's bound plus one thread
     per CPU, so tools compute while ``vlm_qa`` waits; each video is decoded once per sampling policy.
-    Tool steps computed before (same video, tool, version, arguments) come from the cache. Media on
-    S3 are read through ``storage`` (its setup makes it the process's storage).
+    Tool steps computed before (same video, tool, version, arguments) come from the cache. Media and
+    the cache on S3 are read through ``storage``.
     """
     task, model = task_and_model(context)
     suite = tools.suite()
     stats = CallStats()
     if vlm.configured:  # vlm_qa answers on the configured VLM; every other tool is the suite's
         suite = ToolSuite({**suite.tools, "vlm_qa": VlmQa(vlm.client(), stats=stats, parse_retries=vlm.parse_retries)})
-    cache = tools.cache("evidence")
+    cache = tools.cache("evidence", storage.storage())
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
     t0 = time.perf_counter()
@@ -158,7 +158,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
         try:
             with lock:
                 if key not in media:
-                    media[key] = candidate_media(inst, cand["uri"], cand["sha256"])
+                    media[key] = candidate_media(inst, cand["uri"], cand["sha256"], storage.storage())
                 store = media[key]
             return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
                                                      vlm_only=tools.vlm_only, cache=cache)}
@@ -217,7 +217,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     task, model = task_and_model(context)
     stats = CallStats()
     the_judge = judge.judge(vlm, stats)
-    cache = tools.cache("judgments")
+    cache = tools.cache("judgments", storage.storage())
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True) if not r["error"]}
     videos = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
     groups = [(k, g) for k, g in criterion_evidence.group_by("input_id", "sample", maintain_order=True)]
@@ -230,7 +230,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         # Decoded only if a criterion is not in the cache, and then once for all of them (the
         # evidence stage of this process has usually left the frames in the pool).
         frames = output_frames(MediaStore({"output_video": video.get("uri") or ""},
-                                          {"output_video": video.get("sha256") or ""}))
+                                          {"output_video": video.get("sha256") or ""}, storage=storage.storage()))
         got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
                              cache=cache, video_sha256=video.get("sha256") or "")
         if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
@@ -258,7 +258,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         "cache": cache.location or "off", **_cache_write_errors(cache),
         **_vlm_metadata(vlm, stats),
         "unscored_reasons": dg.MetadataValue.md("\n".join(f"- {d['len']} x {d['rationale']}" for d in reasons) or "none"),
-        **criterion_delta_metadata(context, df),
+        **criterion_delta_metadata(context, df, storage.storage()),
     })
 
 
@@ -266,7 +266,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
           deps=[aggregation_config], automation_condition=UP_TO_DATE)
 @each_partition
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
-                 scoring: ScoringResource) -> dg.Output[pl.DataFrame]:
+                 scoring: ScoringResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per candidate video (every sample of an input its own): base and final score, alpha,
     caps fired, or the reason it has no score."""
     task, model = task_and_model(context)
@@ -290,7 +290,7 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
     return dg.Output(df, data_version=_version(df, ["input_id", "sample", "final_score", "error"]), metadata={
         "n_videos": df.height, "n_scored": finals.len(), "n_errors": df.filter(pl.col("error").is_not_null()).height,
         "mean_final": float(finals.mean()) if finals.len() else None,
-        **video_delta_metadata(context, df),
+        **video_delta_metadata(context, df, storage.storage()),
         "n_caps_fired": int(df["caps_fired"].list.len().gt(0).sum()),
         "scores": dg.MetadataValue.md("\n".join(
             f"- `{video_label(r['input_id'], r['sample'])}`: final {_fmt(r['final_score'])} · {coverage_text(r['n_scored'], r['n_criteria'], r['judge'])}"

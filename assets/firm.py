@@ -27,6 +27,7 @@ from argus_dagster.ratings import read_human
 from argus_dagster.tables import frame
 from argus_dagster.vlm import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
@@ -53,19 +54,19 @@ def _digest(values) -> dg.DataVersion:
     return dg.DataVersion(hashlib.sha256("\n".join(sorted(str(v) for v in values)).encode()).hexdigest()[:16])
 
 
-def _references(inst: InputInstance) -> tuple[dict, dict] | None:
+def _references(inst: InputInstance, storage) -> tuple[dict, dict] | None:
     """The input's condition media as labelled frames and their digests (TI2V, TS2V, TV2V, TSV2V)."""
     media = inst.condition_media
     if not media:
         return None
-    digests = {m: file_digest(uri) for m, uri in media.items()}
-    store = MediaStore(dict(media), digests)
+    digests = {m: file_digest(uri, storage) for m, uri in media.items()}
+    store = MediaStore(dict(media), digests, storage=storage)
     return {m: store.frames(m, JUDGE_POLICY) for m in media}, digests
 
 
 @dg.asset(partitions_def=task_partitions, code_version="3", group_name="firm", kinds={"polars"})
 def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, vlm: VlmResource,
-                    tools: ToolsResource) -> dg.Output[pl.DataFrame]:
+                    tools: ToolsResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per IF checklist item of every input (output-blind, frozen), one per requirement the
     planner gave that was left out (``dropped``: why, e.g. audio), or one error row per input whose
     checklist could not be planned, with the reason."""
@@ -84,14 +85,14 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
             continue
         inst = InputInstance.from_row(r)
         try:
-            got = _references(inst)
+            got = _references(inst, storage.storage())
         except (MediaError, OSError) as exc:
             rows.append({**base, "input_id": inst.id, "error": f"condition media: {exc} (fix the input's file)"})
             continue
         prompts[inst.id] = inst.prompt
         if got is not None:
             refs[inst.id] = got
-    stats, cache = CallStats(), tools.cache("firm")
+    stats, cache = CallStats(), tools.cache("firm", storage.storage())
     planned = 0
     if prompts:
         evaluator = fc.FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
@@ -158,7 +159,8 @@ def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dic
           "firm_scores": dg.AssetOut(kinds={"polars"}, description="One row per video: IF and WC scores and "
                                      "ratings, the PQ rating, rationales, and why a dimension is unscored.")})
 def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, firm_checklists: pl.DataFrame,
-                    input_instances: pl.DataFrame, vlm: VlmResource, tools: ToolsResource):
+                    input_instances: pl.DataFrame, vlm: VlmResource, tools: ToolsResource,
+                    storage: StorageResource):
     """FIRM-Video's three dimensions for every candidate video of the partition (each sample of an
     input against the input's checklist); a video that fails gets its reasons on its row and the rest
     proceed."""
@@ -166,7 +168,8 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     checklists = stored_checklists(firm_checklists)
     videos = {r["uri"]: r for r in candidate_videos.iter_rows(named=True) if r["uri"]}
-    stats, cache, evidence_cache = CallStats(), tools.cache("firm"), tools.cache("evidence")
+    store_of = storage.storage()
+    stats, cache, evidence_cache = CallStats(), tools.cache("firm", store_of), tools.cache("evidence", store_of)
     suite = tools.suite() if not vlm.configured else None
     jobs, samples, failed = [], [], []
     for cand in candidate_videos.iter_rows(named=True):
@@ -175,11 +178,11 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
             failed.append(cand)
             continue
         inst = InputInstance.from_row(inp)
-        store = MediaStore({"output_video": cand["uri"]}, {"output_video": cand["sha256"]})
+        store = MediaStore({"output_video": cand["uri"]}, {"output_video": cand["sha256"]}, storage=store_of)
         refs = None
         if vlm.configured and inst.condition_media:
             try:
-                refs = _references(inst)
+                refs = _references(inst, store_of)
             except (MediaError, OSError):
                 refs = None  # firm_checklists recorded the input's reason; its IF is unscored with it
         samples.append(cand["sample"])
@@ -188,7 +191,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                                 refs[0] if refs else None, refs[1] if refs else None))
 
     def offline_records(job: fc.VideoJob):
-        store = MediaStore({"output_video": job.video_uri}, {"output_video": job.video_digest})
+        store = MediaStore({"output_video": job.video_uri}, {"output_video": job.video_digest}, storage=store_of)
         plan = NormalizedPlan([{"tool": t, "args": {"on": "output_video"}} for t in PQ_TOOLS
                                if t in suite.available()])
         v = videos[job.video_uri]

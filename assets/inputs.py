@@ -68,7 +68,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
 
     def generate(inst: InputInstance):
         try:
-            return rubric_generator.generate(inst, rubric_vlm, stats)
+            return rubric_generator.generate(inst, rubric_vlm, stats, storage.storage())
         except Exception:
             failed_generation.add(inst.id)
             raise
@@ -80,7 +80,8 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         inst = InputInstance.from_row(r)
         try:
             rubric, source, log, load_log = resolve_rubric(inst, task, readable_bench, frozen, generator, generate,
-                                                           freeze_in_bench=not remote_bench)
+                                                           freeze_in_bench=not remote_bench,
+                                                           storage=storage.storage())
         except RubricError as exc:
             context.log.warning(f"{task} input {inst.id}: {exc}")
             return {**base, "error": str(exc)}
@@ -107,7 +108,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         "n_generated": ok.filter(pl.col("source") == "generated").height,
         "mean_criteria": float(ok["n_criteria"].mean()) if ok.height else 0.0,
         "rubric_hashes": dg.MetadataValue.json({r["input_id"]: r["rubric_hash"] for r in ok.iter_rows(named=True)}),
-        **rubric_delta_metadata(context, df),
+        **rubric_delta_metadata(context, df, storage.storage()),
         "generator": f"{generator['backend']}:{generator['model']}:{generator['prompt_version']}",
         **({k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in stats.as_metadata().items()}
            if rubric_vlm.configured else {}),

@@ -14,7 +14,7 @@ import polars as pl
 from argus_dagster.files import WriteError
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.report import leaderboard_png
-from argus_dagster.storage import current, join
+from argus_dagster.storage import Storage, join
 from argus_dagster.tables import VIDEO_SCORES, frame
 
 from resources.bench import BenchResource
@@ -26,9 +26,9 @@ from .overview import overview_metadata
 
 
 
-def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str) -> dict:
-    """Per task: the PNG written under the evaluation's ``reports/leaderboard/`` and shown inline."""
-    store = current()
+def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> dict:
+    """Per task: the PNG written (through ``store``) under the evaluation's ``reports/leaderboard/``
+    and shown inline."""
     out_dir = join(reports_dir, "leaderboard")
     meta = {}
     for task in sorted(lb["task"].unique().to_list()):
@@ -63,8 +63,8 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
-        **plot_metadata(lb, bench.reports_path()),
-        **overview_metadata(context, bench, leaderboard=lb),
+        **plot_metadata(lb, bench.reports_path(), storage.storage()),
+        **overview_metadata(context, bench, storage.storage(), leaderboard=lb),
     })
 
 

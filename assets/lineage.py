@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.lineage import criterion_deltas, delta_summary, video_deltas
-from argus_dagster.storage import current
+from argus_dagster.storage import Storage
 
 
 def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
@@ -22,8 +22,9 @@ def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | Non
     return records[0] if records else None
 
 
-def stored_table(record, columns: list[str] | None = None) -> pl.DataFrame | None:
-    """The table a materialization record points at, or None when it is gone or unreadable."""
+def stored_table(record, storage: Storage, columns: list[str] | None = None) -> pl.DataFrame | None:
+    """The table a materialization record points at, read through ``storage``, or None when it is
+    gone or unreadable."""
     if record is None:
         return None
     md = record.asset_materialization.metadata
@@ -32,16 +33,16 @@ def stored_table(record, columns: list[str] | None = None) -> pl.DataFrame | Non
         path = (md["paths"].value or {}).get(str(record.asset_materialization.partition))
     if path is None:
         return None
-    try:  # a file, or an object read through the process's storage
-        return pl.read_parquet(io.BytesIO(current().read_bytes(str(path))), columns=columns)
+    try:  # a file, or an object
+        return pl.read_parquet(io.BytesIO(storage.read_bytes(str(path))), columns=columns)
     except Exception:  # removed by hand, or storage moved: no delta rather than a failed run
         return None
 
 
-def previous_table(context: dg.AssetExecutionContext) -> pl.DataFrame | None:
+def previous_table(context: dg.AssetExecutionContext, storage: Storage) -> pl.DataFrame | None:
     partition = context.partition_key if context.has_partition_key else None
     record = latest_record(context.instance, context.asset_key.to_user_string(), partition)
-    return stored_table(record)
+    return stored_table(record, storage)
 
 
 def _table(df: pl.DataFrame) -> dg.MetadataValue:
@@ -51,9 +52,9 @@ def _table(df: pl.DataFrame) -> dg.MetadataValue:
                                   schema=schema)
 
 
-def criterion_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame) -> dict:
+def criterion_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame, storage: Storage) -> dict:
     """``score_delta`` (table), ``score_delta_summary`` (per video) and counts, against the last run."""
-    before = previous_table(context)
+    before = previous_table(context, storage)
     if before is None:
         return {"score_delta_summary": dg.MetadataValue.md("first materialization of this partition")}
     deltas = criterion_deltas(before, df)
@@ -61,17 +62,17 @@ def criterion_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame
             "score_delta": _table(deltas), "score_delta_summary": dg.MetadataValue.md(delta_summary(deltas))}
 
 
-def video_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame) -> dict:
-    before = previous_table(context)
+def video_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame, storage: Storage) -> dict:
+    before = previous_table(context, storage)
     if before is None:
         return {}
     deltas = video_deltas(before, df)
     return {"n_finals_moved": deltas.height, "final_delta": _table(deltas)}
 
 
-def rubric_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame) -> dict:
+def rubric_delta_metadata(context: dg.AssetExecutionContext, df: pl.DataFrame, storage: Storage) -> dict:
     """Which inputs got a different rubric than the last materialization (their scores will move)."""
-    before = previous_table(context)
+    before = previous_table(context, storage)
     if before is None:
         return {}
     old = {r["input_id"]: r["rubric_hash"] for r in before.iter_rows(named=True)}

@@ -7,23 +7,24 @@ import polars as pl
 
 from argus_dagster.overview import write_evaluations_index, write_overview
 from argus_dagster.settings import evaluations_root, reports_base_url
-from argus_dagster.storage import current, join
+from argus_dagster.storage import Storage, join
 from resources.bench import BenchResource
 
 
-def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, **tables: pl.DataFrame) -> dict:
+def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, store: Storage,
+                      **tables: pl.DataFrame) -> dict:
     """Rewrite the overview site (the evaluation's ``reports/index.html``) and link it over HTTP. A page that
     cannot be written is said in the metadata and the log; the table stands. The reports folder is a
-    folder or an ``s3://`` prefix (a presigned link then)."""
+    folder or an ``s3://`` prefix of ``store`` (a presigned link then)."""
     reports = bench.reports_path()
     try:
         index = write_overview(reports, bench.storage_path(), bench=f"{bench.bench_name()} ({bench.bench_path()}), profile {bench.profile_name()}",
-                               **tables)
+                               store=store, **tables)
     except Exception as exc:  # a full disk, an unreadable stored table: the asset's own table still counts
         context.log.warning(f"overview {join(reports, 'index.html')} not written: {exc}")
         return {"overview_error": f"{type(exc).__name__}: {exc}"}
     meta = {"overview": dg.MetadataValue.path(str(index)),
-            "overview_url": dg.MetadataValue.url(current().link(index, reports))}
+            "overview_url": dg.MetadataValue.url(store.link(index, reports))}
     root = evaluations_root(reports)
     if root is not None:  # the index of every evaluation of this ARGUS_HOME, one level up
         try:

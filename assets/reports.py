@@ -28,7 +28,7 @@ from argus_dagster.names import file_name, sample_file_name
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.storage import current, join
+from argus_dagster.storage import Storage, join
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
@@ -50,7 +50,7 @@ def _md_text(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_[]()<>#|!" else c for c in " ".join(text.split()))
 
 
-def video_frames(uri: str | None, digest: str | None = None) -> FrameRow:
+def video_frames(uri: str | None, digest: str | None = None, storage=None) -> FrameRow:
     """The frames the judge sees (its sampling policy), with their times; the error instead when the
     video cannot be read. With the video's hash they come from the process's frame pool, JPEGs
     included, so a video the judge stage just looked at is neither decoded nor encoded again."""
@@ -58,25 +58,25 @@ def video_frames(uri: str | None, digest: str | None = None) -> FrameRow:
         return FrameRow("output", error="no video")
     try:
         if digest is None:
-            digest = file_digest(uri)
-        frames = MediaStore({"v": uri}, {"v": digest}).frames("v", JUDGE_POLICY)
+            digest = file_digest(uri, storage)
+        frames = MediaStore({"v": uri}, {"v": digest}, storage=storage).frames("v", JUDGE_POLICY)
         return FrameRow("", [im.jpeg() for im in frames.images()], [f"{t:.1f}s" for t in frames.timestamps])
     except MediaError as exc:
         return FrameRow("", error=str(exc))
 
 
-def condition_rows(inp: dict) -> list[FrameRow]:
+def condition_rows(inp: dict, storage=None) -> list[FrameRow]:
     rows = []
     for label, paths in (("first frame", [inp.get("first_frame")]), ("subject images", inp.get("subject_images") or [])):
         paths = [p for p in paths if p]
         if not paths:
             continue
         try:
-            rows.append(FrameRow(label, [jpeg(load_image(p)) for p in paths]))
+            rows.append(FrameRow(label, [jpeg(load_image(p, storage=storage)) for p in paths]))
         except Exception as exc:  # an unreadable condition is shown as such; the report still renders
             rows.append(FrameRow(label, error=f"{type(exc).__name__}: {exc}"))
     if inp.get("source_video"):
-        row = video_frames(inp["source_video"])
+        row = video_frames(inp["source_video"], storage=storage)
         row.label = "source video"
         rows.append(row)
     return rows
@@ -97,11 +97,10 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
     return out
 
 
-def write_comparison(task_dir: Path | str, task: str, input_id: str, prompt: str,
+def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: str, prompt: str,
                      conditions: list[FrameRow] | None = None) -> Path | str:
     """The comparison page of one input from every model's card: the input's conditions above the
-    outputs (``task_dir``: a folder or an ``s3://`` prefix)."""
-    store = current()
+    outputs (``task_dir``: a folder or an ``s3://`` prefix of ``store``)."""
     cards = []
     for f in store.list(join(task_dir, "_cards", safe_name(input_id))):
         if "/" in f.rel or not f.rel.endswith(".json"):
@@ -144,13 +143,13 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         key = (pl.col("input_id") == iid) & (pl.col("sample") == sample)
         try:
             cand = cands.get((iid, sample), {})
-            output = video_frames(cand.get("uri"), cand.get("sha256"))
+            output = video_frames(cand.get("uri"), cand.get("sha256"), store)
             output.label = "output frames (as the judge saw them)"
             criteria = _criteria(rubric_rows.get(iid), criterion_evidence.filter(key), criterion_scores.filter(key))
             rubric_row = rubric_rows.get(iid) or {}
             generator = (json.loads(rubric_row["rubric_json"]).get("generator")
                          if rubric_row.get("rubric_json") and not rubric_row.get("error") else None)
-            conditions = condition_rows(inp)
+            conditions = condition_rows(inp, store)
             page = render_video_report(task=task, model=model, input_id=label, prompt=inp.get("prompt") or "",
                                        conditions=conditions, output=output, video=v, criteria=criteria,
                                        compare_href=f"../compare/{quote(safe_name(iid))}.html",
@@ -164,7 +163,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
             store.write_bytes(join(task_dir, "_cards", safe_name(iid), f"{sample_file_name(model, sample)}.json"),
                               json.dumps(card))
-            write_comparison(task_dir, task, iid, inp.get("prompt") or "", conditions)
+            write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions)
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": join(out_dir, name),
                          "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row

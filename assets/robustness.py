@@ -13,6 +13,7 @@ import polars as pl
 
 from argus_dagster import robustness as rb
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 
 
 class RobustnessConfig(dg.Config):
@@ -22,10 +23,11 @@ class RobustnessConfig(dg.Config):
     key: str = "criterion"
 
 
-def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "criterion"):
-    """``(ranks, moves, criteria, text, missing)`` for ``profiles`` of ``bench`` (default: all it recorded)."""
+def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "criterion", store=None):
+    """``(ranks, moves, criteria, text, missing)`` for ``profiles`` of ``bench`` (default: all it
+    recorded), their tables read through ``store`` (the storage resource's)."""
     names = profiles or bench.profiles()
-    videos, criteria, missing = rb.profile_tables({p: bench.profile_storage(p) for p in names})
+    videos, criteria, missing = rb.profile_tables({p: bench.profile_storage(p) for p in names}, store)
     if len(videos) < 2:
         raise ValueError(f"backbone robustness needs two profiles with stored scores; bench {bench.bench_name()!r} "
                          f"has {sorted(videos) or 'none'}" + (f" (nothing stored for {sorted(missing)})" if missing else "")
@@ -37,11 +39,11 @@ def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "cri
 
 @dg.asset(code_version="2", group_name="reports", kinds={"polars"})
 def backbone_robustness(context: dg.AssetExecutionContext, config: RobustnessConfig,
-                        bench: BenchResource) -> dg.Output[pl.DataFrame]:
+                        bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Per task and pair of evaluator profiles of this bench: Kendall tau and Spearman between their
     model leaderboards, top-1 agreement, criterion score agreement and the models that move most."""
     try:
-        ranks, moves, crit, text, missing = robustness_tables(bench, list(config.profiles), config.key)
+        ranks, moves, crit, text, missing = robustness_tables(bench, list(config.profiles), config.key, storage.storage())
     except ValueError as exc:
         raise dg.Failure(str(exc)) from None
     if missing:

@@ -29,7 +29,7 @@ ENVIRONMENTS = ("local", "gpu", "aws", "k8s")
 def storage_for(env: str | None = None, settings: Settings | None = None
                 ) -> tuple[BenchResource, StorageResource, str]:
     """Where one environment keeps one evaluation: its bench resource (every folder), its storage
-    resource (made this process's storage) and its content cache's location. ``aws`` keeps the
+    resource and its content cache's location. ``aws`` keeps the
     ``$ARGUS_HOME`` layout under ``s3://$ARGUS_S3_BUCKET/$ARGUS_S3_PREFIX``."""
     variables = environment()
     env = env or variables.get("ARGUS_ENV", "local")
@@ -52,7 +52,6 @@ def storage_for(env: str | None = None, settings: Settings | None = None
         media_cache_dir=variables.get("ARGUS_MEDIA_CACHE") or str(settings.home / "media"),
         hash_index="" if cache_dir == "off" else cache_dir,
         presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)))
-    storage_lib.use(storage.storage())  # what library code outside a run (the CLI, a sensor) reads through
     return bench, storage, cache_dir
 
 

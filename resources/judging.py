@@ -37,9 +37,10 @@ class RubricGeneratorResource(dg.ConfigurableResource):
             return generator_identity(vlm.backend, vlm.model_name())
         return dict(GENERATOR)
 
-    def generate(self, inst: InputInstance, vlm: VlmResource, stats: CallStats | None = None) -> Rubric:
+    def generate(self, inst: InputInstance, vlm: VlmResource, stats: CallStats | None = None,
+                 storage=None) -> Rubric:
         if _uses_vlm(self.backend, vlm, "rubric generator", "offline"):
-            return generate_with_vlm(inst, vlm.client(), stats=stats)
+            return generate_with_vlm(inst, vlm.client(), stats=stats, storage=storage)
         return generate_offline(inst)
 
 

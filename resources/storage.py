@@ -73,10 +73,6 @@ class StorageResource(dg.ConfigurableResource):
                                                      reports_url=self.reports_url or None)
             return _STORAGES[key]
 
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        # Library code (media decoding, the content cache) asks the process's storage.
-        storage_lib.use(self.storage())
-
     # What assets ask; each is the storage's method of the same name.
     def read_bytes(self, uri: str) -> bytes:
         return self.storage().read_bytes(uri)

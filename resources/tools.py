@@ -45,11 +45,12 @@ class ToolsResource(dg.ConfigurableResource):
         if states:
             context.log.info("tools not available as configured: " + "; ".join(states))
 
-    def cache(self, namespace: str) -> ContentCache:
-        """The ``evidence`` or ``judgments`` namespace of the content cache (fresh counters)."""
+    def cache(self, namespace: str, storage=None) -> ContentCache:
+        """The ``evidence`` or ``judgments`` namespace of the content cache (fresh counters); an
+        ``s3://`` cache is read and written through ``storage`` (the storage resource's)."""
         if self.cache_dir == "off":
             return ContentCache(None, namespace)
-        return ContentCache(self.cache_dir or str(load_settings().cache_dir), namespace)
+        return ContentCache(self.cache_dir or str(load_settings().cache_dir), namespace, storage=storage)
 
     def suite(self) -> ToolSuite:
         if self.ocr_backend not in OCR_BACKENDS:

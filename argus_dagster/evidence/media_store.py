@@ -22,9 +22,10 @@ from ..media import (MAX_SIDE, FRAME_POOL, FramePool, Frames, MediaError, Sampli
 class _Shared:
     """What every scope of one candidate's store shares: URIs, digests, readers, decoded frames."""
 
-    def __init__(self, uris: dict[str, str], digests: dict[str, str]):
+    def __init__(self, uris: dict[str, str], digests: dict[str, str], storage=None):
         self.uris = dict(uris)
         self.digests = dict(digests)
+        self.storage = storage  # the storage resource's, for media at s3:// URIs
         self.readers: dict[tuple[str, int | None], VideoReader] = {}
         self.frames: dict[tuple[str, str], Frames] = {}
         self.own_pool = FramePool(budget_bytes=1 << 62)  # media without a digest: this candidate only
@@ -33,8 +34,9 @@ class _Shared:
 
 
 class MediaStore:
-    def __init__(self, uris: dict[str, str], digests: dict[str, str] | None = None, *, _shared: _Shared | None = None):
-        self._shared = _shared or _Shared(uris, digests or {})
+    def __init__(self, uris: dict[str, str], digests: dict[str, str] | None = None, *, storage=None,
+                 _shared: _Shared | None = None):
+        self._shared = _shared or _Shared(uris, digests or {}, storage)
         self._derived: dict[str, Frames] = {}
         self._reference: str | None = None  # the input medium `reference` stands for, if any
 
@@ -91,7 +93,7 @@ class MediaStore:
                 uri = self._shared.uris.get(media_id)
                 if uri is None:
                     raise MediaError(f"media id {media_id!r} does not exist for this candidate")
-                self._shared.readers[key] = VideoReader(uri, max_side=max_side)
+                self._shared.readers[key] = VideoReader(uri, max_side=max_side, storage=self._shared.storage)
             return self._shared.readers[key]
 
     def _decode(self, media_id: str, policy: SamplingPolicy) -> Frames:
@@ -101,7 +103,7 @@ class MediaStore:
                 frames = reader.sample(policy, policy.max_side)
                 self._shared.decode_count += 1
             return frames
-        arr = load_image(self._shared.uris[media_id], policy.max_side or 1 << 16)[None]
+        arr = load_image(self._shared.uris[media_id], policy.max_side or 1 << 16, self._shared.storage)[None]
         return Frames(arr, (0,), (0.0,))
 
     def frames(self, media_id: str, policy: SamplingPolicy) -> Frames:

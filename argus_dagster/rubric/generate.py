@@ -170,7 +170,7 @@ ANSWER with one JSON object and nothing else (no prose, no code fence):
      "aggregation": "how the evidence maps to 0-10", "notes": ""}}}}]}}"""
 
 
-def input_message(inst: InputInstance) -> dict[str, Any]:
+def input_message(inst: InputInstance, storage=None) -> dict[str, Any]:
     """The user turn: what the input contains, the prompt verbatim, and each condition's frames by role.
 
     It states facts only (which inputs are present); the rules live in :func:`system_prompt`."""
@@ -188,11 +188,11 @@ def input_message(inst: InputInstance) -> dict[str, Any]:
         f"{'Edit instruction' if present['source'] else 'Prompt'} (verbatim): {inst.prompt}",
     ]
     if inst.first_frame:
-        parts += ["[first_frame] the image the video must start from:", load_image(inst.first_frame)]
+        parts += ["[first_frame] the image the video must start from:", load_image(inst.first_frame, storage=storage)]
     for i, path in enumerate(inst.subject_images, start=1):
-        parts += [f"[subject_image {i}] the subject whose identity must be kept:", load_image(path)]
+        parts += [f"[subject_image {i}] the subject whose identity must be kept:", load_image(path, storage=storage)]
     if inst.source_video:
-        frames = VideoReader(inst.source_video).sample(RUBRIC_POLICY)
+        frames = VideoReader(inst.source_video, storage=storage).sample(RUBRIC_POLICY)
         times = ", ".join(f"{t:.1f}s" for t in frames.timestamps)
         parts.append(f"[source_video] {len(frames.array)} frames sampled at 2 fps (t = {times}):")
         parts += frames.images()
@@ -275,14 +275,15 @@ def request_text(messages: list[dict[str, Any]]) -> str:
 
 
 def generate_with_vlm(inst: InputInstance, client: VlmClient, *, stats: CallStats | None = None,
-                      parse_retries: int = 1, max_tokens: int = MAX_OUTPUT_TOKENS) -> Rubric:
+                      parse_retries: int = 1, max_tokens: int = MAX_OUTPUT_TOKENS, storage=None) -> Rubric:
     """Ask the VLM for ``inst``'s rubric; a repair round names every field and rule that failed.
+    The input's media at ``s3://`` URIs are read through ``storage`` (the storage resource's).
 
     The rubric's ``generator`` block keeps what the generator was told (``instruction``, ``request``),
     so a report can show it. Raises :class:`RubricError` naming what was wrong, or when no answer came.
     """
     try:
-        messages = [{"role": "system", "content": [system_prompt()]}, input_message(inst)]
+        messages = [{"role": "system", "content": [system_prompt()]}, input_message(inst, storage)]
     except MediaError as exc:
         raise RubricError([f"cannot read the input's media for the generator: {exc}"], f"input {inst.id!r}") from None
     validate = _Validator(inst, parse_retries + 1)

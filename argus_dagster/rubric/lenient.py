@@ -318,5 +318,5 @@ def read_rubric(data: Any, source: str = "") -> tuple[Rubric, list[str]]:
     return rubric, coercions + [f"rejected {r}" for r in rejected]
 
 
-def read_rubric_file(path: str) -> tuple[Rubric, list[str]]:
-    return read_rubric(read_json_file(path), path)
+def read_rubric_file(path: str, storage=None) -> tuple[Rubric, list[str]]:
+    return read_rubric(read_json_file(path, storage), path)

@@ -139,13 +139,14 @@ def parse_rubric(data: Any, source: str = "") -> Rubric:
     return rubric
 
 
-def read_json_file(path: str):
-    """The JSON value in a rubric file; what keeps it from being read is a :class:`RubricError`."""
+def read_json_file(path: str, storage=None):
+    """The JSON value in a rubric file (an ``s3://`` object read through ``storage``, the storage
+    resource's); what keeps it from being read is a :class:`RubricError`."""
     try:
-        if str(path).startswith("s3://"):  # a rubric frozen on S3, read through the process's storage
-            from ..storage import current
+        if str(path).startswith("s3://"):  # a rubric frozen on S3
+            from ..storage import LOCAL
 
-            return json.loads(current().read_bytes(path).decode("utf-8-sig"))
+            return json.loads((storage or LOCAL).read_bytes(path).decode("utf-8-sig"))
         with open(path, encoding="utf-8-sig") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:

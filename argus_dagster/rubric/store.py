@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..bench import bench_rubric_paths
 from ..files import WriteError
-from ..storage import current, join
+from ..storage import LOCAL, Storage, join
 from ..instances import InputInstance
 from ..names import lookup_names
 from .frozen import mark_frozen
@@ -37,21 +37,21 @@ def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
             or g.get("prompt_version") != generator.get("prompt_version"))
 
 
-def _other_generator(path: Path, generator: dict) -> bool:
+def _other_generator(storage: Storage, path: Path, generator: dict) -> bool:
     """Whether ``path`` holds a rubric that another generator (backend or model) wrote, or a
     released one: it is left as it is."""
-    if not current().exists(path):
+    if not storage.exists(path):
         return False
     try:
-        g = read_rubric_file(str(path))[0].generator
+        g = read_rubric_file(str(path), storage)[0].generator
     except Exception:  # an unreadable file is replaced
         return False
     return "input_hash" not in g or (g.get("backend"), g.get("model")) != (generator.get("backend"), generator.get("model"))
 
 
-def _write(path: Path | str, rubric: Rubric) -> bool:
+def _write(storage: Storage, path: Path | str, rubric: Rubric) -> bool:
     try:
-        current().write_bytes(path, json.dumps(mark_frozen(rubric.model_dump(mode="json")), indent=2))
+        storage.write_bytes(path, json.dumps(mark_frozen(rubric.model_dump(mode="json")), indent=2))
         return True
     except WriteError:
         return False
@@ -65,29 +65,32 @@ def resolve_rubric(
     generator: dict,
     generate: Callable[[InputInstance], Rubric],
     freeze_in_bench: bool = True,
+    storage: Storage | None = None,
 ) -> tuple[Rubric, str, list[str], list[str]]:
     """``(rubric, source, postprocess_log, load_log)``; source is ``loaded`` or ``generated``.
 
     A frozen rubric is read leniently (:mod:`.lenient`): ``load_log`` lists each coercion and each
     criterion left out. Raises :class:`RubricError` only for a rubric with nothing readable.
-    ``frozen_dir`` is a folder or an ``s3://`` prefix (:mod:`argus_dagster.storage`); with
-    ``freeze_in_bench=False`` (a bench read from a copy) new rubrics go to ``frozen_dir`` only.
+    ``frozen_dir`` is a folder or an ``s3://`` prefix read and written through ``storage`` (the
+    storage resource's; local paths only without it); with ``freeze_in_bench=False`` (a bench read
+    from a copy) new rubrics go to ``frozen_dir`` only.
     """
+    storage = storage or LOCAL
     has_subject, has_source = bool(inst.subject_images), inst.source_video is not None
     bench_paths = bench_rubric_paths(bench_dir, task, inst.id)
     bench_path = bench_paths[0] if bench_paths else None
     home_paths = [join(frozen_dir, task, f"{name}.json") for name in reversed(lookup_names(inst.id))]
     home_path = home_paths[0]
     for path in [*reversed(bench_paths), *reversed(home_paths)]:
-        if current().exists(path):
-            rubric, load_log = read_rubric_file(str(path))
+        if storage.exists(path):
+            rubric, load_log = read_rubric_file(str(path), storage)
             if _stale(rubric, inst, generator):
                 continue
             rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
             return rubric, "loaded", log, load_log
     rubric = generate(inst)
     rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
-    if not (freeze_in_bench and bench_path is not None and not _other_generator(bench_path, generator)
-            and _write(bench_path, rubric)):
-        _write(home_path, rubric)
+    if not (freeze_in_bench and bench_path is not None and not _other_generator(storage, bench_path, generator)
+            and _write(storage, bench_path, rubric)):
+        _write(storage, home_path, rubric)
     return rubric, "generated", log, []

@@ -68,10 +68,8 @@ def postgres_url(postgres_server):
 @pytest.fixture
 def moto_endpoint(monkeypatch):
     """moto's S3 server on a loopback port (not mock_aws in process: every process of a test reaches
-    it over HTTP), with test credentials in the environment; the process-wide storage is restored."""
+    it over HTTP), with test credentials in the environment."""
     from moto.server import ThreadedMotoServer
-
-    from argus_dagster import storage as storage_lib
 
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -79,9 +77,7 @@ def moto_endpoint(monkeypatch):
     url = f"http://127.0.0.1:{port}"
     for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
-    before = storage_lib.current()
     try:
         yield url
     finally:
-        storage_lib.use(before)
         server.stop()

@@ -9,6 +9,7 @@ from scipy import stats
 from argus_dagster.tables import CRITERION_SCORES, VIDEO_SCORES, frame
 from assets.alignment import HumanAlignmentConfig, human_alignment, human_alignment_in_range
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 
 
 def _scores(task: str, model: str, finals: dict[str, float]):
@@ -24,7 +25,8 @@ def _run(tmp_path, video_scores, criterion_scores, firm_scores=None, **config):
     out = human_alignment(context=ctx, config=HumanAlignmentConfig(human_dir=str(tmp_path), n_boot=50, **config),
                           video_scores=video_scores, criterion_scores=criterion_scores,
                           firm_scores=firm_scores or {},
-                          bench=BenchResource(reports_dir=str(tmp_path / "reports"), human_dir=str(tmp_path)))
+                          bench=BenchResource(reports_dir=str(tmp_path / "reports"), human_dir=str(tmp_path)),
+                          storage=StorageResource())
     return out.value, out.metadata
 
 

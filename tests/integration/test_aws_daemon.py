@@ -65,7 +65,7 @@ def test_a_daemon_backfill_on_postgres_and_s3_gives_the_local_scores(tmp_path, m
     assert len({e.dagster_event.pid for e in starts}) == len(starts)  # a process per step
     # The leaderboard, read back from S3, is the local run's.
     evaluation = f"s3://{BUCKET}/eval/benches/b/default"
-    board = stored_table(f"{evaluation}/storage", "leaderboard")
+    board = stored_table(f"{evaluation}/storage", "leaderboard", resources["storage"].storage())
     cols = ["task", "model", "mean_final", "n_videos", "n_errors"]
     assert board.select(cols).equals(local_board.select(cols)), (board, local_board)
     assert instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata[

@@ -39,8 +39,8 @@ def _run(resources: dict, instance: dg.DagsterInstance) -> None:
                           resources=resources).success
 
 
-def _scores(storage_dir) -> pl.DataFrame:
-    return stored_table(storage_dir, "video_scores").select(COMPARED).sort("input_id", "sample")
+def _scores(storage_dir, store=None) -> pl.DataFrame:
+    return stored_table(storage_dir, "video_scores", store).select(COMPARED).sort("input_id", "sample")
 
 
 def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, moto_endpoint, monkeypatch):
@@ -79,12 +79,12 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         _run(resources, instance)
 
         # The same scores, read back from the tables on S3.
-        aws_scores = _scores(f"{evaluation}/storage")
+        aws_scores = _scores(f"{evaluation}/storage", storage)
         assert aws_scores.equals(local_scores), (aws_scores, local_scores)
-        board = stored_table(f"{evaluation}/storage", "leaderboard")
+        board = stored_table(f"{evaluation}/storage", "leaderboard", storage)
         assert board["mean_final"].to_list() == pytest.approx(stored_table(tmp_path / "local" / "storage",
                                                                            "leaderboard")["mean_final"].to_list())
-        videos = stored_table(f"{evaluation}/storage", "candidate_videos")
+        videos = stored_table(f"{evaluation}/storage", "candidate_videos", storage)
         assert all(u.startswith(f"s3://{INPUTS}/cands/T2V/m/") for u in videos["uri"].to_list())
 
         # Rubrics, cache entries, pages and the overview are objects in the bucket; nothing under ARGUS_HOME.

@@ -274,32 +274,26 @@ def s3_endpoint(monkeypatch):
     for k, v in {"ARGUS_S3_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                  "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
-    # The process's storage, as the storage resource makes it in a run (its one S3 client).
-    from argus_dagster import storage as storage_lib
-    from resources.storage import StorageResource
-
-    before = storage_lib.current()
-    storage_lib.use(StorageResource(endpoint_url=url).storage())
     try:
         yield url
     finally:
-        storage_lib.use(before)
         server.stop()
 
 
 def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
-    from argus_dagster.storage import current
+    from resources.storage import StorageResource
 
-    current().client.create_bucket(Bucket="argus-cache")
+    storage = StorageResource(endpoint_url=s3_endpoint).storage()  # as a run's storage resource makes it
+    storage.client.create_bucket(Bucket="argus-cache")
     write_video(tmp_path / "v.mp4", _clip(5), 12)
     plan = NormalizedPlan(steps=[{"tool": "flicker_probe", "args": {"on": "output_video"}}])
     media = MediaStore({"output_video": str(tmp_path / "v.mp4")}, {"output_video": "sha-s3"})
-    first = ContentCache("s3://argus-cache/runs", "evidence")
+    first = ContentCache("s3://argus-cache/runs", "evidence", storage=storage)
     a = run_plan(plan, media, embedded_suite(), cache=first)
-    second, hits = ContentCache("s3://argus-cache/runs", "evidence"), []
+    second, hits = ContentCache("s3://argus-cache/runs", "evidence", storage=storage), []
     b = run_plan(plan, media, embedded_suite(), cache=second, hits=hits)
     assert hits == [True] and a == b and second.stats() == {"hits": 1, "misses": 0, "writes": 0}
-    keys = [o["Key"] for o in current().client.list_objects_v2(Bucket="argus-cache")["Contents"]]
+    keys = [o["Key"] for o in storage.client.list_objects_v2(Bucket="argus-cache")["Contents"]]
     assert len(keys) == 1 and keys[0].startswith("runs/evidence/")
 
 

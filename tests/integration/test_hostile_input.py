@@ -307,9 +307,10 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
 def test_s3_keys_never_write_outside_the_media_cache(tmp_path, s3_endpoint):
     """``s3://bkt/../../../x`` and keys that start with ``/`` are fetched into the cache folder."""
     from argus_dagster.media import local_path
-    from argus_dagster.storage import current
+    from resources.storage import StorageResource
 
-    client = current().client
+    storage = StorageResource(endpoint_url=s3_endpoint).storage()
+    client = storage.client
     client.create_bucket(Bucket="bkt")
     cache = tmp_path / "deep" / "er" / "cache"
     outside_abs = tmp_path / "abs_target.png"
@@ -319,7 +320,7 @@ def test_s3_keys_never_write_outside_the_media_cache(tmp_path, s3_endpoint):
         client.put_object(Bucket="bkt", Key=key, Body=body)
     before = {p for p in tmp_path.rglob("*")}
     for key, body in keys.items():
-        got = Path(local_path(f"s3://bkt/{key}", cache_dir=str(cache)))
+        got = Path(local_path(f"s3://bkt/{key}", cache_dir=str(cache), storage=storage))
         assert cache in got.parents and got.read_bytes() == body
     new = {p for p in tmp_path.rglob("*")} - before
     assert new and all(p == cache or cache in p.parents or p in cache.parents for p in new)

@@ -22,9 +22,10 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 
 def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
+    from argus_dagster.storage import LOCAL
     from assets.lineage import latest_record, stored_table  # a run of one partition or of a range alike
 
-    return stored_table(latest_record(instance, "video_scores", partition)).sort("input_id")
+    return stored_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")
 
 
 def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):

@@ -22,8 +22,9 @@ CANDIDATE_ASSETS = ["candidate_videos", "criterion_evidence", "criterion_scores"
 
 def _stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame:
     from argus_dagster.runner import load_stored
+    from argus_dagster.storage import LOCAL
 
-    return load_stored(instance, asset, partition)
+    return load_stored(instance, asset, partition, storage=LOCAL)
 
 
 def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from argus_dagster import storage as storage_lib
-from argus_dagster.media import MediaError, local_path
+from argus_dagster.media import MediaError, VideoReader, local_path
 from argus_dagster.storage import Storage, StorageError, join
 
 
@@ -35,12 +35,10 @@ def test_a_local_link_is_the_reports_server_url(tmp_path, monkeypatch):
 
 
 def test_an_s3_uri_without_the_storage_resource_is_a_clear_error(monkeypatch):
-    before = storage_lib.current()
-    storage_lib.use(Storage())
-    try:
-        with pytest.raises(StorageError, match="storage resource"):
-            storage_lib.current().read_bytes("s3://bkt/x.mp4")
-        with pytest.raises(MediaError, match=r"s3://bkt/x\.mp4: cannot be fetched: .*storage resource"):
-            local_path("s3://bkt/x.mp4")
-    finally:
-        storage_lib.use(before)
+    """Code handed no storage reads local paths only, and says what an ``s3://`` URI needs."""
+    with pytest.raises(StorageError, match="storage resource"):
+        storage_lib.LOCAL.read_bytes("s3://bkt/x.mp4")
+    with pytest.raises(MediaError, match=r"s3://bkt/x\.mp4: cannot be fetched: .*storage resource"):
+        local_path("s3://bkt/x.mp4")
+    with pytest.raises(MediaError, match=r"s3://bkt/x\.mp4: cannot be fetched: .*storage resource"):
+        VideoReader("s3://bkt/x.mp4")
