@@ -308,8 +308,10 @@ def cmd_evaluations(args: argparse.Namespace) -> int:
 
         from .settings import SettingError
 
-        try:
-            s = _chosen(args)
+        from .settings import served_settings
+
+        try:  # as the code location serves it: --bench/--profile, else ARGUS_BENCH(_DIR)/ARGUS_PROFILE, else demo
+            s = served_settings(args.bench, args.profile)
         except SettingError as exc:
             _print(f"argus evaluations: {exc}")
             return 1
@@ -528,7 +530,8 @@ def main(argv: list[str] | None = None) -> int:
     rb.set_defaults(func=cmd_robustness)
     ev = sub.add_parser("evaluations", help="the evaluations recorded here (bench x profile), the last evaluated first")
     ev.add_argument("--env", action="store_true", help="print the shell exports that pin one evaluation "
-                    "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as make ui uses them")
+                    "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as make ui uses them: --bench/"
+                    "--profile, else ARGUS_BENCH(_DIR)/ARGUS_PROFILE, else the demo (what the code location serves)")
     _evaluation_options(ev)
     ev.set_defaults(func=cmd_evaluations)
     en = sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")

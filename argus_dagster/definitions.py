@@ -19,6 +19,8 @@ from assets.sources import changed_observations, report, source_versions
 from resources import executor_for, resources_for, storage_for
 from resources.bench import bench_from_settings
 
+from .settings import served_settings
+
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
 # condition that retries transient failures reads materialization metadata. It is declared here,
 # running by default, because Dagster's implicit one starts stopped: without it nothing that
@@ -43,8 +45,10 @@ def build_definitions(settings=None) -> dg.Definitions:
 @dg.definitions
 def defs() -> dg.Definitions:
     """The code location (``workspace.yaml``, ``dagster asset materialize -m argus_dagster.definitions``):
-    the evaluation the environment names, built when Dagster loads it, not when this module is imported."""
-    return build_definitions()
+    the evaluation its configuration names (``ARGUS_BENCH_DIR`` or ``ARGUS_BENCH``, ``ARGUS_PROFILE``;
+    none: ``demo/default``; :func:`argus_dagster.settings.served_settings`), built when Dagster loads
+    it, not when this module is imported."""
+    return build_definitions(served_settings())
 
 
 __all__ = ["build_definitions", "defs", "ALL_ASSETS", "ALL_CHECKS", "AUTOMATED_ASSETS", "CANDIDATE_ASSETS",

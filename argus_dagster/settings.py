@@ -16,11 +16,15 @@ stored::
     $ARGUS_HOME/benches/<bench>/<profile>/storage/       its tables
     $ARGUS_HOME/benches/<bench>/<profile>/reports/       its reports and overview
 
-Which evaluation a process works on: ``ARGUS_BENCH_DIR`` (+ ``ARGUS_CANDIDATES_DIR``) names a bench by
-its folders; else ``ARGUS_BENCH`` names a recorded one; else the one evaluated last; else the demo
+Which evaluation a command works on: ``ARGUS_BENCH_DIR`` (+ ``ARGUS_CANDIDATES_DIR``) names a bench
+by its folders; else ``ARGUS_BENCH`` names a recorded one; else the one evaluated last; else the demo
 bench (``$ARGUS_HOME/bench``, named ``demo``). ``ARGUS_PROFILE`` picks the profile (default:
 ``default``, or the bench's last evaluated one). ``argus evaluate --bench/--profile`` record an
 evaluation; nothing else is written that would steer later runs.
+
+The code location (what the UI, the daemon and every run it launches load) serves the evaluation
+its configuration names, never the one evaluated last (:func:`served_settings`): ``ARGUS_BENCH_DIR``
+or ``ARGUS_BENCH``, and ``ARGUS_PROFILE``; with none set, the demo evaluation (``demo/default``).
 """
 
 from __future__ import annotations
@@ -248,6 +252,18 @@ def load_settings(bench: str | None = None, profile: str | None = None) -> Setti
             return _from_record(home, {**last, "profile": profile})
         return _from_record(home, last)
     return Settings(home, home / "bench", home / "candidates", DEMO_BENCH, profile or DEFAULT_PROFILE)
+
+
+def served_settings(bench: str | None = None, profile: str | None = None) -> Settings:
+    """The evaluation the code location serves, from its configuration only (``bench``/``profile``,
+    else ``ARGUS_BENCH_DIR`` + ``ARGUS_CANDIDATES_DIR``, else ``ARGUS_BENCH``; ``ARGUS_PROFILE``): one
+    default, the demo evaluation ``demo/default``, whatever was evaluated last. A process launched for
+    a run loads the same code location with the same environment, so it serves the same evaluation."""
+    env = environment()
+    profile = profile or env.get("ARGUS_PROFILE").strip() or DEFAULT_PROFILE
+    if env.get("ARGUS_BENCH_DIR") and not bench:
+        return load_settings(profile=profile)
+    return load_settings(bench=bench or env.get("ARGUS_BENCH").strip() or DEMO_BENCH, profile=profile)
 
 
 def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name: str | None = None,

@@ -106,3 +106,29 @@ def test_a_full_disk_is_one_line_wherever_it_surfaces(monkeypatch, capsys, tmp_p
     monkeypatch.setattr(cli, "cmd_leaderboard", lambda _a: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         cli.main(["leaderboard"])
+
+
+def test_the_code_location_serves_what_its_configuration_names_never_the_last_evaluated(tmp_path, monkeypatch):
+    """Commands default to the evaluation scored last; the code location (UI, daemon, the runs they
+    launch) to ARGUS_BENCH(_DIR)/ARGUS_PROFILE, else the demo, whatever ran since."""
+    from argus_dagster.settings import evaluation_settings, load_settings, record_evaluation, served_settings
+
+    for k in ("ARGUS_BENCH", "ARGUS_BENCH_DIR", "ARGUS_CANDIDATES_DIR", "ARGUS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    for name in ("alpha", "beta"):
+        (tmp_path / name / "T2V").mkdir(parents=True)
+    record_evaluation(evaluation_settings(tmp_path / "alpha", tmp_path / "c", name="alpha", profile="vlm-only"))
+    record_evaluation(evaluation_settings(tmp_path / "beta", tmp_path / "c", name="beta"))
+    assert load_settings().evaluation == "beta/default"  # a command: the one evaluated last
+    assert served_settings().evaluation == "demo/default"  # the code location: the one default
+    assert served_settings().bench_dir == tmp_path / "home" / "bench"
+    monkeypatch.setenv("ARGUS_BENCH", "alpha")
+    assert served_settings().evaluation == "alpha/default"  # its default profile, not alpha's last one
+    monkeypatch.setenv("ARGUS_PROFILE", "vlm-only")
+    assert served_settings().evaluation == "alpha/vlm-only"
+    assert served_settings("beta", "default").evaluation == "beta/default"  # make ui BENCH=beta PROFILE=default
+    monkeypatch.setenv("ARGUS_BENCH_DIR", str(tmp_path / "beta"))
+    monkeypatch.setenv("ARGUS_CANDIDATES_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("ARGUS_BENCH")
+    assert served_settings().evaluation == "beta/vlm-only"
