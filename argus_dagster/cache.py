@@ -63,9 +63,9 @@ def open_store(location: str | Path, storage=None) -> BlobStore:
     (:class:`argus_dagster.storage.Storage`, whose client the storage resource makes)."""
     location = str(location)
     if location.startswith("s3://"):
-        from .storage import blob_store
-
-        return blob_store(location, storage)
+        if storage is None:
+            raise ValueError(f"the content cache {location} is on S3: it needs the storage resource's storage")
+        return storage.blobs(location)
     return LocalStore(location)
 
 

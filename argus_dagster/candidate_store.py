@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
-from .bench import SAMPLE_NAME, VIDEO_SUFFIXES, sample_of, task_dir
+from .bench import SAMPLE_NAME, VIDEO_SUFFIXES, model_samples, read_task, sample_of, task_dir, task_location
 from .instances import Task
 from .names import lookup_names, model_name_problem
 
@@ -186,3 +186,108 @@ def video_hashes(hashes: dict[str, str], input_ids: Iterable[str]) -> dict[tuple
         if key is not None:
             out.setdefault(key, digest)
     return out
+
+
+@dataclass
+class Discovery:
+    """What the candidate store holds: ``{model: [tasks]}``, and why anything in it is left out."""
+
+    models: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _has_videos(folder: Path) -> bool:
+    """Videos in the folder, or in its sample folders (``<id>/<k>.mp4``)."""
+    return any(f.suffix.lower() in VIDEO_SUFFIXES or (f.is_dir() and any(
+        g.suffix.lower() in VIDEO_SUFFIXES for g in f.iterdir())) for f in folder.iterdir())
+
+
+def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, storage=None) -> Discovery:
+    """Models with videos under ``candidates/<TASK>/<model>/``, and a message for each thing left out:
+    a model folder whose name cannot be a model name, a folder that is no task (or a second spelling
+    of one), and, with ``bench_dir``, a task the bench does not have and videos of inputs its
+    manifest does not list. A store or bench at an ``s3://`` prefix is listed through ``storage``
+    (the storage resource's)."""
+    from .storage import is_remote
+
+    if is_remote(candidates_dir):
+        return _discover_listed(str(candidates_dir), bench_dir, storage)
+    root = Path(candidates_dir)
+    out = Discovery()
+    if not root.is_dir():
+        return out
+    tasks = {t.value.lower(): t.value for t in Task}
+    used: dict[str, Path] = {}
+    for task in Task:
+        d = task_dir(root, task.value)
+        if d is not None:
+            used[task.value] = d
+    for entry in sorted(p for p in root.iterdir() if p.is_dir()):
+        task = tasks.get(entry.name.lower())
+        if task is None:
+            out.problems.append(f"{entry}: not a task folder (expected one of {', '.join(tasks.values())}); "
+                                "its videos are ignored")
+        elif used.get(task) != entry:
+            out.problems.append(f"{entry}: a second folder for {task} beside {used.get(task)}; its videos are "
+                                f"ignored (use one folder named {task})")
+    for task, d in used.items():
+        bench_task = task_dir(bench_dir, task) if bench_dir is not None else None
+        if bench_dir is not None and (bench_task is None or not (bench_task / "manifest.jsonl").is_file()):
+            out.problems.append(f"{d}: the bench {bench_dir} has no {task} manifest, so these candidates "
+                                f"are not scored (add {task}/manifest.jsonl to the bench)")
+            continue
+        listed: set[str] | None = None
+        if bench_dir is not None:
+            listed = {r["input_id"] for r in read_task(bench_dir, task)}
+        for m in sorted(p for p in d.iterdir() if p.is_dir()):
+            if not _has_videos(m):
+                continue
+            problem = model_name_problem(m.name)
+            if problem:
+                out.problems.append(f"{m}: skipped: {problem}; rename the folder")
+                continue
+            out.models.setdefault(m.name, []).append(task)
+            if listed is not None:
+                extra = sorted(p.relative_to(m).as_posix() for iid, _, p in model_samples(m, listed)[0]
+                               if iid not in listed)
+                if extra:
+                    out.problems.append(f"{m}: {len(extra)} videos of inputs the {task} manifest does not list, "
+                                        f"not scored: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+    return out
+
+
+def _discover_listed(candidates_dir: str, bench_dir: str | Path | None, storage=None) -> Discovery:
+    """:func:`discover` of a candidate store at an ``s3://`` prefix, from one listing (the layout the
+    sensor reads, :class:`~.candidate_store.S3CandidateStore`); with ``bench_dir``, a task its bench
+    has no manifest for is said and left out."""
+    from .storage import LOCAL, join
+
+    storage = storage or LOCAL
+    out = Discovery()
+    skipped: set[str] = set()
+    has_manifest: dict[str, bool] = {}
+    for e in S3CandidateStore(candidates_dir, storage).entries():
+        problem = model_name_problem(e.model)
+        if problem:
+            if e.model not in skipped:
+                skipped.add(e.model)
+                out.problems.append(f"{candidates_dir}/{e.task}/{e.model}: skipped: {problem}; rename the folder")
+            continue
+        if bench_dir is not None and e.task not in has_manifest:
+            where = task_location(bench_dir, e.task, storage)
+            has_manifest[e.task] = where is not None and storage.exists(join(where, "manifest.jsonl"))
+            if not has_manifest[e.task]:
+                out.problems.append(f"{candidates_dir}/{e.task}: the bench {bench_dir} has no {e.task} manifest, so "
+                                    f"these candidates are not scored (add {e.task}/manifest.jsonl to the bench)")
+        if bench_dir is not None and not has_manifest[e.task]:
+            continue
+        tasks = out.models.setdefault(e.model, [])
+        if e.task not in tasks:
+            tasks.append(e.task)
+    return out
+
+
+def discover_models(candidates_dir: str | Path, storage=None) -> dict[str, list[str]]:
+    """``{model: [tasks it has videos for]}`` from ``candidates/<TASK>/<model>/``; model folders whose
+    names cannot be model names are left out (:func:`discover` says why)."""
+    return discover(candidates_dir, storage=storage).models

@@ -22,7 +22,8 @@ from typing import Callable
 import dagster as dg
 import polars as pl
 
-from .bench import discover, task_dir
+from .bench import task_dir
+from .candidate_store import discover
 from .progress import PROGRESS
 from .settings import Settings, load_settings
 from .storage import Storage

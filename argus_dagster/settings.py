@@ -413,7 +413,7 @@ class Environment:
 
     def shown(self) -> dict[str, str]:
         """The variables that are set, secrets and credentials masked (for ``argus env``)."""
-        from .vlm import redact_urls
+        from .redact import redact_urls
 
         out = {}
         for name in VARIABLES:

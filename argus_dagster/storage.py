@@ -298,7 +298,7 @@ class Storage:
         if self._index is None and self.hash_index:
             from .cache import ContentCache
 
-            self._index = ContentCache(blob_store(self.hash_index, self), "hashes")
+            self._index = ContentCache(self.blobs(self.hash_index), "hashes")
         return self._index
 
     def _remember(self, uri: str, etag: str, size: int, digest: str) -> None:
@@ -314,9 +314,7 @@ class Storage:
         ``token`` (``<etag>:<size>``, from a listing) saves asking for them."""
         uri = str(uri)
         if not is_remote(uri):
-            from .media import file_digest
-
-            return file_digest(uri)
+            return _sha256_file(uri)
         if token is None:
             head = self._head(uri)
             if head is None:
@@ -339,6 +337,10 @@ class Storage:
         if digest is None:  # the object changed between the listing and the download
             digest = _sha256_file(path)
         return digest
+
+    def blobs(self, location: str) -> "StorageBlobStore":
+        """A content-cache store (:class:`~argus_dagster.cache.BlobStore`) at ``location`` of this storage."""
+        return StorageBlobStore(location, self)
 
     # ------------------------------------------------------------------ links
 
@@ -372,14 +374,10 @@ class StorageBlobStore:
         self.storage.write_bytes(join(self.location, name), data)
 
 
-def blob_store(location: str, storage: Storage | None = None) -> StorageBlobStore:
-    return StorageBlobStore(location, storage or LOCAL)
-
-
 # Local paths only: what library code reads through when it is handed no storage. It has no S3
 # client, so an ``s3://`` URI given to it says that the storage resource's storage is needed.
 LOCAL = Storage()
 
 
-__all__ = ["Storage", "StorageError", "StoredObject", "StorageBlobStore", "blob_store", "LOCAL", "is_remote",
+__all__ = ["Storage", "StorageError", "StoredObject", "StorageBlobStore", "LOCAL", "is_remote",
            "join", "split", "s3_cache_path"]

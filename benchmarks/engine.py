@@ -54,7 +54,7 @@ def _cli(env: dict, bench: Path, cands: Path) -> float:
 
 
 def _dagster(env: dict, cands: Path, parallel: int) -> float:
-    from argus_dagster.bench import discover
+    from argus_dagster.candidate_store import discover
     from argus_dagster.instances import ALL_TASKS
 
     dagster = str(Path(sys.executable).parent / "dagster")

@@ -12,8 +12,8 @@ import dagster as dg
 
 from argus_dagster.memo import once_per_key
 from argus_dagster.settings import environment
-from argus_dagster.vlm import (DEFAULT_MAX_ANSWER_CHARS, OpenAICompatibleClient, TransformersClient, VlmClient,
-                               redact_urls)
+from argus_dagster.redact import redact_urls
+from argus_dagster.vlm import DEFAULT_MAX_ANSWER_CHARS, OpenAICompatibleClient, TransformersClient, VlmClient
 
 BACKENDS = ("none", "openai", "transformers")
 
