@@ -37,7 +37,7 @@ demo: setup
 # took as long as 3 (about 16 minutes).
 TEST_WORKERS ?= 3
 test: setup chromium postgres
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).
 # The Postgres tests start a real server from Debian's package on a temporary data directory.

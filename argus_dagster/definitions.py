@@ -4,6 +4,7 @@ neither ``assets`` nor ``resources``)."""
 
 import dagster as dg
 
+from argus_dagster.settings import AUTOMATION_INTERVAL_S, sensor_intervals
 from assets import (ALL_ASSETS, ALL_CHECKS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS,
                     FIRM_TASK_ASSETS, GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS)
 from assets.automation import RETRY_METADATA, changed_inputs, latest_records
@@ -14,7 +15,7 @@ from assets.lineage import latest_record, stored_table
 from assets.partitions import RANGE_END_TAG, RANGE_START_TAG, task_model_partitions
 from assets.robustness import robustness_tables
 from assets.schedules import nightly_reconcile
-from assets.sensors import candidate_store_sensor
+from assets.sensors import candidate_store_sensor_every
 from assets.sources import changed_observations, report, source_versions
 from resources import executor_for, resources_for, storage_for
 from resources.bench import bench_from_settings
@@ -25,20 +26,25 @@ from .settings import served_settings
 # condition that retries transient failures reads materialization metadata. It is declared here,
 # running by default, because Dagster's implicit one starts stopped: without it nothing that
 # candidate_store_sensor observes would ever be scored under `make ui`.
-automation_sensor = dg.AutomationConditionSensorDefinition(
-    "default_automation_condition_sensor", target=dg.AssetSelection.all(), use_user_code_server=True,
-    # Its runs may call the judge: a run queue's tag limit on argus/judge bounds how many share it.
-    run_tags={"argus/judge": "1"},
-    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
-    description="Materializes what is missing or stale (new models, changed sources, new code) and retries "
-                "transient failures.")
+def automation_sensor_every(seconds: int = AUTOMATION_INTERVAL_S) -> dg.AutomationConditionSensorDefinition:
+    return dg.AutomationConditionSensorDefinition(
+        "default_automation_condition_sensor", target=dg.AssetSelection.all(), use_user_code_server=True,
+        # Its runs may call the judge: a run queue's tag limit on argus/judge bounds how many share it.
+        run_tags={"argus/judge": "1"},
+        default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=seconds,
+        description="Materializes what is missing or stale (new models, changed sources, new code) and retries "
+                    "transient failures.")
 
 
 def build_definitions(settings=None) -> dg.Definitions:
     """The code location of one evaluation (``settings``, default this process's: ``ARGUS_BENCH``,
-    ``ARGUS_PROFILE``, ``ARGUS_HOME``)."""
+    ``ARGUS_PROFILE``, ``ARGUS_HOME``); the sensors tick at the intervals of
+    :func:`~argus_dagster.settings.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
+    ``ARGUS_AUTOMATION_INTERVAL_S``)."""
+    sensor_s, automation_s = sensor_intervals()
     return dg.Definitions(assets=ALL_ASSETS + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
-                          jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor, automation_sensor],
+                          jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor_every(sensor_s),
+                                                      automation_sensor_every(automation_s)],
                           schedules=[nightly_reconcile], executor=executor_for())
 
 

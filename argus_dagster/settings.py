@@ -375,6 +375,8 @@ VARIABLES: dict[str, str] = {
     "ARGUS_FRAME_POOL_MB": "decoded frames kept per process, in MB (default 512)",
     "ARGUS_TOOL_THREADS": "compute-bound tools running at once per process (default the CPU count)",
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
+    "ARGUS_SENSOR_INTERVAL_S": "seconds at least between two ticks of the candidate-store sensor (default 60)",
+    "ARGUS_AUTOMATION_INTERVAL_S": "seconds at least between two evaluations of the automation sensor (default 30)",
     "ARGUS_REPORTS_PORT": "the loopback port argus open and make ui serve the reports on (default 3030)",
     "ARGUS_REPORTS_URL": "where a browser finds the reports (default http://127.0.0.1:$ARGUS_REPORTS_PORT/)",
 }
@@ -428,6 +430,20 @@ def environment() -> Environment:
     """The documented ARGUS_* variables as set now (read at each call, so a test or a CLI flag that
     sets one before building resources is seen)."""
     return Environment({name: os.environ[name] for name in VARIABLES if os.environ.get(name)})
+
+
+# --- The sensors' cadence ------------------------------------------------------------------------
+SENSOR_INTERVAL_S = 60
+AUTOMATION_INTERVAL_S = 30
+
+
+def sensor_intervals() -> tuple[int, int]:
+    """``(candidate-store sensor, automation sensor)`` minimum intervals in seconds:
+    ``ARGUS_SENSOR_INTERVAL_S`` (default 60) and ``ARGUS_AUTOMATION_INTERVAL_S`` (default 30), read when
+    the code location's definitions are built."""
+    env = environment()
+    return (int(env.number("ARGUS_SENSOR_INTERVAL_S", SENSOR_INTERVAL_S, minimum=1)),
+            int(env.number("ARGUS_AUTOMATION_INTERVAL_S", AUTOMATION_INTERVAL_S, minimum=1)))
 
 
 # --- The reports server (`argus open`, `make ui`) --------------------------------------------------

@@ -21,7 +21,7 @@ import time
 import dagster as dg
 
 from argus_dagster.candidate_store import open_store as open_candidate_store, scan
-from argus_dagster.settings import load_settings
+from argus_dagster.settings import SENSOR_INTERVAL_S, load_settings
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource
@@ -50,10 +50,7 @@ def _read_cursor(cursor: str | None) -> dict | None:
     return data["entries"] if data.get("v") == CURSOR_VERSION else None
 
 
-@dg.sensor(name="candidate_store_sensor", minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Adds new models as partitions and observes the sources that changed (videos, bench "
-                       "files, frozen rubrics, the evaluator); the automation sensor scores what became stale.")
-def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchResource,
+def candidate_store_tick(context: dg.SensorEvaluationContext, bench: BenchResource,
                            rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
                            vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource,
                            storage: StorageResource):
@@ -81,3 +78,16 @@ def candidate_store_sensor(context: dg.SensorEvaluationContext, bench: BenchReso
         cursor=cursor, asset_events=[o.event() for o in observed],
         dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest("candidate_models", new_models)] if new_models else [],
     )
+
+
+def candidate_store_sensor_every(seconds: int = SENSOR_INTERVAL_S) -> dg.SensorDefinition:
+    """The candidate-store sensor, ticking at most every ``seconds`` (the code location reads
+    ``ARGUS_SENSOR_INTERVAL_S``: :func:`~argus_dagster.settings.sensor_intervals`)."""
+    return dg.sensor(name="candidate_store_sensor", minimum_interval_seconds=seconds,
+                     default_status=dg.DefaultSensorStatus.RUNNING,
+                     description="Adds new models as partitions and observes the sources that changed (videos, bench "
+                                 "files, frozen rubrics, the evaluator); the automation sensor scores what became "
+                                 "stale.")(candidate_store_tick)
+
+
+candidate_store_sensor = candidate_store_sensor_every()

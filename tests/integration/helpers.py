@@ -141,6 +141,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}
 
+# A real daemon in a test ticks the sensors every few seconds, not every minute (the shipped 60 s and 30 s).
+FAST_SENSORS = {"ARGUS_SENSOR_INTERVAL_S": "3", "ARGUS_AUTOMATION_INTERVAL_S": "3"}
+
 
 def stop_sensors(graphql: GraphQL) -> None:
     """Sensors off, so the daemon executes a backfill alone (the candidate-store sensor would score the

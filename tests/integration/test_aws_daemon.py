@@ -19,7 +19,8 @@ from .helpers import backfill_as_the_ui_does, partitions_by_asset, t2v_bench
 from .test_aws_storage import BUCKET, INPUTS, _upload
 from .test_ui_backfill import CANDIDATE_ASSETS, TASK_ASSETS
 
-pytestmark = pytest.mark.integration
+# A backfill the daemon plans every 30 s may take up to 400 s (backfill_as_the_ui_does): past the 5-minute bound.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -27,6 +27,8 @@ from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
+from tests.waiting import wait_until
+
 from .helpers import graph_resources, load, pattern_clip, t2v_bench
 
 pytestmark = pytest.mark.integration
@@ -93,7 +95,8 @@ def test_first_run_pays_once_for_everything_within_the_bound(graph):
     assert first["rubric"] == 3 and first["judge"] == n_crit == 15
     assert first["qa"] == _qa_steps(first["evidence"]) > 0
     assert first["steps_run"] == int(first["evidence"]["tools"].list.len().sum())
-    assert 2 <= graph.srv.max_in_flight <= graph.concurrency  # criteria of all videos at once, never past the bound
+    # Never past the bound (that the bound is reached is held deterministically in test_vlm_client.py).
+    assert graph.srv.max_in_flight <= graph.concurrency
 
 
 def test_nothing_changed_makes_no_call_and_runs_no_tool(graph):
@@ -306,6 +309,24 @@ run_all(progress=lambda m: print(m, flush=True))
 """
 
 
+def stored_answers(bench: Path, home: Path) -> dict[str, int]:
+    """What a run has stored of the VLM's answers, by request kind: frozen rubrics (in the bench or the
+    home), ``vlm_qa`` evidence records and judgments in the content cache (whole entries only: a
+    write in progress has a hidden temporary name)."""
+    def entries(folder: Path) -> list[Path]:
+        return [p for p in folder.rglob("*.json") if not p.name.startswith(".")] if folder.is_dir() else []
+
+    rubrics = {p.stem for p in entries(bench / "T2V" / "rubrics")}
+    rubrics |= {p.stem for p in entries(home) if "rubrics" in p.parts}
+    qa = 0
+    for p in entries(home / "cache" / "evidence"):
+        try:
+            qa += json.loads(p.read_text()).get("tool") == "vlm_qa"
+        except (OSError, ValueError):  # replaced while read: counted on the next look
+            pass
+    return {"rubric": len(rubrics), "qa": qa, "judge": len(entries(home / "cache" / "judgments"))}
+
+
 def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path):
     """The first run is killed (SIGKILL) while the server holds every request after the 20th; the
     rerun asks nothing that the first run had been answered."""
@@ -320,11 +341,15 @@ def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path):
         proc = subprocess.Popen([sys.executable, "-c", _RUN], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            deadline = time.monotonic() + 240
-            while srv.answered < 20 and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_until(lambda: srv.answered >= 20 or proc.poll() is not None, 240, "20 answers")
             assert srv.answered == 20, proc.stdout.read().decode()[-3000:] if proc.poll() is not None else srv.answered
-            time.sleep(1.5)  # what was answered is processed and stored; everything else waits at the server
+            kinds = [kind_of(r["body"]) for r in srv.requests[:20]]
+            answered_kinds = {k: kinds.count(k) for k in ("rubric", "qa", "judge")}
+            assert sum(answered_kinds.values()) == 20, kinds
+            # Killed once every answer it was given is stored (everything else waits at the server).
+            wait_until(lambda: all(n >= answered_kinds[k] for k, n in stored_answers(bench, tmp_path / "home").items())
+                       or proc.poll() is not None, 120, f"the answers stored: {answered_kinds}")
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -493,4 +518,4 @@ def test_partition_runs_share_one_client_and_its_bound(tmp_path, monkeypatch):
         monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
         board = run_all(progress=lambda _msg: None)
     assert board.height == 6
-    assert srv.max_in_flight == 2, srv.max_in_flight  # the bound is used and never passed
+    assert srv.max_in_flight <= 2, srv.max_in_flight  # one client's bound, never passed by the runs together

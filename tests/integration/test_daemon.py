@@ -14,7 +14,7 @@ import pytest
 
 from argus_dagster.media import write_video
 
-from .helpers import pattern_clip, stop, t2v_bench
+from .helpers import FAST_SENSORS, pattern_clip, stop, t2v_bench
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,8 @@ def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monk
     log = open(tmp_path / "daemon.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), **env})
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), **env,
+                                 **FAST_SENSORS})
     try:
         instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
         deadline, board = time.time() + 240, None

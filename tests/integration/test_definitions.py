@@ -82,3 +82,25 @@ def test_workspace_validates_with_the_dagster_cli(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={"PATH": "/usr/bin:/bin", "DAGSTER_HOME": str(tmp_path), "ARGUS_HOME": str(tmp_path / "a")})
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_sensor_intervals_are_settings(monkeypatch):
+    """60 s and 30 s unless ARGUS_SENSOR_INTERVAL_S and ARGUS_AUTOMATION_INTERVAL_S say otherwise (the
+    daemon tests tick every few seconds), read when Dagster builds the code location."""
+    import pytest
+
+    from argus_dagster.definitions import defs as lazy
+    from argus_dagster.settings import SettingError
+
+    def intervals() -> dict[str, int]:
+        return {s.name: s.minimum_interval_seconds for s in lazy().get_repository_def().sensor_defs}
+
+    monkeypatch.delenv("ARGUS_SENSOR_INTERVAL_S", raising=False)
+    monkeypatch.delenv("ARGUS_AUTOMATION_INTERVAL_S", raising=False)
+    assert intervals() == {"candidate_store_sensor": 60, "default_automation_condition_sensor": 30}
+    monkeypatch.setenv("ARGUS_SENSOR_INTERVAL_S", "3")
+    monkeypatch.setenv("ARGUS_AUTOMATION_INTERVAL_S", "2")
+    assert intervals() == {"candidate_store_sensor": 3, "default_automation_condition_sensor": 2}
+    monkeypatch.setenv("ARGUS_AUTOMATION_INTERVAL_S", "0")
+    with pytest.raises(SettingError, match="ARGUS_AUTOMATION_INTERVAL_S=0: must be at least 1"):
+        lazy()

@@ -21,7 +21,8 @@ import pytest
 
 from tests.servers.openai_server import FakeVlmServer, dead_url
 
-pytestmark = pytest.mark.integration
+# Three killed runs and a resumed one on a 50-video bench: longer than the suite's 5-minute bound per test.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 CONCURRENCY = 4  # per endpoint; the pool's bound is twice that, the dead endpoint's half refused
 

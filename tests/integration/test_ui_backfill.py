@@ -14,7 +14,8 @@ from argus_dagster.runner import local_instance, run_all
 
 from .helpers import sensor_then_automation, backfill_as_the_ui_does, evaluation_in, partitions_by_asset, pattern_clip, t2v_bench
 
-pytestmark = pytest.mark.integration
+# A backfill the daemon plans every 30 s may take up to 400 s (backfill_as_the_ui_does): past the 5-minute bound.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
 TASK_ASSETS = ["input_instances", "rubrics"]
 CANDIDATE_ASSETS = ["candidate_videos", "criterion_evidence", "criterion_scores", "video_scores", "diagnostic_reports"]

@@ -11,7 +11,8 @@ midway). ``rejects`` names request fields the server refuses with a 400, as a se
 know ``chat_template_kwargs`` does. Hostile faults: ``fault`` picks a scripted reply from a request's
 body, a scripted reply can drip (a byte at a time), be megabytes long, or echo the request's
 ``Authorization`` header in its body. Every request is recorded (path, headers, body); the peak number of requests in flight
-(received and not yet answered) and the number answered are tracked.
+(received and not yet answered) and the number answered are tracked, and a test waits for them with
+:meth:`FakeVlmServer.wait_for` (woken by each arrival and each answer), not with a sleep.
 """
 
 from __future__ import annotations
@@ -228,6 +229,7 @@ class FakeVlmServer:
         self._released = threading.Event()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # notified when a request arrives or is answered
         self._httpd: ThreadingHTTPServer | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -277,6 +279,18 @@ class FakeVlmServer:
     def release(self) -> None:
         self._released.set()
 
+    def wait_for(self, predicate: Callable[["FakeVlmServer"], bool], timeout_s: float = 60.0, what: str = "") -> None:
+        """Wait until ``predicate(server)`` holds, checked each time a request arrives or is answered
+        (no polling); an AssertionError with the counters after ``timeout_s``."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: predicate(self), timeout=timeout_s):
+                raise AssertionError(f"waited {timeout_s:g} s for {what or predicate}: {len(self.requests)} received, "
+                                     f"{self.answered} answered, {self.in_flight} in flight")
+
+    def wait_received(self, n: int, timeout_s: float = 60.0) -> None:
+        """Wait until ``n`` requests have arrived (with :meth:`hold_after`: the slots they hold are taken)."""
+        self.wait_for(lambda s: len(s.requests) >= n, timeout_s, f"{n} requests")
+
     def queue(self, *items: Scripted) -> None:
         with self._lock:
             self.script.extend(items)
@@ -301,6 +315,7 @@ class FakeVlmServer:
             roll_error, roll_garbage, roll_stall = self._rng.random(), self._rng.random(), self._rng.random()
             record = self.requests[-1]
             held = self._hold_after is not None and len(self.requests) > self._hold_after
+            self._changed.notify_all()
         counted = [True]
 
         def answered() -> None:  # a request stops counting once its answer is on its way
@@ -308,6 +323,7 @@ class FakeVlmServer:
                 if counted[0]:
                     self.in_flight -= 1
                     counted[0] = False
+                    self._changed.notify_all()
 
         try:
             if item is None and self.fault is not None:
@@ -347,6 +363,7 @@ class FakeVlmServer:
             if not held:
                 with self._lock:
                     self.answered += 1
+                    self._changed.notify_all()
             if item.drip_s:
                 self._drip(h, item, payload)
                 return

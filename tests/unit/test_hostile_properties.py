@@ -9,13 +9,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from argus_dagster.bench import bench_rubric_paths, find_candidate, read_task
+from argus_dagster.bench import bench_rubric_paths, find_candidate, find_candidates, read_task
 from argus_dagster.instances import InputInstance
 from argus_dagster.media import MediaError, s3_cache_path
-from argus_dagster.names import file_name, folder_name, input_id_problem, is_single_component, model_name_problem
+from argus_dagster.names import (file_name, folder_name, input_id_problem, is_single_component, lookup_names,
+                                 model_name_problem)
 from argus_dagster.rubric.schema import RubricError, load_rubric_file, parse_rubric
 from argus_dagster.rubric.store import resolve_rubric
 
@@ -89,18 +90,90 @@ def bench_rubric_paths_for(root: Path, input_id: str) -> list[Path]:
         return [root / p.relative_to(d) for p in bench_rubric_paths(d, "T2V", input_id)]
 
 
+# Model names and whether they may name a candidate folder, by the rules of argus_dagster.names
+# (written out here, not asked of the function under test).
+MODEL_NAME_TABLE = [
+    ("m", True), ("model-1", True), ("Qwen2.5-VL-7B", True), ("a.b", True), ("a..b", True), ("..x", True),
+    ("x..", True), (".hidden", True), ("good model", True), ("猫 cat", True), ("~x", True), ("%2e%2e", True),
+    ("a" * 100, True),
+    (".", False), ("..", False), ("...", False), ("a...b", False), ("", False), (" ", False), ("a/b", False),
+    ("../m", False), ("./m", False), ("a\\b", False), ("a|b", False), ("a,b", False), ("m[1]", False),
+    ("a*", False), ("a?", False), (" lead", False), ("trail ", False), ("a" * 101, False), ("a\x00b", False),
+    ("a\nb", False),
+]
+
+
+@pytest.mark.parametrize("model, ok", MODEL_NAME_TABLE, ids=[repr(m)[:24] for m, _ in MODEL_NAME_TABLE])
+def test_which_model_names_are_accepted(model, ok):
+    assert (model_name_problem(model) is None) == ok, model_name_problem(model)
+
+
+def _plant(folder: Path, input_id: str) -> list[Path]:
+    """A video under every name the store may hold ``input_id`` by (its own, its file name), in ``folder``."""
+    out = []
+    for stem in lookup_names(input_id):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{stem}.mp4").write_bytes(b"v")
+        except (OSError, ValueError):  # a name too long for this file system, or a NUL
+            continue
+        out.append(folder / f"{stem}.mp4")
+    return out
+
+
+def _own_folder(cands: Path, model: str) -> Path | None:
+    """``cands/T2V/<model>`` when that is one entry of ``cands/T2V`` by this file system's reading of the path
+    (not ``.``, ``..`` or a deeper path); None otherwise."""
+    try:
+        folder = Path(os.path.abspath(cands / "T2V" / model))
+    except ValueError:
+        return None
+    return folder if folder.parent == Path(os.path.abspath(cands / "T2V")) and folder.name == model else None
+
+
+@pytest.mark.parametrize("model, ok", MODEL_NAME_TABLE, ids=[repr(m)[:24] for m, _ in MODEL_NAME_TABLE])
+def test_a_candidate_is_found_only_in_an_acceptable_model_folder(tmp_path, model, ok):
+    """The same video planted at every level around the store (beside the model folders, in the task
+    folder, above the store): an acceptable name finds its own folder's, any other name nothing."""
+    root = tmp_path / "root"
+    cands = root / "cands"
+    for level in (tmp_path, root, cands, cands / "T2V", cands / "T2V" / "m"):
+        _plant(level, "x")
+    own = _own_folder(cands, model)
+    if own is not None:
+        _plant(own, "x")
+    found = find_candidates(cands, "T2V", model, ["x"])
+    if ok:
+        assert found == {"x": [("", cands / "T2V" / model / "x.mp4")]}
+    else:
+        assert found == {}
+
+
 @SETTINGS
+@example(input_id="x", model=".")
+@example(input_id="x", model="..")
+@example(input_id="../x", model="..")
+@example(input_id="x", model="./.")
+@example(input_id="x", model="m")
+@example(input_id="猫 cat", model=".")
+@example(input_id="~x", model="..")
 @given(input_id=names, model=names)
 def test_a_candidate_is_only_ever_found_inside_its_model_folder(input_id, model):
-    with tempfile.TemporaryDirectory() as outer:  # holds the file beside the root too, and removes it
+    """Whatever the names, a video of ``input_id`` is planted under every name it may be stored by, at
+    every level around the store, and inside the model's folder when that is one folder entry: what is
+    found lies in that folder, and a video there is found unless the name is refused."""
+    with tempfile.TemporaryDirectory() as outer:
         root = Path(outer) / "root"
         cands = root / "cands"
-        (cands / "T2V" / "m").mkdir(parents=True)
-        for target in (root / "escaped.mp4", root / "cands" / "T2V" / "x.mp4", Path(outer) / "root.mp4"):
-            target.write_bytes(b"v")
+        for level in (Path(outer), root, cands, cands / "T2V", cands / "T2V" / "m"):
+            _plant(level, input_id)
+        own = _own_folder(cands, model)
+        planted = _plant(own, input_id) if own is not None else []
         found = find_candidate(cands, "T2V", model, input_id)
         if found is not None:
-            assert _inside(found, cands / "T2V" / model) and model_name_problem(model) is None
+            assert own is not None and Path(os.path.abspath(found)).parent == own, (found, own)
+        elif planted and input_id_problem(input_id) is None:
+            assert model_name_problem(model) is not None  # a refused name, never a missed video
 
 
 # ------------------------------------------------------------------------------------------ manifest

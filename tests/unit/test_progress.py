@@ -1,13 +1,16 @@
 """Progress of long work: counts, the line a terminal shows, and the run-log cadence."""
 
 import io
-import time
+import types
 
 from argus_dagster import progress
 from argus_dagster.progress import PROGRESS, Progress, StageLog, TerminalLine
+from tests.waiting import wait_until
 
 
 def test_the_line_counts_videos_requests_and_estimates_what_is_left(monkeypatch):
+    now = [1000.0]  # the progress module's clock, stopped: the elapsed time is exactly what is set
+    monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     p = Progress()
     p.reset(expected_videos=10)
     p.expect(-2)  # a partition found up to date
@@ -15,7 +18,7 @@ def test_the_line_counts_videos_requests_and_estimates_what_is_left(monkeypatch)
         p.video_done("judgments")
     for _ in range(7):
         p.request_done()
-    p.t0 = time.monotonic() - 40  # 40 s for 4 of 8 videos: about 40 s left
+    p.t0 = now[0] - 40  # 40 s for 4 of 8 videos: about 40 s left
     line = p.line()
     assert line.startswith("videos 4/8 scored · 7 VLM requests · 40s elapsed · about 40s left"), line
     p.video_done("judgments"), p.video_done("judgments"), p.video_done("judgments"), p.video_done("judgments")
@@ -45,9 +48,9 @@ def test_the_terminal_line_is_redrawn_on_a_terminal_only():
     PROGRESS.reset(expected_videos=2)
     tty = _Tty()
     with TerminalLine(tty, every_s=0.01):
-        time.sleep(0.1)
-    assert "\r\x1b[2Kvideos 0/2 scored" in tty.getvalue() and tty.getvalue().endswith("\r\x1b[2K")
+        wait_until(lambda: "\r\x1b[2Kvideos 0/2 scored" in tty.getvalue(), what="the line drawn")
+    assert tty.getvalue().endswith("\r\x1b[2K")
     pipe = io.StringIO()
-    with TerminalLine(pipe, every_s=0.01):
-        time.sleep(0.05)
+    with TerminalLine(pipe, every_s=0.01) as line:
+        assert line._thread is None  # no redrawing thread at all, however long the block runs
     assert pipe.getvalue() == ""

@@ -73,6 +73,58 @@ def test_generates_from_text_and_frames(tiny_vlm):
     assert stats.requests == 1 and stats.by_endpoint == {"local": 1}
 
 
+IMAGE_TOKENS_PER_FRAME = 4  # the tiny model's image_seq_length: a 28 px frame in 14 px patches, CLS dropped
+
+
+def _capture_generate(client) -> list[dict]:
+    """Record what reaches ``generate`` (the token ids and the pixels), then generate as usual."""
+    seen: list[dict] = []
+    real = client.net.generate
+
+    def generate(**inputs):
+        seen.append({k: v.detach().clone() for k, v in inputs.items() if hasattr(v, "detach")})
+        return real(**inputs)
+
+    client.net.generate = generate
+    return seen
+
+
+@pytest.mark.parametrize("n_frames", [1, 2, 3])
+def test_every_frame_reaches_the_model_as_its_own_run_of_image_tokens(tiny_vlm, n_frames):
+    """The prompt with frames is the prompt without them plus 4 image tokens per frame, and the model
+    is given one image per frame (a client that dropped frames would still answer a string)."""
+    client = TransformersClient(tiny_vlm, max_new_tokens=2)
+    image_id = client.processor.tokenizer.convert_tokens_to_ids("<image>")
+    seen = _capture_generate(client)
+    frames = [np.full((40 + 10 * i, 60, 3), 40 * i, np.uint8) for i in range(n_frames)]
+    with_frames = client.chat([{"role": "system", "content": ["judge"]},
+                               {"role": "user", "content": ["frames:", *frames, "score?"]}])
+    text_only = client.chat([{"role": "system", "content": ["judge"]},
+                             {"role": "user", "content": ["frames:", "score?"]}])
+    assert with_frames.prompt_tokens - text_only.prompt_tokens == IMAGE_TOKENS_PER_FRAME * n_frames
+    framed, plain = seen
+    assert int((framed["input_ids"] == image_id).sum()) == IMAGE_TOKENS_PER_FRAME * n_frames
+    assert int((plain["input_ids"] == image_id).sum()) == 0 and "pixel_values" not in plain
+    assert tuple(framed["pixel_values"].shape) == (n_frames, 3, 28, 28)
+    # Each frame's own pixels, in order: the darker first frame stays darker than the later ones.
+    means = framed["pixel_values"].mean(dim=(1, 2, 3)).tolist()
+    assert means == sorted(means) and len(set(means)) == n_frames
+
+
+def test_frames_keep_their_place_among_the_text(tiny_vlm):
+    """Text, frame, text: the image tokens sit between the two texts' tokens, not at either end."""
+    client = TransformersClient(tiny_vlm, max_new_tokens=2)
+    tok = client.processor.tokenizer
+    image_id = tok.convert_tokens_to_ids("<image>")
+    seen = _capture_generate(client)
+    client.chat([{"role": "user", "content": ["before", np.zeros((28, 28, 3), np.uint8), "after"]}])
+    ids = seen[0]["input_ids"][0].tolist()
+    where = [i for i, t in enumerate(ids) if t == image_id]
+    assert len(where) == IMAGE_TOKENS_PER_FRAME and where == list(range(where[0], where[0] + IMAGE_TOKENS_PER_FRAME))
+    assert "before" in tok.decode(ids[:where[0]]) and "after" in tok.decode(ids[where[-1] + 1:])
+    assert "after" not in tok.decode(ids[:where[0]])
+
+
 def test_greedy_decoding_is_deterministic(tiny_vlm):
     client = TransformersClient(tiny_vlm, max_new_tokens=6)
     msgs = [{"role": "user", "content": ["hello", np.zeros((28, 28, 3), np.uint8)]}]

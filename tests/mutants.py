@@ -1,0 +1,144 @@
+"""Breaks the tests must catch: each is applied to a scratch copy of the tree, and the tests that
+claim to cover it must fail there.
+
+    python -m tests.mutants              # every break, with the tests named for it
+    python -m tests.mutants --list       # their names
+    python -m tests.mutants local-vlm-drops-frames spatial-swaps-left-right
+
+First the tests run on an unbroken copy (exit 3 if they fail there). A break whose text is no longer
+in its file is reported as stale (exit 2): the code moved, and the break must be written again
+against it. A break the tests do not catch is reported as surviving (exit 1). The copy holds the working tree as it is (uncommitted changes included), less ``.git``,
+virtual environments and caches; the tests run with the copy first on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Break:
+    name: str
+    why: str
+    edits: tuple[tuple[str, str, str], ...]  # (file, text as it is, text as broken)
+    tests: tuple[str, ...]
+
+
+BREAKS = (
+    Break("local-vlm-drops-frames", "the local transformers client leaves every frame out of its prompt",
+          (("argus_dagster/vlm.py",
+            "                if is_image(p):\n                    images.append(",
+            "                if is_image(p):\n                    continue\n                    images.append("),),
+          ("tests/unit/test_vlm_local.py",)),
+    Break("model-name-accepts-dot", "`.` and `..` are acceptable model names",
+          (("argus_dagster/names.py",
+            '    if value in (".", ".."):\n        return "the model name is a relative folder name"\n', ""),),
+          ("tests/unit/test_hostile_properties.py",)),
+    Break("find-candidates-skips-name-check", "find_candidates looks under any model name, `.` and `..` included",
+          (("argus_dagster/bench.py",
+            "    if model_name_problem(model):\n        return {}\n    ids = [i for i in input_ids",
+            "    ids = [i for i in input_ids"),),
+          ("tests/unit/test_hostile_properties.py",)),
+    Break("spatial-swaps-left-right", "spatial_relation relates the second entity to the first (left/right)",
+          (("argus_dagster/evidence/tools/spatial.py",
+            "horizontal_relation(pair[0].box, pair[1].box, frame.shape[1])",
+            "horizontal_relation(pair[1].box, pair[0].box, frame.shape[1])"),),
+          ("tests/unit/test_spatial_relation.py",)),
+    Break("spatial-swaps-front-behind", "spatial_relation calls the entity in front 'behind'",
+          (("argus_dagster/evidence/tools/spatial.py",
+            '{"a": "front", "b": "behind"}', '{"a": "behind", "b": "front"}'),),
+          ("tests/unit/test_spatial_relation.py",)),
+    Break("spatial-inverts-both", "spatial_relation's claim words inverted: left holds as right, front as behind",
+          (("argus_dagster/evidence/tools/spatial.py",
+            'holds = "left" if relation == "left_right" else "front"\n'
+            '        reverse = "right" if relation == "left_right" else "behind"',
+            'holds = "right" if relation == "left_right" else "behind"\n'
+            '        reverse = "left" if relation == "left_right" else "front"'),),
+          ("tests/unit/test_spatial_relation.py",)),
+)
+
+SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info")
+
+
+def scratch_copy(dest: Path) -> Path:
+    tree = dest / "tree"
+    shutil.copytree(ROOT, tree, ignore=SKIP, symlinks=True)
+    return tree
+
+
+def apply(tree: Path, brk: Break) -> None:
+    for rel, before, after in brk.edits:
+        path = tree / rel
+        text = path.read_text(encoding="utf-8")
+        if text.count(before) != 1:
+            raise LookupError(f"{rel}: the text to break is {'missing' if before not in text else 'not unique'}")
+        path.write_text(text.replace(before, after), encoding="utf-8")
+
+
+def run_tests(tree: Path, tests: tuple[str, ...], timeout_s: float) -> tuple[int, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout_s)
+    return proc.returncode, (proc.stdout + proc.stderr)[-2000:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="breaks to apply (default: all)")
+    ap.add_argument("--list", action="store_true", help="list the breaks and exit")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds for one break's tests")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip running the tests on the unbroken copy first (a break is caught only if they pass there)")
+    args = ap.parse_args(argv)
+    if args.list:
+        for b in BREAKS:
+            print(f"{b.name}: {b.why} ({', '.join(b.tests)})")
+        return 0
+    unknown = set(args.names) - {b.name for b in BREAKS}
+    if unknown:
+        ap.error(f"unknown breaks: {', '.join(sorted(unknown))}")
+    chosen = [b for b in BREAKS if not args.names or b.name in args.names]
+    surviving, stale = [], []
+    if not args.no_baseline:
+        tests = tuple(dict.fromkeys(t for b in chosen for t in b.tests))
+        with tempfile.TemporaryDirectory(prefix="argus-mutant-") as d:
+            rc, tail = run_tests(scratch_copy(Path(d)), tests, args.timeout)
+        if rc != 0:
+            print(f"the tests fail on the unbroken tree (pytest exit {rc}): no break can be judged\n{tail}")
+            return 3
+        print(f"baseline  {len(tests)} test files pass on the unbroken tree")
+    for brk in chosen:
+        with tempfile.TemporaryDirectory(prefix="argus-mutant-") as d:
+            tree = scratch_copy(Path(d))
+            try:
+                apply(tree, brk)
+            except LookupError as exc:
+                print(f"STALE     {brk.name}: {exc}")
+                stale.append(brk.name)
+                continue
+            t0 = time.monotonic()
+            rc, tail = run_tests(tree, brk.tests, args.timeout)
+            took = time.monotonic() - t0
+            if rc == 1:  # tests ran and some failed: the break is caught
+                print(f"caught    {brk.name} ({took:.0f} s)")
+            else:
+                surviving.append(brk.name)
+                print(f"SURVIVED  {brk.name} (pytest exit {rc}, {took:.0f} s): {brk.why}\n{tail}")
+    print(f"{len(chosen) - len(surviving) - len(stale)} of {len(chosen)} breaks caught"
+          + (f"; surviving: {', '.join(surviving)}" if surviving else "")
+          + (f"; stale: {', '.join(stale)}" if stale else ""))
+    return 1 if surviving else 2 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
