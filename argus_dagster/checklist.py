@@ -1170,6 +1170,8 @@ def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
         row[f"{s}_reason"] = (r.reason if r else "not evaluated") if not (r and r.scored) else ""
         if d != PQ:  # answers the verifier could not give from the frames; null where none was asked
             row[f"{s}_unverifiable"] = sum(1 for v in r.verdicts if not v.verifiable) if r and r.verdicts else None
+    wc = results.get(WC)
+    row["wc_scene"] = (wc.detail.get("scene_summary") or "") if wc else ""  # the grounding's summary (export prose)
     return row
 
 

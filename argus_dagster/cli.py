@@ -182,20 +182,22 @@ def _print_firm(tasks, models, settings):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``argus export firm``: reward-model training instances from the stored firm_scores rows."""
+    """``argus export firm --out DIR``: FIRM-Video training data (JSON lines, frames as images, a card)."""
+    from .files import WriteError
     from .runner import export_firm
 
     try:
-        n, left_out = export_firm(args.out, args.task, settings=_chosen(args))
-    except (OSError, ValueError) as exc:
+        result = export_firm(args.out, args.task, settings=_chosen(args))
+    except (OSError, ValueError, WriteError) as exc:
         _print(f"argus export firm: {exc}")
         return 1
-    for why in left_out[:20]:
+    for why in result.left_out[:20]:
         _print(f"left out: {why}")
-    if len(left_out) > 20:
-        _print(f"... and {len(left_out) - 20} more left out")
-    _print(f"wrote {n} instances (one per video and dimension) to {args.out}")
-    return 0 if n else 1
+    if len(result.left_out) > 20:
+        _print(f"... and {len(result.left_out) - 20} more left out")
+    _print(f"wrote {result.n_instances} instances (one per video and dimension) of {result.n_videos} videos to "
+           f"{args.out}/train.jsonl, their frames under {args.out}/images and a dataset card, {args.out}/README.md")
+    return 0 if result.n_instances else 1
 
 
 def cmd_best_of_n(args: argparse.Namespace) -> int:
@@ -477,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     e.set_defaults(func=cmd_evaluate)
     ex = sub.add_parser("export", help="export stored results (firm: FIRM-Video reward-model training JSON lines)")
     ex.add_argument("what", choices=("firm",), help="firm: one instance per video and dimension, for SFT")
-    ex.add_argument("--out", required=True, help="the JSON lines file to write")
+    ex.add_argument("--out", required=True, help="the folder to write: train.jsonl, images/ (the frames each "
+                    "instance shows) and README.md (a dataset card)")
     ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
     _evaluation_options(ex)
     ex.set_defaults(func=cmd_export)

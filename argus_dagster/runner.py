@@ -684,25 +684,34 @@ def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, ta
 
 
 def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
-                require_all: bool = True, settings: Settings | None = None) -> tuple[int, list[str]]:
-    """Write the reward-model training instances of every stored ``firm_scores`` row to ``out`` (JSON
-    lines, one per video and dimension); returns how many, and the videos left out with why. Reads
-    the stored tables only: nothing is called."""
-    from .checklist import export_from_rows, write_export
+                settings: Settings | None = None):
+    """Write FIRM-Video's training data folder ``out`` (:mod:`argus_dagster.firm_export`: JSON lines, the
+    frames as image files, a dataset card) from the stored ``firm_scores``, ``firm_verdicts`` and
+    ``input_instances``; returns its :class:`~argus_dagster.firm_export.ExportResult`. Reads stored
+    tables and the media they name: no model is called."""
+    from .firm_export import export_dataset
 
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
     scores = stored_partitions("firm_scores", instance, tasks, settings)
     if not scores:
         raise ValueError("no firm_scores stored: run `argus evaluate --protocol firm` (or both) first")
-    inputs = stored_partitions("input_instances", instance, tasks, settings)
-    prompts = {(df["task"][0] if df.height else k): dict(zip(df["input_id"], df["prompt"])) for k, df in inputs.items()}
-    records, left_out = [], []
-    for df in scores.values():
-        for (task, model), g in df.group_by("task", "model", maintain_order=True):
-            recs, why = export_from_rows(g.to_dicts(), prompts.get(task, {}), video_prefix=f"{task}/{model}/",
-                                         require_all=require_all)
-            records += recs
-            left_out += why
-    return write_export(out, records), left_out
+    verdicts: dict[tuple, list[dict]] = {}
+    for df in stored_partitions("firm_verdicts", instance, tasks, settings).values():
+        for r in df.iter_rows(named=True):
+            verdicts.setdefault((r["task"], r["model"], r["input_id"], r.get("sample") or ""), []).append(r)
+    inputs = {(r["task"] if "task" in r and r["task"] else key, r["input_id"]): r
+              for key, df in stored_partitions("input_instances", instance, tasks, settings).items()
+              for r in df.iter_rows(named=True)}
+    rows = [r for _, df in sorted(scores.items()) for r in df.iter_rows(named=True)]
+    makers = sorted({m for df in stored_partitions("firm_checklists", instance, tasks, settings).values()
+                     if "maker" in df.columns for m in df["maker"].drop_nulls().unique().to_list()})
+    sources = {"evaluation": f"{settings.evaluation} (bench {settings.bench!r}, profile {settings.profile!r})",
+               "bench": str(settings.bench_dir), "candidates": str(settings.candidates_dir),
+               "tables": "firm_scores, firm_verdicts, input_instances (as last materialized)",
+               "IF checklist planner": "; ".join(makers) or "none recorded",
+               "protocol": "FIRM-Video (check-before-score), argus_dagster/checklist.py"}
+    return export_dataset(out, rows, verdicts, inputs, sources=sources)
 
 
 def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,

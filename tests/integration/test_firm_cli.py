@@ -97,11 +97,12 @@ def test_best_of_n_asset_and_human_alignment_with_firm_evaluators(demo):
 
 
 def test_export_firm_offline_writes_nothing_and_says_why(demo, tmp_path, capsys):
-    out = tmp_path / "firm.jsonl"
+    out = tmp_path / "firm"
     assert cli.main(["export", "firm", "--out", str(out)]) == 1
     text = capsys.readouterr().out
-    assert "wrote 0 instances" in text and "not every dimension is scored" in text
-    assert out.read_text() == ""
+    assert "wrote 0 instances" in text and "not valid on every dimension" in text
+    assert (out / "train.jsonl").read_text() == ""
+    assert "- Left out: 12 videos: 12 x not valid on every dimension" in (out / "README.md").read_text()
 
 
 def test_best_of_n_over_samples_of_one_model_from_stored_tables(tmp_path):
@@ -148,10 +149,24 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
         assert kinds.count("firm_if_verify") == len(PROMPTS) * len(MODELS)
         assert not {"rubric", "judge", "qa"} & set(kinds)
         n = len(srv.requests)
-        path = tmp_path / "firm.jsonl"
+        path = tmp_path / "firm"
         assert cli.main(["export", "firm", "--out", str(path), "--task", "T2V"]) == 0
         assert len(srv.requests) == n  # the export calls nothing
-    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    lines = [json.loads(x) for x in (path / "train.jsonl").read_text().splitlines()]
     assert len(lines) == len(PROMPTS) * len(MODELS) * 3
     assert len({(r["video_id"], r["dimension"]) for r in lines}) == len(lines)
     assert f"wrote {len(lines)} instances" in capsys.readouterr().out
+    # what a trainer does: load the JSON lines with `datasets`, open every image with PIL
+    datasets = pytest.importorskip("datasets")
+    from PIL import Image
+
+    ds = datasets.load_dataset("json", data_files=str(path / "train.jsonl"), cache_dir=str(tmp_path / "hf"))["train"]
+    assert ds.num_rows == len(lines) and set(ds.column_names) >= {"images", "image_roles", "instruction", "target"}
+    for r in ds:
+        assert set(r["target"]) == {"reasoning", "score"} and 1 <= r["target"]["score"] <= 5
+        assert "rating" not in r["target"]["reasoning"] and "share met" not in r["target"]["reasoning"]
+        for p in r["images"]:
+            with Image.open(path / p) as im:
+                im.load()
+    card = (path / "README.md").read_text()
+    assert f"- videos: {len(PROMPTS) * len(MODELS)}; instances: {len(lines)}" in card

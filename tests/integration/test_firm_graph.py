@@ -128,17 +128,30 @@ def test_scores_recompute_from_the_stored_items_and_verdicts(online):
 
 
 def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
-    out = tmp_path / "firm.jsonl"
-    n, left_out = export_firm(out, instance=online["instance"])
-    lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert n == len(lines) == len(MODELS) * len(PROMPTS) * 3 and left_out == []
+    from PIL import Image
+
+    from argus_dagster.firm_export import JSONL, if_reasoning
+
+    out = tmp_path / "firm"
+    res = export_firm(out, instance=online["instance"])
+    lines = [json.loads(x) for x in (out / JSONL).read_text().splitlines()]
+    assert res.n_instances == len(lines) == len(MODELS) * len(PROMPTS) * 3 and res.left_out == []
     assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
         (f"T2V/{m}/{p}", d) for m in MODELS for p in PROMPTS for d in fc.DIMENSIONS)
+    verdicts = {m: load("firm_verdicts", online["res"], online["instance"], _key(m)) for m in MODELS}
     for r in lines:
         pid = r["video_id"].rsplit("/", 1)[1]
         assert r["prompt"] == PROMPTS[pid] and r["target"]["score"] in range(1, 6) and r["target"]["reasoning"]
-        assert len(r["frames"]) == 8 and r["frames"][0].split("#")[0].endswith(f"/{pid}.mp4")
+        assert r["image_roles"] == ["output_video"] * 8 and len(r["images"]) == 8
+        for p in r["images"]:  # files beside the JSON lines, not references into a video
+            assert not p.startswith("/") and "#" not in p
+            with Image.open(out / p) as im:
+                assert im.size == (96, 64)
         assert r["messages"][1]["content"] == json.dumps(r["target"], ensure_ascii=False)
+        if r["dimension"] == fc.IF:  # the verifier's own evidence, in prose
+            v = verdicts[r["model"]].filter((pl.col("input_id") == pid) & (pl.col("dimension") == fc.IF))
+            assert r["target"]["reasoning"] == if_reasoning(v.to_dicts())
+            assert all(e in r["target"]["reasoning"] for e in v["evidence"])
     summary = firm_summary(instance=online["instance"])
     assert summary["n_videos"].to_list() == [len(PROMPTS)] * len(MODELS)
 
@@ -161,8 +174,9 @@ def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_pa
         assert scores["pq_rationale"].str.contains("Checked without a VLM").all()
         assert load("firm_verdicts", res, instance, _key("m")).height == 0
         assert all(e.passed for e in out.get_asset_check_evaluations())
-        n, left = export_firm(tmp_path / "x.jsonl", instance=instance)
-        assert n == 0 and len(left) == len(PROMPTS) and all("not every dimension is scored" in x for x in left)
+        res = export_firm(tmp_path / "x", instance=instance)
+        assert res.n_instances == 0 and len(res.left_out) == len(PROMPTS)
+        assert all("not valid on every dimension" in x for x in res.left_out)
 
 
 def test_a_failed_plan_is_an_error_row_and_the_rest_proceed(tmp_path):
