@@ -64,7 +64,7 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
     return config
 
 
-PROTOCOLS = ("videoargus", "firm", "both")
+PROTOCOLS = ("videoargus", "firm", "both", "vefx")
 
 
 class Plan:
@@ -390,9 +390,11 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 
     ``force=True`` (``--force``) materializes every selected partition again (the content cache
     answers every tool step and judgment). ``protocol``: ``videoargus`` (the default), ``firm``
-    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or ``both``
+    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only), ``both``
     (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and
-    the content cache answers what they computed before).
+    the content cache answers what they computed before) or ``vefx`` (VEFX-Bench's ``vefx_scores``
+    of the TV2V and TSV2V partitions and ``vefx_leaderboard`` only; the content cache answers what they
+    computed before).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
@@ -407,7 +409,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
     board = None
-    if protocol != "firm":
+    if protocol in ("videoargus", "both"):
         model_order = list(instance.get_dynamic_partitions("candidate_models"))
         done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
         leaderboard_due = False
@@ -436,7 +438,9 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         if not ran_any:
             _say_up_to_date([], task_list, partitions, n_videos, progress, elapsed)
             progress(f"{elapsed()} every partition up to date (--force re-materializes)")
-    if protocol != "videoargus":
+    if protocol == "vefx":
+        _vefx_all(instance, resources, task_list, partitions, progress, elapsed)
+    if protocol in ("firm", "both"):
         for task in task_list:
             t0 = time.perf_counter()
             result = _firm_run(instance, resources, task, None, with_inputs=protocol == "firm")
@@ -468,6 +472,45 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 
 
 JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
+
+
+def _vefx_all(instance, resources, task_list, partitions, progress, elapsed) -> None:
+    """``--protocol vefx``: per edit task its inputs, then per model its candidates, ``vefx_scores`` and
+    their check, then ``vefx_leaderboard``; a task without a source video is said and skipped."""
+    from .definitions import VEFX_CANDIDATE_ASSETS, VEFX_CHECKS, vefx_leaderboard
+    from .vefx import EDIT_TASKS
+
+    def run(selection, key=None, judge=False) -> None:
+        from .definitions import ALL_ASSETS, GRAPH_CHECKS, SOURCES
+
+        result = dg.materialize(ALL_ASSETS + SOURCES + GRAPH_CHECKS, selection=selection, instance=instance,
+                                resources=resources, run_config=QUIET, raise_on_error=False,
+                                tags={**launcher_tags(), **({JUDGE_TAG: "1"} if judge else {})},
+                                **({"partition_key": key} if key is not None else {}))
+        if not result.success:
+            raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+        for line in _failed_checks(result):
+            progress(line)
+
+    from .definitions import candidate_videos, input_instances
+
+    for task in task_list:
+        if task not in EDIT_TASKS:
+            progress(f"{elapsed()} {task}: skipped, VEFX-Bench's protocol judges edits (TV2V, TSV2V)")
+            continue
+        run([input_instances], task)
+        for model in sorted(m for t, m in partitions if t == task):
+            t0 = time.perf_counter()
+            run([candidate_videos, *VEFX_CANDIDATE_ASSETS, *VEFX_CHECKS],
+                dg.MultiPartitionKey({"task": task, "model": model}), judge=True)
+            progress(f"{elapsed()} {task} x {model}: VEFX scores ({time.perf_counter() - t0:.1f}s)")
+    run([vefx_leaderboard])
+    progress(f"{elapsed()} VEFX leaderboard")
+
+
+def vefx_board(instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> pl.DataFrame | None:
+    """The last materialized ``vefx_leaderboard`` (per task, model and dimension, 1-4), or None."""
+    return load_stored(instance or local_instance(settings), "vefx_leaderboard")
 
 
 def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame | None:

@@ -33,7 +33,8 @@ class HumanAlignmentConfig(dg.Config):
     n_boot: int = 1000
     """Bootstrap resamples (over inputs) for the 95% intervals."""
     human_scale: list[float] = []
-    """``[lo, hi]`` of the human rating scale; empty means each dimension's observed range."""
+    """``[lo, hi]`` of the human rating scale; empty means the scale the ratings declare, else each
+    dimension's nominal scale (``ratings.human_scales``), never the observed range."""
 
 
 def _concat(parts: dict[str, pl.DataFrame] | None, task: str) -> pl.DataFrame | None:
@@ -51,7 +52,7 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
     return EvaluatorScores(firm_evaluator_scores(firm_scores, dims), dict(FIRM_RANGES))
 
 
-@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="3", group_name="reports", kinds={"polars"},
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
