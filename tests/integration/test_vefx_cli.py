@@ -155,3 +155,31 @@ def test_align_reports_vefx_metrics_against_ratings_on_1_4(vefx_run, tmp_path, c
             assert r["srcc"] == pytest.approx(stats.spearmanr(pred, gold).statistic)
     text = capsys.readouterr().out
     assert "vefx_rq" in text and "no rating scale declared" not in text
+
+
+def test_the_human_alignment_asset_compares_vefx_scores_with_the_benchs_ratings(vefx_run, monkeypatch):
+    """Ratings in the bench's human/TV2V.csv on VEFX's dimensions, with VEFX's own scores: the asset's
+    rows are the evaluators vefx_* against them, the human overall the mean of the three."""
+    from argus_dagster.runner import local_instance
+    from argus_dagster.settings import load_settings
+    from assets import ALL_ASSETS, GRAPH_CHECKS
+    from assets.alignment import human_alignment
+    from resources import resources_for
+
+    monkeypatch.setenv("ARGUS_HOME", str(vefx_run["root"] / "home"))
+    settings = load_settings()
+    df = _scores().filter(pl.col("overall").is_not_null())
+    settings.human_dir.mkdir(parents=True, exist_ok=True)
+    rows = [{"input_id": r["input_id"], "model": r["model"], "dimension": d, "score": 5 - r[f"{s}_score"]}
+            for r in df.iter_rows(named=True) for d, s in ((vefx.IF, "if"), (vefx.RQ, "rq"), (vefx.EE, "ee"))]
+    pl.DataFrame(rows).write_csv(settings.human_dir / "TV2V.csv")
+    res = dg.materialize(ALL_ASSETS + GRAPH_CHECKS, selection=[human_alignment], instance=local_instance(settings),
+                         resources=resources_for(settings=settings), raise_on_error=False)
+    assert res.success
+    table = res.output_for_node("human_alignment")
+    got = {r["evaluator"]: r for r in table.iter_rows(named=True) if r["evaluator"].startswith("vefx_")}
+    assert set(got) == {"vefx_if", "vefx_rq", "vefx_ee", "vefx_overall"}
+    for name in ("vefx_if", "vefx_rq", "vefx_ee"):  # people rated every edit the reverse of the judge
+        assert got[name]["n_videos"] == df.height and got[name]["dimension"] == vefx.EVALUATORS[name]
+        assert got[name]["srcc"] == pytest.approx(-1.0)
+    assert got["vefx_overall"]["dimension"] == vefx.OVERALL and got["vefx_overall"]["srcc"] == pytest.approx(-1.0)
