@@ -170,3 +170,56 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
                 im.load()
     card = (path / "README.md").read_text()
     assert f"- videos: {len(PROMPTS) * len(MODELS)}; instances: {len(lines)}" in card
+
+
+def test_export_of_real_edits_shows_the_source_frames_and_the_edit_instruction(real_data, tmp_path, monkeypatch, capsys):
+    """TV2V on the VEFX-Bench edits in ../shared/data: `argus evaluate --protocol firm`, then `argus export
+    firm`; instruction following shows the source video's frames before the edit's, with the edit
+    instruction, and every image is a file PIL opens."""
+    import shutil
+
+    from PIL import Image
+
+    from tests.servers.openai_server import FakeVlmServer
+
+    datasets = pytest.importorskip("datasets")
+    src = real_data / "vefx_samples"
+    prompts = [p for p in json.loads((src / "prompts.json").read_text()) if (src / p["original"]).exists()]
+    bench, cands = tmp_path / "bench" / "TV2V", tmp_path / "cands" / "TV2V" / "editor"
+    (bench / "media").mkdir(parents=True)
+    cands.mkdir(parents=True)
+    edits = {}
+    for p in prompts:
+        iid = p["original"].removesuffix("_original.mp4")
+        shutil.copy(src / p["original"], bench / "media" / p["original"])
+        shutil.copy(src / p["edited"], cands / f"{iid}.mp4")
+        edits[iid] = p["instruction"]
+    (bench / "manifest.jsonl").write_text("".join(
+        json.dumps({"id": i, "prompt": t, "source_video": f"media/{i}_original.mp4"}) + "\n" for i, t in edits.items()))
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster_home"))
+    with FakeVlmServer() as srv:
+        monkeypatch.setenv("ARGUS_VLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("ARGUS_VLM_MODEL", "judge-a")
+        assert cli.main(["evaluate", "--bench", str(tmp_path / "bench"), "--candidates", str(tmp_path / "cands"),
+                         "--protocol", "firm"]) == 0
+    out = tmp_path / "export"
+    assert cli.main(["export", "firm", "--out", str(out)]) == 0
+    ds = datasets.load_dataset("json", data_files=str(out / "train.jsonl"), cache_dir=str(tmp_path / "hf"))["train"]
+    assert ds.num_rows == 3 * len(edits)
+    for r in ds:
+        assert r["task"] == "TV2V" and r["prompt"] == edits[r["input_id"]]
+        assert "Text prompt" not in r["instruction"] and f"{edits[r['input_id']]}" in r["instruction"]
+        if r["dimension"] == "instruction_following":
+            assert r["image_roles"] == ["source_video"] * 8 + ["output_video"] * 8
+            assert f"Edit instruction:\n{edits[r['input_id']]}" in r["instruction"]
+        else:
+            assert r["image_roles"] == ["output_video"] * 8
+        sizes = set()
+        for p in r["images"]:
+            with Image.open(out / p) as im:
+                im.load()
+                sizes.add(im.size)
+        assert all(max(s) <= 768 for s in sizes)
+    card = (out / "README.md").read_text()
+    assert f"- tasks: TV2V {len(edits)} videos" in card

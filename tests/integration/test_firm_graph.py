@@ -233,3 +233,17 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
         assert by_id["q0"]["if_rating"] is not None
         assert all(by_id["q1"][f"{d}_rating"] is None and "missing: no video" in by_id["q1"][f"{d}_reason"]
                    for d in ("if", "wc", "pq"))
+        # the export: instruction following shows the first frame before the video's frames, as judged
+        from PIL import Image
+
+        res = export_firm(tmp_path / "out", instance=instance)
+        assert res.n_videos == 1 and len(res.left_out) == 1 and res.left_out[0].startswith("TI2V/m/q1: left out")
+        recs = {r["dimension"]: r for r in map(json.loads, (tmp_path / "out" / "train.jsonl").read_text().splitlines())}
+        assert recs[fc.IF]["image_roles"] == ["first_frame"] + ["output_video"] * 8
+        assert "starting from the given first frame" in recs[fc.IF]["instruction"]
+        assert recs[fc.WC]["image_roles"] == ["output_video"] * 8
+        with Image.open(tmp_path / "out" / recs[fc.IF]["images"][0]) as im:
+            first = np.asarray(im.convert("RGB"), dtype=float)
+        assert first.shape == (64, 96, 3)  # the condition image itself (JPEG), not a frame of the video
+        png = _clip(5)[0][:, :, ::-1].astype(float)  # cv2.imwrite took the array as BGR: the file's RGB
+        assert np.abs(first - png).mean() < np.abs(first - png[:, :, ::-1]).mean()
