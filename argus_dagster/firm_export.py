@@ -41,7 +41,7 @@ from urllib.parse import parse_qs
 
 import numpy as np
 
-from .checklist import DIMENSIONS, IF, INSTRUCTIONS, PQ, SHORT, WC
+from .checklist import DIMENSIONS, IF, INSTRUCTIONS, SHORT, WC
 from .files import write_atomic
 from .names import file_name
 
@@ -88,10 +88,11 @@ def _weight_word(importance: int | None) -> str:
         "minor " if importance <= 2 else ""
 
 
-def if_reasoning(items: Sequence[dict]) -> str:
+def if_reasoning(items: Sequence[dict], asked_by: str = "the prompt") -> str:
     """IF reasoning from one video's verdict rows (``question``, ``verdict`` yes = met, ``verifiable``,
     ``evidence``, ``importance``): first what is met, then what is unmet or could not be seen, each
-    with the evidence the verifier gave. The seed's order (§3.3)."""
+    with the evidence the verifier gave. The seed's order (§3.3). ``asked_by``: what set the
+    requirements (the prompt; the edit instruction of an edit)."""
     met = [r for r in items if r.get("verdict") == "yes" and r.get("verifiable")]
     unmet = [r for r in items if r.get("verdict") != "yes" and r.get("verifiable")]
     unseen = [r for r in items if not r.get("verifiable")]
@@ -99,11 +100,11 @@ def if_reasoning(items: Sequence[dict]) -> str:
     if not n:
         return ""
     if len(met) == n:
-        out = [f"The video meets every requirement of the instruction ({_count(n)} in all)."]
+        out = [f"The video meets every requirement of {asked_by} ({_count(n)} in all)."]
     elif not met:
-        out = [f"The video meets none of the {_count(n)} requirements of the instruction."]
+        out = [f"The video meets none of the {_count(n)} requirements of {asked_by}."]
     else:
-        out = [f"The video meets {_count(len(met))} of the {_count(n)} requirements of the instruction."]
+        out = [f"The video meets {_count(len(met))} of the {_count(n)} requirements of {asked_by}."]
     for r in met:
         ev = _clause(r.get("evidence"))
         out.append(f"It satisfies {_quoted(r['question'])}" + (f": {ev}." if ev else "."))
@@ -165,7 +166,7 @@ def reasoning(dimension: str, score_row: dict, verdicts: Sequence[dict]) -> str:
     s = SHORT[dimension]
     own = [v for v in verdicts if v.get("dimension") == dimension]
     if dimension == IF and own:
-        return if_reasoning(own)
+        return if_reasoning(own, "the edit instruction" if score_row.get("task") in EDIT_TASKS else "the prompt")
     if dimension == WC and own:
         return wc_reasoning(score_row.get("wc_scene") or "", own)
     return strip_score_sentences(score_row.get(f"{s}_rationale") or "")
@@ -174,12 +175,6 @@ def reasoning(dimension: str, score_row: dict, verdicts: Sequence[dict]) -> str:
 # ----------------------------------------------------------------------------------------------------
 # Evaluation instructions worded for each task (Appendix 4's, which is T2V's)
 # ----------------------------------------------------------------------------------------------------
-
-ROLE_WORDS = {"first_frame": "the first frame the video must start from",
-              "subject_image": "a subject image whose subject the video must show",
-              "source_video": "a frame of the source video that is edited",
-              "output_video": "a frame of the video to evaluate"}
-
 
 def _layout(roles: Sequence[str]) -> str:
     """Which images are which, in order: e.g. 'Images 1-8 are frames of the source video...'."""

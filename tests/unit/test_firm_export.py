@@ -33,7 +33,7 @@ WC_ROWS = [
 
 def test_if_reasoning_is_prose_from_the_evidence_met_first_then_unmet():
     text = fx.if_reasoning(IF_ROWS)
-    assert text.startswith("The video meets one of the three requirements of the instruction.")
+    assert text.startswith("The video meets one of the three requirements of the prompt.")
     # met first, then unmet, then what cannot be seen (seed §3.3's order), each with its evidence
     met, unmet, unseen = (text.index("a red kite flies in frames 1-8"), text.index("over a field of grass"),
                           text.index("no dog is in view"))
@@ -46,7 +46,7 @@ def test_if_reasoning_is_prose_from_the_evidence_met_first_then_unmet():
 
 def test_if_reasoning_all_met_and_none_met():
     rows = [dict(IF_ROWS[0]), {**IF_ROWS[1], "verdict": "yes"}]
-    assert fx.if_reasoning(rows).startswith("The video meets every requirement of the instruction (two in all).")
+    assert fx.if_reasoning(rows).startswith("The video meets every requirement of the prompt (two in all).")
     none = [{**r, "verdict": "no", "verifiable": True} for r in IF_ROWS]
     assert fx.if_reasoning(none).startswith("The video meets none of the three requirements")
 
@@ -144,7 +144,8 @@ def test_the_folder_loads_with_datasets_and_pil_and_keeps_only_valid_videos(tmp_
     e1_if = by["TV2V/m/e1/if"]
     assert e1_if["image_roles"] == ["source_video"] * 2 + ["output_video"] * 3
     assert e1_if["prompt"] == "Remove the woman" and "Edit instruction:\nRemove the woman" in e1_if["instruction"]
-    assert e1_if["target"] == {"reasoning": fx.if_reasoning(IF_ROWS), "score": 3}
+    assert e1_if["target"] == {"reasoning": fx.if_reasoning(IF_ROWS, "the edit instruction"), "score": 3}
+    assert e1_if["target"]["reasoning"].startswith("The video meets one of the three requirements of the edit instruction.")
     assert by["TV2V/m/e1/wc"]["image_roles"] == ["output_video"] * 3  # WC and PQ judge the output alone
     assert by["TV2V/m/e1/wc"]["target"]["reasoning"].startswith("A quiet street. For the kite")
     assert by["TV2V/m/e1/pq"]["target"]["reasoning"] == "Sharp, stable frames; no compression artifacts."
