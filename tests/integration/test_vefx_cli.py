@@ -5,6 +5,7 @@ scores with ratings on VEFX's 1-4 scale."""
 
 import json
 import shutil
+from pathlib import Path
 
 import dagster as dg
 import numpy as np
@@ -38,6 +39,19 @@ def vefx_run(real_data, tmp_path_factory):
                 shutil.copy(src / name, cands / model / f"{iid}.mp4")
         rows.append({"id": iid, "prompt": p["instruction"], "source_video": f"media/{p['original']}"})
     (bench / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # TSV2V: one edit with a subject image (a still scikit-image ships) beside the source video
+    import skimage
+
+    tsv = root / "bench" / "TSV2V"
+    (tsv / "media").mkdir(parents=True)
+    shutil.copy(src / present[0]["original"], tsv / "media" / "source.mp4")
+    shutil.copy(Path(skimage.__file__).parent / "data" / "chelsea.png", tsv / "media" / "cat.png")
+    (tsv / "manifest.jsonl").write_text(json.dumps({
+        "id": "subject_swap", "prompt": "Replace the main subject with the cat of the subject image",
+        "source_video": "media/source.mp4", "subject_images": ["media/cat.png"]}) + "\n")
+    for model, name in zip(MODELS, (present[0]["edited"], present[0]["original"])):
+        (root / "candidates" / "TSV2V" / model).mkdir(parents=True)
+        shutil.copy(src / name, root / "candidates" / "TSV2V" / model / "subject_swap.mp4")
     mp = pytest.MonkeyPatch()
     mp.setenv("ARGUS_HOME", str(root / "home"))
     mp.setenv("DAGSTER_HOME", str(root / "home" / "dagster_home"))
@@ -71,7 +85,7 @@ def test_every_edit_gets_if_rq_ee_on_1_4_and_the_overall_is_their_mean(vefx_run,
     assert vefx_run["rc"] == 0
     # one request per edit and dimension, nothing of the other protocols
     assert set(vefx_run["kinds"]) == {"vefx"}
-    assert len(vefx_run["bodies"]) == len(vefx_run["present"]) * len(MODELS) * 3
+    assert len(vefx_run["bodies"]) == (len(vefx_run["present"]) + 1) * len(MODELS) * 3  # TV2V, and TSV2V's one
     df = _scores()
     scored = df.filter(pl.col("input_id").is_in(vefx_run["present"]))
     assert scored.height == len(vefx_run["present"]) * len(MODELS)
@@ -87,10 +101,23 @@ def test_every_edit_gets_if_rq_ee_on_1_4_and_the_overall_is_their_mean(vefx_run,
         assert bad["if_reason"].str.starts_with("input invalid:").all()
 
 
+def test_tsv2v_edits_are_judged_with_their_subject_image(vefx_run, monkeypatch):
+    from argus_dagster.runner import local_instance, stored_partitions
+    from tests.servers.openai_server import n_images, request_text
+
+    monkeypatch.setenv("ARGUS_HOME", str(vefx_run["root"] / "home"))
+    df = pl.concat(stored_partitions("vefx_scores", local_instance(), ["TSV2V"]).values())
+    assert df.height == len(MODELS) and df["overall"].null_count() == 0
+    assert all(df[f"{s}_score"].is_between(1, 4).all() for s in ("if", "rq", "ee"))
+    bodies = [b for b in vefx_run["bodies"] if "Replace the main subject with the cat" in request_text(b)]
+    assert len(bodies) == len(MODELS) * 3
+    assert all("[subject_image] 1 frame(s)" in request_text(b) and n_images(b) == 17 for b in bodies)
+
+
 def test_the_judge_sees_the_instruction_the_source_and_the_edit(vefx_run):
     from tests.servers.openai_server import n_images, request_text
 
-    body = vefx_run["bodies"][0]
+    body = next(b for b in vefx_run["bodies"] if "[subject_image]" not in request_text(b))  # a TV2V edit
     text = request_text(body)
     assert "You evaluate an instruction-guided video edit as VEFX-Bench defines it" in text
     assert "Edit Exclusivity (EE): whether the edit stays exclusive" in text
@@ -107,6 +134,8 @@ def test_a_second_run_is_answered_from_the_cache_and_the_leaderboard_is_per_dime
     from argus_dagster.runner import vefx_board
 
     lb = vefx_board()
+    assert set(lb["task"]) == {"TV2V", "TSV2V"}
+    lb = lb.filter(pl.col("task") == "TV2V")
     assert set(lb["dimension"]) == {vefx.IF, vefx.RQ, vefx.EE, vefx.OVERALL}
     assert set(lb["model"]) == set(MODELS) and (lb["n_videos"] == len(vefx_run["present"]) + len(vefx_run["missing"])).all()
     df = _scores()
@@ -131,7 +160,9 @@ def test_align_reports_vefx_metrics_against_ratings_on_1_4(vefx_run, tmp_path, c
     pl.DataFrame(rows).write_csv(human)
     scores_dir = next(p for p in (vefx_run["root"] / "home").rglob("vefx_scores") if p.is_dir())
     out = tmp_path / "align.csv"
-    assert cli.main(["align", "--human", str(human), "--scores", str(scores_dir), "--n-boot", "50",
+    assert cli.main(["align", "--human", str(human), "--scores", str(scores_dir), "--n-boot", "50"]) == 2
+    assert "holds tasks ['TSV2V', 'TV2V']; choose one (--task)" in capsys.readouterr().out
+    assert cli.main(["align", "--human", str(human), "--scores", str(scores_dir), "--task", "TV2V", "--n-boot", "50",
                      "--out", str(out)]) == 0
     table = pl.read_csv(out)
     got = {(r["evaluator"], r["dimension"]) for r in table.iter_rows(named=True)}
