@@ -94,6 +94,10 @@ def test_every_edit_gets_if_rq_ee_on_1_4_and_the_overall_is_their_mean(vefx_run,
         assert scored[f"{s}_evidence"].str.contains("source and edited frames").all()
     for r in scored.iter_rows(named=True):
         assert r["overall"] == pytest.approx((r["if_score"] + r["rq_score"] + r["ee_score"]) / 3, abs=1e-4)
+    from assets.vefx import vefx_scores_valid
+
+    assert vefx_scores_valid(df).passed  # the stored rows pass the asset's check
+    assert not vefx_scores_valid(df.with_columns(pl.col("overall") + 0.5)).passed
     # the input without its files: its row says why, and the others were scored all the same
     for iid in vefx_run["missing"]:
         bad = df.filter(pl.col("input_id") == iid)
