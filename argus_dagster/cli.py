@@ -109,11 +109,9 @@ def _selector(settings) -> str:
     return out + ("" if settings.profile == DEFAULT_PROFILE else f" --profile {quote(settings.profile)}")
 
 
-def _backbones(settings) -> str:
-    """Which judge and rubric generator this run uses (never the key, nor credentials in a URL)."""
-    from .definitions import resources_for
-
-    res = resources_for(settings=settings)
+def _backbones(res: dict) -> str:
+    """Which judge and rubric generator the evaluation's resources ``res`` use (never the key, nor
+    credentials in a URL)."""
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
 
     def name(v) -> str:
@@ -127,13 +125,15 @@ def _backbones(settings) -> str:
 
 
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
+    from .definitions import build_definitions
     from .leaderboard import format_leaderboard
     from .progress import TerminalLine
     from .runner import error_summary, local_instance, row_errors, run_all
     from .settings import SettingError, record_evaluation
 
-    try:
-        backbones = _backbones(settings)
+    try:  # the evaluation's definitions, built once for the message below and every run
+        defs = build_definitions(settings)
+        backbones = _backbones(defs.resources)
     except SettingError as exc:
         _print(f"argus: profile {settings.profile!r}: {exc}")
         return 2
@@ -145,7 +145,7 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
         instance = local_instance(settings)  # opened once for the runs and the summary (most of a second)
         lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings,
-                     instance=instance)
+                     instance=instance, defs=defs)
     firm = _print_firm(tasks, models, settings) if protocol in ("firm", "both") else None
     if protocol == "vefx":
         return _print_vefx(settings)

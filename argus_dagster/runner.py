@@ -288,7 +288,7 @@ def evaluation_storage(settings: Settings) -> Storage:
     return storage_for(settings=settings)[1].storage()
 
 
-def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
+def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions | None = None) -> _Evaluation:
     """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
     changed is recorded with its new data version (:mod:`assets.sources`)."""
     from .definitions import build_definitions, changed_observations, report, source_versions
@@ -297,7 +297,7 @@ def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
-    defs = build_definitions(settings)
+    defs = defs or build_definitions(settings)
     resources = defs.resources
     storage = resources["storage"].storage()
     discovery = discover(settings.candidates_dir, settings.bench_dir, storage)
@@ -385,7 +385,7 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
             force: bool = False, protocol: str = "videoargus",
-            settings: Settings | None = None) -> pl.DataFrame | None:
+            settings: Settings | None = None, defs: dg.Definitions | None = None) -> pl.DataFrame | None:
     """Bring one evaluation (``settings``, default this process's) up to date for the selected tasks
     and models, as a client of its Dagster instance; returns the leaderboard (None with
     ``protocol="firm"``, which makes none).
@@ -406,11 +406,11 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and
     the content cache answers what they computed before) or ``vefx`` (VEFX-Bench's ``vefx_scores``
     of the TV2V and TSV2V partitions and ``vefx_leaderboard`` only; the content cache answers what they
-    computed before).
+    computed before). ``defs``: the evaluation's definitions when the caller built them already.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    ev = _prepare(tasks, models, progress, instance, settings)
+    ev = _prepare(tasks, models, progress, instance, settings, defs)
     settings, instance, defs, resources = ev.settings, ev.instance, ev.defs, ev.defs.resources
     task_list, partitions, n_videos = ev.tasks, ev.partitions, ev.n_videos
     PROGRESS.reset(sum(n_videos.values()))
@@ -563,10 +563,16 @@ def _row_errors(instance: dg.DagsterInstance, tasks: list[str],
     """``(where, id, error)`` of every row with an error in the evaluated partitions, as stored."""
     out: list[tuple[str, str, str]] = []
 
+    from .definitions import latest_record, stored_table
+
     def stored(asset: str, key) -> pl.DataFrame | None:
-        if not instance.get_materialized_partitions(dg.AssetKey(asset)) & {str(key)}:
+        record = latest_record(instance, asset, str(key))
+        if record is None:
             return None
-        return load_stored(instance, asset, str(key), storage=storage)
+        n_errors = record.asset_materialization.metadata.get("n_errors")
+        if n_errors is not None and n_errors.value == 0:  # counted when it was stored: nothing to read
+            return None
+        return stored_table(record, storage)
 
     for task in tasks:
         seen = set()
