@@ -45,8 +45,9 @@ def test_default_and_vlm_only_profiles_compared(tmp_path, monkeypatch, capsys):
     assert "T2V: default vs vlm-only (2 models, 6 videos scored by both)" in out and "kendall tau" in out
 
     settings = evaluations["vlm-only"]
+    resources = resources_for(settings=settings)
     res = dg.materialize([backbone_robustness], instance=local_instance(settings),
-                         resources={"bench": resources_for(settings=settings)["bench"]})
+                         resources={"bench": resources["bench"], "storage": resources["storage"]})
     ranks = res.output_for_node("backbone_robustness")
     assert ranks.height == 1 and ranks["n_videos"][0] == 6
     row = ranks.row(0, named=True)
