@@ -182,9 +182,18 @@ def _print_firm(tasks, models, settings):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``argus export firm``: reward-model training instances from the stored firm_scores rows."""
+    """``argus export leaderboard|videos|criteria``: a stored score table as CSV, JSON or parquet;
+    ``argus export firm``: reward-model training instances from the stored firm_scores rows."""
+    if args.what != "firm":
+        return _export_table(args)
     from .runner import export_firm
 
+    if not args.out:
+        _print("argus export firm: give the JSON lines file to write with --out")
+        return 2
+    if args.format not in (None, "json"):
+        _print(f"argus export firm: --format {args.format}: firm writes JSON lines only")
+        return 2
     try:
         n, left_out = export_firm(args.out, args.task, settings=_chosen(args))
     except (OSError, ValueError) as exc:
@@ -196,6 +205,39 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print(f"... and {len(left_out) - 20} more left out")
     _print(f"wrote {n} instances (one per video and dimension) to {args.out}")
     return 0 if n else 1
+
+
+def _export_table(args: argparse.Namespace) -> int:
+    """One stored table of one evaluation, whole (``--task``: those tasks' rows), to ``--out`` (default
+    ``<bench>-<profile>-<what>.<format>`` here; ``-`` for standard output, CSV and JSON only)."""
+    from .export import default_out, encode, write_table
+    from .files import WriteError
+    from .runner import stored_export_table
+
+    settings = _read_only_evaluation(args)
+    if settings is None:
+        return 1
+    fmt = args.format or "csv"
+    table = stored_export_table(args.what, args.task, settings=settings)
+    if table is None or not table.height:
+        tasks = f" of {', '.join(args.task)}" if args.task else ""
+        _print(f"argus export {args.what}: nothing stored{tasks} for {settings.evaluation}: run `argus evaluate` first")
+        return 1
+    if args.out == "-":
+        if fmt == "parquet":
+            _print("argus export: parquet is not written to standard output: give --out FILE")
+            return 2
+        sys.stdout.write(encode(table, fmt).decode("utf-8"))
+        sys.stdout.flush()
+        return 0
+    out = Path(args.out) if args.out else default_out(args.what, fmt, settings.evaluation)
+    try:
+        write_table(table, fmt, out)
+    except WriteError as exc:
+        _print(f"argus export {args.what}: {exc}")
+        return 2
+    _print(f"wrote {table.height} rows of {settings.evaluation}'s {args.what} to {out} ({fmt}; columns: docs/exports.md)")
+    return 0
 
 
 def cmd_best_of_n(args: argparse.Namespace) -> int:
@@ -478,9 +520,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="videoargus (rubrics, evidence, judge; the default), firm (FIRM-Video's checklists: "
                         "instruction following, world coherence, perceptual quality) or both")
     e.set_defaults(func=cmd_evaluate)
-    ex = sub.add_parser("export", help="export stored results (firm: FIRM-Video reward-model training JSON lines)")
-    ex.add_argument("what", choices=("firm",), help="firm: one instance per video and dimension, for SFT")
-    ex.add_argument("--out", required=True, help="the JSON lines file to write")
+    ex = sub.add_parser("export", help="write stored results to a file: a score table as CSV, JSON or parquet, "
+                        "or FIRM-Video reward-model training JSON lines")
+    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "firm"),
+                    help="leaderboard (per task and model), videos (per video), criteria (per video and "
+                         "criterion), or firm (one training instance per video and dimension, JSON lines)")
+    ex.add_argument("--format", choices=("csv", "json", "parquet"),
+                    help="csv (default; lists joined by '; '), json (one object per row) or parquet (as stored)")
+    ex.add_argument("--out", help="the file to write (default <bench>-<profile>-<what>.<format> here; '-': "
+                    "standard output; required for firm)")
     ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
     _evaluation_options(ex)
     ex.set_defaults(func=cmd_export)

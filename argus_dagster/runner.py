@@ -748,3 +748,18 @@ def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | 
         *[pl.col(f"{d}_rating").mean().round(2).alias(f"mean_{d}") for d in ("if", "wc", "pq")],
         *[pl.col(f"{d}_rating").is_null().sum().alias(f"{d}_unscored") for d in ("if", "wc", "pq")])
         .sort("task", "model"))
+
+
+def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                        settings: Settings | None = None) -> pl.DataFrame | None:
+    """The stored table ``argus export <what>`` writes (``leaderboard``, ``videos``, ``criteria``; see
+    :mod:`argus_dagster.export`), of ``tasks`` only when given; None when nothing is stored."""
+    from .export import TABLES, combine
+
+    if what not in TABLES:
+        raise ValueError(f"{what!r}: expected one of {', '.join(TABLES)}")
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    if TABLES[what] == "leaderboard":
+        return combine([current_leaderboard(instance, settings)], tasks)
+    return combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)
