@@ -79,7 +79,8 @@ bench: setup
 
 # One evaluation at a time: the last evaluated, or BENCH=<name> PROFILE=<profile> (see argus evaluations).
 ui: setup
-	eval "$$($(BIN)/argus evaluations --env $(if $(BENCH),--bench $(BENCH)) $(if $(PROFILE),--profile $(PROFILE)))"; \
+	@# BENCH and PROFILE reach the shell as variables (make exports what the command line sets): quoted there.
+	eval "$$($(BIN)/argus evaluations --env $${BENCH:+--bench "$$BENCH"} $${PROFILE:+--profile "$$PROFILE"})"; \
 	mkdir -p $$DAGSTER_HOME; echo "evaluation $$ARGUS_BENCH/$$ARGUS_PROFILE: $$DAGSTER_HOME"; \
 	$(BIN)/python -c "import sys; from argus_dagster.runner import ensure_instance_yaml; ensure_instance_yaml(sys.argv[1])" $$DAGSTER_HOME; \
 	$(BIN)/argus open --before-results & reports=$$!; trap 'kill $$reports 2>/dev/null' EXIT INT TERM; \

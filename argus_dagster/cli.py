@@ -110,11 +110,16 @@ def _selector(settings) -> str:
 
 
 def _backbones(settings) -> str:
-    """Which judge and rubric generator this run uses (never the key, nor credentials in a URL)."""
+    """Which judge and rubric generator this run uses (never the key, nor credentials in a URL). A
+    profile that needs a VLM where none is configured is a :class:`SettingError`, before any run."""
     from .definitions import resources_for
+    from .settings import SettingError
 
     res = resources_for(settings=settings)
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
+    if res["tools"].vlm_only and not vlm.configured:  # every criterion asks the VLM: nothing could be scored
+        raise SettingError("the VLM-only ablation asks a VLM every criterion, and none is configured; set "
+                           "ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL (or ARGUS_VLM_PATH), see docs/vlm.md")
 
     def name(v) -> str:
         where = f" at {v.shown_urls()}" if v.backend == "openai" else (f" from {v.model_path}" if v.model_path else "")
@@ -164,8 +169,7 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     from shlex import quote
 
     _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui"
-           + (f" ARGUS_BENCH={quote(settings.bench)} ARGUS_PROFILE={quote(settings.profile)}"
-              if _selector(settings) else ""))
+           + (f" BENCH={quote(settings.bench)} PROFILE={quote(settings.profile)}" if _selector(settings) else ""))
     return 0
 
 
@@ -368,7 +372,8 @@ def cmd_evaluations(args: argparse.Namespace) -> int:
         return 1
     _print(f"{'bench':<20} {'profile':<24} {'last evaluated':<20} {'bench hash':<17} bench folder")
     for r in records:
-        when = datetime.fromtimestamp(float(r.get("last_evaluated") or 0)).strftime("%Y-%m-%d %H:%M:%S")
+        stamp = float(r.get("last_evaluated") or 0)  # 0: recorded, never scored a video
+        when = datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S") if stamp > 0 else "never"
         _print(f"{r['bench']:<20} {r['profile']:<24} {when:<20} {r.get('bench_hash', ''):<17} {r['bench_dir']}")
     return 0
 
