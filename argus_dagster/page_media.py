@@ -2,18 +2,25 @@
 
 A page's ``<video>`` needs a URL the browser may load from where the page is: a page served by
 `argus open` cannot load a ``file://`` video, and the candidates lie outside the folder it serves. So
-each video a page shows is put once under ``reports/<TASK>/_media/`` (named by its content hash,
-shared by every page and sample that shows it): the file itself where browsers decode its codec
-(H.264, VP8, VP9, AV1), hard-linked when it is on the same disk; else a VP8 WebM copy of it, at most
-:data:`MAX_SIDE` pixels on its longer side (OpenCV writes mp4v by default, which browsers do not
-play). The page refers to it relatively (``../_media/<hash>.<ext>``), which works from ``file://``
-and from the server alike; reports on S3 refer to it by a presigned URL (:meth:`Storage.link`).
+each video a page shows is put once under ``reports/<TASK>/_media/``, named by its content hash and
+shared by every page and sample that shows it, hard-linked where the disk allows (else copied), and
+the page refers to it relatively (``../_media/<hash>.<ext>``), which works from ``file://`` and from
+the server alike.
+
+Browsers decode H.264, VP8, VP9 and AV1, not the mp4v that OpenCV writes by default (the demo's
+clips): such a video is kept as ``<hash>.orig.<ext>`` and the page asks for ``<hash>.webm``, a VP8
+copy (:func:`webm_copy`, longer side at most :data:`MAX_SIDE`) that the reports server makes the
+first time it is asked (:func:`serve_webm`), so runs never spend the encoding on pages nobody opens.
+Reports on S3 refer to their videos by presigned URLs (:meth:`Storage.link`); there an mp4v video
+is encoded when the page is written.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+import threading
 from pathlib import Path
 
 import cv2
@@ -66,13 +73,15 @@ def webm_copy(src: str | Path, dst: str | Path, max_side: int = MAX_SIDE) -> Non
 def _put_local(src: str, dst: Path) -> None:
     """``src``'s bytes at ``dst``: a hard link where the disk allows, else a copy (written whole)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.part")
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident():x}.part")
     try:
         os.link(src, tmp)
     except OSError:
         LOCAL.write_bytes(dst, Path(src).read_bytes())
         return
     os.replace(tmp, dst)
+    if tmp.exists():  # dst was already a link to the same file (another thread's): rename did nothing
+        tmp.unlink()
 
 
 def page_video(uri: str | None, sha256: str | None, reports_dir: str | Path, task: str,
@@ -88,19 +97,24 @@ def page_video(uri: str | None, sha256: str | None, reports_dir: str | Path, tas
     for ext in ("mp4", "webm", "mov", "mkv"):
         if store.exists(join(media_dir, f"{stem}.{ext}")):
             return _src(store, join(media_dir, f"{stem}.{ext}"), reports_dir, f"{stem}.{ext}")
+        if not is_remote(reports_dir) and store.exists(join(media_dir, f"{stem}.orig.{ext}")):
+            return f"../_media/{stem}.webm"
     try:
         local = store.fetch(uri)
         tag = codec(local)
         if not tag:
             return None
+        ext = Path(str(uri)).suffix.lower().lstrip(".") or "mp4"
+        ext = ext if ext in ("mp4", "webm", "mov", "mkv") else "mp4"
         if tag in PLAYABLE:
-            ext = Path(str(uri)).suffix.lower().lstrip(".") or "mp4"
-            ext = ext if ext in ("mp4", "webm", "mov", "mkv") else "mp4"
             name = f"{stem}.{ext}"
             if is_remote(reports_dir):
                 store.write_bytes(join(media_dir, name), Path(local).read_bytes())
             else:
                 _put_local(local, Path(join(media_dir, name)))
+        elif not is_remote(reports_dir):  # encoded by the reports server when a page first asks for it
+            _put_local(local, Path(join(media_dir, f"{stem}.orig.{ext}")))
+            return f"../_media/{stem}.webm"
         else:
             name = f"{stem}.webm"
             with tempfile.TemporaryDirectory() as tmp:
@@ -115,3 +129,33 @@ def page_video(uri: str | None, sha256: str | None, reports_dir: str | Path, tas
 def _src(store: Storage, path: str, reports_dir: str | Path, name: str) -> str:
     """Relative to a page two folders below the reports (``<TASK>/<model>/``); presigned on S3."""
     return store.link(path, reports_dir) if is_remote(reports_dir) else f"../_media/{name}"
+
+
+WEBM_ASKED = re.compile(r"(?:.*/)?_media/([0-9a-f]{24})\.webm")
+_encoding = threading.Lock()
+
+
+def serve_webm(path: Path) -> bool:
+    """Make ``path`` (``.../_media/<hash>.webm``, asked of the reports server) from the video kept
+    beside it as ``<hash>.orig.<ext>``, when it is not there yet; whether it is there now."""
+    if path.is_file():
+        return True
+    match = WEBM_ASKED.fullmatch(path.as_posix())
+    if not match:
+        return False
+    originals = sorted(path.parent.glob(f"{match.group(1)}.orig.*"))
+    if not originals:
+        return False
+    with _encoding:  # one encoding at a time: a page asks for several videos at once
+        if path.is_file():
+            return True
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident():x}.part.webm")
+        try:
+            webm_copy(originals[0], tmp)
+            os.replace(tmp, path)
+        except (OSError, ValueError):
+            return False
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    return True

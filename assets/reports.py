@@ -16,6 +16,7 @@ one line on its row.
 import base64
 import hashlib
 import json
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -98,6 +99,12 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
     return out
 
 
+# Rebuilding an input's comparison page (list the cards, write the page) is one step at a time in a
+# process: two partitions of a range each writing the page from its own listing could leave the one
+# that missed the other's card last.
+_COMPARISON_PAGES = threading.Lock()
+
+
 def _source_src(uri: str | None, reports_dir, task: str, store: Storage) -> str | None:
     """The playable URL of an edit's source video (None without one, or when it cannot be read)."""
     if not uri:
@@ -177,7 +184,8 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                     "frame_times": output.captions[::2], "video": video_src}
             store.write_bytes(join(task_dir, "_cards", safe_name(iid), f"{sample_file_name(model, sample)}.json"),
                               json.dumps(card))
-            write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions, source_src)
+            with _COMPARISON_PAGES:  # a range's partitions run in threads: each page lists the cards after its own
+                write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions, source_src)
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": join(out_dir, name),
                          "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row

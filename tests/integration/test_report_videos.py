@@ -75,13 +75,35 @@ def _frames(path: Path) -> int:
     return n
 
 
+def _fetch_all(reports: Path, page_rel: str, srcs: list[str]) -> list[Path]:
+    """Each ``src`` of the page fetched through the reports server (`argus open`): 200, a video type,
+    the bytes of the file the relative link names; those files."""
+    server = serve_in_thread(evaluations_root(reports), 0, REPORTS_ONLY)
+    files = []
+    try:
+        url = url_of(server, served_prefix(reports) + page_rel)
+        for src in srcs:
+            with urllib.request.urlopen(urljoin(url, src), timeout=30) as resp:
+                assert resp.status == 200 and resp.headers["Content-Type"] in ("video/webm", "video/mp4")
+                body = resp.read()
+            f = ((reports / page_rel).parent / src).resolve()
+            assert body == f.read_bytes()
+            files.append(f)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return files
+
+
 def test_the_report_plays_the_candidate_and_the_source(edited):
     page = edited / "TV2V" / "ed-b" / "e0.html"
     parsed = _parse(page)
     assert len(parsed.videos) == 2  # the candidate, then the edit's source
-    files = [(page.parent / src).resolve() for src in parsed.videos]
-    assert all(f.is_file() and f.parent == (edited / "TV2V" / "_media").resolve() for f in files)
-    assert all(codec(f) in PLAYABLE for f in files)  # the mp4v clips were given a WebM copy browsers decode
+    media = (edited / "TV2V" / "_media").resolve()
+    # the clips are mp4v, which browsers do not decode: kept as they are, their WebM made when first asked
+    assert sorted(p.name.split(".", 1)[1] for p in media.iterdir()) == ["orig.mp4"] * 3
+    files = _fetch_all(edited, "TV2V/ed-b/e0.html", parsed.videos)
+    assert all(f.parent == media and codec(f) in PLAYABLE for f in files)
     assert [_frames(f) for f in files] == [24, 24]  # ed-b's 24 frames; the source's 24
     # every still of the output and of the source says its time
     times = [c for c in parsed.captions if re.fullmatch(r"\d+\.\ds", c)]
@@ -96,17 +118,19 @@ def test_the_comparison_page_plays_every_model(edited):
     parsed = _parse(page)
     srcs = parsed.videos
     assert len(srcs) == 3 and len(set(srcs)) == 3  # the source, ed-a, ed-b
-    assert sorted(_frames((page.parent / s).resolve()) for s in srcs) == [18, 24, 24]
+    files = _fetch_all(edited, "TV2V/compare/e0.html", srcs)
+    assert sorted(_frames(f) for f in files) == [18, 24, 24]
     assert len([c for c in parsed.captions if re.fullmatch(r"\d+\.\ds", c)]) >= 4  # thumbnails keep their times
-    # through the reports server (argus open): the page's relative src answers with the video
-    root = evaluations_root(edited)
-    server = serve_in_thread(root, 0, REPORTS_ONLY)
-    try:
-        url = url_of(server, served_prefix(edited) + "TV2V/compare/e0.html")
-        for src in srcs:
-            with urllib.request.urlopen(urljoin(url, src), timeout=10) as resp:
-                assert resp.status == 200 and resp.headers["Content-Type"] in ("video/webm", "video/mp4")
-                assert resp.read() == (page.parent / src).resolve().read_bytes()
-    finally:
-        server.shutdown()
-        server.server_close()
+
+
+def test_a_playable_video_is_linked_as_it_is(tmp_path):
+    """An H.264/VP8 candidate needs no copy in another codec: the page plays the file itself."""
+    from argus_dagster.page_media import page_video, webm_copy
+
+    write_video(tmp_path / "a.mp4", pattern_clip(1), 12)
+    webm_copy(tmp_path / "a.mp4", tmp_path / "a.webm")
+    src = page_video(str(tmp_path / "a.webm"), "ab" * 32, tmp_path / "reports", "T2V")
+    assert src == "../_media/" + "ab" * 12 + ".webm"
+    linked = tmp_path / "reports" / "T2V" / "_media" / ("ab" * 12 + ".webm")
+    assert linked.read_bytes() == (tmp_path / "a.webm").read_bytes() and linked.stat().st_nlink == 2
+    assert page_video(str(tmp_path / "missing.mp4"), "cd" * 32, tmp_path / "reports", "T2V") is None
