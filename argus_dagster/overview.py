@@ -27,7 +27,7 @@ from .alignment_plots import slug
 from .storage import LOCAL, Storage, join
 from .tables import stored_table
 from .names import file_name
-from .leaderboard import coverage_text
+from .leaderboard import coverage_text, pairwise_win_rates
 from .report import STYLE, esc
 from .settings import evaluations_root
 from .rubric.taxonomy import DIMENSIONS
@@ -40,7 +40,7 @@ ALIGNMENT_SHOWN = ("task", "dimension", "evaluator", "n_videos", "srcc", "krcc",
                    "within_input_srcc", "mae")
 OVERVIEW_STYLE = """
 nav a{margin-right:12px} h2{font-size:18px} h3{font-size:14px;margin:16px 0 6px}
-table.leaderboard,table.heat,table.inputs,table.alignment{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
+table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
 table.sortable th{cursor:pointer;user-select:none} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
@@ -224,6 +224,29 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
     return f'<table class="heat sortable">{head}<tbody>{"".join(rows)}</tbody></table>{judged_by}'
 
 
+def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> str:
+    """Models x models: how often the row's video scores above the column's on the inputs both have
+    (a tie counts half), with its 95% interval and the number of shared inputs."""
+    rates = pairwise_win_rates(videos, task, models) if videos is not None else {}
+    if not rates:
+        return '<p class="muted">no two models share a scored input of this task</p>'
+    head = "<tr><th>beats →</th>" + "".join(f"<th>{esc(m)}</th>" for m in models) + "</tr>"
+    rows = []
+    for a in models:
+        tds = []
+        for b in models:
+            r = rates.get((a, b))
+            if r is None:
+                tds.append('<td class="score muted">–</td>')
+                continue
+            title = (f"{a} scores above {b} on {r['rate']:.0%} of {r['n']} shared inputs "
+                     f"(95% interval {r['low']:.0%}-{r['high']:.0%})")
+            tds.append(f'<td class="score" style="background:{_heat_colour(10 * r["rate"])}" title="{esc(title)}">'
+                       f'{r["rate"]:.0%}<br><span class="muted">[{r["low"]:.0%}, {r["high"]:.0%}] n={r["n"]}</span></td>')
+        rows.append(f'<tr data-model="{esc(a)}"><th>{esc(a)}</th>{"".join(tds)}</tr>')
+    return f'<table class="winrate">{head}{"".join(rows)}</table>'
+
+
 def _inputs_grid(present: set[str], task: str, models: list[str], videos: pl.DataFrame | None) -> str:
     """Inputs x models: each input links to its comparison page, each cell to that video's report."""
     if videos is None or videos.height == 0:
@@ -288,6 +311,8 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
             f'<section id="{esc(task)}" data-task="{esc(task)}"><h2>{esc(task)}</h2>'
             f"{_leaderboard_table(present, task, g)}{plot}"
             f"<h3>Mean criterion score per dimension (0-10)</h3>{_heat_map(task, models, criterion_scores)}"
+            "<h3>Pairwise: how often the row's model scores above the column's, on the inputs both have</h3>"
+            f"{_win_matrix(task, models, video_scores)}"
             f"<h3>Inputs (comparison page) × models (report)</h3>{_inputs_grid(present, task, models, video_scores)}"
             "</section>")
     if not sections:

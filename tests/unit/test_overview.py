@@ -230,3 +230,23 @@ def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, mon
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_pairwise_win_rates_over_shared_inputs(tmp_path):
+    from argus_dagster.leaderboard import pairwise_win_rates
+
+    # A above B on i1, i2, i3; a tie on i4; below on i5; i6 only A has (not shared); a B sample pair on i2
+    rows = [("A", "i1", 9.0), ("A", "i2", 8.0), ("A", "i3", 7.0), ("A", "i4", 5.0), ("A", "i5", 2.0), ("A", "i6", 9.0),
+            ("B", "i1", 1.0), ("B", "i2", 9.0), ("B", "i2", 5.0), ("B", "i3", 6.0), ("B", "i4", 5.0), ("B", "i5", 3.0)]
+    videos = pl.DataFrame({"task": ["T2V"] * len(rows), "model": [r[0] for r in rows],
+                           "input_id": [r[1] for r in rows], "final_score": [r[2] for r in rows]})
+    rates = pairwise_win_rates(videos, "T2V", ["A", "B"])
+    # hand count: i1 win, i2 8 vs mean(9, 5)=7 win, i3 win, i4 tie (0.5), i5 loss: 3.5 of 5
+    assert rates[("A", "B")]["rate"] == pytest.approx(0.7) and rates[("A", "B")]["n"] == 5
+    assert rates[("B", "A")]["rate"] == pytest.approx(0.3)
+    assert 0.0 <= rates[("A", "B")]["low"] < 0.7 < rates[("A", "B")]["high"] <= 1.0
+    lb = pl.DataFrame({"task": ["T2V", "T2V"], "model": ["A", "B"], "mean_final": [6.0, 4.8], "ci_low": [4.0, 3.0],
+                       "ci_high": [8.0, 6.0], "n_videos": [6, 6], "n_errors": [0, 0]})
+    page = render_overview(tmp_path / "reports", lb, video_scores=videos)
+    assert 'class="winrate"' in page and ">70%<br>" in page and ">30%<br>" in page and "n=5" in page
+    assert "A scores above B on 70% of 5 shared inputs" in page
