@@ -330,9 +330,6 @@ def leaderboard_png(task: str, rows: list[dict], width: int = 640) -> bytes:
             for x in (xl, xh):
                 cv2.line(img, (x, yc - 5), (x, yc + 5), (30, 30, 30), 1, cv2.LINE_AA)
         cv2.putText(img, f"{mean:.2f}", (int(left + 10 * scale) + 6, y + 17), font, 0.42, (20, 20, 20), 1, cv2.LINE_AA)
-        if r.get("n_criteria"):
-            cov = f"{r.get('n_scored') or 0:.0f}/{r['n_criteria']:.0f} crit."
-            cv2.putText(img, cov, (left + 4, y + 17), font, 0.38, (255, 255, 255), 1, cv2.LINE_AA)
     ok, buf = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     if not ok:
         raise ValueError("PNG encoding failed")
