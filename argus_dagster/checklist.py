@@ -37,10 +37,10 @@ Rationales (:func:`if_rationale`, :func:`wc_rationale`) are written from the ver
 the score is fixed: a template verbalizes them, so no rationale can move a score. With
 ``word_rationales=True`` the model rewords the decisions (the seed's LLM step,
 :meth:`FirmEvaluator.reword`): it never sees the score, a wording that states one is refused, and the
-score and rating stay as computed. :func:`export_records` writes the
-reward-model training instances of §3.3: one per video and dimension, with the prompt, frame
-references, the evaluation instruction of Appendix 4 and the target ``{"reasoning", "score"}``, plus
-the same instance as ``messages``/``images`` for SFT frameworks.
+score and rating stay as computed. :func:`export_records` makes §3.3's instances of one video
+as it is scored (frame references; the asset counts the videos it leaves out); the training data a
+trainer loads (frames as image files, the condition media, prose reasoning) is written from the
+stored tables by :mod:`~argus_dagster.firm_export`.
 
 Every VLM call goes through :func:`~argus_dagster.vlm.chat_json` with a strict parser (a malformed
 answer is shown back and asked again, at most ``parse_retries`` times) and every prompt carries a
@@ -1170,6 +1170,8 @@ def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
         row[f"{s}_reason"] = (r.reason if r else "not evaluated") if not (r and r.scored) else ""
         if d != PQ:  # answers the verifier could not give from the frames; null where none was asked
             row[f"{s}_unverifiable"] = sum(1 for v in r.verdicts if not v.verifiable) if r and r.verdicts else None
+    wc = results.get(WC)
+    row["wc_scene"] = (wc.detail.get("scene_summary") or "") if wc else ""  # the grounding's summary (export prose)
     return row
 
 

@@ -109,13 +109,12 @@ def _selector(settings) -> str:
     return out + ("" if settings.profile == DEFAULT_PROFILE else f" --profile {quote(settings.profile)}")
 
 
-def _backbones(settings) -> str:
-    """Which judge and rubric generator this run uses (never the key, nor credentials in a URL). A
-    profile that needs a VLM where none is configured is a :class:`SettingError`, before any run."""
-    from .definitions import resources_for
+def _backbones(res: dict) -> str:
+    """Which judge and rubric generator the evaluation's resources ``res`` use (never the key, nor
+    credentials in a URL). A profile that needs a VLM where none is configured is a
+    :class:`SettingError`, before any run."""
     from .settings import SettingError
 
-    res = resources_for(settings=settings)
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
     if res["tools"].vlm_only and not vlm.configured:  # every criterion asks the VLM: nothing could be scored
         raise SettingError("the VLM-only ablation asks a VLM every criterion, and none is configured; set "
@@ -132,13 +131,15 @@ def _backbones(settings) -> str:
 
 
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
+    from .definitions import build_definitions
     from .leaderboard import format_leaderboard
     from .progress import TerminalLine
     from .runner import error_summary, local_instance, row_errors, run_all
     from .settings import SettingError, record_evaluation
 
-    try:
-        backbones = _backbones(settings)
+    try:  # the evaluation's definitions, built once for the message below and every run
+        defs = build_definitions(settings)
+        backbones = _backbones(defs.resources)
     except SettingError as exc:
         _print(f"argus: profile {settings.profile!r}: {exc}")
         return 2
@@ -150,8 +151,10 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
         instance = local_instance(settings)  # opened once for the runs and the summary (most of a second)
         lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings,
-                     instance=instance)
-    firm = _print_firm(tasks, models, settings) if protocol != "videoargus" else None
+                     instance=instance, defs=defs)
+    firm = _print_firm(tasks, models, settings) if protocol in ("firm", "both") else None
+    if protocol == "vefx":
+        return _print_vefx(settings)
     if lb is None:  # FIRM-Video only
         if firm is not None and firm.height:
             record_evaluation(settings)
@@ -185,30 +188,59 @@ def _print_firm(tasks, models, settings):
     return table
 
 
+def _print_vefx(settings) -> int:
+    """VEFX-Bench's leaderboard per task and dimension (IF, RQ, EE, overall; 1-4)."""
+    from .runner import vefx_board
+    from .settings import record_evaluation
+    from .vefx import format_leaderboard
+
+    lb = vefx_board(settings=settings)
+    _print("\nVEFX-Bench (mean scores 1-4 per dimension; unscored videos have the reason on their "
+           "vefx_scores row)\n")
+    _print(format_leaderboard(lb) if lb is not None else "no vefx_leaderboard stored")
+    from .runner import stored_partitions
+
+    unscored = [(key, r) for key, df in stored_partitions("vefx_scores", settings=settings).items()
+                for r in df.filter(df["overall"].is_null()).iter_rows(named=True)]
+    if unscored:
+        _print(f"\n{len(unscored)} video(s) without an overall score (the others are scored):")
+        for key, r in unscored[:10]:
+            why = r["if_reason"] or r["rq_reason"] or r["ee_reason"] or r["overall_reason"]
+            _print(f"  {r['task']} x {r['model']} {r['input_id']!r}: {why[:160]}")
+        if len(unscored) > 10:
+            _print(f"  ... and {len(unscored) - 10} more")
+    if lb is None or not lb["n_scored"].sum():
+        return 1
+    record_evaluation(settings)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """``argus export leaderboard|videos|criteria``: a stored score table as CSV, JSON or parquet;
-    ``argus export firm``: reward-model training instances from the stored firm_scores rows."""
+    ``argus export firm --out DIR``: FIRM-Video training data (JSON lines, frames as images, a card)."""
     if args.what != "firm":
         return _export_table(args)
+    from .files import WriteError
     from .runner import export_firm
 
     if not args.out:
-        _print("argus export firm: give the JSON lines file to write with --out")
+        _print("argus export firm: give the folder to write with --out")
         return 2
     if args.format not in (None, "json"):
         _print(f"argus export firm: --format {args.format}: firm writes JSON lines only")
         return 2
     try:
-        n, left_out = export_firm(args.out, args.task, settings=_chosen(args))
-    except (OSError, ValueError) as exc:
+        result = export_firm(args.out, args.task, settings=_chosen(args))
+    except (OSError, ValueError, WriteError) as exc:
         _print(f"argus export firm: {exc}")
         return 1
-    for why in left_out[:20]:
+    for why in result.left_out[:20]:
         _print(f"left out: {why}")
-    if len(left_out) > 20:
-        _print(f"... and {len(left_out) - 20} more left out")
-    _print(f"wrote {n} instances (one per video and dimension) to {args.out}")
-    return 0 if n else 1
+    if len(result.left_out) > 20:
+        _print(f"... and {len(result.left_out) - 20} more left out")
+    _print(f"wrote {result.n_instances} instances (one per video and dimension) of {result.n_videos} videos to "
+           f"{args.out}/train.jsonl, their frames under {args.out}/images and a dataset card, {args.out}/README.md")
+    return 0 if result.n_instances else 1
 
 
 def _export_table(args: argparse.Namespace) -> int:
@@ -521,19 +553,22 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--plan", action="store_true", help="observe the sources and say what Dagster would run now, "
                    "asset by asset, as the automation sensor would request it; nothing runs")
-    e.add_argument("--protocol", choices=("videoargus", "firm", "both"), default="videoargus",
+    e.add_argument("--protocol", choices=("videoargus", "firm", "both", "vefx"), default="videoargus",
                    help="videoargus (rubrics, evidence, judge; the default), firm (FIRM-Video's checklists: "
-                        "instruction following, world coherence, perceptual quality) or both")
+                        "instruction following, world coherence, perceptual quality), both, or vefx "
+                        "(VEFX-Bench's 1-4 rubrics for edits, TV2V and TSV2V: instruction following, rendering "
+                        "quality, edit exclusivity and their mean)")
     e.set_defaults(func=cmd_evaluate)
-    ex = sub.add_parser("export", help="write stored results to a file: a score table as CSV, JSON or parquet, "
-                        "or FIRM-Video reward-model training JSON lines")
+    ex = sub.add_parser("export", help="write stored results: a score table as CSV, JSON or parquet, or "
+                        "FIRM-Video reward-model training data")
     ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "firm"),
                     help="leaderboard (per task and model), videos (per video), criteria (per video and "
-                         "criterion), or firm (one training instance per video and dimension, JSON lines)")
+                         "criterion), or firm (one training instance per video and dimension, for SFT)")
     ex.add_argument("--format", choices=("csv", "json", "parquet"),
                     help="csv (default; lists joined by '; '), json (one object per row) or parquet (as stored)")
     ex.add_argument("--out", help="the file to write (default <bench>-<profile>-<what>.<format> here; '-': "
-                    "standard output; required for firm)")
+                    "standard output); for firm, the folder to write (required): train.jsonl, images/ (the "
+                    "frames each instance shows) and README.md (a dataset card)")
     ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
     _evaluation_options(ex)
     ex.set_defaults(func=cmd_export)
@@ -569,7 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     al.add_argument("--dimension", action="append", help="only this human dimension (repeatable)")
     al.add_argument("--task", type=str.upper, choices=ALL_TASKS, help="the task, where the scores hold several (any case)")
     al.add_argument("--human-scale", nargs=2, type=float, metavar=("LO", "HI"),
-                    help="the human rating scale (default: the observed range per dimension)")
+                    help="the human rating scale of every dimension (default: the scale the ratings declare in "
+                         "scale_min/scale_max columns, else the dimension's nominal scale: 1-4 for VEFX's, 1-5 for "
+                         "FIRM-Video's and T2VScore's; never the observed range)")
     al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
     al.add_argument("--out", help="write the table as CSV here")
     al.set_defaults(func=cmd_align)

@@ -43,6 +43,8 @@ _ALIASES = {
     "dimension": ("dimension", "aspect"),
     "rater": ("rater", "annotator", "rater_id"),
     "evaluator": ("evaluator", "metric"),
+    "scale_min": ("scale_min", "scale_lo", "min_score"),
+    "scale_max": ("scale_max", "scale_hi", "max_score"),
 }
 RATINGS_SCHEMA = {"input_id": pl.String, "model": pl.String, "dimension": pl.String, "rater": pl.String,
                   "score": pl.Float64}
@@ -58,6 +60,9 @@ class HumanRatings:
 
     ratings: pl.DataFrame
     problems: list[str] = field(default_factory=list)
+    scales: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """The rating scale each dimension declares (a file's ``scale_min``/``scale_max`` columns, or the
+    published scale of an imported set); see :func:`human_scales`."""
 
     def averaged(self) -> pl.DataFrame:
         """One row per video and dimension: the mean over raters, and how many ratings it averages."""
@@ -147,8 +152,9 @@ def ratings_from_records(records: list[dict[str, Any]], source: str, dimension: 
     if not records:
         return HumanRatings(pl.DataFrame(schema=RATINGS_SCHEMA), problems or [f"{source}: no ratings"])
     cols = _resolve_columns({k for r in records for k in r}, source, ("input_id", "model", "score"),
-                            ("dimension", "rater"))
+                            ("dimension", "rater", "scale_min", "scale_max"))
     rows = []
+    declared: dict[str, set[tuple[float, float]]] = {}
     for n, r in enumerate(records, start=1):
         where = f"{source} row {n}"
         iid, model = r.get(cols["input_id"]), r.get(cols["model"])
@@ -161,10 +167,22 @@ def ratings_from_records(records: list[dict[str, Any]], source: str, dimension: 
             continue
         dim = r.get(cols["dimension"]) if "dimension" in cols else None
         rater = r.get(cols["rater"]) if "rater" in cols else None
-        rows.append({"input_id": _id(iid), "model": str(model),
-                     "dimension": str(dim) if dim not in (None, "") else (dimension or DEFAULT_DIMENSION),
+        dim_name = str(dim) if dim not in (None, "") else (dimension or DEFAULT_DIMENSION)
+        rows.append({"input_id": _id(iid), "model": str(model), "dimension": dim_name,
                      "rater": str(rater) if rater not in (None, "") else None, "score": score})
-    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems)
+        if "scale_min" in cols and "scale_max" in cols:
+            lo, hi = _number(r.get(cols["scale_min"])), _number(r.get(cols["scale_max"]))
+            if lo is not None and hi is not None:
+                declared.setdefault(dim_name, set()).add((lo, hi))
+    scales = {}
+    for dim_name, found in declared.items():
+        lo, hi = min(found)
+        if len(found) > 1 or not lo < hi:
+            problems.append(f"{source}: dimension {dim_name!r} declares the scale(s) {sorted(found)}; one scale "
+                            "with scale_min < scale_max is needed, so none is taken from the file")
+            continue
+        scales[dim_name] = (lo, hi)
+    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems, scales)
 
 
 def _id(value: Any) -> str:
@@ -218,7 +236,8 @@ def t2vscore_ratings(data: dict, dimension: str, source: str = "t2vscore") -> Hu
                     continue
                 rows.append({"input_id": _id(iid), "model": str(model), "dimension": dimension,
                              "rater": str(k) if len(values) > 1 else None, "score": x})
-    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems)
+    # T2VScore's published ratings are on 1-5 (means of raters)
+    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems, {dimension: (1.0, 5.0)})
 
 
 def t2vscore_prompts(data: dict) -> dict[str, str]:
@@ -357,6 +376,16 @@ def read_scores(path: str | Path, task: str | None = None) -> EvaluatorScores:
         return project_scores(video_scores=df, task=task)
     if {"criterion_id", "dimension", "score", "input_id", "model"} <= cols:
         return project_scores(criterion_scores=df, task=task)
+    if {"if_score", "rq_score", "ee_score", "overall", "input_id", "model"} <= cols:  # vefx_scores
+        from . import vefx
+
+        if "task" in cols:
+            tasks = sorted(df["task"].drop_nulls().unique().to_list())
+            if task is not None:
+                df = df.filter(pl.col("task") == task)
+            elif len(tasks) > 1:
+                raise ValueError(f"vefx_scores {p} holds tasks {tasks}; choose one (--task)")
+        return EvaluatorScores(vefx.evaluator_scores(df).sort(["evaluator", "input_id", "model"]), dict(vefx.RANGES))
     if "task" in cols and task is not None:
         df = df.filter(pl.col("task") == task)
     names = _resolve_columns(cols, f"scores {p}", ("input_id", "model"), ("evaluator", "score", "dimension"))
@@ -402,29 +431,71 @@ def _id_text(value: str) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
+def nominal_scales() -> dict[str, tuple[float, float]]:
+    """The scale each protocol's dimensions are rated on, by their names: VEFX-Bench's IF, RQ, EE and
+    overall on 1-4 (seed 002), FIRM-Video's IF, WC and PQ on 1-5 (seed 001)."""
+    from . import checklist, vefx
+
+    return {**{d: (1.0, 5.0) for d in checklist.DIMENSIONS}, **vefx.NOMINAL_SCALES}
+
+
+def human_scales(human: HumanRatings, dimensions: Iterable[str],
+                 human_scale: tuple[float, float] | None = None) -> tuple[dict[str, tuple[float, float]], list[str]]:
+    """The rating scale of each human dimension: ``human_scale`` when given (``--human-scale``), else the
+    scale the ratings declare, else the dimension's nominal scale (:func:`nominal_scales`). Never the
+    observed range: ratings spanning 2-4 on a 1-4 scale are on 1-4. A dimension with none of these has
+    no scale, and the second value says so (its MAE and accuracies are left out)."""
+    nominal = nominal_scales()
+    out, unknown = {}, []
+    for d in sorted(set(dimensions)):
+        scale = human_scale or human.scales.get(d) or nominal.get(d)
+        if scale is None:
+            unknown.append(d)
+        else:
+            out[d] = (float(scale[0]), float(scale[1]))
+    problems = [f"human dimension {d!r}: no rating scale declared (scale_min/scale_max columns) or known for its "
+                "name, so MAE, STD and the accuracies are left out; give --human-scale LO HI" for d in unknown]
+    return out, problems
+
+
+SCALE_METRICS = ("mae", "std_abs_err", "accuracy", "relaxed_accuracy", "preference_acc")
+
+
 def alignment_report(human: HumanRatings, scores: EvaluatorScores, *, dimensions: list[str] | None = None,
                      human_scale: tuple[float, float] | None = None, n_boot: int = 1000,
                      seed: int = 0) -> pl.DataFrame:
     """Every evaluator against every human dimension (raters averaged, their agreement reported).
 
-    The human scale is ``human_scale`` when given, else each dimension's observed range; each
-    evaluator's scale is its declared one (0-10 for this project's scores), else its observed range.
+    The human scale of each dimension is :func:`human_scales`' (given, declared, nominal; never the
+    observed range); the metrics read on that scale are left out (NaN) for a dimension without one,
+    and ``human.problems`` says so. Each evaluator's scale is its declared one (0-10 for this project's
+    scores, 1-4 for VEFX's, 1-5 for FIRM-Video's), else its observed range. Where the ratings hold
+    VEFX's IF, RQ and EE but no overall, the human overall is their mean (the card's definition).
     """
     from .alignment import alignment_table, inter_rater_agreement
+    from .vefx import human_overall
 
-    averaged = human.averaged()
-    ranges = None
-    if human_scale is not None:
-        ranges = {d: human_scale for d in averaged["dimension"].unique().to_list()}
-    return alignment_table(averaged, scores.scores, dimensions=dimensions, evaluator_ranges=scores.ranges,
-                           human_ranges=ranges, rater_agreement=inter_rater_agreement(human.ratings),
-                           n_boot=n_boot, seed=seed)
+    averaged = human_overall(human.averaged())
+    dims = averaged["dimension"].unique().to_list()
+    ranges, problems = human_scales(human, dims, human_scale)
+    human.problems.extend(p for p in problems if p not in human.problems)
+    table = alignment_table(averaged, scores.scores, dimensions=dimensions, evaluator_ranges=scores.ranges,
+                            human_ranges=ranges, rater_agreement=inter_rater_agreement(human.ratings),
+                            n_boot=n_boot, seed=seed)
+    unknown = [d for d in dims if d not in ranges]
+    if unknown and table.height:
+        table = table.with_columns([pl.when(pl.col("dimension").is_in(unknown)).then(pl.lit(float("nan")))
+                                    .otherwise(pl.col(c)).alias(c) for c in SCALE_METRICS])
+    return table
 
 
 def merge_human(parts: list[HumanRatings]) -> HumanRatings:
     frames = [h.ratings for h in parts if h.ratings.height]
+    scales: dict[str, tuple[float, float]] = {}
+    for h in parts:
+        scales.update(h.scales)
     return HumanRatings(pl.concat(frames) if frames else pl.DataFrame(schema=RATINGS_SCHEMA),
-                        [p for h in parts for p in h.problems])
+                        [p for h in parts for p in h.problems], scales)
 
 
 def merge_scores(parts: list[EvaluatorScores]) -> EvaluatorScores:

@@ -66,7 +66,7 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
     return config
 
 
-PROTOCOLS = ("videoargus", "firm", "both")
+PROTOCOLS = ("videoargus", "firm", "both", "vefx")
 
 
 class Plan:
@@ -300,7 +300,7 @@ def evaluation_storage(settings: Settings) -> Storage:
     return storage_for(settings=settings)[1].storage()
 
 
-def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
+def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions | None = None) -> _Evaluation:
     """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
     changed is recorded with its new data version (:mod:`assets.sources`)."""
     from .definitions import build_definitions, changed_observations, report, source_versions
@@ -309,7 +309,7 @@ def _prepare(tasks, models, progress, instance, settings) -> _Evaluation:
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
-    defs = build_definitions(settings)
+    defs = defs or build_definitions(settings)
     resources = defs.resources
     storage = resources["storage"].storage()
     discovery = discover(settings.candidates_dir, settings.bench_dir, storage)
@@ -400,7 +400,7 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
             force: bool = False, protocol: str = "videoargus",
-            settings: Settings | None = None) -> pl.DataFrame | None:
+            settings: Settings | None = None, defs: dg.Definitions | None = None) -> pl.DataFrame | None:
     """Bring one evaluation (``settings``, default this process's) up to date for the selected tasks
     and models, as a client of its Dagster instance; returns the leaderboard (None with
     ``protocol="firm"``, which makes none).
@@ -417,13 +417,15 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 
     ``force=True`` (``--force``) materializes every selected partition again (the content cache
     answers every tool step and judgment). ``protocol``: ``videoargus`` (the default), ``firm``
-    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only) or ``both``
+    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only), ``both``
     (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and
-    the content cache answers what they computed before).
+    the content cache answers what they computed before) or ``vefx`` (VEFX-Bench's ``vefx_scores``
+    of the TV2V and TSV2V partitions and ``vefx_leaderboard`` only; the content cache answers what they
+    computed before). ``defs``: the evaluation's definitions when the caller built them already.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    ev = _prepare(tasks, models, progress, instance, settings)
+    ev = _prepare(tasks, models, progress, instance, settings, defs)
     settings, instance, defs, resources = ev.settings, ev.instance, ev.defs, ev.defs.resources
     task_list, partitions, n_videos = ev.tasks, ev.partitions, ev.n_videos
     PROGRESS.reset(sum(n_videos.values()))
@@ -434,7 +436,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
     board = None
-    if protocol != "firm":
+    if protocol in ("videoargus", "both"):
         model_order = list(instance.get_dynamic_partitions("candidate_models"))
         done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
         leaderboard_due = False
@@ -463,7 +465,9 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         if not ran_any:
             _say_up_to_date([], task_list, partitions, n_videos, progress, elapsed)
             progress(f"{elapsed()} every partition up to date (--force re-materializes)")
-    if protocol != "videoargus":
+    if protocol == "vefx":
+        _vefx_all(instance, resources, task_list, partitions, progress, elapsed)
+    if protocol in ("firm", "both"):
         for task in task_list:
             t0 = time.perf_counter()
             result = _firm_run(instance, resources, task, None, with_inputs=protocol == "firm")
@@ -495,6 +499,46 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 
 
 JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
+
+
+def _vefx_all(instance, resources, task_list, partitions, progress, elapsed) -> None:
+    """``--protocol vefx``: per edit task its inputs, then per model its candidates, ``vefx_scores`` and
+    their check, then ``vefx_leaderboard``; a task without a source video is said and skipped."""
+    from .definitions import VEFX_CANDIDATE_ASSETS, VEFX_CHECKS, vefx_leaderboard
+    from .vefx import EDIT_TASKS
+
+    def run(selection, key=None, judge=False) -> None:
+        from .definitions import ALL_ASSETS, GRAPH_CHECKS, SOURCES
+
+        result = dg.materialize(ALL_ASSETS + SOURCES + GRAPH_CHECKS, selection=selection, instance=instance,
+                                resources=resources, run_config=QUIET, raise_on_error=False,
+                                tags={**launcher_tags(), **({JUDGE_TAG: "1"} if judge else {})},
+                                **({"partition_key": key} if key is not None else {}))
+        if not result.success:
+            raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+        for line in _failed_checks(result):
+            progress(line)
+
+    from .definitions import candidate_videos, input_instances
+
+    for task in task_list:
+        if task not in EDIT_TASKS:
+            progress(f"{elapsed()} {task}: skipped, VEFX-Bench's protocol judges edits (TV2V, TSV2V)")
+            continue
+        run([input_instances], task)
+        for model in sorted(m for t, m in partitions if t == task):
+            t0 = time.perf_counter()
+            run([candidate_videos, *VEFX_CANDIDATE_ASSETS, *VEFX_CHECKS],
+                dg.MultiPartitionKey({"task": task, "model": model}), judge=True)
+            progress(f"{elapsed()} {task} x {model}: VEFX scores ({time.perf_counter() - t0:.1f}s)")
+    run([vefx_leaderboard])
+    progress(f"{elapsed()} VEFX leaderboard")
+
+
+def vefx_board(instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> pl.DataFrame | None:
+    """The last materialized ``vefx_leaderboard`` (per task, model and dimension, 1-4), or None."""
+    settings = settings or load_settings()
+    return load_stored(instance or local_instance(settings), "vefx_leaderboard", storage=evaluation_storage(settings))
 
 
 def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None, *,
@@ -534,10 +578,16 @@ def _row_errors(instance: dg.DagsterInstance, tasks: list[str],
     """``(where, id, error)`` of every row with an error in the evaluated partitions, as stored."""
     out: list[tuple[str, str, str]] = []
 
+    from .definitions import latest_record, stored_table
+
     def stored(asset: str, key) -> pl.DataFrame | None:
-        if not instance.get_materialized_partitions(dg.AssetKey(asset)) & {str(key)}:
+        record = latest_record(instance, asset, str(key))
+        if record is None:
             return None
-        return load_stored(instance, asset, str(key), storage=storage)
+        n_errors = record.asset_materialization.metadata.get("n_errors")
+        if n_errors is not None and n_errors.value == 0:  # counted when it was stored: nothing to read
+            return None
+        return stored_table(record, storage)
 
     for task in tasks:
         seen = set()
@@ -716,25 +766,39 @@ def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, ta
 
 
 def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
-                require_all: bool = True, settings: Settings | None = None) -> tuple[int, list[str]]:
-    """Write the reward-model training instances of every stored ``firm_scores`` row to ``out`` (JSON
-    lines, one per video and dimension); returns how many, and the videos left out with why. Reads
-    the stored tables only: nothing is called."""
-    from .checklist import export_from_rows, write_export
+                settings: Settings | None = None):
+    """Write FIRM-Video's training data folder ``out`` (:mod:`argus_dagster.firm_export`: JSON lines, the
+    frames as image files, a dataset card) from the stored ``firm_scores``, ``firm_verdicts`` and
+    ``input_instances``; returns its :class:`~argus_dagster.firm_export.ExportResult`. Reads stored
+    tables and the media they name: no model is called."""
+    from functools import partial
 
+    from .firm_export import default_condition_frames, default_video_frames, export_dataset
+
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
     scores = stored_partitions("firm_scores", instance, tasks, settings)
     if not scores:
         raise ValueError("no firm_scores stored: run `argus evaluate --protocol firm` (or both) first")
-    inputs = stored_partitions("input_instances", instance, tasks, settings)
-    prompts = {(df["task"][0] if df.height else k): dict(zip(df["input_id"], df["prompt"])) for k, df in inputs.items()}
-    records, left_out = [], []
-    for df in scores.values():
-        for (task, model), g in df.group_by("task", "model", maintain_order=True):
-            recs, why = export_from_rows(g.to_dicts(), prompts.get(task, {}), video_prefix=f"{task}/{model}/",
-                                         require_all=require_all)
-            records += recs
-            left_out += why
-    return write_export(out, records), left_out
+    verdicts: dict[tuple, list[dict]] = {}
+    for df in stored_partitions("firm_verdicts", instance, tasks, settings).values():
+        for r in df.iter_rows(named=True):
+            verdicts.setdefault((r["task"], r["model"], r["input_id"], r.get("sample") or ""), []).append(r)
+    inputs = {(r["task"] if "task" in r and r["task"] else key, r["input_id"]): r
+              for key, df in stored_partitions("input_instances", instance, tasks, settings).items()
+              for r in df.iter_rows(named=True)}
+    rows = [r for _, df in sorted(scores.items()) for r in df.iter_rows(named=True)]
+    makers = sorted({m for df in stored_partitions("firm_checklists", instance, tasks, settings).values()
+                     if "maker" in df.columns for m in df["maker"].drop_nulls().unique().to_list()})
+    sources = {"evaluation": f"{settings.evaluation} (bench {settings.bench!r}, profile {settings.profile!r})",
+               "bench": str(settings.bench_dir), "candidates": str(settings.candidates_dir),
+               "tables": "firm_scores, firm_verdicts, input_instances (as last materialized)",
+               "IF checklist planner": "; ".join(makers) or "none recorded",
+               "protocol": "FIRM-Video (check-before-score), argus_dagster/checklist.py"}
+    storage = evaluation_storage(settings)  # media on S3 are read through the evaluation's storage
+    return export_dataset(out, rows, verdicts, inputs, sources=sources,
+                          video_frames=partial(default_video_frames, storage=storage),
+                          condition_frames=partial(default_condition_frames, storage=storage))
 
 
 def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,

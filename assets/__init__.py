@@ -23,19 +23,23 @@ from .partitions import model_partitions, task_model_partitions, task_partitions
 from .reports import diagnostic_reports
 from .robustness import backbone_robustness
 from .sources import OBSERVE_JOBS, SOURCES
+from .vefx import VEFX_CANDIDATE_ASSETS, VEFX_CHECKS, vefx_leaderboard
 
 TASK_ASSETS = [input_instances, rubrics]
 CANDIDATE_ASSETS = [candidate_videos, criterion_evidence, criterion_scores, video_scores, diagnostic_reports]
 # FIRM-Video and best-of-N: in the graph, run only when asked (argus evaluate --protocol firm|both).
 FIRM_ASSETS = FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS + [best_of_n]
-ALL_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, human_alignment, backbone_robustness] + FIRM_ASSETS
+# VEFX-Bench's edit protocol: in the graph, run only when asked (argus evaluate --protocol vefx).
+VEFX_ASSETS = VEFX_CANDIDATE_ASSETS + [vefx_leaderboard]
+ALL_ASSETS = (TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, human_alignment, backbone_robustness] + FIRM_ASSETS
+              + VEFX_ASSETS)
 ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS]
 # Kept apart from ALL_CHECKS, whose partitioned checks ride along with every VideoArgus partition run.
-GRAPH_CHECKS = ALL_CHECKS + FIRM_CHECKS
+GRAPH_CHECKS = ALL_CHECKS + FIRM_CHECKS + VEFX_CHECKS
 
 # The VideoArgus graph that automation keeps up to date (FIRM's assets and the alignment run when asked).
 AUTOMATED_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard]
 
 __all__ = ["ALL_ASSETS", "AUTOMATED_ASSETS", "SOURCES", "OBSERVE_JOBS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "FIRM_TASK_ASSETS", "FIRM_CANDIDATE_ASSETS",
-           "FIRM_CHECKS", "GRAPH_CHECKS", "model_partitions",
+           "FIRM_CHECKS", "GRAPH_CHECKS", "VEFX_ASSETS", "VEFX_CANDIDATE_ASSETS", "VEFX_CHECKS", "vefx_leaderboard", "model_partitions",
            "task_partitions", "task_model_partitions"]

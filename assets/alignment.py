@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from argus_dagster import vefx
 from argus_dagster.alignment import ALIGNMENT_SCHEMA, format_alignment
 from argus_dagster.alignment_plots import scatter_png, slug
 from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
@@ -34,7 +35,8 @@ class HumanAlignmentConfig(dg.Config):
     n_boot: int = 1000
     """Bootstrap resamples (over inputs) for the 95% intervals."""
     human_scale: list[float] = []
-    """``[lo, hi]`` of the human rating scale; empty means each dimension's observed range."""
+    """``[lo, hi]`` of the human rating scale; empty means the scale the ratings declare, else each
+    dimension's nominal scale (``ratings.human_scales``), never the observed range."""
 
 
 def _concat(parts: dict[str, pl.DataFrame] | None, task: str) -> pl.DataFrame | None:
@@ -52,17 +54,19 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
     return EvaluatorScores(firm_evaluator_scores(firm_scores, dims), dict(FIRM_RANGES))
 
 
-@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="4", group_name="reports", kinds={"polars"},
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
-               "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
+               "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
+               "vefx_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentConfig,
                     video_scores: dict[str, pl.DataFrame],
                     criterion_scores: dict[str, pl.DataFrame],
-                    firm_scores: dict[str, pl.DataFrame], bench: BenchResource,
-                    storage: StorageResource) -> dg.Output[pl.DataFrame]:
+                    firm_scores: dict[str, pl.DataFrame], vefx_scores: dict[str, pl.DataFrame],
+                    bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """SRCC, KRCC, PLCC, RMSE, pairwise accuracy, within-input SRCC/KRCC, MAE and accuracies per
-    task, human dimension and evaluator, with a scatter plot per evaluator."""
+    task, human dimension and evaluator (VideoArgus's, and FIRM-Video's and VEFX-Bench's where they
+    are materialized), with a scatter plot per evaluator."""
     human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
     if config.human_scale and len(config.human_scale) != 2:
         raise dg.Failure(f"human_alignment config human_scale={config.human_scale}: give [lo, hi] or leave it empty")
@@ -80,6 +84,9 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         firm = firm_as_evaluators(_concat(firm_scores, task), set(human.averaged()["dimension"].to_list()))
         if firm is not None:
             scores = merge_scores([scores, firm])
+        edits = _concat(vefx_scores, task)
+        if edits is not None:
+            scores = merge_scores([scores, EvaluatorScores(vefx.evaluator_scores(edits), dict(vefx.RANGES))])
         table = alignment_report(human, scores, human_scale=scale, n_boot=config.n_boot)
         if table.height == 0:
             problems.append(f"{task}: no video has both a human rating in {path} and a score "

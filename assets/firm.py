@@ -43,7 +43,7 @@ FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "sample": S, "dimension":
 # as not met; WC: left out of the aggregate), null where no verifier answered.
 FIRM_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
                "if_unverifiable": I, "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S,
-               "wc_unverifiable": I, "pq_rating": I, "pq_rationale": S, "pq_reason": S, "pq_source": S,
+               "wc_unverifiable": I, "wc_scene": S, "pq_rating": I, "pq_rationale": S, "pq_reason": S, "pq_source": S,
                "frames": pl.List(S)}
 BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
 # The measurable PQ defects without a VLM: the CPU tools' records (checklist.pq_offline reads them).
@@ -153,7 +153,7 @@ def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dic
 
 
 @dg.multi_asset(
-    partitions_def=task_model_partitions, group_name="firm", code_version="3", can_subset=False,
+    partitions_def=task_model_partitions, group_name="firm", code_version="4", can_subset=False,
     outs={"firm_verdicts": dg.AssetOut(kinds={"polars"}, description="One row per checklist item and video: the "
                                        "verdict (IF yes = satisfied, WC yes = violation), its evidence and the item."),
           "firm_scores": dg.AssetOut(kinds={"polars"}, description="One row per video: IF and WC scores and "

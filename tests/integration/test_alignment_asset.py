@@ -20,11 +20,11 @@ def _scores(task: str, model: str, finals: dict[str, float]):
     return vs, cs
 
 
-def _run(tmp_path, video_scores, criterion_scores, firm_scores=None, **config):
+def _run(tmp_path, video_scores, criterion_scores, firm_scores=None, vefx_scores=None, **config):
     ctx = dg.build_asset_context()
     out = human_alignment(context=ctx, config=HumanAlignmentConfig(human_dir=str(tmp_path), n_boot=50, **config),
                           video_scores=video_scores, criterion_scores=criterion_scores,
-                          firm_scores=firm_scores or {},
+                          firm_scores=firm_scores or {}, vefx_scores=vefx_scores or {},
                           bench=BenchResource(reports_dir=str(tmp_path / "reports"), human_dir=str(tmp_path)),
                           storage=StorageResource())
     return out.value, out.metadata
@@ -86,4 +86,21 @@ def test_firm_ratings_are_evaluators_on_their_own_dimension(tmp_path):
     # no human rated perceptual_quality: firm_pq is compared with every dimension
     assert sorted(table.filter(pl.col("evaluator") == "firm_pq")["dimension"]) == ["instruction_following", "visual"]
     assert "firm_wc" not in set(table["evaluator"])  # never scored: nothing to compare
+    assert human_alignment_in_range(table).passed
+
+
+def test_vefx_scores_are_evaluators_read_on_vefxs_1_4_scale(tmp_path):
+    """People rated rendering quality 2, 3, 4, 4 on VEFX's 1-4 scale; the judge said 1, 2, 3, 4. On 1-4 the
+    absolute errors are 1, 1, 1, 0 (MAE 0.75); the observed 2-4 range would have given 0.25."""
+    from argus_dagster import vefx
+
+    (tmp_path / "TV2V.csv").write_text("input_id,model,dimension,score\n" + "".join(
+        f"e{i},a,{vefx.RQ},{h}\n" for i, h in enumerate([2, 3, 4, 4])))
+    fs = pl.DataFrame({"task": ["TV2V"] * 4, "model": ["a"] * 4, "input_id": [f"e{i}" for i in range(4)],
+                       "if_score": [4, 4, 4, 4], "rq_score": [1, 2, 3, 4], "ee_score": [2, 2, 2, 2],
+                       "overall": [7 / 3, 8 / 3, 3.0, 10 / 3]})
+    table, _ = _run(tmp_path, {}, {}, vefx_scores={"a|TV2V": fs})
+    rows = {r["evaluator"]: r for r in table.iter_rows(named=True)}
+    assert set(rows) == {"vefx_rq"}  # compared only with the human dimension of its meaning
+    assert rows["vefx_rq"]["dimension"] == vefx.RQ and rows["vefx_rq"]["mae"] == pytest.approx(0.75)
     assert human_alignment_in_range(table).passed

@@ -19,7 +19,7 @@ def test_asset_graph_snapshot():
                     "candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports",
                     "firm_checklists", "firm_scores", "firm_verdicts", "human_alignment", "input_instances",
                     "judge_config", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics",
-                    "tool_suite_config", "video_scores"]
+                    "tool_suite_config", "vefx_leaderboard", "vefx_scores", "video_scores"]
     deps = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
             for k in graph.get_all_asset_keys()}
     # The inputs are observable sources: what changes outside the graph is in its lineage.
@@ -37,11 +37,13 @@ def test_asset_graph_snapshot():
         "leaderboard": ["video_scores"],
         "diagnostic_reports": ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
                                "rubrics", "video_scores"],
-        "human_alignment": ["criterion_scores", "firm_scores", "video_scores"],
+        "human_alignment": ["criterion_scores", "firm_scores", "vefx_scores", "video_scores"],
         "firm_checklists": ["input_instances"],
         "firm_verdicts": ["candidate_videos", "firm_checklists", "input_instances"],
         "firm_scores": ["candidate_videos", "firm_checklists", "input_instances"],
         "best_of_n": ["firm_scores", "video_scores"],
+        "vefx_scores": ["candidate_videos", "input_instances"],
+        "vefx_leaderboard": ["vefx_scores"],
         "backbone_robustness": [],  # reads the other profiles' evaluations of the bench, not this graph
     }
     parts = {k.to_user_string(): type(graph.get(k).partitions_def).__name__ for k in graph.get_all_asset_keys()}
@@ -54,10 +56,12 @@ def test_asset_graph_snapshot():
     mp = graph.get(dg.AssetKey("video_scores")).partitions_def
     assert [d.name for d in mp.partitions_defs] == ["model", "task"]
     assert {c.name for c in defs.resolve_asset_graph().asset_check_keys} == {"leaderboard_in_range", "human_alignment_in_range", "rubrics_follow_the_rules", "scores_in_range",
-            "every_candidate_scored_or_explained", "leaderboard_covers_partitions", "firm_scores_recompute"}
+            "every_candidate_scored_or_explained", "leaderboard_covers_partitions", "firm_scores_recompute",
+            "vefx_scores_valid"}
     assert parts["firm_checklists"] == "StaticPartitionsDefinition"
     assert parts["firm_scores"] == parts["firm_verdicts"] == "MultiPartitionsDefinition"
     assert parts["best_of_n"] == "NoneType"
+    assert parts["vefx_scores"] == "MultiPartitionsDefinition" and parts["vefx_leaderboard"] == "NoneType"
     assert all(graph.get(k).code_version for k in graph.get_all_asset_keys() if k.to_user_string() not in sources)
     # Automation: the sensors and the nightly observation; every table of the graph follows its inputs.
     repo = defs.get_repository_def()
@@ -73,7 +77,7 @@ def test_asset_graph_snapshot():
     assert {j.name for j in repo.get_all_jobs()} >= {"observe_bench_files", "observe_candidate_files",
                                                       "observe_evaluator"}
     # FIRM-Video runs only when asked: nothing materializes it automatically.
-    for key in ("firm_checklists", "firm_verdicts", "firm_scores", "best_of_n"):
+    for key in ("firm_checklists", "firm_verdicts", "firm_scores", "best_of_n", "vefx_scores", "vefx_leaderboard"):
         assert graph.get(dg.AssetKey(key)).automation_condition is None, key
 
 

@@ -97,11 +97,12 @@ def test_best_of_n_asset_and_human_alignment_with_firm_evaluators(demo):
 
 
 def test_export_firm_offline_writes_nothing_and_says_why(demo, tmp_path, capsys):
-    out = tmp_path / "firm.jsonl"
+    out = tmp_path / "firm"
     assert cli.main(["export", "firm", "--out", str(out)]) == 1
     text = capsys.readouterr().out
-    assert "wrote 0 instances" in text and "not every dimension is scored" in text
-    assert out.read_text() == ""
+    assert "wrote 0 instances" in text and "not valid on every dimension" in text
+    assert (out / "train.jsonl").read_text() == ""
+    assert "- Left out: 12 videos: 12 x not valid on every dimension" in (out / "README.md").read_text()
 
 
 def test_best_of_n_over_samples_of_one_model_from_stored_tables(tmp_path):
@@ -148,10 +149,77 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
         assert kinds.count("firm_if_verify") == len(PROMPTS) * len(MODELS)
         assert not {"rubric", "judge", "qa"} & set(kinds)
         n = len(srv.requests)
-        path = tmp_path / "firm.jsonl"
+        path = tmp_path / "firm"
         assert cli.main(["export", "firm", "--out", str(path), "--task", "T2V"]) == 0
         assert len(srv.requests) == n  # the export calls nothing
-    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    lines = [json.loads(x) for x in (path / "train.jsonl").read_text().splitlines()]
     assert len(lines) == len(PROMPTS) * len(MODELS) * 3
     assert len({(r["video_id"], r["dimension"]) for r in lines}) == len(lines)
     assert f"wrote {len(lines)} instances" in capsys.readouterr().out
+    # what a trainer does: load the JSON lines with `datasets`, open every image with PIL
+    datasets = pytest.importorskip("datasets")
+    from PIL import Image
+
+    ds = datasets.load_dataset("json", data_files=str(path / "train.jsonl"), cache_dir=str(tmp_path / "hf"))["train"]
+    assert ds.num_rows == len(lines) and set(ds.column_names) >= {"images", "image_roles", "instruction", "target"}
+    for r in ds:
+        assert set(r["target"]) == {"reasoning", "score"} and 1 <= r["target"]["score"] <= 5
+        assert "rating" not in r["target"]["reasoning"] and "share met" not in r["target"]["reasoning"]
+        for p in r["images"]:
+            with Image.open(path / p) as im:
+                im.load()
+    card = (path / "README.md").read_text()
+    assert f"- videos: {len(PROMPTS) * len(MODELS)}; instances: {len(lines)}" in card
+
+
+def test_export_of_real_edits_shows_the_source_frames_and_the_edit_instruction(real_data, tmp_path, monkeypatch, capsys):
+    """TV2V on the VEFX-Bench edits in ../shared/data: `argus evaluate --protocol firm`, then `argus export
+    firm`; instruction following shows the source video's frames before the edit's, with the edit
+    instruction, and every image is a file PIL opens."""
+    import shutil
+
+    from PIL import Image
+
+    from tests.servers.openai_server import FakeVlmServer
+
+    datasets = pytest.importorskip("datasets")
+    src = real_data / "vefx_samples"
+    prompts = [p for p in json.loads((src / "prompts.json").read_text()) if (src / p["original"]).exists()]
+    bench, cands = tmp_path / "bench" / "TV2V", tmp_path / "cands" / "TV2V" / "editor"
+    (bench / "media").mkdir(parents=True)
+    cands.mkdir(parents=True)
+    edits = {}
+    for p in prompts:
+        iid = p["original"].removesuffix("_original.mp4")
+        shutil.copy(src / p["original"], bench / "media" / p["original"])
+        shutil.copy(src / p["edited"], cands / f"{iid}.mp4")
+        edits[iid] = p["instruction"]
+    (bench / "manifest.jsonl").write_text("".join(
+        json.dumps({"id": i, "prompt": t, "source_video": f"media/{i}_original.mp4"}) + "\n" for i, t in edits.items()))
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster_home"))
+    with FakeVlmServer() as srv:
+        monkeypatch.setenv("ARGUS_VLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("ARGUS_VLM_MODEL", "judge-a")
+        assert cli.main(["evaluate", "--bench", str(tmp_path / "bench"), "--candidates", str(tmp_path / "cands"),
+                         "--protocol", "firm"]) == 0
+    out = tmp_path / "export"
+    assert cli.main(["export", "firm", "--out", str(out)]) == 0
+    ds = datasets.load_dataset("json", data_files=str(out / "train.jsonl"), cache_dir=str(tmp_path / "hf"))["train"]
+    assert ds.num_rows == 3 * len(edits)
+    for r in ds:
+        assert r["task"] == "TV2V" and r["prompt"] == edits[r["input_id"]]
+        assert "Text prompt" not in r["instruction"] and f"{edits[r['input_id']]}" in r["instruction"]
+        if r["dimension"] == "instruction_following":
+            assert r["image_roles"] == ["source_video"] * 8 + ["output_video"] * 8
+            assert f"Edit instruction:\n{edits[r['input_id']]}" in r["instruction"]
+        else:
+            assert r["image_roles"] == ["output_video"] * 8
+        sizes = set()
+        for p in r["images"]:
+            with Image.open(out / p) as im:
+                im.load()
+                sizes.add(im.size)
+        assert all(max(s) <= 768 for s in sizes)
+    card = (out / "README.md").read_text()
+    assert f"- tasks: TV2V {len(edits)} videos" in card

@@ -128,17 +128,30 @@ def test_scores_recompute_from_the_stored_items_and_verdicts(online):
 
 
 def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
-    out = tmp_path / "firm.jsonl"
-    n, left_out = export_firm(out, instance=online["instance"])
-    lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert n == len(lines) == len(MODELS) * len(PROMPTS) * 3 and left_out == []
+    from PIL import Image
+
+    from argus_dagster.firm_export import JSONL, if_reasoning
+
+    out = tmp_path / "firm"
+    res = export_firm(out, instance=online["instance"])
+    lines = [json.loads(x) for x in (out / JSONL).read_text().splitlines()]
+    assert res.n_instances == len(lines) == len(MODELS) * len(PROMPTS) * 3 and res.left_out == []
     assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
         (f"T2V/{m}/{p}", d) for m in MODELS for p in PROMPTS for d in fc.DIMENSIONS)
+    verdicts = {m: load("firm_verdicts", online["res"], online["instance"], _key(m)) for m in MODELS}
     for r in lines:
         pid = r["video_id"].rsplit("/", 1)[1]
         assert r["prompt"] == PROMPTS[pid] and r["target"]["score"] in range(1, 6) and r["target"]["reasoning"]
-        assert len(r["frames"]) == 8 and r["frames"][0].split("#")[0].endswith(f"/{pid}.mp4")
+        assert r["image_roles"] == ["output_video"] * 8 and len(r["images"]) == 8
+        for p in r["images"]:  # files beside the JSON lines, not references into a video
+            assert not p.startswith("/") and "#" not in p
+            with Image.open(out / p) as im:
+                assert im.size == (96, 64)
         assert r["messages"][1]["content"] == json.dumps(r["target"], ensure_ascii=False)
+        if r["dimension"] == fc.IF:  # the verifier's own evidence, in prose
+            v = verdicts[r["model"]].filter((pl.col("input_id") == pid) & (pl.col("dimension") == fc.IF))
+            assert r["target"]["reasoning"] == if_reasoning(v.to_dicts())
+            assert all(e in r["target"]["reasoning"] for e in v["evidence"])
     summary = firm_summary(instance=online["instance"])
     assert summary["n_videos"].to_list() == [len(PROMPTS)] * len(MODELS)
 
@@ -161,8 +174,9 @@ def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_pa
         assert scores["pq_rationale"].str.contains("Checked without a VLM").all()
         assert load("firm_verdicts", res, instance, _key("m")).height == 0
         assert all(e.passed for e in out.get_asset_check_evaluations())
-        n, left = export_firm(tmp_path / "x.jsonl", instance=instance)
-        assert n == 0 and len(left) == len(PROMPTS) and all("not every dimension is scored" in x for x in left)
+        res = export_firm(tmp_path / "x", instance=instance)
+        assert res.n_instances == 0 and len(res.left_out) == len(PROMPTS)
+        assert all("not valid on every dimension" in x for x in res.left_out)
 
 
 def test_a_failed_plan_is_an_error_row_and_the_rest_proceed(tmp_path):
@@ -219,3 +233,17 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
         assert by_id["q0"]["if_rating"] is not None
         assert all(by_id["q1"][f"{d}_rating"] is None and "missing: no video" in by_id["q1"][f"{d}_reason"]
                    for d in ("if", "wc", "pq"))
+        # the export: instruction following shows the first frame before the video's frames, as judged
+        from PIL import Image
+
+        res = export_firm(tmp_path / "out", instance=instance)
+        assert res.n_videos == 1 and len(res.left_out) == 1 and res.left_out[0].startswith("TI2V/m/q1: left out")
+        recs = {r["dimension"]: r for r in map(json.loads, (tmp_path / "out" / "train.jsonl").read_text().splitlines())}
+        assert recs[fc.IF]["image_roles"] == ["first_frame"] + ["output_video"] * 8
+        assert "starting from the given first frame" in recs[fc.IF]["instruction"]
+        assert recs[fc.WC]["image_roles"] == ["output_video"] * 8
+        with Image.open(tmp_path / "out" / recs[fc.IF]["images"][0]) as im:
+            first = np.asarray(im.convert("RGB"), dtype=float)
+        assert first.shape == (64, 96, 3)  # the condition image itself (JPEG), not a frame of the video
+        png = _clip(5)[0][:, :, ::-1].astype(float)  # cv2.imwrite took the array as BGR: the file's RGB
+        assert np.abs(first - png).mean() < np.abs(first - png[:, :, ::-1]).mean()

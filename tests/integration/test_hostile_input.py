@@ -283,7 +283,9 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
         from resources.vlm import vlm_from_env
 
         vlm = vlm_from_env()
-        shown = _backbones(load_settings())
+        from argus_dagster.definitions import resources_for
+
+        shown = _backbones(resources_for(settings=load_settings()))
         resources = graph_resources(bench, cands, home, vlm=vlm)
         with dg.instance_for_test() as instance:
             materialize_task("T2V", ["m"], resources, instance)

@@ -3,7 +3,7 @@
 It answers the kinds of request the project makes, told apart by their system prompt: rubric
 generation (a valid rubric for the task named in the request, written here from a template, not by
 the project's code), criterion judging (a score and a rationale), ``vlm_qa`` (a short answer) and
-the six FIRM-Video requests (:func:`firm_answer`).
+the six FIRM-Video requests (:func:`firm_answer`) and VEFX's rubric judgments (:func:`vefx_answer`).
 A test can queue scripted replies (status, body, headers, delay) that are served first, and set a
 fixed latency (the time from receiving a request to answering it) and random rates of 500s and
 unparseable answers, and hold every request after the next N until released (to stop a client
@@ -83,6 +83,8 @@ def kind_of(body: dict) -> str:
     for opening, kind in FIRM_KINDS.items():
         if opening in text:
             return kind
+    if "You evaluate an instruction-guided video edit as VEFX-Bench" in text:
+        return "vefx"
     if "You write evaluation rubrics" in text:
         return "rubric"
     if "criterion judge" in text:
@@ -189,8 +191,26 @@ def firm_answer(kind: str, body: dict) -> str:
     return "ok"
 
 
+def vefx_answer(body: dict) -> str:
+    """A VEFX rubric judgment written here: the dimension named in the request's last line, a 1-4 score
+    from a hash of that dimension and the request's images, evidence that names what was compared."""
+    text = request_text(body)
+    m = re.search(r"Score (.+?) \((IF|RQ|EE)\) now", text)
+    dim = m.group(2) if m else "?"
+    instruction = re.search(r"^Editing instruction: (.*)$", text, re.M)
+    images = [p["image_url"]["url"] for m in body.get("messages", []) if isinstance(m.get("content"), list)
+              for p in m["content"] if p.get("type") == "image_url"]
+    # the last image is an edited frame: two editors of one source get their own scores
+    score = 1 + _digest(dim, instruction.group(1) if instruction else "", images[-1][-200:] if images else "") % 4
+    return json.dumps({"evidence": f"{dim}: compared {n_images(body)} source and edited frames; "
+                                   f"{'the change is clear' if score > 2 else 'the change is weak'}",
+                       "score": score})
+
+
 def default_answer(body: dict) -> str:
     kind = kind_of(body)
+    if kind == "vefx":
+        return vefx_answer(body)
     if kind.startswith("firm_"):
         return firm_answer(kind, body)
     if kind == "rubric":
