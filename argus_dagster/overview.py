@@ -318,9 +318,8 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     if not sections:
         sections.append('<p class="muted">no leaderboard yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    where = f"bench {esc(bench)}; " if bench else ""
-    evaluation = _evaluation_line(lb)
-    body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">{where}updated {esc(stamp)}; score: mean final "
+    evaluation = _evaluation_line(lb, bench)
+    body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">updated {esc(stamp)}; score: mean final "
             f"score 0-10 with a bootstrap 95% interval over videos; videos scored, errors not scored; click a "
             f"column's header to sort by it</div><nav>{nav}</nav>"
             + "".join(sections)
@@ -329,12 +328,14 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
             f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}<script>{SORT_SCRIPT}</script></body></html>\n")
 
 
-def _evaluation_line(lb: pl.DataFrame) -> str:
-    """Bench, profile and judge once, in the header (the leaderboard table carries them per row)."""
+def _evaluation_line(lb: pl.DataFrame, bench: str | None = None) -> str:
+    """Bench, profile and judge once, in the header (the leaderboard table carries them per row);
+    ``bench``: how the caller names the bench (and its profile), in their place."""
     def values(col: str) -> list[str]:
         return sorted({str(v) for v in lb[col].drop_nulls().to_list()}) if col in lb.columns else []
 
-    facts = [(label, values(col)) for label, col in (("bench", "bench"), ("profile", "profile"), ("judge", "judge"))]
+    named = [("bench", [bench])] if bench else [("bench", values("bench")), ("profile", values("profile"))]
+    facts = named + [("judge", values("judge"))]
     shown = [f"{label} <b>{esc(', '.join(v))}</b>" for label, v in facts if v]
     return f'<div class="facts">{" · ".join(shown)}</div>' if shown else ""
 

@@ -34,7 +34,7 @@ th{background:#f4f6f8} .score{font-weight:600;text-align:center;width:48px}
 .fired{background:#ffe3e3} .unscored{color:#8a6d00} .err{color:#b42318}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:11px;max-height:220px;overflow:auto;background:#fafbfc}
 details summary{cursor:pointer;color:#4a7bd0}
-.player{margin:4px 0;font-size:11px;color:#5b6570} .player video{max-width:100%;max-height:360px;display:block;background:#000}
+.player{margin:4px 0;font-size:11px;color:#5b6570} .player video{width:480px;max-width:100%;height:auto;display:block;background:#000}
 """
 
 

@@ -179,7 +179,7 @@ def test_human_alignment_table_and_scatter_plots(tmp_path):
 def test_the_bench_is_named(tmp_path):
     page = write_overview(tmp_path / "reports", tmp_path / "storage", leaderboard=_lb(),
                           bench="/data/<my> bench").read_text(encoding="utf-8")
-    assert "bench /data/&lt;my&gt; bench;" in page
+    assert "bench <b>/data/&lt;my&gt; bench</b>" in page and page.count("/data/&lt;my&gt; bench") == 1
 
 
 def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, monkeypatch):
