@@ -36,7 +36,7 @@ COPY resources ./resources
 # does, its other dependencies come from pyproject.toml and the package itself goes in without them.
 RUN pip install ".[k8s]" \
  && pip install --no-deps rapidocr-onnxruntime==1.4.4 \
- && python -c "import dagster, dagster_aws, dagster_k8s, dagster_postgres, dagster_polars, cv2, decord, torch, rapidocr_onnxruntime, argus_dagster.definitions"
+ && python -c "import dagster, dagster_aws, dagster_k8s, dagster_postgres, cv2, decord, torch, rapidocr_onnxruntime, argus_dagster.definitions"
 
 # A user of its own, with the only folders it writes.
 RUN useradd --create-home --uid 10001 argus \

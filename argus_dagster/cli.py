@@ -111,8 +111,14 @@ def _selector(settings) -> str:
 
 def _backbones(res: dict) -> str:
     """Which judge and rubric generator the evaluation's resources ``res`` use (never the key, nor
-    credentials in a URL)."""
+    credentials in a URL). A profile that needs a VLM where none is configured is a
+    :class:`SettingError`, before any run."""
+    from .settings import SettingError
+
     vlm, rubric_vlm = res["vlm"], res["rubric_vlm"]
+    if res["tools"].vlm_only and not vlm.configured:  # every criterion asks the VLM: nothing could be scored
+        raise SettingError("the VLM-only ablation asks a VLM every criterion, and none is configured; set "
+                           "ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL (or ARGUS_VLM_PATH), see docs/vlm.md")
 
     def name(v) -> str:
         where = f" at {v.shown_urls()}" if v.backend == "openai" else (f" from {v.model_path}" if v.model_path else "")
@@ -166,8 +172,7 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     from shlex import quote
 
     _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui"
-           + (f" ARGUS_BENCH={quote(settings.bench)} ARGUS_PROFILE={quote(settings.profile)}"
-              if _selector(settings) else ""))
+           + (f" BENCH={quote(settings.bench)} PROFILE={quote(settings.profile)}" if _selector(settings) else ""))
     return 0
 
 
@@ -211,10 +216,19 @@ def _print_vefx(settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``argus export firm --out DIR``: FIRM-Video training data (JSON lines, frames as images, a card)."""
+    """``argus export leaderboard|videos|criteria``: a stored score table as CSV, JSON or parquet;
+    ``argus export firm --out DIR``: FIRM-Video training data (JSON lines, frames as images, a card)."""
+    if args.what != "firm":
+        return _export_table(args)
     from .files import WriteError
     from .runner import export_firm
 
+    if not args.out:
+        _print("argus export firm: give the folder to write with --out")
+        return 2
+    if args.format not in (None, "json"):
+        _print(f"argus export firm: --format {args.format}: firm writes JSON lines only")
+        return 2
     try:
         result = export_firm(args.out, args.task, settings=_chosen(args))
     except (OSError, ValueError, WriteError) as exc:
@@ -227,6 +241,39 @@ def cmd_export(args: argparse.Namespace) -> int:
     _print(f"wrote {result.n_instances} instances (one per video and dimension) of {result.n_videos} videos to "
            f"{args.out}/train.jsonl, their frames under {args.out}/images and a dataset card, {args.out}/README.md")
     return 0 if result.n_instances else 1
+
+
+def _export_table(args: argparse.Namespace) -> int:
+    """One stored table of one evaluation, whole (``--task``: those tasks' rows), to ``--out`` (default
+    ``<bench>-<profile>-<what>.<format>`` here; ``-`` for standard output, CSV and JSON only)."""
+    from .export import default_out, encode, write_table
+    from .files import WriteError
+    from .runner import stored_export_table
+
+    settings = _read_only_evaluation(args)
+    if settings is None:
+        return 1
+    fmt = args.format or "csv"
+    table = stored_export_table(args.what, args.task, settings=settings)
+    if table is None or not table.height:
+        tasks = f" of {', '.join(args.task)}" if args.task else ""
+        _print(f"argus export {args.what}: nothing stored{tasks} for {settings.evaluation}: run `argus evaluate` first")
+        return 1
+    if args.out == "-":
+        if fmt == "parquet":
+            _print("argus export: parquet is not written to standard output: give --out FILE")
+            return 2
+        sys.stdout.write(encode(table, fmt).decode("utf-8"))
+        sys.stdout.flush()
+        return 0
+    out = Path(args.out) if args.out else default_out(args.what, fmt, settings.evaluation)
+    try:
+        write_table(table, fmt, out)
+    except WriteError as exc:
+        _print(f"argus export {args.what}: {exc}")
+        return 2
+    _print(f"wrote {table.height} rows of {settings.evaluation}'s {args.what} to {out} ({fmt}; columns: docs/exports.md)")
+    return 0
 
 
 def cmd_best_of_n(args: argparse.Namespace) -> int:
@@ -357,7 +404,8 @@ def cmd_evaluations(args: argparse.Namespace) -> int:
         return 1
     _print(f"{'bench':<20} {'profile':<24} {'last evaluated':<20} {'bench hash':<17} bench folder")
     for r in records:
-        when = datetime.fromtimestamp(float(r.get("last_evaluated") or 0)).strftime("%Y-%m-%d %H:%M:%S")
+        stamp = float(r.get("last_evaluated") or 0)  # 0: recorded, never scored a video
+        when = datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S") if stamp > 0 else "never"
         _print(f"{r['bench']:<20} {r['profile']:<24} {when:<20} {r.get('bench_hash', ''):<17} {r['bench_dir']}")
     return 0
 
@@ -511,10 +559,16 @@ def main(argv: list[str] | None = None) -> int:
                         "(VEFX-Bench's 1-4 rubrics for edits, TV2V and TSV2V: instruction following, rendering "
                         "quality, edit exclusivity and their mean)")
     e.set_defaults(func=cmd_evaluate)
-    ex = sub.add_parser("export", help="export stored results (firm: FIRM-Video reward-model training JSON lines)")
-    ex.add_argument("what", choices=("firm",), help="firm: one instance per video and dimension, for SFT")
-    ex.add_argument("--out", required=True, help="the folder to write: train.jsonl, images/ (the frames each "
-                    "instance shows) and README.md (a dataset card)")
+    ex = sub.add_parser("export", help="write stored results: a score table as CSV, JSON or parquet, or "
+                        "FIRM-Video reward-model training data")
+    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "firm"),
+                    help="leaderboard (per task and model), videos (per video), criteria (per video and "
+                         "criterion), or firm (one training instance per video and dimension, for SFT)")
+    ex.add_argument("--format", choices=("csv", "json", "parquet"),
+                    help="csv (default; lists joined by '; '), json (one object per row) or parquet (as stored)")
+    ex.add_argument("--out", help="the file to write (default <bench>-<profile>-<what>.<format> here; '-': "
+                    "standard output); for firm, the folder to write (required): train.jsonl, images/ (the "
+                    "frames each instance shows) and README.md (a dataset card)")
     ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
     _evaluation_options(ex)
     ex.set_defaults(func=cmd_export)

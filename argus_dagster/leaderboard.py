@@ -90,3 +90,35 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
             out.append(f"  needs a VLM (not scored): {', '.join(sorted(needs))}")
         out.append("")
     return "\n".join(out)
+
+
+def pairwise_win_rates(video_scores: pl.DataFrame, task: str, models: list[str], n_resamples: int = 1000,
+                       seed: int = 0) -> dict[tuple[str, str], dict]:
+    """Per ordered pair of ``models`` of ``task``: how often the first's video scores above the
+    second's on the inputs both have a final score for (a tie counts half; an input with several
+    samples compares their means), with a percentile bootstrap 95% interval over those inputs
+    (seeded). ``{(a, b): {"rate", "low", "high", "n"}}``; a pair without a shared input is left out."""
+    if video_scores is None or not video_scores.height:
+        return {}
+    per_input = (video_scores.filter((pl.col("task") == task) & pl.col("final_score").is_not_null())
+                 .group_by("model", "input_id").agg(pl.col("final_score").mean()))
+    scores = {m: dict(zip(g["input_id"].to_list(), g["final_score"].to_list()))
+              for (m,), g in per_input.group_by("model")}
+    rng = np.random.default_rng(seed)
+    out = {}
+    for a in models:
+        for b in models:
+            if a == b or a not in scores or b not in scores:
+                continue
+            shared = sorted(set(scores[a]) & set(scores[b]))
+            if not shared:
+                continue
+            outcome = np.array([1.0 if scores[a][i] > scores[b][i] else 0.5 if scores[a][i] == scores[b][i] else 0.0
+                                for i in shared])
+            if len(outcome) > 1:
+                means = rng.choice(outcome, size=(n_resamples, len(outcome)), replace=True).mean(axis=1)
+                lo, hi = float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+            else:
+                lo = hi = float(outcome[0])
+            out[(a, b)] = {"rate": float(outcome.mean()), "low": lo, "high": hi, "n": len(shared)}
+    return out

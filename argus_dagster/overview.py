@@ -27,19 +27,53 @@ from .alignment_plots import slug
 from .storage import LOCAL, Storage, join
 from .tables import stored_table
 from .names import file_name
-from .leaderboard import coverage_text
-from .report import STYLE, esc, leaderboard_png
+from .leaderboard import coverage_text, pairwise_win_rates
+from .report import STYLE, esc
 from .settings import evaluations_root
 from .rubric.taxonomy import DIMENSIONS
 
 BASE_COLUMNS = ("task", "model", "mean_final", "ci_low", "ci_high", "n_videos", "n_errors")
+# Shown once per task (coverage as one cell, the judge and the criteria that need a VLM below the
+# table, bench and profile in the page's header) rather than as a column each.
+SHOWN_ELSEWHERE = ("bench", "profile", "n_scored", "n_criteria", "weight_scored", "judge", "needs_vlm", "ci_scope")
 ALIGNMENT_SHOWN = ("task", "dimension", "evaluator", "n_videos", "srcc", "krcc", "plcc", "pairwise_acc",
                    "within_input_srcc", "mae")
 OVERVIEW_STYLE = """
 nav a{margin-right:12px} h2{font-size:18px} h3{font-size:14px;margin:16px 0 6px}
-table.leaderboard,table.heat,table.inputs,table.alignment{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
+table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
+table.sortable th{cursor:pointer;user-select:none} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
+table.sortable th[aria-sort=descending]::after{content:" ▼"} td.num{text-align:right;font-variant-numeric:tabular-nums}
+svg.plot{max-width:680px;display:block;margin:8px 0;font:12px system-ui,sans-serif}
+.facts{margin:4px 0 8px} .facts b{font-weight:600}
+@media print{nav,.no-print{display:none} section{break-inside:avoid} body{margin:0;max-width:none}}
+"""
+
+# Click a header of a ``table.sortable`` to order its rows by that column (numbers by value, from a
+# cell's ``data-sort`` where it has one; again to reverse). Inline, so the page stays one file.
+SORT_SCRIPT = """
+document.querySelectorAll('table.sortable th').forEach(function (th) {
+  th.title = 'click to sort';
+  th.addEventListener('click', function () {
+    var table = th.closest('table'), body = table.tBodies[0];
+    var i = Array.prototype.indexOf.call(th.parentNode.children, th);
+    var asc = th.getAttribute('aria-sort') !== 'ascending';
+    table.querySelectorAll('th').forEach(function (h) { h.removeAttribute('aria-sort'); });
+    th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
+    function key(row) {
+      var c = row.cells[i], v = !c ? '' : (c.hasAttribute('data-sort') ? c.getAttribute('data-sort') : c.textContent.trim());
+      return v !== '' && isFinite(v) ? parseFloat(v) : v.toLowerCase();
+    }
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = key(a), y = key(b);
+      if (typeof x !== typeof y) { return typeof x === 'number' ? -1 : 1; }  // a missing value stays last
+      return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1);
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
 """
 
 
@@ -72,10 +106,37 @@ def _png_img(data: bytes, alt: str, cls: str = "plot") -> str:
     return f'<img class="{cls}" alt="{esc(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode("ascii")}">'
 
 
+def _sort_value(x) -> str:
+    """A cell's ``data-sort``: the number itself, empty when there is none (sorted last)."""
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else repr(float(x))
+
+
+def coverage_cell(r: dict, judge_shown: bool = False) -> str:
+    """``3 of 9.7 criteria · 29% of the weight · evidence-only``: what a model's score covers (the
+    judge left out where the page says it once for the task)."""
+    if not r.get("n_criteria"):
+        return "–"
+
+    def num(x) -> str:
+        return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+
+    text = f"{num(r.get('n_scored') or 0)} of {num(r['n_criteria'])} criteria"
+    if r.get("weight_scored") is not None:
+        text += f" · {r['weight_scored']:.0%} of the weight"
+    return text + (f" · {r['judge']}" if r.get("judge") and not judge_shown else "")
+
+
 def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
-    extra = [c for c in lb.columns if c not in BASE_COLUMNS]
-    head = ("<tr><th>rank</th><th>model</th><th>mean final</th><th>95% interval</th><th>n</th><th>errors</th>"
-            + "".join(f"<th>{esc(c)}</th>" for c in extra) + "</tr>")
+    """Rank, model, score with its 95% interval, videos, errors, coverage in one cell, and any column
+    the table has beyond those, under readable headers; then the task's judge and the criteria only a
+    VLM could score, once."""
+    judges = sorted({str(j) for j in lb["judge"].drop_nulls().to_list()}) if "judge" in lb.columns else []
+    one_judge = len(judges) == 1
+    has_coverage = "n_criteria" in lb.columns
+    extra = [c for c in lb.columns if c not in BASE_COLUMNS and c not in SHOWN_ELSEWHERE]
+    head = ("<thead><tr><th>rank</th><th>model</th><th>score</th><th>95% interval</th><th>videos</th><th>errors</th>"
+            + ("<th>covers</th>" if has_coverage else "")
+            + "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in extra) + "</tr></thead>")
     rows = []
     for rank, r in enumerate(lb.iter_rows(named=True), start=1):
         model = str(r["model"])
@@ -83,11 +144,57 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
         name = (f'<a href="{href(task, file_name(model), "index.html")}">{esc(model)}</a>' if index in present
                 else esc(model))
         ci = f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]" if r.get("ci_low") is not None else "–"
-        rows.append(f'<tr data-model="{esc(model)}"><td>{rank}</td><td>{name}</td>'
-                    f'<td class="score">{_num(r["mean_final"])}</td><td>{esc(ci)}</td>'
-                    f'<td>{esc(r["n_videos"])}</td><td>{esc(r["n_errors"])}</td>'
+        rows.append(f'<tr data-model="{esc(model)}"><td class="num">{rank}</td><td>{name}</td>'
+                    f'<td class="score num" data-sort="{_sort_value(r["mean_final"])}">{_num(r["mean_final"])}</td>'
+                    f'<td class="num" data-sort="{_sort_value(r.get("ci_low"))}">{esc(ci)}</td>'
+                    f'<td class="num">{esc(r["n_videos"])}</td><td class="num">{esc(r["n_errors"])}</td>'
+                    + (f'<td data-sort="{_sort_value(r.get("weight_scored"))}">{esc(coverage_cell(r, one_judge))}</td>'
+                       if has_coverage else "")
                     + "".join(f"<td>{_cell(r[c])}</td>" for c in extra) + "</tr>")
-    return f'<table class="leaderboard">{head}{"".join(rows)}</table>'
+    notes = []
+    if one_judge:
+        notes.append(f"judged by <b>{esc(judges[0])}</b>")
+    if "ci_scope" in lb.columns and "scored criteria only" in lb["ci_scope"].to_list():
+        notes.append("scores and intervals cover the scored criteria only")
+    needs = sorted({c for v in (lb["needs_vlm"].to_list() if "needs_vlm" in lb.columns else []) for c in (v or [])})
+    facts = f'<div class="muted facts">{"; ".join(notes)}</div>' if notes else ""
+    if needs:
+        facts += (f'<details class="facts"><summary>{len(needs)} criteria need a VLM judge (not scored here)</summary>'
+                  f'<div class="muted">{esc(", ".join(needs))}</div></details>')
+    return f'<table class="leaderboard sortable">{head}<tbody>{"".join(rows)}</tbody></table>{facts}'
+
+
+def interval_svg(task: str, rows: list[dict], width: int = 640) -> str:
+    """The task's leaderboard as an inline SVG (sharp at any size, and in print): per model a bar to
+    its mean final score (0-10) with its 95% interval, the score beside it."""
+    row_h, top, left, right = 24, 34, 180, 52
+    height = top + row_h * max(len(rows), 1) + 8
+    scale = (width - left - right) / 10.0
+    parts = [f'<svg class="plot" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+             f'xmlns="http://www.w3.org/2000/svg"><title>{esc(task)}: mean final score and 95% interval</title>']
+    for t in range(0, 11, 2):
+        x = left + t * scale
+        parts.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height - 4}" stroke="#e1e4e8"/>'
+                     f'<text x="{x:.1f}" y="{top - 12}" text-anchor="middle" fill="#5b6570">{t}</text>')
+    for i, r in enumerate(rows):
+        y = top + i * row_h
+        name = str(r["model"])
+        short = name if len(name) <= 26 else name[:25] + "…"
+        parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end" fill="#1b1f24"><title>{esc(name)}</title>'
+                     f"{esc(short)}</text>")
+        mean = r.get("mean_final")
+        if mean is None:
+            parts.append(f'<text x="{left + 4}" y="{y + 16}" fill="#b42318">no score</text>')
+            continue
+        parts.append(f'<rect x="{left}" y="{y + 5}" width="{max(0.0, mean) * scale:.1f}" height="{row_h - 10}" '
+                     f'fill="#4a7bd0" fill-opacity="0.75"/>')
+        lo, hi = r.get("ci_low"), r.get("ci_high")
+        if lo is not None and hi is not None:
+            yc, xl, xh = y + row_h / 2, left + lo * scale, left + hi * scale
+            parts.append(f'<path d="M{xl:.1f} {yc}H{xh:.1f}M{xl:.1f} {yc - 5}V{yc + 5}M{xh:.1f} {yc - 5}V{yc + 5}" '
+                         'stroke="#1b1f24" fill="none"/>')
+        parts.append(f'<text x="{left + 10 * scale + 6:.1f}" y="{y + 16}" fill="#1b1f24">{mean:.2f}</text>')
+    return "".join(parts) + "</svg>"
 
 
 def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> str:
@@ -103,9 +210,9 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
                                                       pl.len().alias("n"))
     cell = {(r["model"], r["dimension"]): r for r in means.iter_rows(named=True)}
     dims = sorted(means["dimension"].unique().to_list())
-    head = "<tr><th>model</th>" + "".join(
-        f'<th title="{esc(DIMENSIONS.get(d, d))}">d{esc(d)}<br><span class="muted">{esc(DIMENSIONS.get(d, ""))}'
-        "</span></th>" for d in dims) + "</tr>"
+    head = "<thead><tr><th>model</th>" + "".join(
+        f'<th>d{esc(d)}<br><span class="muted">{esc(DIMENSIONS.get(d, ""))}'
+        "</span></th>" for d in dims) + "</tr></thead>"
     rows = []
     for model in models + sorted(set(means["model"].to_list()) - set(models)):
         tds = []
@@ -114,7 +221,30 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
             tds.append(f'<td class="score" style="background:{_heat_colour(c["mean"])}" title="{c["n"]} scores">'
                        f'{_num(c["mean"], 1)}</td>' if c else '<td class="score muted">–</td>')
         rows.append(f'<tr data-model="{esc(model)}"><td>{esc(model)}</td>{"".join(tds)}</tr>')
-    return f'<table class="heat">{head}{"".join(rows)}</table>{judged_by}'
+    return f'<table class="heat sortable">{head}<tbody>{"".join(rows)}</tbody></table>{judged_by}'
+
+
+def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> str:
+    """Models x models: how often the row's video scores above the column's on the inputs both have
+    (a tie counts half), with its 95% interval and the number of shared inputs."""
+    rates = pairwise_win_rates(videos, task, models) if videos is not None else {}
+    if not rates:
+        return '<p class="muted">no two models share a scored input of this task</p>'
+    head = "<tr><th>beats →</th>" + "".join(f"<th>{esc(m)}</th>" for m in models) + "</tr>"
+    rows = []
+    for a in models:
+        tds = []
+        for b in models:
+            r = rates.get((a, b))
+            if r is None:
+                tds.append('<td class="score muted">–</td>')
+                continue
+            title = (f"{a} scores above {b} on {r['rate']:.0%} of {r['n']} shared inputs "
+                     f"(95% interval {r['low']:.0%}-{r['high']:.0%})")
+            tds.append(f'<td class="score" style="background:{_heat_colour(10 * r["rate"])}" title="{esc(title)}">'
+                       f'{r["rate"]:.0%}<br><span class="muted">[{r["low"]:.0%}, {r["high"]:.0%}] n={r["n"]}</span></td>')
+        rows.append(f'<tr data-model="{esc(a)}"><th>{esc(a)}</th>{"".join(tds)}</tr>')
+    return f'<table class="winrate">{head}{"".join(rows)}</table>'
 
 
 def _inputs_grid(present: set[str], task: str, models: list[str], videos: pl.DataFrame | None) -> str:
@@ -123,7 +253,7 @@ def _inputs_grid(present: set[str], task: str, models: list[str], videos: pl.Dat
         return '<p class="muted">no video scores stored for this task</p>'
     g = videos.filter(pl.col("task") == task)
     final = {(r["input_id"], r["model"]): r for r in g.iter_rows(named=True)}
-    head = "<tr><th>input</th>" + "".join(f"<th>{esc(m)}</th>" for m in models) + "</tr>"
+    head = "<thead><tr><th>input</th>" + "".join(f"<th>{esc(m)}</th>" for m in models) + "</tr></thead>"
     rows = []
     for iid in sorted(set(g["input_id"].to_list())):
         compare = f"{task}/compare/{file_name(iid)}.html"
@@ -139,7 +269,7 @@ def _inputs_grid(present: set[str], task: str, models: list[str], videos: pl.Dat
             tds.append(f'<td class="score"{title}><a class="report" href="{href(task, file_name(m), file_name(iid) + ".html")}">'
                        f"{esc(text)}</a></td>" if page in present else f'<td class="score"{title}>{esc(text)}</td>')
         rows.append(f"<tr><td>{name}</td>{''.join(tds)}</tr>")
-    return f'<table class="inputs">{head}{"".join(rows)}</table>'
+    return f'<table class="inputs sortable">{head}<tbody>{"".join(rows)}</tbody></table>'
 
 
 def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFrame | None, store: Storage) -> str:
@@ -176,23 +306,38 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     for task in tasks:
         g = lb.filter(pl.col("task") == task)
         models = [str(m) for m in g["model"].to_list()]
-        plot = _png_img(leaderboard_png(task, g.to_dicts()), f"{task} leaderboard: mean final score and 95% interval")
+        plot = interval_svg(task, g.to_dicts())
         sections.append(
             f'<section id="{esc(task)}" data-task="{esc(task)}"><h2>{esc(task)}</h2>'
             f"{_leaderboard_table(present, task, g)}{plot}"
             f"<h3>Mean criterion score per dimension (0-10)</h3>{_heat_map(task, models, criterion_scores)}"
+            "<h3>Pairwise: how often the row's model scores above the column's, on the inputs both have</h3>"
+            f"{_win_matrix(task, models, video_scores)}"
             f"<h3>Inputs (comparison page) × models (report)</h3>{_inputs_grid(present, task, models, video_scores)}"
             "</section>")
     if not sections:
         sections.append('<p class="muted">no leaderboard yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    where = f"bench {esc(bench)}; " if bench else ""
-    body = (f"<h1>{esc(title)}</h1><div class=\"muted\">{where}updated {esc(stamp)}; mean final score 0-10 with a "
-            f"bootstrap 95% interval over videos; n videos scored, errors not scored</div><nav>{nav}</nav>"
+    evaluation = _evaluation_line(lb, bench)
+    body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">updated {esc(stamp)}; score: mean final "
+            f"score 0-10 with a bootstrap 95% interval over videos; videos scored, errors not scored; click a "
+            f"column's header to sort by it</div><nav>{nav}</nav>"
             + "".join(sections)
             + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, present, alignment, store)}</section>')
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}</body></html>\n")
+            f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}<script>{SORT_SCRIPT}</script></body></html>\n")
+
+
+def _evaluation_line(lb: pl.DataFrame, bench: str | None = None) -> str:
+    """Bench, profile and judge once, in the header (the leaderboard table carries them per row);
+    ``bench``: how the caller names the bench (and its profile), in their place."""
+    def values(col: str) -> list[str]:
+        return sorted({str(v) for v in lb[col].drop_nulls().to_list()}) if col in lb.columns else []
+
+    named = [("bench", [bench])] if bench else [("bench", values("bench")), ("profile", values("profile"))]
+    facts = named + [("judge", values("judge"))]
+    shown = [f"{label} <b>{esc(', '.join(v))}</b>" for label, v in facts if v]
+    return f'<div class="facts">{" · ".join(shown)}</div>' if shown else ""
 
 
 def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard: pl.DataFrame | None = None,

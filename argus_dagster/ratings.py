@@ -7,7 +7,7 @@ taken from the file name, ``t2vscore_alignment_score.json`` → ``alignment``) a
 ``annotations.json`` (nine aspects per clip).
 
 Evaluator scores: this project's ``video_scores`` and ``criterion_scores`` tables (a parquet file, or
-the folder dagster-polars writes them to), a long table ``input_id, model, evaluator, score[,
+the folder the IO manager writes them to), a long table ``input_id, model, evaluator, score[,
 dimension]``, or a wide one with one numeric column per evaluator (T2VScore's ``t2vscore_results.csv``).
 
 A row that cannot be read (no id, a score that is not a number) is left out and named in

@@ -34,6 +34,7 @@ th{background:#f4f6f8} .score{font-weight:600;text-align:center;width:48px}
 .fired{background:#ffe3e3} .unscored{color:#8a6d00} .err{color:#b42318}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:11px;max-height:220px;overflow:auto;background:#fafbfc}
 details summary{cursor:pointer;color:#4a7bd0}
+.player{margin:4px 0;font-size:11px;color:#5b6570} .player video{width:480px;max-width:100%;height:auto;display:block;background:#000}
 """
 
 
@@ -66,6 +67,42 @@ def _frame_row(row: FrameRow) -> str:
     body = "".join(_img(f, row.captions[i] if i < len(row.captions) else "") for i, f in enumerate(row.frames))
     err = f'<div class="err">{esc(row.error)}</div>' if row.error else ""
     return f'<div><div class="muted">{esc(row.label)}</div><div class="frames">{body}</div>{err}</div>'
+
+
+def _player(src: str | None, caption: str) -> str:
+    """A ``<video>`` a person can play (``src``: relative to the page, or a presigned URL); nothing
+    without one."""
+    if not src:
+        return ""
+    return (f'<figure class="player"><video controls muted preload="metadata" src="{esc(src)}"></video>'
+            f"<figcaption>{esc(caption)}</figcaption></figure>")
+
+
+# What each rule of evidence-plan normalization did, as the lead of a sentence (argus_dagster.evidence.plan).
+REPAIR_LEADS = {
+    "vlm_only": "VLM-only ablation", "malformed_step": "A malformed step was repaired",
+    "unknown_tool": "A step naming no known tool was dropped",
+    "tool_unavailable": "A tool this environment cannot run was left out",
+    "reference_source": "A reference that cannot be resolved was set to none",
+    "absent_source": "The input has no source video", "absent_condition": "The input lacks a condition the plan used",
+    "input_reference": "A web search for what the input already gives was removed",
+    "no_web_search": "No web search is configured", "fill_missing": "A missing argument was filled in",
+    "crop_ids": "Crop names were normalized", "retrieval_order": "A web search was moved before its first use",
+    "dangling_operand": "A step's operand was repaired", "unconsumed_crop": "A crop nothing read gets a question",
+    "fallback": "Fallback to the VLM", "empty_plan": "No step could run",
+}
+
+
+def repair_sentence(repair: Any) -> str:
+    """A repair or fallback of a plan (``{"rule", "detail"}``) as one sentence a person reads."""
+    if isinstance(repair, dict) and ("rule" in repair or "detail" in repair):
+        rule = str(repair.get("rule") or "")
+        lead = REPAIR_LEADS.get(rule, rule.replace("_", " ").capitalize() or "Repaired")
+        detail = str(repair.get("detail") or "").strip().rstrip(".")
+        return f"{lead}: {detail}." if detail else f"{lead}."
+    if isinstance(repair, dict):
+        return "; ".join(f"{k}: {v}" for k, v in repair.items())
+    return str(repair)
 
 
 def _num(x: Any, digits: int = 2) -> str:
@@ -117,8 +154,8 @@ def _criterion_row(c: dict) -> str:
     if c.get("type") == "hard":
         kind += f" · cap {c.get('hard_cap')} below {_num(c.get('fail_threshold'), 1)}"
     plan, evidence, repairs = _json_list(c.get("plan")), _json_list(c.get("evidence")), _json_list(c.get("repairs"))
-    repairs_html = ("<div><b>repairs:</b><ul>" + "".join(f"<li>{esc(r)}</li>" for r in repairs) + "</ul></div>"
-                    if repairs else "")
+    repairs_html = ("<div><b>repairs:</b><ul>" + "".join(f"<li>{esc(repair_sentence(r))}</li>" for r in repairs)
+                    + "</ul></div>" if repairs else "")
     status = f'<div class="muted">plan: {esc(c.get("plan_status") or "-")}</div>'
     err = f'<div class="err">{esc(c["error"])}</div>' if c.get("error") else ""
     ev = esc(json.dumps(evidence, indent=1, default=str)) if evidence else ""
@@ -156,10 +193,15 @@ def _rubric_origin(generator: dict | None) -> str:
 
 def render_video_report(*, task: str, model: str, input_id: str, prompt: str, conditions: list[FrameRow],
                         output: FrameRow, video: dict, criteria: list[dict], index_href: str | None = "index.html",
-                        compare_href: str | None = None, rubric_generator: dict | None = None) -> str:
-    """One video's page. ``video``: a ``video_scores`` row; ``criteria``: per criterion the rubric's
-    requirement and scoring rule, the evidence row (plan, repairs, evidence) and the score row;
-    ``rubric_generator``: the rubric's ``generator`` block (who wrote it, and what it was told)."""
+                        compare_href: str | None = None, rubric_generator: dict | None = None,
+                        video_src: str | None = None, source_src: str | None = None) -> str:
+    """One video's page: first its score, caps and scored criteria, then the video (played, and its
+    stills with their times), the input, the criteria left unscored and who wrote the rubric.
+    ``video``: a ``video_scores`` row; ``criteria``: per criterion the rubric's requirement and
+    scoring rule, the evidence row (plan, repairs, evidence) and the score row;
+    ``rubric_generator``: the rubric's ``generator`` block (who wrote it, and what it was told);
+    ``video_src``, ``source_src``: the candidate's and the source video's playable URLs
+    (:func:`argus_dagster.page_media.page_video`)."""
     caps = video.get("caps_fired") or []
     links = " · ".join(x for x in (
         f'<a href="{esc(index_href)}">all videos of {esc(task)} × {esc(model)}</a>' if index_href else "",
@@ -171,14 +213,27 @@ def render_video_report(*, task: str, model: str, input_id: str, prompt: str, co
                + (f'<span>needs a VLM: {esc(", ".join(video.get("needs_vlm") or []))}</span>' if video.get("needs_vlm") else "")
                + '</div>')
     err = f'<div class="err">{esc(video["error"])}</div>' if video.get("error") else ""
-    rows = "".join(_criterion_row({**c, "fired": c.get("criterion_id") in caps}) for c in criteria)
-    table = ("<table><tr><th>criterion</th><th>requirement</th><th>tool trace and evidence</th><th>score</th>"
-             f"<th>rationale</th></tr>{rows}</table>") if criteria else '<p class="muted">no criteria were judged</p>'
+    head = ("<tr><th>criterion</th><th>requirement</th><th>tool trace and evidence</th><th>score</th>"
+            "<th>rationale</th></tr>")
+
+    def table(rows: list[dict], cls: str) -> str:
+        return (f'<table class="{cls}">{head}'
+                + "".join(_criterion_row({**c, "fired": c.get("criterion_id") in caps}) for c in rows) + "</table>")
+
+    scored = [c for c in criteria if c.get("score") is not None]
+    unscored = [c for c in criteria if c.get("score") is None]
+    scored_html = (table(scored, "criteria scored") if scored else
+                   f'<p class="muted">{"no criterion could be scored" if criteria else "no criteria were judged"}</p>')
+    unscored_html = (f'<h2 class="unscored-head">Not scored ({len(unscored)} of {len(criteria)})</h2>'
+                     f"<details><summary>each with why</summary>{table(unscored, 'criteria unscored')}</details>"
+                     if unscored else "")
+    source_player = _player(source_src, "source video") if source_src else ""
     body = (f"<h1>{esc(task)} · {esc(model)} · {esc(input_id)}</h1><div class=\"muted\">{links}</div>"
+            f"{summary}{err}<h2>Scored criteria</h2>{scored_html}"
+            f"<h2>Output</h2>{_player(video_src, 'the candidate video')}{_frame_row(output)}"
             f'<h2>Input</h2><div class="prompt">{esc(prompt)}</div>'
-            + "".join(_frame_row(r) for r in conditions)
-            + f"<h2>Output</h2>{_frame_row(output)}{summary}{err}<h2>Criteria</h2>{table}"
-            + _rubric_origin(rubric_generator))
+            + "".join(_frame_row(r) for r in conditions) + source_player
+            + unscored_html + _rubric_origin(rubric_generator))
     return _page(f"{task} {model} {input_id}", body)
 
 
@@ -208,13 +263,15 @@ def render_index(*, task: str, model: str, rows: Iterable[dict]) -> str:
 
 
 def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dict],
-                      conditions: list[FrameRow] | None = None) -> str:
+                      conditions: list[FrameRow] | None = None, source_src: str | None = None) -> str:
     """The input (prompt and its conditions: first frame, subject images, source frames), every
     model's output of it below, then criterion scores in one table: what was asked next to what
     each model made of it.
 
     ``models``: per model ``model``, ``final_score``, ``base_score``, ``caps_fired``, ``error``,
-    ``frames`` (JPEG bytes), ``href`` and ``scores`` ({criterion_id: score or None}).
+    ``frames`` (JPEG bytes) and ``frame_times`` (their captions), ``video`` (its playable URL),
+    ``href`` and ``scores`` ({criterion_id: score or None}); ``source_src``: the source video's
+    playable URL (an edit's).
     """
     models = sorted(models, key=lambda m: (m.get("final_score") is None, -(m.get("final_score") or 0.0), m["model"]))
     blocks = []
@@ -223,8 +280,9 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
         caps = ", ".join(m.get("caps_fired") or []) or "none"
         covers = f" · {esc(_coverage(m))}" if m.get("n_criteria") is not None else ""
         blocks.append(f"<h2>{link}: final {_num(m.get('final_score'))}{covers} (base {_num(m.get('base_score'))}, "
-                      f"caps {esc(caps)})</h2>"
-                      + _frame_row(FrameRow("output", m.get("frames") or [], error=m.get("error"))))
+                      f"caps {esc(caps)})</h2>" + _player(m.get("video"), f"{m['model']}'s video")
+                      + _frame_row(FrameRow("output", m.get("frames") or [], list(m.get("frame_times") or []),
+                                            error=m.get("error"))))
     criteria = sorted({c for m in models for c in (m.get("scores") or {})})
     head = "".join(f"<th>{esc(m['model'])}</th>" for m in models)
     def cell(m: dict, c: str) -> str:
@@ -235,7 +293,7 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
                    for c in criteria)
     body = (f"<h1>{esc(task)} · {esc(input_id)}: models compared</h1>"
             f'<h2>Input</h2><div class="prompt">{esc(prompt)}</div>'
-            + "".join(_frame_row(r) for r in conditions or [])
+            + "".join(_frame_row(r) for r in conditions or []) + _player(source_src, "source video")
             + '<h2 class="outputs">Outputs</h2>' + "".join(blocks)
             + f"<h2>Criterion scores</h2><table><tr><th>criterion</th>{head}</tr>{rows}</table>")
     return _page(f"{task} {input_id} compared", body)
@@ -272,9 +330,6 @@ def leaderboard_png(task: str, rows: list[dict], width: int = 640) -> bytes:
             for x in (xl, xh):
                 cv2.line(img, (x, yc - 5), (x, yc + 5), (30, 30, 30), 1, cv2.LINE_AA)
         cv2.putText(img, f"{mean:.2f}", (int(left + 10 * scale) + 6, y + 17), font, 0.42, (20, 20, 20), 1, cv2.LINE_AA)
-        if r.get("n_criteria"):
-            cov = f"{r.get('n_scored') or 0:.0f}/{r['n_criteria']:.0f} crit."
-            cv2.putText(img, cov, (left + 4, y + 17), font, 0.38, (255, 255, 255), 1, cv2.LINE_AA)
     ok, buf = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     if not ok:
         raise ValueError("PNG encoding failed")

@@ -23,7 +23,7 @@ import dagster as dg
 import polars as pl
 
 from .bench import task_dir
-from .candidate_store import discover
+from .candidate_store import discover, unknown_models
 from .progress import PROGRESS
 from .settings import Settings, load_settings
 from .storage import Storage
@@ -259,6 +259,18 @@ def _execute(instance: dg.DagsterInstance, resources: dict, selection: list[str]
                           resources=resources, run_config=QUIET, tags=run_tags, raise_on_error=False, **kw)
 
 
+def _frozen_rubrics(result: dg.ExecuteInProcessResult) -> dict[str, tuple[int, list[str]]]:
+    """Per task, how many rubrics a run generated and the folders it froze them in (later runs load them
+    from there)."""
+    out = {}
+    for event in result.get_asset_materialization_events():
+        m = event.materialization
+        if m.asset_key.to_user_string() == "rubrics" and "n_generated" in m.metadata:
+            folders = m.metadata["frozen_in"].value if "frozen_in" in m.metadata else []
+            out[str(m.partition)] = (int(m.metadata["n_generated"].value or 0), list(folders or []))
+    return out
+
+
 def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
     """Per partition, the failed tool steps and unanswered judgments a candidate run left to retry."""
     from .definitions import RETRY_METADATA
@@ -307,7 +319,7 @@ def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions |
     if models:
         unknown = sorted(set(models) - set(found))
         if unknown:
-            raise SystemExit(f"no candidate videos for model(s) {unknown} under {settings.candidates_dir}")
+            raise SystemExit(unknown_models(unknown, found, settings.candidates_dir))
         found = {m: t for m, t in found.items() if m in models}
     task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
     if not found:
@@ -369,8 +381,11 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
         return f"({seconds}" + (f"; {why}" if why and why != "new" else "") + ")"
 
     if kind == "task":
+        frozen = _frozen_rubrics(result)
         for task in keys:
-            progress(f"{elapsed()} {task}: inputs and rubrics {took(task)}")
+            n, folders = frozen.get(task, (0, []))
+            progress(f"{elapsed()} {task}: inputs and rubrics {took(task)}"
+                     + (f"; {n} new rubric{'s' if n != 1 else ''} frozen in {', '.join(folders)}" if n else ""))
     elif kind == "partition":
         retry = _retry_left(result)
         for key in keys:
@@ -812,3 +827,18 @@ def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | 
         *[pl.col(f"{d}_rating").mean().round(2).alias(f"mean_{d}") for d in ("if", "wc", "pq")],
         *[pl.col(f"{d}_rating").is_null().sum().alias(f"{d}_unscored") for d in ("if", "wc", "pq")])
         .sort("task", "model"))
+
+
+def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                        settings: Settings | None = None) -> pl.DataFrame | None:
+    """The stored table ``argus export <what>`` writes (``leaderboard``, ``videos``, ``criteria``; see
+    :mod:`argus_dagster.export`), of ``tasks`` only when given; None when nothing is stored."""
+    from .export import TABLES, combine
+
+    if what not in TABLES:
+        raise ValueError(f"{what!r}: expected one of {', '.join(TABLES)}")
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    if TABLES[what] == "leaderboard":
+        return combine([current_leaderboard(instance, settings)], tasks)
+    return combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)

@@ -82,7 +82,27 @@ class _QuietHandler(SimpleHTTPRequestHandler):
             return 404, "not a regular file"
         return None
 
+    def _media(self) -> None:
+        """A page's ``_media/<hash>.webm`` that is not there yet is encoded now, from the video kept
+        beside it (:func:`argus_dagster.page_media.serve_webm`); inside the served folder only."""
+        try:
+            path = unquote(urlsplit(self.path).path, errors="strict")
+        except (UnicodeDecodeError, ValueError):
+            return
+        if not path.endswith(".webm") or "/_media/" not in path or _CONTROL.search(path):
+            return
+        rel = posixpath.normpath(path).lstrip("/")
+        if not self._allowed(rel):
+            return
+        from .page_media import WEBM_ASKED, serve_webm
+
+        target = Path(self.translate_path(self.path))
+        root = Path(self.directory).resolve()
+        if WEBM_ASKED.fullmatch(rel) and root in target.parent.resolve().parents:
+            serve_webm(target)
+
     def _answer(self, head_only: bool) -> None:
+        self._media()
         refused = self._refusal()
         if refused is not None:
             self.send_error(*refused)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import time
 
 import dagster as dg
 import polars as pl
@@ -12,7 +13,7 @@ from argus_dagster.rubric.schema import RubricError
 from argus_dagster.rubric.store import resolve_rubric
 from argus_dagster.vlm import STAGE_RUBRICS, CallStats, request_pool, request_priority
 from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
-from argus_dagster.storage import is_remote
+from argus_dagster.storage import is_remote, join
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.judging import RubricGeneratorResource
@@ -47,6 +48,19 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
     })
 
 
+def _frozen_in(new: list[str], task: str, bench_dir, frozen, started: float) -> list[str]:
+    """The folders the rubrics of ``new`` inputs were written to: the bench's ``<TASK>/rubrics`` where
+    the file there was written by this run, else the frozen-rubrics folder of the generator."""
+    folders = set()
+    for iid in new:
+        paths = bench_lib.bench_rubric_paths(bench_dir, task, iid) if bench_dir is not None else []
+        if paths and paths[0].is_file() and paths[0].stat().st_mtime >= started - 1:
+            folders.add(str(paths[0].parent))
+        else:
+            folders.add(join(frozen, task))
+    return sorted(folders)
+
+
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"},
           deps=[rubric_files, rubric_generator_config], automation_condition=UP_TO_DATE)
 @each_partition
@@ -57,6 +71,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
     once. A bench on S3 is read from its local copy and never written: new rubrics are frozen under
     the frozen-rubrics location (on S3 too in the aws environment)."""
     task = context.partition_key
+    started = time.time()
     bench_dir = bench.bench_path()
     remote_bench = is_remote(bench_dir)
     readable_bench = storage.storage().local_copy(bench_dir) if remote_bench else bench_dir
@@ -99,13 +114,17 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         rows = list(pool.map(one, input_instances.iter_rows(named=True)))
     df = frame(rows, RUBRICS)
     ok = df.filter(pl.col("error").is_null())
+    new = ok.filter(pl.col("source") == "generated")["input_id"].to_list()
     return dg.Output(df, data_version=_version(df["rubric_hash"].to_list() + df["error"].to_list()), metadata={
         "n_rubrics": ok.height, "n_errors": df.height - ok.height,
         # Rubrics that could not be made for a valid input (a generator that failed): tried again.
         "n_retryable": len(failed_generation),
         "n_loaded": ok.filter(pl.col("source") == "loaded").height,
         "n_coerced": ok.filter(pl.col("load_log") != "[]").height,
-        "n_generated": ok.filter(pl.col("source") == "generated").height,
+        "n_generated": len(new),
+        # Where the new rubrics were frozen (the bench's folder, else the home's), said by argus evaluate.
+        "frozen_in": dg.MetadataValue.json(_frozen_in(new, task, None if remote_bench else readable_bench, frozen,
+                                                      started)),
         "mean_criteria": float(ok["n_criteria"].mean()) if ok.height else 0.0,
         "rubric_hashes": dg.MetadataValue.json({r["input_id"]: r["rubric_hash"] for r in ok.iter_rows(named=True)}),
         **rubric_delta_metadata(context, df, storage.storage()),

@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from argus_dagster.export import write_exports
 from argus_dagster.files import WriteError
 from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.report import leaderboard_png
@@ -45,7 +46,18 @@ def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> 
     return meta
 
 
-@dg.asset(code_version="4", group_name="reports", kinds={"polars"},
+def export_metadata(tables: dict[str, pl.DataFrame], reports_dir: Path | str, store: Storage) -> dict:
+    """The leaderboard and the video scores it is made of, as CSV and JSON files under the evaluation's
+    ``reports/exports/`` (what ``argus export`` writes), each linked; a file that cannot be written is
+    said, not fatal."""
+    try:
+        paths = write_exports(tables, reports_dir, store)
+    except WriteError as exc:
+        return {"export_error": str(exc)}
+    return {f"export_{name}": dg.MetadataValue.url(store.link(path, reports_dir)) for name, path in paths.items()}
+
+
+@dg.asset(code_version="5", group_name="reports", kinds={"polars"},
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
@@ -64,6 +76,7 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
+        **export_metadata({"leaderboard": lb, "videos": scores}, bench.reports_path(), storage.storage()),
         **overview_metadata(context, bench, storage.storage(), leaderboard=lb),
     })
 

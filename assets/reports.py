@@ -16,6 +16,7 @@ one line on its row.
 import base64
 import hashlib
 import json
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,6 +26,7 @@ import polars as pl
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.files import WriteError
 from argus_dagster.names import file_name, sample_file_name
+from argus_dagster.page_media import page_video
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
@@ -97,10 +99,26 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
     return out
 
 
+# Rebuilding an input's comparison page (list the cards, write the page) is one step at a time in a
+# process: two partitions of a range each writing the page from its own listing could leave the one
+# that missed the other's card last.
+_COMPARISON_PAGES = threading.Lock()
+
+
+def _source_src(uri: str | None, reports_dir, task: str, store: Storage) -> str | None:
+    """The playable URL of an edit's source video (None without one, or when it cannot be read)."""
+    if not uri:
+        return None
+    try:
+        return page_video(uri, file_digest(uri, store), reports_dir, task, store)
+    except (MediaError, OSError, ValueError):
+        return None
+
+
 def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: str, prompt: str,
-                     conditions: list[FrameRow] | None = None) -> Path | str:
-    """The comparison page of one input from every model's card: the input's conditions above the
-    outputs (``task_dir``: a folder or an ``s3://`` prefix of ``store``)."""
+                     conditions: list[FrameRow] | None = None, source_src: str | None = None) -> Path | str:
+    """The comparison page of one input from every model's card: the input's conditions (and the
+    source video, played) above the outputs (``task_dir``: a folder or an ``s3://`` prefix of ``store``)."""
     cards = []
     for f in store.list(join(task_dir, "_cards", safe_name(input_id))):
         if "/" in f.rel or not f.rel.endswith(".json"):
@@ -113,10 +131,10 @@ def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: 
         cards.append(card)
     path = join(task_dir, "compare", f"{safe_name(input_id)}.html")
     return store.write_bytes(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards,
-                                                conditions=conditions))
+                                                conditions=conditions, source_src=source_src))
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="reports", kinds={"html"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="reports", kinds={"html"},
           automation_condition=UP_TO_DATE)
 @each_partition
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
@@ -150,20 +168,24 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             generator = (json.loads(rubric_row["rubric_json"]).get("generator")
                          if rubric_row.get("rubric_json") and not rubric_row.get("error") else None)
             conditions = condition_rows(inp, store)
+            video_src = page_video(cand.get("uri"), cand.get("sha256"), reports_dir, task, store)
+            source_src = _source_src(inp.get("source_video"), reports_dir, task, store)
             page = render_video_report(task=task, model=model, input_id=label, prompt=inp.get("prompt") or "",
                                        conditions=conditions, output=output, video=v, criteria=criteria,
                                        compare_href=f"../compare/{quote(safe_name(iid))}.html",
-                                       rubric_generator=generator)
+                                       rubric_generator=generator, video_src=video_src, source_src=source_src)
             store.write_bytes(join(out_dir, name), page)
             content.update(name.encode() + b"\0" + page.encode() + b"\0")
             card = {"model": video_label(model, sample), "final_score": v["final_score"], "base_score": v["base_score"],
                     **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{quote(safe_name(model))}/{quote(name)}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
-                    "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]]}
+                    "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]],
+                    "frame_times": output.captions[::2], "video": video_src}
             store.write_bytes(join(task_dir, "_cards", safe_name(iid), f"{sample_file_name(model, sample)}.json"),
                               json.dumps(card))
-            write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions)
+            with _COMPARISON_PAGES:  # a range's partitions run in threads: each page lists the cards after its own
+                write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions, source_src)
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": join(out_dir, name),
                          "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row

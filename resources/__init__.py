@@ -78,7 +78,7 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
         "vlm": _on_machine(_with_model(vlm_from_env("ARGUS_VLM"), profile.judge_model, "judge", "ARGUS_VLM"),
                            settings),
         "rubric_vlm": _on_machine(_with_model(vlm_from_env("ARGUS_RUBRIC", fallback="ARGUS_VLM"),
-                                              profile.rubric_model, "rubric", "ARGUS_RUBRIC (or ARGUS_VLM)"), settings),
+                                              profile.rubric_model, "rubric", "ARGUS_VLM"), settings),
     }
     if env == "local":
         return {**common,
@@ -100,8 +100,8 @@ def _with_model(vlm: VlmResource, model: str, part: str, prefix: str) -> VlmReso
     if not model:
         return vlm
     if not vlm.configured:
-        raise SettingError(f"profile part {part}={model}: no endpoint to ask it on; set {prefix}_BASE_URL "
-                           f"(or _PATH)")
+        raise SettingError(f"profile part {part}={model}: no VLM configured to ask it on; set {prefix}_BASE_URL "
+                           f"(or {prefix}_PATH for a model on disk)")
     return replaced(vlm, model=model)
 
 

@@ -4,16 +4,17 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
-from dagster_polars import PolarsParquetIOManager
 
 from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
 from resources import (BenchResource, JudgeResource, RubricGeneratorResource, ScoringResource, StorageResource,
                        ToolsResource, VlmResource)
+from resources.storage import StorageIOManager
 
 
 def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource | None = None,
                     rubric_vlm: VlmResource | None = None) -> dict:
     """The embedded default (no VLM) unless VLM resources are given."""
+    storage = StorageResource(media_cache_dir=str(home / "media"), hash_index=str(home / "cache"))
     return {
         "vlm": vlm or VlmResource(),
         "rubric_vlm": rubric_vlm or vlm or VlmResource(),
@@ -24,8 +25,8 @@ def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource 
         "rubric_generator": RubricGeneratorResource(),
         "judge": JudgeResource(),
         "scoring": ScoringResource(),
-        "storage": StorageResource(media_cache_dir=str(home / "media"), hash_index=str(home / "cache")),
-        "io_manager": PolarsParquetIOManager(base_dir=str(home / "storage")),
+        "storage": storage,
+        "io_manager": StorageIOManager(storage=storage, base_dir=str(home / "storage")),  # as the CLI's resources
     }
 
 

@@ -104,6 +104,14 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         with urllib.request.urlopen(url, timeout=10) as resp:
             page = resp.read().decode("utf-8")
         assert resp.status == 200 and "p0" in page and "<html" in page.lower()
+        # The report plays its video by a presigned link to a WebM copy beside the pages (the clip is mp4v).
+        import re
+
+        report = storage.read_text(f"{evaluation}/reports/T2V/m/p0.html")
+        [src] = re.findall(r'<video [^>]*src="([^"]+)"', report)
+        assert src.startswith(f"{moto_endpoint}/{BUCKET}/eval/benches/b/default/reports/T2V/_media/")
+        with urllib.request.urlopen(src.replace("&amp;", "&"), timeout=10) as resp:
+            assert resp.status == 200 and resp.read()[:4] == b"\x1aE\xdf\xa3"  # a WebM (Matroska) file
         overview = latest_record(instance, "leaderboard").asset_materialization.metadata["overview_url"].value
         with urllib.request.urlopen(overview, timeout=10) as resp:
             assert 'data-task="T2V"' in resp.read().decode("utf-8")

@@ -171,7 +171,23 @@ def test_overview_every_task_and_model(site, browser, tmp_path):
     assert "argus:final" in alignment.inner_text()
     n_scatter = alignment.locator("img").count()
     assert n_scatter >= 1
-    assert _images_loaded(page) == len(ALL_TASKS) + n_scatter  # a leaderboard plot per task, the scatter plots
+    assert _images_loaded(page) == n_scatter  # the scatter plots; the leaderboard plots are vector graphics
+    assert page.locator("section[data-task] svg.plot").count() == len(ALL_TASKS)
+    # clicking a header re-orders the rows: by model name, then by score (ascending, then back to best first)
+    table = page.locator('section[data-task="T2V"] table.leaderboard')
+    order = lambda: table.locator("tbody tr").evaluate_all("rs => rs.map(r => r.dataset.model)")  # noqa: E731
+    scores = lambda: [float(x) for x in table.locator("tbody td.score").evaluate_all(  # noqa: E731
+        "cs => cs.map(c => c.dataset.sort)")]
+    best_first = order()
+    assert len(best_first) == 3 and scores() == sorted(scores(), reverse=True)
+    table.locator("th", has_text="model").click()
+    assert order() == sorted(best_first, key=str.lower)
+    table.locator("th", has_text="model").click()
+    assert order() == sorted(best_first, key=str.lower, reverse=True)
+    table.locator("th", has_text="score").click()
+    assert scores() == sorted(scores()) and scores()[0] < scores()[-1] and sorted(order()) == sorted(best_first)
+    table.locator("th", has_text="score").click()
+    assert scores() == sorted(scores(), reverse=True)
     links = _links_resolve(page, site["served"])
     assert len(links) >= len(ALL_TASKS) * (2 + 3 + 6)
     assert site["served"] + "index.html" in links  # up to every evaluation of the home
@@ -212,6 +228,11 @@ def test_comparison_page_shows_conditions_then_every_model(site, browser, tmp_pa
     headings = page.locator("h2 a").all_inner_texts()
     assert sorted(headings) == sorted(models), headings
     assert _images_loaded(page) >= 1 + 1 + 2 * len(models)  # subject, source frames, outputs
+    # every model's video and the source video play through argus open (the server makes their WebM)
+    assert page.locator("video").count() == 1 + len(models)
+    page.wait_for_function("Array.from(document.querySelectorAll('video')).every(v => v.readyState >= 2)",
+                           timeout=90_000)
+    assert page.evaluate("Array.from(document.querySelectorAll('video')).every(v => v.videoWidth > 0 && !v.error)")
     assert _links_resolve(page, site["base"]) == sorted({site["base"] + "index.html", *(
         urljoin(page.url, h) for h in page.locator("h2 a").evaluate_all("as => as.map(a => a.getAttribute('href'))"))})
     assert errors == [], errors

@@ -230,8 +230,8 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
 
     resources = graph_resources(bench, cands, home)
     with dg.instance_for_test() as instance:
-        ctx = dg.build_sensor_context(instance=instance, resources=resources)
-        result = candidate_store_sensor(ctx)
+        with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
+            result = candidate_store_sensor(ctx)
         added = [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
         assert added == ["m"]
 

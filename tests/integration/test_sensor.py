@@ -39,8 +39,8 @@ def store(tmp_path):
 
 def _tick(instance, resources, cursor=None):
     """One tick, and what the daemon does with its result: new partitions added, observations recorded."""
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
-    result = candidate_store_sensor(ctx)
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:  # nested resources
+        result = candidate_store_sensor(ctx)
     for req in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     for event in result.asset_events or []:

@@ -12,7 +12,7 @@ import pytest
 
 from argus_dagster.files import write_atomic
 from argus_dagster.names import file_name
-from argus_dagster.overview import render_overview, stored_table, write_overview
+from argus_dagster.overview import SORT_SCRIPT, render_overview, stored_table, write_overview
 from argus_dagster.serve import make_server, serve_in_thread, url_of
 from argus_dagster.settings import report_url
 
@@ -61,11 +61,12 @@ def test_every_task_and_model_escaped_and_linked(tmp_path):
     page = render_overview(reports, _lb(), criterion_scores=criteria, video_scores=videos)
     parsed = _Links()
     parsed.feed(page)
-    assert "script" not in parsed.tags and "&lt;script&gt;" in page
+    # the one script is the page's own sorting script: a model named <script> is text
+    assert parsed.tags.count("script") == 1 and f"<script>{SORT_SCRIPT}</script>" in page and "&lt;script&gt;" in page
     for task in ("T2V", "TV2V"):
         assert f'data-task="{task}"' in page
     assert page.count('<tr data-model="good">') == 2  # leaderboard and heat map
-    assert len(parsed.imgs) == 2 and all(s.startswith("data:image/png;base64,") for s in parsed.imgs)
+    assert parsed.imgs == [] and page.count('<svg class="plot"') == 2  # a vector interval plot per task
     # Every link resolves to a file under the reports folder once the server decodes it.
     assert parsed.hrefs
     for h in parsed.hrefs:
@@ -77,12 +78,30 @@ def test_every_task_and_model_escaped_and_linked(tmp_path):
     assert ">9.0</td>" in page and ">1.0</td>" in page
 
 
-def test_coverage_and_evaluator_columns_are_rendered_when_present(tmp_path):
+def test_coverage_is_one_cell_and_the_evaluation_is_said_once(tmp_path):
     reports, videos, criteria = _site(tmp_path)
-    page = render_overview(reports, _lb(n_scored=[10, 3, 0], n_criteria=[12, 12, 12], judge=["evidence-only"] * 3),
-                           criterion_scores=criteria, video_scores=videos)
-    assert "<th>n_scored</th>" in page and "<th>judge</th>" in page and "<td>evidence-only</td>" in page
-    assert "<th>n_scored</th>" not in render_overview(reports, _lb())
+    lb = _lb(n_scored=[10, 3, 0], n_criteria=[12, 12, 9.7], weight_scored=[0.9, 0.29, 0.0],
+             judge=["evidence-only"] * 3, bench=["mine"] * 3, profile=["vlm-only"] * 3,
+             needs_vlm=[["c1", "c2"], ["c2", "c9"], []], ci_scope=["scored criteria only"] * 3, cost_usd=[1.5, 2.0, 0.0])
+    page = render_overview(reports, lb, criterion_scores=criteria, video_scores=videos)
+    assert "<th>covers</th>" in page and ">10 of 12 criteria · 90% of the weight</td>" in page
+    assert ">0 of 9.7 criteria · 0% of the weight</td>" in page
+    for internal in ("n_scored", "weight_scored", "ci_scope", "needs_vlm", "<th>judge</th>", "<th>bench</th>"):
+        assert internal not in page, internal
+    assert page.count("judged by <b>evidence-only</b>") == 2  # once per task, not per row
+    assert page.count("bench <b>mine</b> · profile <b>vlm-only</b> · judge <b>evidence-only</b>") == 1
+    assert page.count("c1, c2, c9") == 1 and "2 criteria need a VLM" not in page  # T2V's, once
+    assert "<th>cost usd</th>" in page and "<td>1.50</td>" in page  # a column beyond these, readable
+    assert "<th>covers</th>" not in render_overview(reports, _lb())
+
+
+def test_tables_sort_by_a_clicked_header(tmp_path):
+    reports, videos, criteria = _site(tmp_path)
+    page = render_overview(reports, _lb(), criterion_scores=criteria, video_scores=videos)
+    assert page.count('<table class="leaderboard sortable"><thead>') == 2 and "<tbody>" in page
+    assert 'class="heat sortable"' in page and 'class="inputs sortable"' in page
+    assert "<script>" in page and "th.addEventListener('click'" in page  # inline: the page is one file
+    assert 'data-sort="8.0">8.00</td>' in page and 'data-sort="">–</td>' in page  # numbers sort as numbers
 
 
 def test_write_overview_reads_stored_tables(tmp_path):
@@ -153,14 +172,14 @@ def test_human_alignment_table_and_scatter_plots(tmp_path):
     parsed = _Links()
     parsed.feed(page)
     assert "<td>0.81</td>" in page and "<td>argus:final</td>" in page
-    assert len(parsed.imgs) == 3  # two leaderboard plots and the scatter plot
+    assert len(parsed.imgs) == 1  # the scatter plot (the leaderboard plots are inline SVG)
     assert "no human ratings" not in page
 
 
 def test_the_bench_is_named(tmp_path):
     page = write_overview(tmp_path / "reports", tmp_path / "storage", leaderboard=_lb(),
                           bench="/data/<my> bench").read_text(encoding="utf-8")
-    assert "bench /data/&lt;my&gt; bench;" in page
+    assert "bench <b>/data/&lt;my&gt; bench</b>" in page and page.count("/data/&lt;my&gt; bench") == 1
 
 
 def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, monkeypatch):
@@ -211,3 +230,23 @@ def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, mon
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_pairwise_win_rates_over_shared_inputs(tmp_path):
+    from argus_dagster.leaderboard import pairwise_win_rates
+
+    # A above B on i1, i2, i3; a tie on i4; below on i5; i6 only A has (not shared); a B sample pair on i2
+    rows = [("A", "i1", 9.0), ("A", "i2", 8.0), ("A", "i3", 7.0), ("A", "i4", 5.0), ("A", "i5", 2.0), ("A", "i6", 9.0),
+            ("B", "i1", 1.0), ("B", "i2", 9.0), ("B", "i2", 5.0), ("B", "i3", 6.0), ("B", "i4", 5.0), ("B", "i5", 3.0)]
+    videos = pl.DataFrame({"task": ["T2V"] * len(rows), "model": [r[0] for r in rows],
+                           "input_id": [r[1] for r in rows], "final_score": [r[2] for r in rows]})
+    rates = pairwise_win_rates(videos, "T2V", ["A", "B"])
+    # hand count: i1 win, i2 8 vs mean(9, 5)=7 win, i3 win, i4 tie (0.5), i5 loss: 3.5 of 5
+    assert rates[("A", "B")]["rate"] == pytest.approx(0.7) and rates[("A", "B")]["n"] == 5
+    assert rates[("B", "A")]["rate"] == pytest.approx(0.3)
+    assert 0.0 <= rates[("A", "B")]["low"] < 0.7 < rates[("A", "B")]["high"] <= 1.0
+    lb = pl.DataFrame({"task": ["T2V", "T2V"], "model": ["A", "B"], "mean_final": [6.0, 4.8], "ci_low": [4.0, 3.0],
+                       "ci_high": [8.0, 6.0], "n_videos": [6, 6], "n_errors": [0, 0]})
+    page = render_overview(tmp_path / "reports", lb, video_scores=videos)
+    assert 'class="winrate"' in page and ">70%<br>" in page and ">30%<br>" in page and "n=5" in page
+    assert "A scores above B on 70% of 5 shared inputs" in page

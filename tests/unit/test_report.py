@@ -119,3 +119,24 @@ def test_deltas_name_what_moved():
     va = pl.DataFrame({"input_id": ["a", "b"], "final_score": [7.0, 3.5], "caps_fired": [[], ["motion"]]})
     vd = video_deltas(vb, va)
     assert vd["input_id"].to_list() == ["b"] and vd["delta"][0] == -1.5 and vd["caps_after"][0] == "motion"
+
+
+def test_repairs_read_as_sentences_and_unscored_criteria_come_last():
+    from argus_dagster.report import repair_sentence
+
+    assert repair_sentence({"rule": "tool_unavailable", "detail": "dropped step 1: depth is not available in this "
+                            "environment"}) == ("A tool this environment cannot run was left out: dropped step 1: "
+                                                "depth is not available in this environment.")
+    assert repair_sentence({"rule": "new_rule", "detail": "x"}) == "New rule: x."
+    scored = {"criterion_id": "motion", "dimension": 9, "type": "soft", "importance": "high", "score": 7,
+              "rationale": "moves", "repairs": json.dumps([{"rule": "fallback", "detail": "added vlm_qa"}])}
+    unscored = {"criterion_id": "style", "dimension": 3, "type": "soft", "importance": "low", "score": None,
+                "rationale": "needs a VLM judge"}
+    page = render_video_report(task="T2V", model="m", input_id="a", prompt="a cat", conditions=[],
+                               output=FrameRow("output", _frames(1), ["0.0s"]),
+                               video={"final_score": 7.0, "caps_fired": []}, criteria=[unscored, scored],
+                               video_src="../_media/x.webm")
+    assert "{&#x27;rule&#x27;" not in page and "Fallback to the VLM: added vlm_qa." in page
+    assert (page.index('class="summary"') < page.index("<code>motion</code>") < page.index("<video")
+            < page.index("a cat") < page.index("Not scored (1 of 2)") < page.index("<code>style</code>"))
+    assert 'src="../_media/x.webm"' in page

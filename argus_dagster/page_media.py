@@ -1,0 +1,161 @@
+"""Videos a page can play: each candidate (and an edit's source video) beside the reports.
+
+A page's ``<video>`` needs a URL the browser may load from where the page is: a page served by
+`argus open` cannot load a ``file://`` video, and the candidates lie outside the folder it serves. So
+each video a page shows is put once under ``reports/<TASK>/_media/``, named by its content hash and
+shared by every page and sample that shows it, hard-linked where the disk allows (else copied), and
+the page refers to it relatively (``../_media/<hash>.<ext>``), which works from ``file://`` and from
+the server alike.
+
+Browsers decode H.264, VP8, VP9 and AV1, not the mp4v that OpenCV writes by default (the demo's
+clips): such a video is kept as ``<hash>.orig.<ext>`` and the page asks for ``<hash>.webm``, a VP8
+copy (:func:`webm_copy`, longer side at most :data:`MAX_SIDE`) that the reports server makes the
+first time it is asked (:func:`serve_webm`), so runs never spend the encoding on pages nobody opens.
+Reports on S3 refer to their videos by presigned URLs (:meth:`Storage.link`); there an mp4v video
+is encoded when the page is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+
+import cv2
+
+from .storage import LOCAL, Storage, is_remote, join
+
+PLAYABLE = {"avc1", "h264", "x264", "vp08", "vp80", "vp09", "vp90", "av01"}  # what browsers decode (lower-case)
+MAX_SIDE = 640
+
+
+def codec(path: str | Path) -> str:
+    """The video's codec tag (FourCC, lower-case), or ``""`` when it cannot be opened."""
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            return ""
+        tag = int(cap.get(cv2.CAP_PROP_FOURCC))
+        return "".join(chr((tag >> 8 * i) & 0xFF) for i in range(4)).strip("\0 ").lower()
+    finally:
+        cap.release()
+
+
+def webm_copy(src: str | Path, dst: str | Path, max_side: int = MAX_SIDE) -> None:
+    """Re-encode ``src`` as VP8 WebM at ``dst`` (its frame rate; longer side at most ``max_side``)."""
+    cap = cv2.VideoCapture(str(src))
+    if not cap.isOpened():
+        raise ValueError(f"{src}: cannot be decoded")
+    try:
+        fps = cap.get(cv2.CAP_PROP_FPS) or 24.0
+        writer = None
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            h, w = frame.shape[:2]
+            scale = min(1.0, max_side / max(h, w))
+            size = (max(2, int(w * scale) // 2 * 2), max(2, int(h * scale) // 2 * 2))
+            if writer is None:
+                writer = cv2.VideoWriter(str(dst), cv2.VideoWriter_fourcc(*"VP80"), float(fps), size)
+                if not writer.isOpened():
+                    raise ValueError("this OpenCV cannot write VP8 WebM")
+            writer.write(cv2.resize(frame, size, interpolation=cv2.INTER_AREA) if size != (w, h) else frame)
+        if writer is None:
+            raise ValueError(f"{src}: no frame could be decoded")
+        writer.release()
+    finally:
+        cap.release()
+
+
+def _put_local(src: str, dst: Path) -> None:
+    """``src``'s bytes at ``dst``: a hard link where the disk allows, else a copy (written whole)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident():x}.part")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        LOCAL.write_bytes(dst, Path(src).read_bytes())
+        return
+    os.replace(tmp, dst)
+    if tmp.exists():  # dst was already a link to the same file (another thread's): rename did nothing
+        tmp.unlink()
+
+
+def page_video(uri: str | None, sha256: str | None, reports_dir: str | Path, task: str,
+               store: Storage | None = None) -> str | None:
+    """The ``src`` of a ``<video>`` on the pages of ``reports/<task>/<folder>/`` for the video at ``uri``
+    (its content hash ``sha256``), putting the playable copy in place the first time; None when the
+    video cannot be read (the page shows its stills and error instead)."""
+    if not uri or not sha256:
+        return None
+    store = store or LOCAL
+    media_dir = join(reports_dir, task, "_media")
+    stem = sha256[:24]
+    for ext in ("mp4", "webm", "mov", "mkv"):
+        if store.exists(join(media_dir, f"{stem}.{ext}")):
+            return _src(store, join(media_dir, f"{stem}.{ext}"), reports_dir, f"{stem}.{ext}")
+        if not is_remote(reports_dir) and store.exists(join(media_dir, f"{stem}.orig.{ext}")):
+            return f"../_media/{stem}.webm"
+    try:
+        local = store.fetch(uri)
+        tag = codec(local)
+        if not tag:
+            return None
+        ext = Path(str(uri)).suffix.lower().lstrip(".") or "mp4"
+        ext = ext if ext in ("mp4", "webm", "mov", "mkv") else "mp4"
+        if tag in PLAYABLE:
+            name = f"{stem}.{ext}"
+            if is_remote(reports_dir):
+                store.write_bytes(join(media_dir, name), Path(local).read_bytes())
+            else:
+                _put_local(local, Path(join(media_dir, name)))
+        elif not is_remote(reports_dir):  # encoded by the reports server when a page first asks for it
+            _put_local(local, Path(join(media_dir, f"{stem}.orig.{ext}")))
+            return f"../_media/{stem}.webm"
+        else:
+            name = f"{stem}.webm"
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / name
+                webm_copy(local, out)
+                store.write_bytes(join(media_dir, name), out.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return _src(store, join(media_dir, name), reports_dir, name)
+
+
+def _src(store: Storage, path: str, reports_dir: str | Path, name: str) -> str:
+    """Relative to a page two folders below the reports (``<TASK>/<model>/``); presigned on S3."""
+    return store.link(path, reports_dir) if is_remote(reports_dir) else f"../_media/{name}"
+
+
+WEBM_ASKED = re.compile(r"(?:.*/)?_media/([0-9a-f]{24})\.webm")
+_encoding = threading.Lock()
+
+
+def serve_webm(path: Path) -> bool:
+    """Make ``path`` (``.../_media/<hash>.webm``, asked of the reports server) from the video kept
+    beside it as ``<hash>.orig.<ext>``, when it is not there yet; whether it is there now."""
+    if path.is_file():
+        return True
+    match = WEBM_ASKED.fullmatch(path.as_posix())
+    if not match:
+        return False
+    originals = sorted(path.parent.glob(f"{match.group(1)}.orig.*"))
+    if not originals:
+        return False
+    with _encoding:  # one encoding at a time: a page asks for several videos at once
+        if path.is_file():
+            return True
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident():x}.part.webm")
+        try:
+            webm_copy(originals[0], tmp)
+            os.replace(tmp, path)
+        except (OSError, ValueError):
+            return False
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    return True

@@ -1,0 +1,112 @@
+"""`argus export leaderboard|videos|criteria`: the stored tables of an evaluated bench, as CSV, JSON and
+parquet files that read back to the same values."""
+
+import io
+import json
+
+import polars as pl
+import pytest
+
+from argus_dagster import cli
+from argus_dagster.runner import current_leaderboard, stored_partitions
+
+from .helpers import pattern_clip
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """A T2V bench of two inputs and two models, evaluated by `argus evaluate` in its own ARGUS_HOME."""
+    from argus_dagster.media import write_video
+
+    root = tmp_path_factory.mktemp("exports")
+    bench, cands = root / "bench", root / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    rows = [{"id": f"p{i}", "prompt": f"A textured pattern slides to the left, take {i}."} for i in range(2)]
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for j, model in enumerate(("moving", "still")):
+        for i in range(2):
+            clip = pattern_clip(10 * j + i)
+            write_video(cands / "T2V" / model / f"p{i}.mp4", clip if model == "moving" else clip[:1].repeat(24, 0), 12)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ARGUS_HOME", str(root / "home"))
+    mp.delenv("ARGUS_BENCH", raising=False)
+    mp.delenv("ARGUS_BENCH_DIR", raising=False)
+    mp.delenv("ARGUS_PROFILE", raising=False)
+    try:
+        assert cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands)]) == 0
+        yield root
+    finally:
+        mp.undo()
+
+
+def test_leaderboard_csv_parses_back_to_the_stored_table(evaluated, monkeypatch, capsys):
+    out = evaluated / "lb.csv"
+    assert cli.main(["export", "leaderboard", "--format", "csv", "--out", str(out)]) == 0
+    assert f"wrote 2 rows of bench/default's leaderboard to {out}" in capsys.readouterr().out
+    stored = current_leaderboard()
+    back = pl.read_csv(out, schema_overrides={"needs_vlm": pl.String})
+    assert back.columns == stored.columns and back.height == stored.height == 2
+    assert back["model"].to_list() == stored["model"].to_list()  # best first, as stored
+    for col in ("mean_final", "ci_low", "ci_high", "n_scored", "n_criteria", "weight_scored"):
+        assert back[col].to_list() == pytest.approx(stored[col].to_list()), col
+    assert back["n_videos"].to_list() == stored["n_videos"].to_list() == [2, 2]
+    # a list column is its items joined by "; " (an empty list an empty field)
+    joined = [("; ".join(v) or None) for v in stored["needs_vlm"].to_list()]
+    assert back["needs_vlm"].to_list() == joined
+    assert any(joined), "the evidence-only judge leaves criteria that need a VLM: the list is not empty"
+    assert stored["mean_final"][0] > stored["mean_final"][1]  # the moving clips rank above the frozen ones
+
+
+def test_videos_json_and_criteria_parquet_keep_every_value(evaluated, capsys):
+    videos, criteria = evaluated / "v.json", evaluated / "c.parquet"
+    assert cli.main(["export", "videos", "--format", "json", "--out", str(videos)]) == 0
+    assert cli.main(["export", "criteria", "--format", "parquet", "--out", str(criteria), "--task", "t2v"]) == 0
+    stored_v = pl.concat(stored_partitions("video_scores").values()).sort("model", "input_id")
+    back_v = pl.read_json(videos, schema=stored_v.schema).sort("model", "input_id")
+    assert back_v.equals(stored_v) and back_v.height == 4
+    assert isinstance(json.loads(videos.read_text())[0]["caps_fired"], list)  # lists stay lists in JSON
+    stored_c = pl.concat(stored_partitions("criterion_scores").values()).sort("model", "input_id", "criterion_id")
+    back_c = pl.read_parquet(criteria).sort("model", "input_id", "criterion_id")
+    assert back_c.equals(stored_c) and back_c.height > 4
+
+
+def test_export_to_standard_output_and_of_a_task_not_evaluated(evaluated, capsys):
+    assert cli.main(["export", "videos", "--out", "-"]) == 0
+    text = capsys.readouterr().out
+    table = pl.read_csv(io.StringIO(text))
+    assert table.height == 4 and set(table["model"]) == {"moving", "still"}
+    assert cli.main(["export", "leaderboard", "--task", "TI2V", "--out", str(evaluated / "x.csv")]) == 1
+    assert "nothing stored of TI2V for bench/default" in capsys.readouterr().out
+    assert not (evaluated / "x.csv").exists()
+    assert cli.main(["export", "criteria", "--format", "parquet", "--out", "-"]) == 2
+    assert cli.main(["export", "firm"]) == 2  # firm writes a file named with --out
+    assert "--out" in capsys.readouterr().out
+
+
+def test_default_file_is_named_after_the_evaluation(evaluated, monkeypatch, capsys):
+    monkeypatch.chdir(evaluated)
+    assert cli.main(["export", "leaderboard", "--format", "json"]) == 0
+    rows = json.loads((evaluated / "bench-default-leaderboard.json").read_text())
+    assert [r["model"] for r in rows] == ["moving", "still"] and isinstance(rows[0]["needs_vlm"], list)
+
+
+def test_the_leaderboard_materialization_links_the_same_tables(evaluated, capsys):
+    import dagster as dg
+
+    from argus_dagster.runner import local_instance
+    from argus_dagster.settings import load_settings
+
+    settings = load_settings()
+    record = local_instance(settings).get_latest_materialization_event(dg.AssetKey("leaderboard"))
+    meta = record.asset_materialization.metadata
+    for name in ("leaderboard_csv", "leaderboard_json", "videos_csv", "videos_json"):
+        assert meta[f"export_{name}"].value.startswith("http://127.0.0.1:"), name
+    exported = settings.reports_dir / "exports" / "leaderboard.csv"
+    assert meta["export_leaderboard_csv"].value.endswith("/reports/exports/leaderboard.csv")
+    out = evaluated / "lb2.csv"
+    assert cli.main(["export", "leaderboard", "--out", str(out)]) == 0
+    assert exported.read_text() == out.read_text()  # what argus export writes, byte for byte
+    videos = pl.read_json(settings.reports_dir / "exports" / "videos.json")
+    assert videos.height == 4 and set(videos["model"]) == {"moving", "still"}
