@@ -68,7 +68,7 @@ def test_evaluate_says_where_it_froze_new_rubrics(tmp_path, monkeypatch, capsys)
     assert cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands)]) == 0
     out = capsys.readouterr().out
     folder = bench / "T2V" / "rubrics"
-    assert f"T2V: inputs and rubrics (" in out and f"; 2 new rubrics frozen in {folder}" in out, out
+    assert "T2V: inputs and rubrics (" in out and f"; 2 new rubrics frozen in {folder}" in out, out
     assert sorted(p.name for p in folder.iterdir()) == ["p0.json", "p1.json"]
     json.loads((folder / "p0.json").read_text())
     assert cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--force"]) == 0
