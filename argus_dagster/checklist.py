@@ -73,7 +73,7 @@ import polars as pl
 from .audio_requirements import audio_reason
 from .cache import ContentCache, cache_key
 from .media import SAMPLING_ID
-from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json
+from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json, scored_object
 
 # ----------------------------------------------------------------------------------------------------
 # Formulas (Appendix 1)
@@ -416,14 +416,7 @@ def parse_rationale(text: str) -> str:
 
 def parse_pq(text: str) -> dict:
     """``{"defects": [{"id", "present": "yes"|"no", "evidence"}], "rationale", "score": 1-5}``."""
-    data = extract_json(text)
-    if not isinstance(data, dict):
-        raise ParseError("the answer is not a JSON object")
-    raw = data.get("score")
-    if isinstance(raw, str) and raw.strip().isdigit():
-        raw = int(raw.strip())
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != int(raw) or not 1 <= raw <= 5:
-        raise ParseError(f'"score" must be an integer 1-5, got {raw!r}')
+    data, score = scored_object(text, 5)
     rationale = _text(data.get("rationale"), "rationale")
     defects = data.get("defects")
     if not isinstance(defects, list):
@@ -438,7 +431,7 @@ def parse_pq(text: str) -> dict:
             raise ParseError(f'defect {d["id"]}: "present" must be "yes" or "no"')
         evidence = " ".join(str(d.get("evidence") or "").split())
         found.append({"id": d["id"], "present": present == "yes", "evidence": evidence})
-    return {"score": int(raw), "rationale": rationale, "defects": found}
+    return {"score": score, "rationale": rationale, "defects": found}
 
 
 # ----------------------------------------------------------------------------------------------------

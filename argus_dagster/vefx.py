@@ -28,7 +28,7 @@ import polars as pl
 
 from .cache import ContentCache, cache_key
 from .media import SAMPLING_ID
-from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json
+from .vlm import CallStats, ParseError, VlmError, chat_json, scored_object
 
 IF, RQ, EE = "vefx_instruction_following", "vefx_rendering_quality", "vefx_edit_exclusivity"
 OVERALL = "vefx_overall"
@@ -88,18 +88,11 @@ SYSTEM = (
 
 def parse_judgment(text: str) -> dict:
     """``{"evidence": str, "score": int 1-4}``; anything else raises :class:`ParseError`."""
-    data = extract_json(text)
-    if not isinstance(data, dict):
-        raise ParseError("the answer is not a JSON object")
-    raw = data.get("score")
-    if isinstance(raw, str) and raw.strip().isdigit():
-        raw = int(raw.strip())
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != int(raw) or not 1 <= raw <= 4:
-        raise ParseError(f'"score" must be an integer 1-4, got {raw!r}')
+    data, score = scored_object(text, 4)
     evidence = " ".join(str(data.get("evidence") or "").split())
     if not evidence:
         raise ParseError('"evidence" must say what the frames show')
-    return {"score": int(raw), "evidence": evidence[:2000]}
+    return {"score": score, "evidence": evidence[:2000]}
 
 
 def overall(scores: Sequence[float | None]) -> float | None:

@@ -239,6 +239,20 @@ def extract_json(text: str) -> Any:
     raise ParseError(f"no JSON object in the answer ({text[:80]!r}{'...' if len(text) > 80 else ''})")
 
 
+def scored_object(text: str, top: int) -> tuple[dict, int]:
+    """The JSON object of an answer and its ``"score"``, an integer 1..``top`` (a digit string counts);
+    anything else raises :class:`ParseError`."""
+    data = extract_json(text)
+    if not isinstance(data, dict):
+        raise ParseError("the answer is not a JSON object")
+    raw = data.get("score")
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw.strip())
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != int(raw) or not 1 <= raw <= top:
+        raise ParseError(f'"score" must be an integer 1-{top}, got {raw!r}')
+    return data, int(raw)
+
+
 # ------------------------------------------------------------------------------------------ client
 
 
