@@ -9,6 +9,7 @@ changed; criteria are independent, so a stage can run all criteria of all videos
 
 from __future__ import annotations
 
+import contextvars
 import json
 import time
 from concurrent.futures import Executor
@@ -131,7 +132,8 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
 
     if pool is None:
         return [one(c) for c in rubric.criteria]
-    return [f.result() for f in [pool.submit(one, c) for c in rubric.criteria]]
+    # Each call keeps the caller's context: its requests wait in the caller's stage, priority and group.
+    return [f.result() for f in [pool.submit(contextvars.copy_context().run, one, c) for c in rubric.criteria]]
 
 
 def judge_label(identity: str) -> str:

@@ -46,22 +46,32 @@ from .redact import redact_text, redact_url
 T = TypeVar("T")
 
 
-# When requests wait for a slot, the client serves them by (stage, priority, arrival), lowest first.
-# Concurrent runs in one process share a client. The stage is the pipeline's: rubrics (0) before
+# When requests wait for a slot, the client serves them by (stage, priority, group, arrival), lowest
+# first. Concurrent runs in one process share a client. The stage is the pipeline's: rubrics (0) before
 # evidence (1) before judgments (2), because earlier stages unblock later ones, so no partition sits
 # at the evidence/scoring boundary while others' judgments hold the VLM. The priority is the run's:
 # the CLI gives each task's runs the task's order, so tasks finish one after another and one run's
-# Dagster work overlaps the others' VLM waits.
+# Dagster work overlaps the others' VLM waits. The group is the video's (:func:`video_group`): within
+# a stage, the requests of a video that started earlier go first, so a video's requests reach the
+# server close together, while its frames are still in a prefix-caching server's cache.
 REQUEST_STAGE: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_stage", default=0)
 REQUEST_PRIORITY: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_priority", default=0)
+REQUEST_GROUP: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_group", default=0)
 STAGE_RUBRICS, STAGE_EVIDENCE, STAGE_JUDGMENTS = 0, 1, 2
+_GROUPS = itertools.count(1)
+
+
+def video_group() -> int:
+    """A new group number, larger than every one given before in this process (see ``request_priority``)."""
+    return next(_GROUPS)
 
 
 @contextmanager
-def request_priority(priority: int | None = None, *, stage: int | None = None) -> Iterator[None]:
+def request_priority(priority: int | None = None, *, stage: int | None = None, group: int | None = None) -> Iterator[None]:
     """Requests made in this block (and by the threads of a :func:`request_pool` made in it) wait
-    with this ``priority`` and/or ``stage`` (``None`` keeps the current one)."""
-    tokens = [(var, var.set(value)) for var, value in ((REQUEST_PRIORITY, priority), (REQUEST_STAGE, stage))
+    with this ``priority``, ``stage`` and/or ``group`` (``None`` keeps the current one)."""
+    tokens = [(var, var.set(value)) for var, value in ((REQUEST_PRIORITY, priority), (REQUEST_STAGE, stage),
+                                                       (REQUEST_GROUP, group))
               if value is not None]
     try:
         yield
@@ -76,7 +86,8 @@ def _carry(stage: int, priority: int) -> None:
 
 
 def request_pool(max_workers: int) -> ThreadPoolExecutor:
-    """A thread pool whose threads make their requests with the caller's stage and priority."""
+    """A thread pool whose threads make their requests with the caller's stage and priority (a task
+    that must keep its submitter's group is submitted as ``contextvars.copy_context().run``)."""
     return ThreadPoolExecutor(max_workers=max_workers, initializer=_carry,
                               initargs=(REQUEST_STAGE.get(), REQUEST_PRIORITY.get()))
 
@@ -491,6 +502,7 @@ class _Endpoint:
 class _Waiter:
     stage: int
     priority: int
+    group: int
     arrival: int
     ready: threading.Event = field(default_factory=threading.Event, compare=False)
     endpoint: _Endpoint | None = field(default=None, compare=False)
@@ -547,7 +559,7 @@ class OpenAICompatibleClient:
                                     machine=MachineSlots(slots_folder(slots_dir, u, model), concurrency)
                                     if slots_dir else None) for u in urls]
         self._lock = threading.Lock()
-        self._waiting: list[_Waiter] = []  # a heap: (stage, priority, arrival)
+        self._waiting: list[_Waiter] = []  # a heap: (stage, priority, group, arrival)
         self._arrivals = itertools.count()
         self._rng = random.Random(seed)
 
@@ -578,10 +590,10 @@ class OpenAICompatibleClient:
             waiter.ready.set()
 
     def _acquire(self) -> _Endpoint:
-        """A slot on an endpoint. Requests that wait are served by stage, then priority (lower first;
-        see ``request_priority``), then in arrival order."""
+        """A slot on an endpoint. Requests that wait are served by stage, then priority, then group
+        (lower first; see ``request_priority``), then in arrival order."""
         with self._lock:
-            waiter = _Waiter(REQUEST_STAGE.get(), REQUEST_PRIORITY.get(), next(self._arrivals))
+            waiter = _Waiter(REQUEST_STAGE.get(), REQUEST_PRIORITY.get(), REQUEST_GROUP.get(), next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
             self._dispatch()
         # A release hands the slot over; the timeout only matters when an endpoint's exclusion ends

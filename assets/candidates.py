@@ -20,7 +20,7 @@ from argus_dagster.leaderboard import coverage_text
 from argus_dagster.progress import StageLog
 from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority
+from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority, video_group
 from argus_dagster.tables import CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -148,6 +148,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     rubric_of = {iid: parse_rubric(json.loads(rubric_rows[iid]["rubric_json"])) for iid in {c["input_id"] for c in todo}}
     media: dict[tuple[str, str], MediaStore] = {}
     left: dict[tuple[str, str], int] = {(c["input_id"], c["sample"]): len(rubric_of[c["input_id"]].criteria) for c in todo}
+    group_of = {(c["input_id"], c["sample"]): video_group() for c in todo}  # the VLM queue serves videos in this order
     lock = threading.Lock()
 
     def one(cand: dict, c) -> dict:
@@ -160,8 +161,9 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                 if key not in media:
                     media[key] = candidate_media(inst, cand["uri"], cand["sha256"], storage.storage())
                 store = media[key]
-            return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
-                                                     vlm_only=tools.vlm_only, cache=cache)}
+            with request_priority(group=group_of[key]):  # a video's vlm_qa requests go out together
+                return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
+                                                         vlm_only=tools.vlm_only, cache=cache)}
         except Exception as exc:  # the criterion gets the error; the partition goes on
             return {**base, "criterion_id": c.id, "n_failed": 1,
                     "error": f"evidence failed: {type(exc).__name__}: {exc}"}
@@ -222,6 +224,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     videos = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
     groups = [(k, g) for k, g in criterion_evidence.group_by("input_id", "sample", maintain_order=True)]
     workers = vlm.workers() if vlm.configured else 1
+    group_of = {key: video_group() for key, _ in groups}  # the VLM queue serves videos in this order
 
     def one(item) -> list[dict]:
         (input_id, sample), ev = item
@@ -231,8 +234,9 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         # evidence stage of this process has usually left the frames in the pool).
         frames = output_frames(MediaStore({"output_video": video.get("uri") or ""},
                                           {"output_video": video.get("sha256") or ""}, storage=storage.storage()))
-        got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
-                             cache=cache, video_sha256=video.get("sha256") or "")
+        with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
+            got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
+                                 cache=cache, video_sha256=video.get("sha256") or "")
         if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
             context.log.warning(f"{task}/{model}/{video_label(input_id, sample)}: the judge saw no frames "
                                 "(the video cannot be decoded)")

@@ -12,7 +12,7 @@ import pytest
 
 from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, OpenAICompatibleClient,
                                ParseError, VlmError, chat_json, encode_image, extract_json, request_pool,
-                               request_priority, strip_think)
+                               request_priority, strip_think, video_group)
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
 from tests.waiting import wait_until
 
@@ -243,6 +243,29 @@ def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
         order = [r["body"]["messages"][0]["content"] for r in srv.requests]
         assert order == ["first", "rubric-pool", "p1-a", "p1-b", "p3", "p5", "judge-p0"]
         assert srv.max_in_flight == 1
+
+
+def test_within_a_stage_a_videos_requests_wait_together_before_a_later_videos():
+    """Requests of two videos arrive interleaved behind a held slot; the earlier video's go first (its
+    frames are then still in a prefix-caching server's cache), each video's in arrival order."""
+    with FakeVlmServer(latency_s=0.3) as srv:
+        c = client(srv.base_url, concurrency=1)
+        first_video, second_video = video_group(), video_group()
+
+        def ask(name: str, group: int) -> None:
+            with request_priority(0, stage=STAGE_JUDGMENTS, group=group):
+                c.chat([{"role": "user", "content": [name]}])
+
+        queued = [("first", first_video), ("b1", second_video), ("a1", first_video), ("b2", second_video),
+                  ("a2", first_video)]
+        threads = []
+        for args in queued:
+            threads.append(threading.Thread(target=ask, args=args))
+            threads[-1].start()
+            time.sleep(0.1 if len(threads) == 1 else 0.03)
+        for t in threads:
+            t.join()
+        assert [r["body"]["messages"][0]["content"] for r in srv.requests] == ["first", "a1", "a2", "b1", "b2"]
 
 
 def test_a_request_interrupted_while_it_waits_leaves_no_slot_taken():
