@@ -21,7 +21,7 @@ from argus_dagster.progress import StageLog
 from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority, video_group
-from argus_dagster.tables import CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
+from argus_dagster.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.judging import JudgeResource, ScoringResource
@@ -45,6 +45,14 @@ def _vlm_metadata(vlm: VlmResource, stats: CallStats) -> dict:
     meta = stats.as_metadata()
     return {"vlm": f"{vlm.backend}:{vlm.model_name()}",
             **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in meta.items()}}
+
+
+def cost_metadata(df: pl.DataFrame) -> dict:
+    """What the partition's scores cost (the runs that wrote its evidence and scores): ``costs_*``."""
+    sums = {k: int(df[k].fill_null(0).sum()) if df.height else 0 for k in COSTS}
+    prompt = sums["prompt_tokens"]
+    return {**{f"costs_{k}": v for k, v in sums.items()},
+            "costs_cached_share": round(sums["cached_tokens"] / prompt, 4) if prompt else None}
 
 
 def _cache_write_errors(cache) -> dict:
@@ -119,7 +127,7 @@ GPU_STEP_K8S_CONFIG = {
 }
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu",
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"}, pool="gpu",
           op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG}, deps=[tool_suite_config], automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
@@ -205,7 +213,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                      })
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="6", group_name="candidates", kinds={"polars"},
           deps=[judge_config], automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
@@ -266,7 +274,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     })
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"},
           deps=[aggregation_config], automation_condition=UP_TO_DATE)
 @each_partition
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
@@ -296,6 +304,7 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
         "mean_final": float(finals.mean()) if finals.len() else None,
         **video_delta_metadata(context, df, storage.storage()),
         "n_caps_fired": int(df["caps_fired"].list.len().gt(0).sum()),
+        **cost_metadata(df),
         "scores": dg.MetadataValue.md("\n".join(
             f"- `{video_label(r['input_id'], r['sample'])}`: final {_fmt(r['final_score'])} · {coverage_text(r['n_scored'], r['n_criteria'], r['judge'])}"
             f", base {_fmt(r['base_score'])}, caps {r['caps_fired'] or 'none'}"

@@ -12,7 +12,7 @@ import pytest
 
 from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, OpenAICompatibleClient,
                                ParseError, VlmError, chat_json, encode_image, extract_json, request_pool,
-                               request_priority, strip_think, video_group)
+                               request_priority, strip_think, video_group, cost_ledger)
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
 from tests.waiting import wait_until
 
@@ -49,6 +49,31 @@ def test_a_plain_answer_and_its_usage(server):
     assert server.requests[0]["path"] == "/v1/chat/completions"
     assert body["model"] == "test-model" and body["messages"] == [{"role": "user", "content": "hello"}]
     assert stats.requests == 1 and stats.errors == {}
+
+
+def test_the_cost_ledger_counts_every_answer_retry_image_and_cached_token_the_server_served(server):
+    """A 500, an unparseable answer, then a good one: the ledger of the block and the stage's stats
+    both hold what the server counted (its usage, cached prompt tokens included, and its images)."""
+    frame = np.random.default_rng(0).integers(0, 255, (64, 96, 3), dtype=np.uint8)
+    messages = [{"role": "system", "content": ["Answer in JSON."]},
+                {"role": "user", "content": ["[output_video] 2 frames:", frame, frame[::-1].copy(), "Say ok."]}]
+    server.queue(Scripted(status=500, raw=b"{}"), Scripted(content="not json"), Scripted(content='{"ok": true}'))
+    stats = CallStats()
+    with cost_ledger() as ledger:
+        value, _ = chat_json(client(server.base_url), messages, extract_json, stats=stats)
+    assert value == {"ok": True}
+    served = server.served
+    for counted in (ledger, stats):
+        assert counted.costs() == {
+            "vlm_requests": 3, "vlm_retries": 1, "vlm_parse_retries": 1, "prompt_tokens": served["prompt_tokens"],
+            "cached_tokens": served["cached_tokens"], "completion_tokens": served["completion_tokens"],
+            "images_sent": 6, "image_bytes_sent": served["image_bytes"]}
+    assert served["images"] == 6 and served["usage_answers"] == 2
+    # the parse retry repeats the request it follows: the server found its whole prefix cached
+    assert served["cached_tokens"] > 0.9 * (served["prompt_tokens"] / 2)
+    outside = CallStats()
+    client(server.base_url).chat(HELLO, stats=outside)  # recorded outside the block: not the ledger's
+    assert ledger.requests == 3 and outside.requests == 1
 
 
 def test_429_waits_for_retry_after_then_succeeds(server):
