@@ -75,3 +75,21 @@ def test_each_stage_reports_its_costs_in_metadata(evaluated):
     assert evidence["vlm_cached_tokens"] + judged["vlm_cached_tokens"] == videos["costs_cached_tokens"]
     assert evidence["vlm_images_sent"] + judged["vlm_images_sent"] == videos["costs_images_sent"]
     assert 0 < videos["costs_cached_share"] < 1
+
+
+def test_the_leaderboard_and_argus_evaluations_show_the_evaluations_costs(evaluated, capsys):
+    from argus_dagster.cli import main
+
+    served = evaluated["judge"].served
+    [record] = evaluated["instance"].fetch_materializations(dg.AssetKey("leaderboard"), limit=1).records
+    meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+    assert meta["costs_prompt_tokens"] == served["prompt_tokens"]
+    assert meta["costs_cached_share"] == round(served["cached_tokens"] / served["prompt_tokens"], 4)
+    costs = meta["costs"]  # the table per task x model, and the total
+    assert all(f"T2V    {m}" in costs for m in MODELS) and f"total: {served['prompt_tokens']} prompt tokens" in costs
+    capsys.readouterr()
+    assert main(["evaluations"]) == 0
+    [line] = capsys.readouterr().out.splitlines()[1:]  # the header, then the one evaluation of this home
+    per_video = served["prompt_tokens"] / evaluated["tables"]["video_scores"].height
+    share = served["cached_tokens"] / served["prompt_tokens"]
+    assert f" {per_video:.0f} " in line and f" {share:.0%} " in line
