@@ -273,23 +273,28 @@ def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
 def test_within_a_stage_a_videos_requests_wait_together_before_a_later_videos():
     """Requests of two videos arrive interleaved behind a held slot; the earlier video's go first (its
     frames are then still in a prefix-caching server's cache), each video's in arrival order."""
-    with FakeVlmServer(latency_s=0.3) as srv:
+    with FakeVlmServer() as srv:
         c = client(srv.base_url, concurrency=1)
+        srv.hold_after(0)  # "first" holds the only slot at the server until released
         first_video, second_video = video_group(), video_group()
 
         def ask(name: str, group: int) -> None:
             with request_priority(0, stage=STAGE_JUDGMENTS, group=group):
                 c.chat([{"role": "user", "content": [name]}])
 
-        queued = [("first", first_video), ("b1", second_video), ("a1", first_video), ("b2", second_video),
-                  ("a2", first_video)]
+        arrivals = [("first", first_video), ("b1", second_video), ("a1", first_video), ("b2", second_video),
+                    ("a2", first_video)]
         threads = []
-        for args in queued:
+        for n, args in enumerate(arrivals):
             threads.append(threading.Thread(target=ask, args=args))
             threads[-1].start()
-            time.sleep(0.1 if len(threads) == 1 else 0.03)
+            if n == 0:
+                srv.wait_received(1)
+            else:  # each one waits in the client before the next arrives: the arrival order is this list's
+                wait_until(lambda: queued(c) == n, what=f"{args[0]} waiting")
+        srv.release()
         for t in threads:
-            t.join()
+            t.join(timeout=60)
         assert [r["body"]["messages"][0]["content"] for r in srv.requests] == ["first", "a1", "a2", "b1", "b2"]
 
 
