@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-VIDEO_PROMPT_VERSION = "video-1"
-
 VIDEO_SYSTEM = (
     "You examine one generated video for a video evaluation. Its frames come first, labelled with the "
     "medium they show and their times. One request about this video follows them: a question to answer "
