@@ -402,12 +402,35 @@ def cmd_evaluations(args: argparse.Namespace) -> int:
     if not records:
         _print("no evaluation recorded yet: run `argus demo` or `argus evaluate`")
         return 1
-    _print(f"{'bench':<20} {'profile':<24} {'last evaluated':<20} {'bench hash':<17} bench folder")
+    _print(f"{'bench':<20} {'profile':<24} {'last evaluated':<20} {'bench hash':<17} {'prompt tok/video':>16} "
+           f"{'cached':>6}  bench folder")
     for r in records:
         stamp = float(r.get("last_evaluated") or 0)  # 0: recorded, never scored a video
         when = datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S") if stamp > 0 else "never"
-        _print(f"{r['bench']:<20} {r['profile']:<24} {when:<20} {r.get('bench_hash', ''):<17} {r['bench_dir']}")
+        costs = _evaluation_costs(home, r)
+        per_video = "-" if costs["prompt_tokens_per_video"] is None else f"{costs['prompt_tokens_per_video']:.0f}"
+        cached = "-" if costs["cached_share"] is None else f"{costs['cached_share']:.0%}"
+        _print(f"{r['bench']:<20} {r['profile']:<24} {when:<20} {r.get('bench_hash', ''):<17} {per_video:>16} "
+               f"{cached:>6}  {r['bench_dir']}")
     return 0
+
+
+def _evaluation_costs(home, record: dict) -> dict:
+    """What an evaluation's stored scores cost (:func:`argus_dagster.leaderboard.cost_summary`), from
+    its local ``video_scores`` tables; nothing known where there are none (or they are not local)."""
+    import polars as pl
+
+    from .leaderboard import cost_summary, cost_table
+    from .settings import Settings
+
+    where = Settings(home, Path(record["bench_dir"]), Path(record["candidates_dir"]), record["bench"], record["profile"])
+    frames = []
+    for f in sorted((where.storage_dir / "video_scores").glob("**/*.parquet")):
+        try:
+            frames.append(pl.read_parquet(f))
+        except Exception:  # a file being replaced or damaged: left out of the sum
+            continue
+    return cost_summary(cost_table(pl.concat(frames, how="diagonal_relaxed") if frames else None))
 
 
 def cmd_open(args: argparse.Namespace) -> int:

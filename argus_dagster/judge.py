@@ -235,21 +235,22 @@ class EvidenceOnlyJudge:
 
 # ------------------------------------------------------------------------------------- VLM judge
 
-JUDGE_PROMPT_VERSION = "judge-3"
+JUDGE_PROMPT_VERSION = "judge-4"  # the instructions follow the video's frames (video_prompt)
 _EVIDENCE_CHARS = 6000
 
 # Method §7: the judge weighs the tool evidence and the frames together; a measurement is evidence,
-# not a verdict.
-JUDGE_SYSTEM = (
-    "You are the criterion judge of a video evaluation. You get one criterion of a frozen rubric (what to "
-    "verify, its 0-10 scoring rule, its failure modes and how evidence maps to a score), the records of "
-    "the tools that ran for it, and frames of the output video. Score only this criterion, by its scoring "
-    "rule. Weigh the tool evidence and the frames together: a measurement (a similarity, a detection, a "
-    "count, a flicker or motion statistic, an OCR reading, another model's answer) is evidence, not a "
-    "verdict. Check it against what the frames show; where they disagree, decide which to trust and why "
-    "(a tool can miss, mis-detect or measure the wrong region; a few frames can miss what happens between "
-    "them). A step that failed or was unavailable is no evidence either way. Look for each listed failure "
-    "mode. Answer with one JSON object and nothing else: "
+# not a verdict. The instructions come after the video's frames, which every request about the video
+# shares (video_prompt), so they speak of the frames as given above.
+JUDGE_INSTRUCTIONS = (
+    "You are the criterion judge of a video evaluation. You get, with the frames of the output video above, "
+    "one criterion of a frozen rubric (what to verify, its 0-10 scoring rule, its failure modes and how "
+    "evidence maps to a score) and the records of the tools that ran for it. Score only this criterion, by "
+    "its scoring rule. Weigh the tool evidence and the frames together: a measurement (a similarity, a "
+    "detection, a count, a flicker or motion statistic, an OCR reading, another model's answer) is evidence, "
+    "not a verdict. Check it against what the frames show; where they disagree, decide which to trust and "
+    "why (a tool can miss, mis-detect or measure the wrong region; a few frames can miss what happens "
+    "between them). A step that failed or was unavailable is no evidence either way. Look for each listed "
+    "failure mode. Answer with one JSON object and nothing else: "
     '{"score": <integer 0-10>, "rationale": "<one to three sentences naming the evidence and frames that '
     'decided>"}'
 )
@@ -333,16 +334,16 @@ class VlmJudge:
         return vlm_judge_identity(self.client.backend, self.client.model)
 
     def messages(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> list[dict]:
-        parts: list[Any] = [
+        """The video's shared opening (system text and frames), then the instructions, the criterion,
+        the evidence and the request to score: what differs between criteria comes last."""
+        from .video_prompt import video_messages
+
+        return video_messages(frames, [
+            JUDGE_INSTRUCTIONS,
             "Criterion:\n" + json.dumps(view, indent=1),
             "Tool evidence:\n" + (compact_evidence(evidence) if evidence else "none"),
-        ]
-        if frames is not None and len(frames.array):
-            times = ", ".join(f"{t:.1f}s" for t in frames.timestamps)
-            parts.append(f"[output_video] {len(frames.array)} frames (t = {times}):")
-            parts += frames.images()  # encoded once per frame, shared by every criterion of the video
-        parts.append("Score this criterion now.")
-        return [{"role": "system", "content": [JUDGE_SYSTEM]}, {"role": "user", "content": parts}]
+            "Score this criterion now.",
+        ])
 
     def judge(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> Judgment:
         from .vlm import ParseError, VlmError, chat_json

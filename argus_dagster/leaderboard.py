@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .tables import LEADERBOARD, frame
+from .tables import COSTS, LEADERBOARD, frame
 
 
 def bootstrap_ci(values: np.ndarray, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -67,6 +67,55 @@ def coverage_text(n_scored: float | None, n_criteria: float | None, judge: str |
 
     mean = "" if whole(n_scored or 0) and whole(n_criteria) else "mean "
     return f"{mean}{num(n_scored or 0)} of {num(n_criteria)} criteria · {judge or 'no judge'}"
+
+
+def cost_table(video_scores: pl.DataFrame | None) -> pl.DataFrame:
+    """What an evaluation's scores cost, per task and model (the ``COSTS`` columns of its videos
+    summed: the VLM calls of the runs that wrote its evidence and scores), with the prompt tokens
+    per video and the share of them the server had cached. Empty without videos."""
+    schema = {"task": pl.String, "model": pl.String, "n_videos": pl.Int64, **COSTS,
+              "prompt_tokens_per_video": pl.Float64, "cached_share": pl.Float64}
+    if video_scores is None or not video_scores.height:
+        return pl.DataFrame(schema=schema)
+    present = [k for k in COSTS if k in video_scores.columns]  # tables written before the ledger have none
+    out = (video_scores.group_by("task", "model")
+           .agg(pl.len().alias("n_videos"), *[pl.col(k).fill_null(0).sum().cast(pl.Int64) for k in present])
+           .with_columns(*[pl.lit(0, pl.Int64).alias(k) for k in COSTS if k not in present]))
+    out = out.with_columns(
+        (pl.col("prompt_tokens") / pl.col("n_videos")).alias("prompt_tokens_per_video"),
+        pl.when(pl.col("prompt_tokens") > 0).then(pl.col("cached_tokens") / pl.col("prompt_tokens"))
+        .otherwise(None).alias("cached_share"))
+    return out.select(list(schema)).sort("task", "model")
+
+
+def cost_summary(costs: pl.DataFrame) -> dict:
+    """One evaluation's totals: videos, tokens, prompt tokens per video and the share cached."""
+    n = int(costs["n_videos"].sum()) if costs.height else 0
+    prompt = int(costs["prompt_tokens"].sum()) if costs.height else 0
+    cached = int(costs["cached_tokens"].sum()) if costs.height else 0
+    return {"n_videos": n, "prompt_tokens": prompt, "cached_tokens": cached,
+            "completion_tokens": int(costs["completion_tokens"].sum()) if costs.height else 0,
+            "images_sent": int(costs["images_sent"].sum()) if costs.height else 0,
+            "prompt_tokens_per_video": prompt / n if n else None,
+            "cached_share": cached / prompt if prompt else None}
+
+
+def format_costs(costs: pl.DataFrame) -> str:
+    """The cost table as plain text, one line per task and model, and the evaluation's total."""
+    lines = [f"{'task':<6} {'model':<18} {'videos':>6} {'requests':>8} {'retries':>7} {'parse':>5} "
+             f"{'prompt tok':>11} {'cached':>7} {'compl tok':>9} {'images':>7} {'image MB':>8} {'prompt tok/video':>16}"]
+    for r in costs.iter_rows(named=True):
+        share = "-" if r["cached_share"] is None else f"{r['cached_share']:.0%}"
+        lines.append(f"{r['task']:<6} {r['model']:<18} {r['n_videos']:>6} {r['vlm_requests']:>8} {r['vlm_retries']:>7} "
+                     f"{r['vlm_parse_retries']:>5} {r['prompt_tokens']:>11} {share:>7} {r['completion_tokens']:>9} "
+                     f"{r['images_sent']:>7} {r['image_bytes_sent'] / 1e6:>8.1f} {r['prompt_tokens_per_video']:>16.0f}")
+    total = cost_summary(costs)
+    if total["prompt_tokens"]:
+        lines.append(f"total: {total['prompt_tokens']} prompt tokens ({total['cached_share']:.0%} cached), "
+                     f"{total['prompt_tokens_per_video']:.0f} per video; {total['completion_tokens']} completion tokens")
+    else:
+        lines.append("total: no VLM tokens reported")
+    return "\n".join(lines)
 
 
 def format_leaderboard(lb: pl.DataFrame) -> str:

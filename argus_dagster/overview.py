@@ -27,7 +27,7 @@ from .alignment_plots import slug
 from .storage import LOCAL, Storage, join
 from .tables import stored_table
 from .names import file_name
-from .leaderboard import coverage_text, pairwise_win_rates
+from .leaderboard import cost_summary, cost_table, coverage_text, pairwise_win_rates
 from .report import STYLE, esc
 from .settings import evaluations_root
 from .rubric.taxonomy import DIMENSIONS
@@ -40,7 +40,7 @@ ALIGNMENT_SHOWN = ("task", "dimension", "evaluator", "n_videos", "srcc", "krcc",
                    "within_input_srcc", "mae")
 OVERVIEW_STYLE = """
 nav a{margin-right:12px} h2{font-size:18px} h3{font-size:14px;margin:16px 0 6px}
-table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
+table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.costs{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
 table.sortable th{cursor:pointer;user-select:none} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
@@ -289,6 +289,27 @@ def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFra
             + (f'<div class="scatter">{"".join(plots)}</div>' if plots else ""))
 
 
+def _costs(task: str, costs: pl.DataFrame) -> str:
+    """The task's VLM costs per model: prompt tokens per video and the share the server had cached."""
+    g = costs.filter(pl.col("task") == task)
+    if not g.height or not int(g["vlm_requests"].sum()):
+        return '<p class="muted">no VLM calls recorded</p>'
+    head = ("<tr><th>model</th><th>videos</th><th>prompt tokens per video</th><th>share cached</th>"
+            "<th>completion tokens</th><th>requests</th><th>retries</th><th>parse retries</th><th>images</th>"
+            "<th>image MB</th></tr>")
+    rows = "".join(
+        f'<tr data-model="{esc(r["model"])}"><td>{esc(r["model"])}</td><td>{r["n_videos"]}</td>'
+        f"<td>{r['prompt_tokens_per_video']:.0f}</td><td>{_share(r['cached_share'])}</td>"
+        f"<td>{r['completion_tokens']}</td><td>{r['vlm_requests']}</td><td>{r['vlm_retries']}</td>"
+        f"<td>{r['vlm_parse_retries']}</td><td>{r['images_sent']}</td><td>{r['image_bytes_sent'] / 1e6:.1f}</td></tr>"
+        for r in g.iter_rows(named=True))
+    return f'<table class="costs">{head}{rows}</table>'
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
 def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
                     video_scores: pl.DataFrame | None = None, alignment: pl.DataFrame | None = None,
                     title: str = "argus-dagster results", bench: str | None = None,
@@ -303,6 +324,7 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
             if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
     nav = home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks) + '<a href="#alignment">human alignment</a>'
     sections = []
+    costs = cost_table(video_scores)
     for task in tasks:
         g = lb.filter(pl.col("task") == task)
         models = [str(m) for m in g["model"].to_list()]
@@ -314,12 +336,16 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
             "<h3>Pairwise: how often the row's model scores above the column's, on the inputs both have</h3>"
             f"{_win_matrix(task, models, video_scores)}"
             f"<h3>Inputs (comparison page) × models (report)</h3>{_inputs_grid(present, task, models, video_scores)}"
+            f"<h3>VLM costs</h3>{_costs(task, costs)}"
             "</section>")
     if not sections:
         sections.append('<p class="muted">no leaderboard yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     evaluation = _evaluation_line(lb, bench)
-    body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">updated {esc(stamp)}; score: mean final "
+    total = cost_summary(costs)
+    spent = (f'<span class="costs-total">prompt tokens per video {total["prompt_tokens_per_video"]:.0f}, '
+             f'share cached {_share(total["cached_share"])}</span>; ') if total["prompt_tokens"] else ""
+    body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">{spent}updated {esc(stamp)}; score: mean final "
             f"score 0-10 with a bootstrap 95% interval over videos; videos scored, errors not scored; click a "
             f"column's header to sort by it</div><nav>{nav}</nav>"
             + "".join(sections)

@@ -9,6 +9,7 @@ changed; criteria are independent, so a stage can run all criteria of all videos
 
 from __future__ import annotations
 
+import contextvars
 import json
 import time
 from concurrent.futures import Executor
@@ -24,6 +25,8 @@ from .judge import judge_view, judgment_evidence
 from .media import JUDGE_POLICY, SAMPLING_ID, Frames, MediaError, file_digest
 from .rubric.schema import IMPORTANCE_WEIGHT, Criterion, Rubric
 from .scoring import ScoredCriterion, aggregate
+from .tables import COSTS
+from .vlm import cost_ledger
 
 
 def candidate_media(inst: InputInstance, video_uri: str, video_sha256: str = "", storage=None) -> MediaStore:
@@ -48,7 +51,8 @@ def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore,
     plan = normalize_plan(c, present_media=set(inst.condition_media), available_tools=suite.available(),
                           web_search=web_search, vlm_only=vlm_only)
     hits: list[bool] = []
-    records = run_plan(plan, media.scope(), suite, cache=cache, hits=hits)
+    with cost_ledger() as spent:  # its vlm_qa calls (none for steps from the cache)
+        records = run_plan(plan, media.scope(), suite, cache=cache, hits=hits)
     return {
         "input_id": inst.id,
         "criterion_id": c.id,
@@ -64,6 +68,7 @@ def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore,
         # failed steps are not stored, so a rerun runs them again; "not measurable" is final
         "n_failed": sum(1 for r in records if not (r.get("ok") or r.get("unavailable") or r.get("not_measurable"))),
         "error": None,
+        **spent.costs(),
     }
 
 
@@ -104,7 +109,7 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
 
     def one(c: Criterion) -> dict[str, Any]:
         ev = by_id.get(c.id)
-        hit, retry = False, False
+        hit, retry, costs = False, False, {}
         if ev is None or ev.get("error"):
             reason = ev["error"] if ev else "no evidence row"
             score, rationale, judge_id, retry = None, f"unscored: {reason}", judge.identity, True
@@ -115,11 +120,13 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
                 j = judge.judge(view, evidence, the_frames() if judge.needs_frames else None)
                 return {"score": j.score, "rationale": j.rationale, "judge": j.judge}
 
-            if cache is not None and video_sha256:
-                res, hit = cache.get_or_compute(judgment_key(judge, view, evidence, video_sha256), ask,
-                                                keep=lambda r: r["score"] is not None)
-            else:
-                res = ask()
+            with cost_ledger() as spent:  # the judge's calls (none for a judgment from the cache)
+                if cache is not None and video_sha256:
+                    res, hit = cache.get_or_compute(judgment_key(judge, view, evidence, video_sha256), ask,
+                                                    keep=lambda r: r["score"] is not None)
+                else:
+                    res = ask()
+            costs = spent.costs()
             score, rationale, judge_id = res["score"], res["rationale"], res["judge"]
             retry = score is None and not getattr(judge, "deterministic", False)
         return {
@@ -127,11 +134,14 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
             "hard_cap": c.hard_cap, "fail_threshold": float(c.fail_threshold),
             "score": score, "rationale": rationale, "judge": judge_id, "cache_hit": hit,
             "retry": retry,  # unscored for a reason a rerun may not meet again
+            # what the score cost: its evidence's VLM calls and the judge's
+            **{k: ((ev or {}).get(k) or 0) + costs.get(k, 0) for k in COSTS},
         }
 
     if pool is None:
         return [one(c) for c in rubric.criteria]
-    return [f.result() for f in [pool.submit(one, c) for c in rubric.criteria]]
+    # Each call keeps the caller's context: its requests wait in the caller's stage, priority and group.
+    return [f.result() for f in [pool.submit(contextvars.copy_context().run, one, c) for c in rubric.criteria]]
 
 
 def judge_label(identity: str) -> str:
@@ -163,6 +173,7 @@ def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str,
         "base_score": agg.base_score, "final_score": agg.final_score, "cap_alpha": agg.cap_alpha,
         "caps_fired": agg.caps_fired, "n_scored": agg.n_scored, "n_criteria": agg.n_criteria,
         **coverage(criterion_rows),
+        **{k: sum(r.get(k) or 0 for r in criterion_rows) for k in COSTS},  # what the video's scores cost
     }
 
 

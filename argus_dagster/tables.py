@@ -23,19 +23,25 @@ RUBRICS = {"task": S, "input_id": S, "rubric_hash": S, "rubric_json": S, "source
            "load_log": S, "error": S}
 CANDIDATE_VIDEOS = {"task": S, "model": S, "input_id": S, "sample": S, "uri": S, "sha256": S, "n_frames": I, "fps": F,
                     "width": I, "height": I, "duration": F, "error": S}
+# What a row's VLM calls cost in the run that wrote it (none for work taken from the cache): requests
+# (retries included), transport and parse retries, the answers' prompt, cached-prompt and completion
+# tokens (``usage``), images and their JPEG bytes sent. Summed per video, per task x model and per evaluation.
+COSTS = {"vlm_requests": I, "vlm_retries": I, "vlm_parse_retries": I, "prompt_tokens": I, "cached_tokens": I,
+         "completion_tokens": I, "images_sent": I, "image_bytes_sent": I}
 CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "sample": S, "criterion_id": S, "rubric_hash": S,
                       "video_sha256": S, "plan": S, "repairs": S, "plan_status": S, "tools": pl.List(S),
                       "evidence": S, "n_ok": I, "seconds": F, "n_cached": I, "cache_hit": B,
-                      "error": S}
+                      "error": S, **COSTS}
 # ``score`` 0-10 or null: a VLM judge's whole number (method §7), the evidence-only judge's measure to one decimal.
+# Its COSTS are its evidence's and its judgment's together.
 CRITERION_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "criterion_id": S, "dimension": I, "type": S,
                     "importance": S, "hard_cap": I, "fail_threshold": F, "score": F, "rationale": S, "judge": S,
-                    "cache_hit": B}
+                    "cache_hit": B, **COSTS}
 # Coverage: ``weight_scored`` is the share of importance weight (high 3, medium 2, low 1) scored,
 # ``judge`` who scored, ``needs_vlm`` the criteria only a VLM judge could score.
 VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "base_score": F, "final_score": F, "cap_alpha": F,
                 "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "weight_scored": F, "judge": S,
-                "needs_vlm": pl.List(S), "error": S}
+                "needs_vlm": pl.List(S), "error": S, **COSTS}
 # The interval is over videos' final scores, which cover only the scored criteria (``ci_scope``).
 LEADERBOARD = {"bench": S, "profile": S, "task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
                "n_scored": F, "n_criteria": F, "weight_scored": F, "judge": S, "needs_vlm": pl.List(S),

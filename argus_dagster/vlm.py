@@ -46,22 +46,32 @@ from .redact import redact_text, redact_url
 T = TypeVar("T")
 
 
-# When requests wait for a slot, the client serves them by (stage, priority, arrival), lowest first.
-# Concurrent runs in one process share a client. The stage is the pipeline's: rubrics (0) before
+# When requests wait for a slot, the client serves them by (stage, priority, group, arrival), lowest
+# first. Concurrent runs in one process share a client. The stage is the pipeline's: rubrics (0) before
 # evidence (1) before judgments (2), because earlier stages unblock later ones, so no partition sits
 # at the evidence/scoring boundary while others' judgments hold the VLM. The priority is the run's:
 # the CLI gives each task's runs the task's order, so tasks finish one after another and one run's
-# Dagster work overlaps the others' VLM waits.
+# Dagster work overlaps the others' VLM waits. The group is the video's (:func:`video_group`): within
+# a stage, the requests of a video that started earlier go first, so a video's requests reach the
+# server close together, while its frames are still in a prefix-caching server's cache.
 REQUEST_STAGE: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_stage", default=0)
 REQUEST_PRIORITY: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_priority", default=0)
+REQUEST_GROUP: contextvars.ContextVar[int] = contextvars.ContextVar("argus_vlm_request_group", default=0)
 STAGE_RUBRICS, STAGE_EVIDENCE, STAGE_JUDGMENTS = 0, 1, 2
+_GROUPS = itertools.count(1)
+
+
+def video_group() -> int:
+    """A new group number, larger than every one given before in this process (see ``request_priority``)."""
+    return next(_GROUPS)
 
 
 @contextmanager
-def request_priority(priority: int | None = None, *, stage: int | None = None) -> Iterator[None]:
+def request_priority(priority: int | None = None, *, stage: int | None = None, group: int | None = None) -> Iterator[None]:
     """Requests made in this block (and by the threads of a :func:`request_pool` made in it) wait
-    with this ``priority`` and/or ``stage`` (``None`` keeps the current one)."""
-    tokens = [(var, var.set(value)) for var, value in ((REQUEST_PRIORITY, priority), (REQUEST_STAGE, stage))
+    with this ``priority``, ``stage`` and/or ``group`` (``None`` keeps the current one)."""
+    tokens = [(var, var.set(value)) for var, value in ((REQUEST_PRIORITY, priority), (REQUEST_STAGE, stage),
+                                                       (REQUEST_GROUP, group))
               if value is not None]
     try:
         yield
@@ -76,7 +86,8 @@ def _carry(stage: int, priority: int) -> None:
 
 
 def request_pool(max_workers: int) -> ThreadPoolExecutor:
-    """A thread pool whose threads make their requests with the caller's stage and priority."""
+    """A thread pool whose threads make their requests with the caller's stage and priority (a task
+    that must keep its submitter's group is submitted as ``contextvars.copy_context().run``)."""
     return ThreadPoolExecutor(max_workers=max_workers, initializer=_carry,
                               initargs=(REQUEST_STAGE.get(), REQUEST_PRIORITY.get()))
 
@@ -110,10 +121,34 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cut: int | None = None  # the answer was longer than the client keeps: cut at this many characters
+    cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache, where it says
+
+
+# Every CallStats a block opened with ``cost_ledger`` also receives what is recorded in it (one per thread
+# and context: the criterion, judgment or rubric whose cost it is).
+_LEDGERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("argus_vlm_ledgers", default=())
+
+
+@contextmanager
+def cost_ledger() -> Iterator["CallStats"]:
+    """A :class:`CallStats` that also counts every call recorded in this block (in this thread and
+    context), whatever stage's stats it is recorded in: the cost of one row's work."""
+    ledger = CallStats()
+    token = _LEDGERS.set(_LEDGERS.get() + (ledger,))
+    try:
+        yield ledger
+    finally:
+        _LEDGERS.reset(token)
 
 
 class CallStats:
-    """Thread-safe counts of the calls one stage made; :meth:`as_metadata` summarizes them."""
+    """Thread-safe counts of the calls one stage made; :meth:`as_metadata` summarizes them and
+    :meth:`costs` gives the ledger a table row carries (its ``COSTS`` columns, :mod:`argus_dagster.tables`).
+
+    Tokens are each answer's ``usage`` (parse retries included: every answer was paid for); cached
+    tokens are ``usage.prompt_tokens_details.cached_tokens`` where the server reports it (a
+    prefix-caching server: the part of the prompt it did not prefill again). Images and bytes count
+    what reached a server (every request that got an answer or timed out, retries included)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -125,35 +160,58 @@ class CallStats:
         self.latencies: list[float] = []
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_tokens = 0
+        self.images = 0           # images sent
+        self.image_bytes = 0      # their JPEG bytes
+        self.bytes_sent = 0       # request bodies
         self.request_bytes: list[int] = []
         self.by_endpoint: dict[str, int] = {}
         self.errors: dict[str, int] = {}
 
-    def add_request(self, endpoint: str, latency_s: float, nbytes: int, outcome: str) -> None:
+    def _ledgers(self) -> list["CallStats"]:
+        return [self] + [led for led in _LEDGERS.get() if led is not self]
+
+    def add_request(self, endpoint: str, latency_s: float, nbytes: int, outcome: str, *, images: int = 0,
+                    image_bytes: int = 0) -> None:
         from .progress import PROGRESS
 
         PROGRESS.request_done()
-        with self._lock:
-            self.requests += 1
-            self.latencies.append(latency_s)
-            self.request_bytes.append(nbytes)
-            self.by_endpoint[endpoint] = self.by_endpoint.get(endpoint, 0) + 1
-            if outcome != "ok":
-                self.errors[outcome] = self.errors.get(outcome, 0) + 1
+        for stats in self._ledgers():
+            with stats._lock:
+                stats.requests += 1
+                stats.latencies.append(latency_s)
+                stats.request_bytes.append(nbytes)
+                stats.bytes_sent += nbytes
+                stats.images += images
+                stats.image_bytes += image_bytes
+                stats.by_endpoint[endpoint] = stats.by_endpoint.get(endpoint, 0) + 1
+                if outcome != "ok":
+                    stats.errors[outcome] = stats.errors.get(outcome, 0) + 1
 
     def add_call(self, reply: Reply | None, *, failed: bool = False) -> None:
-        with self._lock:
-            self.calls += 1
-            if reply is not None:
-                self.retries += reply.attempts - 1
-                self.prompt_tokens += reply.prompt_tokens or 0
-                self.completion_tokens += reply.completion_tokens or 0
-            if failed:
-                self.failures += 1
+        for stats in self._ledgers():
+            with stats._lock:
+                stats.calls += 1
+                if reply is not None:
+                    stats.retries += reply.attempts - 1
+                    stats.prompt_tokens += reply.prompt_tokens or 0
+                    stats.completion_tokens += reply.completion_tokens or 0
+                    stats.cached_tokens += reply.cached_tokens or 0
+                if failed:
+                    stats.failures += 1
 
     def add_parse_retry(self) -> None:
+        for stats in self._ledgers():
+            with stats._lock:
+                stats.parse_retries += 1
+
+    def costs(self) -> dict[str, int]:
+        """The ledger as a table row's ``COSTS`` columns."""
         with self._lock:
-            self.parse_retries += 1
+            return {"vlm_requests": self.requests, "vlm_retries": self.retries, "vlm_parse_retries": self.parse_retries,
+                    "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
+                    "completion_tokens": self.completion_tokens, "images_sent": self.images,
+                    "image_bytes_sent": self.image_bytes}
 
     def as_metadata(self, prefix: str = "vlm") -> dict[str, Any]:
         with self._lock:
@@ -168,7 +226,12 @@ class CallStats:
                 f"{prefix}_latency_mean_s": round(float(lat.mean()), 4) if lat.size else None,
                 f"{prefix}_latency_p95_s": round(float(np.percentile(lat, 95)), 4) if lat.size else None,
                 f"{prefix}_prompt_tokens": self.prompt_tokens,
+                f"{prefix}_cached_tokens": self.cached_tokens,
+                f"{prefix}_cached_share": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None,
                 f"{prefix}_completion_tokens": self.completion_tokens,
+                f"{prefix}_images_sent": self.images,
+                f"{prefix}_image_mb_sent": round(self.image_bytes / 1e6, 3),
+                f"{prefix}_mb_sent": round(self.bytes_sent / 1e6, 3),
                 f"{prefix}_request_kb_mean": round(float(sizes.mean()) / 1024, 1) if sizes.size else None,
                 f"{prefix}_requests_by_endpoint": dict(self.by_endpoint),
                 f"{prefix}_request_errors": dict(self.errors),
@@ -186,16 +249,19 @@ def encode_image(frame: np.ndarray, max_side: int = MAX_SIDE, quality: int = JPE
         raise VlmError(str(exc)) from None
 
 
-def data_url(frame: np.ndarray | FrameImage) -> str:
-    """A frame as a JPEG data URL; a :class:`FrameImage` reuses its encoding."""
+def frame_jpeg(frame: np.ndarray | FrameImage) -> bytes:
+    """A frame's JPEG bytes; a :class:`FrameImage` reuses its encoding."""
     if isinstance(frame, FrameImage):
         try:
-            jpeg = frame.jpeg()
+            return frame.jpeg()
         except MediaError as exc:
             raise VlmError(str(exc)) from None
-    else:
-        jpeg = encode_image(frame)
-    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+    return encode_image(frame)
+
+
+def data_url(frame: np.ndarray | FrameImage) -> str:
+    """A frame as a JPEG data URL; a :class:`FrameImage` reuses its encoding."""
+    return "data:image/jpeg;base64," + base64.b64encode(frame_jpeg(frame)).decode("ascii")
 
 
 def is_image(part: Any) -> bool:
@@ -505,6 +571,7 @@ class _Endpoint:
 class _Waiter:
     stage: int
     priority: int
+    group: int
     arrival: int
     ready: threading.Event = field(default_factory=threading.Event, compare=False)
     endpoint: _Endpoint | None = field(default=None, compare=False)
@@ -561,7 +628,7 @@ class OpenAICompatibleClient:
                                     machine=MachineSlots(slots_folder(slots_dir, u, model), concurrency)
                                     if slots_dir else None) for u in urls]
         self._lock = threading.Lock()
-        self._waiting: list[_Waiter] = []  # a heap: (stage, priority, arrival)
+        self._waiting: list[_Waiter] = []  # a heap: (stage, priority, group, arrival)
         self._arrivals = itertools.count()
         self._rng = random.Random(seed)
 
@@ -592,10 +659,10 @@ class OpenAICompatibleClient:
             waiter.ready.set()
 
     def _acquire(self) -> _Endpoint:
-        """A slot on an endpoint. Requests that wait are served by stage, then priority (lower first;
-        see ``request_priority``), then in arrival order."""
+        """A slot on an endpoint. Requests that wait are served by stage, then priority, then group
+        (lower first; see ``request_priority``), then in arrival order."""
         with self._lock:
-            waiter = _Waiter(REQUEST_STAGE.get(), REQUEST_PRIORITY.get(), next(self._arrivals))
+            waiter = _Waiter(REQUEST_STAGE.get(), REQUEST_PRIORITY.get(), REQUEST_GROUP.get(), next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
             self._dispatch()
         # A release hands the slot over; the timeout only matters when an endpoint's exclusion ends
@@ -665,25 +732,37 @@ class OpenAICompatibleClient:
 
     # -- one call ---------------------------------------------------------------------------------
     def body(self, messages: list[dict], max_tokens: int, temperature: float, thinking: bool | None = None) -> dict:
-        out = []
+        return self._body(messages, max_tokens, temperature, thinking)[0]
+
+    def _body(self, messages: list[dict], max_tokens: int, temperature: float,
+              thinking: bool | None = None) -> tuple[dict, int, int]:
+        """The request body, and how many images it carries and their JPEG bytes."""
+        out, images, image_bytes = [], 0, 0
         for m in messages:
             parts = m["content"] if isinstance(m["content"], list) else [m["content"]]
             if all(isinstance(p, str) for p in parts):
                 content: Any = "\n".join(parts)
             else:
-                content = [{"type": "image_url", "image_url": {"url": data_url(p)}} if is_image(p)
-                           else {"type": "text", "text": str(p)} for p in parts]
+                content = []
+                for p in parts:
+                    if is_image(p):
+                        jpeg = frame_jpeg(p)
+                        images, image_bytes = images + 1, image_bytes + len(jpeg)
+                        url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+                        content.append({"type": "image_url", "image_url": {"url": url}})
+                    else:
+                        content.append({"type": "text", "text": str(p)})
             out.append({"role": m["role"], "content": content})
         body = {"model": self.model, "messages": out, "max_tokens": max_tokens, "temperature": temperature}
         if thinking is not None:
             body["chat_template_kwargs"] = {"enable_thinking": thinking}
-        return body
+        return body, images, image_bytes
 
     def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
              stats: CallStats | None = None, thinking: bool | None = None) -> Reply:
         import requests
 
-        body = self.body(messages, max_tokens, temperature, thinking)
+        body, n_images, n_image_bytes = self._body(messages, max_tokens, temperature, thinking)
         payload = json.dumps(body).encode()
         plain = payload
         if "chat_template_kwargs" in body:  # the same request without the switch, for endpoints that reject it
@@ -710,7 +789,8 @@ class OpenAICompatibleClient:
                 if resp.status == 400 and sent is not plain:
                     # Perhaps the switch itself was refused: the same request without it, at once.
                     if stats is not None:
-                        stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), "http_400_thinking_switch")
+                        stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), "http_400_thinking_switch",
+                                          images=n_images, image_bytes=n_image_bytes)
                     t0 = time.perf_counter()
                     sent = plain
                     resp = _post(self._session(ep), url, sent, headers, self.timeout_s, self.max_body_bytes)
@@ -736,7 +816,9 @@ class OpenAICompatibleClient:
                         usage = data.get("usage") or {}
                         reply = Reply(text=text, latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.shown,
                                       prompt_tokens=_count(usage, "prompt_tokens"),
-                                      completion_tokens=_count(usage, "completion_tokens"), cut=cut)
+                                      completion_tokens=_count(usage, "completion_tokens"), cut=cut,
+                                      cached_tokens=_count(usage.get("prompt_tokens_details") if isinstance(usage, dict)
+                                                           else None, "cached_tokens"))
                         outcome = "ok"
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
                         outcome, last_error = "bad_body", f"{ep.shown}: 200 with a body that is not a chat completion"
@@ -753,8 +835,10 @@ class OpenAICompatibleClient:
             if held is not None:
                 ep.machine.release(held)
             self._release(ep, connect_failed)
-            if stats is not None:
-                stats.add_request(ep.shown, time.perf_counter() - t0, len(sent), outcome)
+            if stats is not None:  # what never reached a server (no connection) was not sent
+                reached = outcome not in ("connection_error", "request_error")
+                stats.add_request(ep.shown, time.perf_counter() - t0, len(sent) if reached else 0, outcome,
+                                  images=n_images if reached else 0, image_bytes=n_image_bytes if reached else 0)
             if outcome == "ok":
                 return reply
             if fatal:
@@ -842,6 +926,6 @@ class TransformersClient:
             raise VlmError(f"local VLM {self.path}: generation failed: {type(exc).__name__}: {exc}") from exc
         latency = time.perf_counter() - t0
         if stats is not None:
-            stats.add_request("local", latency, 0, "ok")
+            stats.add_request("local", latency, 0, "ok", images=len(images))
         return Reply(text=text, latency_s=latency, attempts=1, endpoint="local", prompt_tokens=int(n_in),
                      completion_tokens=int(out.shape[1] - n_in))

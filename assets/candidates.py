@@ -20,8 +20,8 @@ from argus_dagster.leaderboard import coverage_text
 from argus_dagster.progress import StageLog
 from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority
-from argus_dagster.tables import CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
+from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority, video_group
+from argus_dagster.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.judging import JudgeResource, ScoringResource
@@ -45,6 +45,14 @@ def _vlm_metadata(vlm: VlmResource, stats: CallStats) -> dict:
     meta = stats.as_metadata()
     return {"vlm": f"{vlm.backend}:{vlm.model_name()}",
             **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in meta.items()}}
+
+
+def cost_metadata(df: pl.DataFrame) -> dict:
+    """What the partition's scores cost (the runs that wrote its evidence and scores): ``costs_*``."""
+    sums = {k: int(df[k].fill_null(0).sum()) if df.height else 0 for k in COSTS}
+    prompt = sums["prompt_tokens"]
+    return {**{f"costs_{k}": v for k, v in sums.items()},
+            "costs_cached_share": round(sums["cached_tokens"] / prompt, 4) if prompt else None}
 
 
 def _cache_write_errors(cache) -> dict:
@@ -119,7 +127,7 @@ GPU_STEP_K8S_CONFIG = {
 }
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"}, pool="gpu",
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"}, pool="gpu",
           op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG}, deps=[tool_suite_config], automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
@@ -148,6 +156,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     rubric_of = {iid: parse_rubric(json.loads(rubric_rows[iid]["rubric_json"])) for iid in {c["input_id"] for c in todo}}
     media: dict[tuple[str, str], MediaStore] = {}
     left: dict[tuple[str, str], int] = {(c["input_id"], c["sample"]): len(rubric_of[c["input_id"]].criteria) for c in todo}
+    group_of = {(c["input_id"], c["sample"]): video_group() for c in todo}  # the VLM queue serves videos in this order
     lock = threading.Lock()
 
     def one(cand: dict, c) -> dict:
@@ -160,8 +169,9 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                 if key not in media:
                     media[key] = candidate_media(inst, cand["uri"], cand["sha256"], storage.storage())
                 store = media[key]
-            return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
-                                                     vlm_only=tools.vlm_only, cache=cache)}
+            with request_priority(group=group_of[key]):  # a video's vlm_qa requests go out together
+                return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
+                                                         vlm_only=tools.vlm_only, cache=cache)}
         except Exception as exc:  # the criterion gets the error; the partition goes on
             return {**base, "criterion_id": c.id, "n_failed": 1,
                     "error": f"evidence failed: {type(exc).__name__}: {exc}"}
@@ -203,7 +213,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                      })
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="6", group_name="candidates", kinds={"polars"},
           deps=[judge_config], automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
@@ -222,6 +232,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     videos = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
     groups = [(k, g) for k, g in criterion_evidence.group_by("input_id", "sample", maintain_order=True)]
     workers = vlm.workers() if vlm.configured else 1
+    group_of = {key: video_group() for key, _ in groups}  # the VLM queue serves videos in this order
 
     def one(item) -> list[dict]:
         (input_id, sample), ev = item
@@ -231,8 +242,9 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         # evidence stage of this process has usually left the frames in the pool).
         frames = output_frames(MediaStore({"output_video": video.get("uri") or ""},
                                           {"output_video": video.get("sha256") or ""}, storage=storage.storage()))
-        got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
-                             cache=cache, video_sha256=video.get("sha256") or "")
+        with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
+            got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
+                                 cache=cache, video_sha256=video.get("sha256") or "")
         if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
             context.log.warning(f"{task}/{model}/{video_label(input_id, sample)}: the judge saw no frames "
                                 "(the video cannot be decoded)")
@@ -262,7 +274,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     })
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="3", group_name="candidates", kinds={"polars"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"},
           deps=[aggregation_config], automation_condition=UP_TO_DATE)
 @each_partition
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
@@ -292,6 +304,7 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
         "mean_final": float(finals.mean()) if finals.len() else None,
         **video_delta_metadata(context, df, storage.storage()),
         "n_caps_fired": int(df["caps_fired"].list.len().gt(0).sum()),
+        **cost_metadata(df),
         "scores": dg.MetadataValue.md("\n".join(
             f"- `{video_label(r['input_id'], r['sample'])}`: final {_fmt(r['final_score'])} · {coverage_text(r['n_scored'], r['n_criteria'], r['judge'])}"
             f", base {_fmt(r['base_score'])}, caps {r['caps_fired'] or 'none'}"

@@ -13,7 +13,7 @@ import polars as pl
 
 from argus_dagster.export import write_exports
 from argus_dagster.files import WriteError
-from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
+from argus_dagster.leaderboard import build_leaderboard, cost_summary, cost_table, format_costs, format_leaderboard
 from argus_dagster.report import leaderboard_png
 from argus_dagster.storage import Storage, join
 from argus_dagster.tables import VIDEO_SCORES, frame
@@ -57,7 +57,20 @@ def export_metadata(tables: dict[str, pl.DataFrame], reports_dir: Path | str, st
     return {f"export_{name}": dg.MetadataValue.url(store.link(path, reports_dir)) for name, path in paths.items()}
 
 
-@dg.asset(code_version="5", group_name="reports", kinds={"polars"},
+def cost_metadata(scores: pl.DataFrame) -> dict:
+    """The evaluation's cost ledger: the ``costs`` table (per task x model) and its totals."""
+    costs = cost_table(scores)
+    total = cost_summary(costs)
+    share = total["cached_share"]
+    per_video = total["prompt_tokens_per_video"]
+    return {"costs": dg.MetadataValue.md("```\n" + format_costs(costs) + "\n```"),
+            "costs_prompt_tokens": total["prompt_tokens"], "costs_cached_tokens": total["cached_tokens"],
+            "costs_completion_tokens": total["completion_tokens"], "costs_images_sent": total["images_sent"],
+            "costs_cached_share": None if share is None else round(share, 4),
+            "costs_prompt_tokens_per_video": None if per_video is None else round(per_video, 1)}
+
+
+@dg.asset(code_version="6", group_name="reports", kinds={"polars"},
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
@@ -74,6 +87,7 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         "bench": bench.bench_name(), "profile": bench.profile_name(), "bench_dir": str(bench.bench_path()),
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
+        **cost_metadata(scores),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
         **export_metadata({"leaderboard": lb, "videos": scores}, bench.reports_path(), storage.storage()),

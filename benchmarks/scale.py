@@ -113,7 +113,8 @@ def png_equivalent(body: dict) -> tuple[int, int]:
 
 def _serve(conn, latency: float) -> None:
     """The loopback server in a process of its own, as a real endpoint would be (its JSON parsing
-    must not compete with the evaluator for the GIL). Answers ``("log", start)`` and ``"stop"``."""
+    must not compete with the evaluator for the GIL). Answers ``("log", start)``, ``("bodies", start)``
+    (the request bodies from ``start`` on, and what the server served) and ``"stop"``."""
     from tests.servers.openai_server import FakeVlmServer, kind_of
 
     with FakeVlmServer(latency_s=latency) as srv:
@@ -123,6 +124,9 @@ def _serve(conn, latency: float) -> None:
             if cmd == "stop":
                 return
             reqs = srv.requests[cmd[1]:]
+            if cmd[0] == "bodies":
+                conn.send({"bodies": [r["body"] for r in reqs], "served": dict(srv.served)})
+                continue
             step = max(1, len(reqs) // 60)
             conn.send({"n_total": len(srv.requests), "kinds": [kind_of(r["body"]) for r in reqs],
                        "bytes": [r["bytes"] for r in reqs],

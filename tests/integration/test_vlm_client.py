@@ -12,7 +12,7 @@ import pytest
 
 from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, OpenAICompatibleClient,
                                ParseError, VlmError, chat_json, encode_image, extract_json, request_pool,
-                               request_priority, strip_think)
+                               request_priority, strip_think, video_group, cost_ledger)
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
 from tests.waiting import wait_until
 
@@ -49,6 +49,31 @@ def test_a_plain_answer_and_its_usage(server):
     assert server.requests[0]["path"] == "/v1/chat/completions"
     assert body["model"] == "test-model" and body["messages"] == [{"role": "user", "content": "hello"}]
     assert stats.requests == 1 and stats.errors == {}
+
+
+def test_the_cost_ledger_counts_every_answer_retry_image_and_cached_token_the_server_served(server):
+    """A 500, an unparseable answer, then a good one: the ledger of the block and the stage's stats
+    both hold what the server counted (its usage, cached prompt tokens included, and its images)."""
+    frame = np.random.default_rng(0).integers(0, 255, (64, 96, 3), dtype=np.uint8)
+    messages = [{"role": "system", "content": ["Answer in JSON."]},
+                {"role": "user", "content": ["[output_video] 2 frames:", frame, frame[::-1].copy(), "Say ok."]}]
+    server.queue(Scripted(status=500, raw=b"{}"), Scripted(content="not json"), Scripted(content='{"ok": true}'))
+    stats = CallStats()
+    with cost_ledger() as ledger:
+        value, _ = chat_json(client(server.base_url), messages, extract_json, stats=stats)
+    assert value == {"ok": True}
+    served = server.served
+    for counted in (ledger, stats):
+        assert counted.costs() == {
+            "vlm_requests": 3, "vlm_retries": 1, "vlm_parse_retries": 1, "prompt_tokens": served["prompt_tokens"],
+            "cached_tokens": served["cached_tokens"], "completion_tokens": served["completion_tokens"],
+            "images_sent": 6, "image_bytes_sent": served["image_bytes"]}
+    assert served["images"] == 6 and served["usage_answers"] == 2
+    # the parse retry repeats the request it follows: the server found its whole prefix cached
+    assert served["cached_tokens"] > 0.9 * (served["prompt_tokens"] / 2)
+    outside = CallStats()
+    client(server.base_url).chat(HELLO, stats=outside)  # recorded outside the block: not the ledger's
+    assert ledger.requests == 3 and outside.requests == 1
 
 
 def test_429_waits_for_retry_after_then_succeeds(server):
@@ -243,6 +268,34 @@ def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
         order = [r["body"]["messages"][0]["content"] for r in srv.requests]
         assert order == ["first", "rubric-pool", "p1-a", "p1-b", "p3", "p5", "judge-p0"]
         assert srv.max_in_flight == 1
+
+
+def test_within_a_stage_a_videos_requests_wait_together_before_a_later_videos():
+    """Requests of two videos arrive interleaved behind a held slot; the earlier video's go first (its
+    frames are then still in a prefix-caching server's cache), each video's in arrival order."""
+    with FakeVlmServer() as srv:
+        c = client(srv.base_url, concurrency=1)
+        srv.hold_after(0)  # "first" holds the only slot at the server until released
+        first_video, second_video = video_group(), video_group()
+
+        def ask(name: str, group: int) -> None:
+            with request_priority(0, stage=STAGE_JUDGMENTS, group=group):
+                c.chat([{"role": "user", "content": [name]}])
+
+        arrivals = [("first", first_video), ("b1", second_video), ("a1", first_video), ("b2", second_video),
+                    ("a2", first_video)]
+        threads = []
+        for n, args in enumerate(arrivals):
+            threads.append(threading.Thread(target=ask, args=args))
+            threads[-1].start()
+            if n == 0:
+                srv.wait_received(1)
+            else:  # each one waits in the client before the next arrives: the arrival order is this list's
+                wait_until(lambda: queued(c) == n, what=f"{args[0]} waiting")
+        srv.release()
+        for t in threads:
+            t.join(timeout=60)
+        assert [r["body"]["messages"][0]["content"] for r in srv.requests] == ["first", "a1", "a2", "b1", "b2"]
 
 
 def test_a_request_interrupted_while_it_waits_leaves_no_slot_taken():

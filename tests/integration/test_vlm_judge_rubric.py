@@ -180,6 +180,36 @@ def test_the_judge_sees_the_view_evidence_and_frames_but_never_weights_or_caps(s
         assert "mean_abs_diff" in text and n_images(body) == len(frames.array) == 8
 
 
+def test_every_request_about_a_video_opens_with_the_same_system_text_and_frames(server, client, media):
+    """A prefix-caching server prefills a video's frames once: vlm_qa questions and judgments of one
+    candidate share everything up to and including the frames, and differ only after them."""
+    store = MediaStore({"output_video": str(media / "output.mp4"), "subject_image": str(media / "subject.png")},
+                       {"output_video": "digest-of-output"})
+    qa = VlmQa(client)
+    qa.run({"question": "Is the kite red?", "on": "output_video"}, store)
+    qa.run({"question": "Same subject?", "on": "subject_image"}, store)
+    rubric = parse_rubric(rubric_for("T2V"))
+    rows = [{"criterion_id": c.id, "evidence": json.dumps([{"tool": "vlm_qa", "ok": True, "answer": "yes"}]),
+             "error": None} for c in rubric.criteria]
+    judge_criteria(rubric, rows, VlmJudge(client), frames=store.frames("output_video", JUDGE_POLICY))
+    bodies = server.bodies()
+    assert [kind_of(b) for b in bodies] == ["qa", "qa"] + ["judge"] * len(rubric.criteria)
+
+    def opening(body):  # the system text, then the user message up to its last shared frame
+        user = body["messages"][1]["content"]
+        return body["messages"][0]["content"], user[:9]
+
+    first = opening(bodies[0])
+    assert first[1][0]["text"].startswith("[output_video] 8 frames (t = ")
+    assert all(p["type"] == "image_url" for p in first[1][1:])
+    for body in bodies[1:]:
+        assert opening(body) == first
+        # what differs comes after the frames
+        assert body["messages"][1]["content"][9]["type"] == "text"
+    assert "criterion judge" in bodies[-1]["messages"][1]["content"][9]["text"]
+    assert "You answer one question" in bodies[0]["messages"][1]["content"][9]["text"]
+
+
 # -- vlm_qa and the VLM-only ablation -----------------------------------------------------------------
 
 def test_vlm_qa_answers_on_the_frames_of_the_media_it_names(server, client, media):
@@ -188,7 +218,13 @@ def test_vlm_qa_answers_on_the_frames_of_the_media_it_names(server, client, medi
     rec = qa.run({"question": "Is the kite red?", "on": "output_video"}, store)
     assert rec["ok"] and rec["answer"].startswith("Yes") and rec["n_frames"] == 8
     rec = qa.run({"question": "What is shown?", "on": "subject_image"}, store)
-    assert rec["n_frames"] == 1 and n_images(server.requests[-1]["body"]) == 1
+    # The output video's 8 frames first (shared with every request about the video), the image after them.
+    body = server.requests[-1]["body"]
+    assert rec["n_frames"] == 1 and n_images(body) == 8 + 1
+    parts = body["messages"][1]["content"]
+    assert [p["type"] for p in parts[:10]] == ["text"] + ["image_url"] * 8 + ["text"]
+    assert parts[9]["text"] == "[subject_image] image:" and parts[10]["type"] == "image_url"
+    assert parts[-1]["text"] == "Question (about [subject_image]): What is shown?"
     assert qa.version == f"openai:judge-model:{QA_PROMPT_VERSION}"
     server.queue(*[Scripted(content="") for _ in range(3)])
     rec = qa.run({"question": "Anything?", "on": "output_video"}, store)

@@ -13,6 +13,13 @@ body, a scripted reply can drip (a byte at a time), be megabytes long, or echo t
 ``Authorization`` header in its body. Every request is recorded (path, headers, body); the peak number of requests in flight
 (received and not yet answered) and the number answered are tracked, and a test waits for them with
 :meth:`FakeVlmServer.wait_for` (woken by each arrival and each answer), not with a sleep.
+
+Answers carry ``usage`` (prompt tokens: the request's bytes / 4; completion tokens: the answer's
+characters / 4) with ``prompt_tokens_details.cached_tokens`` from a prefix cache kept as a
+prefix-caching server keeps one: the messages, serialized, in blocks of :data:`CACHE_BLOCK` bytes,
+each known by the hash of everything up to its end; the leading blocks seen in an earlier request are
+cached. ``served`` sums the usage of every answer sent and the images of every request received, for
+a test to compare with what the client recorded.
 """
 
 from __future__ import annotations
@@ -61,9 +68,31 @@ def request_text(body: dict) -> str:
     return "\n".join(out)
 
 
+CACHE_BLOCK = 256  # bytes of serialized messages per cache block (64 of the server's "tokens")
+
+
+def block_hashes(body: dict) -> list[bytes]:
+    """The chained hashes of a request's whole blocks (the last, partial block is never cached)."""
+    data = json.dumps(body.get("messages", []), sort_keys=True).encode()
+    out, h = [], hashlib.sha256()
+    for end in range(CACHE_BLOCK, len(data) + 1, CACHE_BLOCK):
+        h.update(data[end - CACHE_BLOCK:end])
+        out.append(h.copy().digest())
+    return out
+
+
 def n_images(body: dict) -> int:
     return sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
                for p in m["content"] if p.get("type") == "image_url")
+
+
+def image_bytes(body: dict) -> int:
+    """The decoded bytes of a request's data-URL images."""
+    import base64
+
+    return sum(len(base64.b64decode(p["image_url"]["url"].split(",", 1)[1]))
+               for m in body.get("messages", []) if isinstance(m.get("content"), list)
+               for p in m["content"] if p.get("type") == "image_url" and "," in p["image_url"].get("url", ""))
 
 
 # FIRM-Video request kinds, told apart by the opening words of their system prompts.
@@ -245,6 +274,9 @@ class FakeVlmServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.answered = 0  # requests whose answer was sent
+        self._cache: set[bytes] = set()  # block hashes of every prefix seen (see the module doc)
+        self.served = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "images": 0, "image_bytes": 0,
+                       "usage_answers": 0}
         self._hold_after: int | None = None
         self._released = threading.Event()
         self._rng = random.Random(seed)
@@ -335,6 +367,11 @@ class FakeVlmServer:
             roll_error, roll_garbage, roll_stall = self._rng.random(), self._rng.random(), self._rng.random()
             record = self.requests[-1]
             held = self._hold_after is not None and len(self.requests) > self._hold_after
+            blocks = block_hashes(body)
+            record["cached_blocks"] = next((i for i, b in enumerate(blocks) if b not in self._cache), len(blocks))
+            self._cache.update(blocks)
+            self.served["images"] += n_images(body)
+            self.served["image_bytes"] += image_bytes(body)
             self._changed.notify_all()
         counted = [True]
 
@@ -376,7 +413,15 @@ class FakeVlmServer:
                               "choices": [{"index": 0, "finish_reason": "stop",
                                            "message": {"role": "assistant", "content": item.content}}]}
                 if self.usage:
-                    completion["usage"] = {"prompt_tokens": len(raw) // 4, "completion_tokens": len(item.content or "") // 4}
+                    prompt = len(raw) // 4
+                    usage = {"prompt_tokens": prompt, "completion_tokens": len(item.content or "") // 4,
+                             "prompt_tokens_details": {"cached_tokens": min(prompt, record["cached_blocks"] * CACHE_BLOCK // 4)}}
+                    completion["usage"] = usage
+                    with self._lock:
+                        for k in ("prompt_tokens", "completion_tokens"):
+                            self.served[k] += usage[k]
+                        self.served["cached_tokens"] += usage["prompt_tokens_details"]["cached_tokens"]
+                        self.served["usage_answers"] += 1
                 payload = json.dumps(completion).encode()
             record["response_bytes"] = len(payload)
             answered()

@@ -104,6 +104,26 @@ def test_tables_sort_by_a_clicked_header(tmp_path):
     assert 'data-sort="8.0">8.00</td>' in page and 'data-sort="">–</td>' in page  # numbers sort as numbers
 
 
+def test_the_costs_of_each_task_and_model_and_the_evaluations_tokens_per_video_and_share_cached(tmp_path):
+    reports, videos, criteria = _site(tmp_path)
+    page = render_overview(reports, _lb(), criterion_scores=criteria, video_scores=videos)
+    assert "share cached" not in page.split("<nav>")[0]  # tables without the ledger: nothing claimed
+    costs = videos.with_columns(vlm_requests=pl.Series([10, 6, 10, 0]), vlm_retries=pl.Series([1, 0, 0, 0]),
+                                vlm_parse_retries=pl.Series([0, 2, 0, 0]),
+                                prompt_tokens=pl.Series([4000, 3000, 2000, 0]),
+                                cached_tokens=pl.Series([3000, 2400, 1500, 0]),
+                                completion_tokens=pl.Series([500, 300, 500, 0]), images_sent=pl.Series([80, 48, 80, 0]),
+                                image_bytes_sent=pl.Series([4_000_000, 2_400_000, 4_000_000, 0]))
+    page = render_overview(reports, _lb(), criterion_scores=criteria, video_scores=costs)
+    # 9000 prompt tokens over 4 videos, 6900 of them cached
+    assert "prompt tokens per video 2250, share cached 77%" in page.split("<nav>")[0]
+    t2v = page.split('data-task="T2V"')[1].split("</section>")[0].split('<table class="costs">')[1]
+    good = t2v.split('<tr data-model="good">')[1].split("</tr>")[0]
+    assert good == "<td>good</td><td>2</td><td>3000</td><td>75%</td><td>1000</td><td>20</td><td>1</td><td>0</td><td>160</td><td>8.0</td>"
+    assert "&lt;script&gt;" in t2v and "<script>" not in page
+    assert "no VLM calls recorded" in page.split('data-task="TV2V"')[1]
+
+
 def test_write_overview_reads_stored_tables(tmp_path):
     reports, videos, criteria = _site(tmp_path)
     storage = tmp_path / "storage"

@@ -22,8 +22,8 @@ class NoVlmQa:
         }
 
 
-QA_PROMPT_VERSION = "qa-2"  # asked without thinking (method §7)
-QA_SYSTEM = (
+QA_PROMPT_VERSION = "qa-3"  # asked without thinking (method §7); the question follows the video's frames
+QA_INSTRUCTIONS = (
     "You answer one question about the frames of a video or image, for an evaluation. Describe only what "
     "is visible; say so when it cannot be seen. Be specific and short (at most three sentences)."
 )
@@ -49,7 +49,12 @@ def qa_version(backend: str, model: str) -> str:
 
 
 class VlmQa:
-    """``vlm_qa`` on a VLM: the question and ~8 frames of the named media (an image is one frame)."""
+    """``vlm_qa`` on a VLM: the question and ~8 frames of the named media (an image is one frame).
+
+    Every request opens as the candidate's judge requests do (:mod:`argus_dagster.video_prompt`): the
+    common system text and the output video's frames, so a prefix-caching server prefills them once
+    per video. A question about other media (a crop, the source video, a reference) gets those frames
+    after the shared ones, and the question comes last."""
 
     name = "vlm_qa"
 
@@ -60,7 +65,8 @@ class VlmQa:
         self.version = qa_version(client.backend, client.model)
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
-        from ...media import JUDGE_POLICY
+        from ...media import JUDGE_POLICY, MediaError
+        from ...video_prompt import frames_label, video_messages
         from ...vlm import ParseError, VlmError, chat_json
 
         on = args.get("on") or "output_video"
@@ -68,10 +74,15 @@ class VlmQa:
         if not question:
             return {"ok": False, "error": "vlm_qa step has no question"}
         frames = media.frames(on, JUDGE_POLICY)
-        label = (f"[{on}] {len(frames.array)} frames (t = " + ", ".join(f"{t:.1f}s" for t in frames.timestamps) + "):"
-                 if media.is_video(on) else f"[{on}] image:")
-        messages = [{"role": "system", "content": [QA_SYSTEM]},
-                    {"role": "user", "content": [label, *frames.images(), f"Question: {question}"]}]
+        if on == "output_video":
+            shared, extra = frames, []
+        else:
+            try:
+                shared = media.frames("output_video", JUDGE_POLICY) if media.has("output_video") else None
+            except MediaError:  # an output that cannot be decoded: the question goes with its own media only
+                shared = None
+            extra = [frames_label(on, frames, video=media.is_video(on)), *frames.images()]
+        messages = video_messages(shared, [QA_INSTRUCTIONS, f"Question (about [{on}]): {question}"], extra=extra)
         try:
             answer, _ = chat_json(self.client, messages, _answer, parse_retries=self.parse_retries,
                                   max_tokens=300, stats=self.stats, thinking=False)
