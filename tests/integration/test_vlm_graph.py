@@ -124,7 +124,7 @@ def test_the_api_key_is_in_no_file_log_or_metadata(vlm_run):
 
 
 def test_each_report_shows_what_the_rubric_generator_was_told(vlm_run):
-    pages = [p for p in Path(vlm_run["home"]).rglob("*.html") if "<h2>Criteria</h2>" in p.read_text()]
+    pages = [p for p in Path(vlm_run["home"]).rglob("*.html") if "<h2>Scored criteria</h2>" in p.read_text()]
     assert len(pages) >= vlm_run["tables"]["rubrics"].height
     told = html.escape(system_prompt(), quote=True)
     for page in pages:
