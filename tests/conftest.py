@@ -1,6 +1,7 @@
 """Shared test setup: an isolated ARGUS_HOME per session and the location of ../shared/data."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,24 @@ def _isolated_home(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def shared_across_workers(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)`` once per test run, whichever worker asks first; the others wait for it and get
+    the same folder. Under pytest-xdist every worker's temporary folder is inside one folder per run,
+    and a file lock there makes the first caller build while the others wait; a build that raised
+    leaves no ``.done`` mark, so the next caller builds again. Without xdist: the session's folder."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # .../pytest-N/popen-gwK -> .../pytest-N, this run's only
+    folder, done = base / f"shared-{name}", base / f"shared-{name}.done"
+    with FileLock(str(base / f"shared-{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
