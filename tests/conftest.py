@@ -69,3 +69,24 @@ def shared_across_workers(tmp_path_factory, name: str, build) -> Path:
             done.touch()
     return folder
 
+
+@pytest.fixture(scope="session")
+def demo_bench_in(tmp_path_factory):
+    """``demo_bench_in(home)`` puts the demo bench (``bench/``, ``candidates/`` and their stamp, as
+    ``build_demo_bench`` writes them) into ``home``, from one build per test run shared by every file
+    that evaluates the demo; ``build_demo_bench(home)`` then finds it there and returns its folders."""
+    from argus_dagster.demo import build_demo_bench
+
+    built = shared_across_workers(tmp_path_factory, "demo_bench",
+                                  lambda folder: build_demo_bench(folder, progress=lambda m: None))
+
+    def put(home: Path) -> tuple[Path, Path]:
+        stamp = (built / "demo_bench.json").read_text()
+        if not ((home / "demo_bench.json").is_file() and (home / "demo_bench.json").read_text() == stamp):
+            for name in ("bench", "candidates"):
+                shutil.rmtree(home / name, ignore_errors=True)
+                shutil.copytree(built / name, home / name)
+            (home / "demo_bench.json").write_text(stamp)
+        return build_demo_bench(home, progress=lambda m: None)
+
+    return put
