@@ -105,4 +105,3 @@ def local_t2v_run(tmp_path_factory):
 
     folder = shared_across_workers(tmp_path_factory, "local_t2v_run", build)
     return {"bench": folder / "src" / "bench", "cands": folder / "src" / "cands", "storage": folder / "storage"}
-
