@@ -1,6 +1,7 @@
 """Shared test setup: an isolated ARGUS_HOME per session and the location of ../shared/data."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,45 @@ def _isolated_home(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def shared_across_workers(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)`` once per test run, whichever worker asks first; the others wait for it and get
+    the same folder. Under pytest-xdist every worker's temporary folder is inside one folder per run,
+    and a file lock there makes the first caller build while the others wait; a build that raised
+    leaves no ``.done`` mark, so the next caller builds again. Without xdist: the session's folder."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # .../pytest-N/popen-gwK -> .../pytest-N, this run's only
+    folder, done = base / f"shared-{name}", base / f"shared-{name}.done"
+    with FileLock(str(base / f"shared-{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+@pytest.fixture(scope="session")
+def demo_bench_in(tmp_path_factory):
+    """``demo_bench_in(home)`` puts the demo bench (``bench/``, ``candidates/`` and their stamp, as
+    ``build_demo_bench`` writes them) into ``home``, from one build per test run shared by every file
+    that evaluates the demo; ``build_demo_bench(home)`` then finds it there and returns its folders."""
+    from argus_dagster.demo import build_demo_bench
+
+    built = shared_across_workers(tmp_path_factory, "demo_bench",
+                                  lambda folder: build_demo_bench(folder, progress=lambda m: None))
+
+    def put(home: Path) -> tuple[Path, Path]:
+        stamp = (built / "demo_bench.json").read_text()
+        if not ((home / "demo_bench.json").is_file() and (home / "demo_bench.json").read_text() == stamp):
+            for name in ("bench", "candidates"):
+                shutil.rmtree(home / name, ignore_errors=True)
+                shutil.copytree(built / name, home / name)
+            (home / "demo_bench.json").write_text(stamp)
+        return build_demo_bench(home, progress=lambda m: None)
+
+    return put

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import shared_across_workers
 from .helpers import free_port
 
 
@@ -81,3 +82,26 @@ def moto_endpoint(monkeypatch):
         yield url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def local_t2v_run(tmp_path_factory):
+    """The two-prompt T2V bench the aws tests put in a bucket (``src/bench``, ``src/cands``: model ``m``'s
+    videos) and its local run as `argus evaluate` makes it (``run_all`` on the embedded default, on a
+    copy of the bench: a run freezes its new rubrics into the bench folder), made once per test run:
+    ``{"bench", "cands", "storage"}``, the last the local evaluation's storage folder."""
+    from argus_dagster.runner import run_all
+    from argus_dagster.settings import evaluation_settings
+
+    from .helpers import t2v_bench
+
+    def build(folder: Path) -> None:
+        bench, cands = t2v_bench(folder / "src", n_inputs=2, n_frames=16)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ARGUS_HOME", str(folder / "local"))
+            settings = evaluation_settings(shutil.copytree(bench, folder / "local_bench"), cands)
+            run_all(progress=lambda m: None, settings=settings)
+        (folder / "storage").symlink_to(settings.storage_dir, target_is_directory=True)
+
+    folder = shared_across_workers(tmp_path_factory, "local_t2v_run", build)
+    return {"bench": folder / "src" / "bench", "cands": folder / "src" / "cands", "storage": folder / "storage"}

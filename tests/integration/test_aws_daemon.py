@@ -12,10 +12,9 @@ import dagster as dg
 import pytest
 
 from argus_dagster.overview import stored_table
-from argus_dagster.runner import run_all
-from argus_dagster.settings import evaluation_settings, load_settings
+from argus_dagster.settings import load_settings
 
-from .helpers import backfill_as_the_ui_does, partitions_by_asset, t2v_bench
+from .helpers import backfill_as_the_ui_does, partitions_by_asset
 from .test_aws_storage import BUCKET, INPUTS, _upload
 from .test_ui_backfill import CANDIDATE_ASSETS, TASK_ASSETS
 
@@ -25,12 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_daemon_backfill_on_postgres_and_s3_gives_the_local_scores(tmp_path, moto_endpoint, postgres_url,
-                                                                     monkeypatch):
-    bench, cands = t2v_bench(tmp_path / "src", n_inputs=2, n_frames=16)
-    # The local run of the same bench (a copy: it freezes its new rubrics into the bench folder).
-    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "local"))
-    local_board = run_all(progress=lambda m: None,
-                          settings=evaluation_settings(shutil.copytree(bench, tmp_path / "local_bench"), cands))
+                                                                     local_t2v_run, monkeypatch):
+    # The bench, its videos and their local run (conftest.local_t2v_run, shared with test_aws_storage).
+    bench, cands = local_t2v_run["bench"], local_t2v_run["cands"]
+    local_board = stored_table(local_t2v_run["storage"], "leaderboard")
 
     env_vars = {"ARGUS_ENV": "aws", "ARGUS_HOME": str(tmp_path / "home"), "ARGUS_S3_ENDPOINT_URL": moto_endpoint,
                 "ARGUS_BENCH_DIR": f"s3://{INPUTS}/bench", "ARGUS_CANDIDATES_DIR": f"s3://{INPUTS}/cands",

@@ -4,7 +4,6 @@ reports are written to S3 through the storage resource. The scores are those of 
 same bench, a presigned link from the metadata opens the report over HTTP, and the evaluated
 partition is up to date for the sensor and the staleness rule (sha256, not the ETag)."""
 
-import shutil
 import urllib.request
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from assets.leaderboard import leaderboard
 from assets.lineage import latest_record
 
-from .helpers import Daemon, graph_resources, materialize_task, t2v_bench
+from .helpers import Daemon, materialize_task
 
 pytestmark = pytest.mark.integration
 
@@ -43,15 +42,12 @@ def _scores(storage_dir, store=None) -> pl.DataFrame:
     return stored_table(storage_dir, "video_scores", store).select(COMPARED).sort("input_id", "sample")
 
 
-def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, moto_endpoint, monkeypatch):
-    bench, cands = t2v_bench(tmp_path / "src", n_inputs=2, n_frames=16)
-
-    # The local run of the bench (a copy: it freezes its new rubrics into the bench folder).
-    local = graph_resources(shutil.copytree(bench, tmp_path / "local_bench"), cands, tmp_path / "local")
-    with dg.instance_for_test() as instance:
-        _run(local, instance)
-    local_scores = _scores(tmp_path / "local" / "storage")
-    assert local_scores["final_score"].null_count() == 0
+def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, moto_endpoint, local_t2v_run,
+                                                                      monkeypatch):
+    # The bench, its videos and their local run (conftest.local_t2v_run, shared with test_aws_daemon).
+    bench, cands, local_storage = local_t2v_run["bench"], local_t2v_run["cands"], local_t2v_run["storage"]
+    local_scores = _scores(local_storage)
+    assert local_scores.height == 2 and local_scores["final_score"].null_count() == 0
 
     # The same bench and videos in a bucket; everything the run writes under s3://argus/eval/.
     for k, v in {"ARGUS_ENV": "aws", "ARGUS_HOME": str(tmp_path / "home"), "ARGUS_S3_ENDPOINT_URL": moto_endpoint,
@@ -82,7 +78,7 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         aws_scores = _scores(f"{evaluation}/storage", storage)
         assert aws_scores.equals(local_scores), (aws_scores, local_scores)
         board = stored_table(f"{evaluation}/storage", "leaderboard", storage)
-        assert board["mean_final"].to_list() == pytest.approx(stored_table(tmp_path / "local" / "storage",
+        assert board["mean_final"].to_list() == pytest.approx(stored_table(local_storage,
                                                                            "leaderboard")["mean_final"].to_list())
         videos = stored_table(f"{evaluation}/storage", "candidate_videos", storage)
         assert all(u.startswith(f"s3://{INPUTS}/cands/T2V/m/") for u in videos["uri"].to_list())

@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 import polars as pl
 import pytest
 
-from argus_dagster.demo import BEST_MODEL, KNOWN_BAD, build_demo_bench
+from argus_dagster.demo import BEST_MODEL, KNOWN_BAD
 from argus_dagster.instances import ALL_TASKS
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, browser):
+def site(tmp_path_factory, browser, demo_bench_in):
     """The demo with two models per task (the faithful one and a known-bad one) and a third T2V model
     with an odd name, evaluated as `argus demo` does, with `argus open` serving its reports on a free
     loopback port."""
@@ -89,7 +89,7 @@ def site(tmp_path_factory, browser):
     base = served + "demo/default/reports/"  # this evaluation's reports
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "ARGUS_HOME": str(home),
            "ARGUS_REPORTS_URL": served, "PYTHONPATH": str(ROOT)}
-    bench, cands = build_demo_bench(home, progress=lambda m: None)
+    bench, cands = demo_bench_in(home)
     for task, bad in KNOWN_BAD.items():
         for d in (cands / task).iterdir():
             if d.name not in (BEST_MODEL, bad[0]):

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from argus_dagster import tables
-from argus_dagster.demo import BEST_MODEL, KNOWN_BAD, build_demo_bench
+from argus_dagster.demo import BEST_MODEL, KNOWN_BAD
 from argus_dagster.instances import ALL_TASKS
 from argus_dagster.runner import current_leaderboard, local_instance, run_all
 from argus_dagster.settings import load_settings, record_bench
@@ -20,8 +20,8 @@ HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
 
 
 @pytest.fixture(scope="module")
-def demo_run(_isolated_home):
-    bench, cands = build_demo_bench(_isolated_home, progress=lambda m: None)
+def demo_run(_isolated_home, demo_bench_in):
+    bench, cands = demo_bench_in(_isolated_home)
     record_bench(bench, cands, name="demo")
     human = load_settings().human_dir / "T2V.csv"  # the demo bench's ratings
     human.parent.mkdir(parents=True, exist_ok=True)

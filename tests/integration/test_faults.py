@@ -1,5 +1,5 @@
-"""Faults all at once: a 50-video bench against a judge that fails, garbles and stalls, beside an
-endpoint that is down, with `argus evaluate` killed three times at random points and resumed.
+"""Faults all at once: a 25-video bench (five per task) against a judge that fails, garbles and stalls,
+beside an endpoint that is down, with `argus evaluate` killed three times at random points and resumed.
 
 Every run finishes after resuming; no table or report is corrupt; at most one judge concurrency's
 worth of answered requests is asked again per kill (the content cache keeps the rest); at most 1% of
@@ -21,7 +21,8 @@ import pytest
 
 from tests.servers.openai_server import FakeVlmServer, dead_url
 
-# Three killed runs and a resumed one on a 50-video bench: longer than the suite's 5-minute bound per test.
+# Three killed runs and a resumed one on a 25-video bench: about 300 judge requests, the kills spread across
+# the first two thirds of them. Longer than the suite's 5-minute bound per test under load.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 CONCURRENCY = 4  # per endpoint; the pool's bound is twice that, the dead endpoint's half refused
@@ -36,7 +37,7 @@ def test_killed_three_times_under_faults_the_run_resumes_and_loses_nothing(tmp_p
     from benchmarks.scale import build_scale_bench
 
     home = tmp_path / "home"
-    bench, cands = build_scale_bench(home, 50, 1)
+    bench, cands = build_scale_bench(home, 25, 1)
     evaluation = home / "benches" / "bench" / "default"  # the bench's folder name; the default profile
     rng = random.Random(7)
     with FakeVlmServer(latency_s=0.05, error_rate=0.10, unparseable_rate=0.05, stall_rate=0.02, stall_s=2.0,
@@ -47,7 +48,7 @@ def test_killed_three_times_under_faults_the_run_resumes_and_loses_nothing(tmp_p
                "ARGUS_VLM_CONCURRENCY": str(CONCURRENCY), "ARGUS_VLM_TIMEOUT_S": "30", "PYTHONPATH": str(ROOT)}
         cmd = [str(Path(sys.executable).parent / "argus"), "evaluate", "--bench", str(bench), "--candidates", str(cands)]
         kills = []
-        for kill_after in sorted(rng.sample(range(40, 420), 3)):  # answered requests before each kill
+        for kill_after in sorted(rng.sample(range(20, 210), 3)):  # answered requests before each kill
             log = open(tmp_path / f"run{len(kills)}.log", "w")
             proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
@@ -66,14 +67,14 @@ def test_killed_three_times_under_faults_the_run_resumes_and_loses_nothing(tmp_p
     # Every video of the bench is on the leaderboard, none in error.
     board = pl.read_parquet(next((evaluation / "storage").glob("leaderboard*")))
     assert sorted(board["task"]) == ["T2V", "TI2V", "TS2V", "TSV2V", "TV2V"], board
-    assert board["n_videos"].to_list() == [10] * 5 and board["n_errors"].to_list() == [0] * 5, board
+    assert board["n_videos"].to_list() == [5] * 5 and board["n_errors"].to_list() == [0] * 5, board
     # No table or report is corrupt.
     tables = sorted((evaluation / "storage").rglob("*.parquet"))
     assert len(tables) >= 5 * 6
     for t in tables:
         pl.read_parquet(t)
     pages = sorted((evaluation / "reports").rglob("*.html"))
-    assert len(pages) >= 50
+    assert len(pages) >= 25
     for page in pages:
         assert page.read_text(encoding="utf-8").rstrip().endswith("</html>"), page
     # A kill can leave a write's temporary file (``.<name>.<pid>.<random>.part``), never a partial entry.
@@ -89,10 +90,11 @@ def test_killed_three_times_under_faults_the_run_resumes_and_loses_nothing(tmp_p
             answered[_digest(r["body"])] = answered.get(_digest(r["body"]), 0) + 1
     repeated = sum(n - 1 for n in answered.values())
     outcomes = [r.get("outcome") for r in requests]
-    print(f"kills after {kills} answered; {len(requests)} requests ({outcomes.count('error')} 5xx, "
-          f"{outcomes.count('garbage')} garbage); {repeated} answered requests asked again")
-    assert repeated <= len(kills) * 2 * CONCURRENCY, (repeated, kills)
-    # At most 1% of criteria unscored.
     scores = pl.concat([pl.read_parquet(t) for t in (evaluation / "storage" / "criterion_scores").rglob("*.parquet")])
     unscored = scores.filter(pl.col("score").is_null()).height
-    assert scores.height > 200 and unscored <= 0.01 * scores.height, (unscored, scores.height)
+    print(f"kills after {kills} answered; {len(requests)} requests ({outcomes.count('error')} 5xx, "
+          f"{outcomes.count('garbage')} garbage); {repeated} answered requests asked again; "
+          f"{unscored} of {scores.height} criteria unscored")
+    assert repeated <= len(kills) * 2 * CONCURRENCY, (repeated, kills)
+    # At most 1% of criteria unscored.
+    assert scores.height > 100 and unscored <= 0.01 * scores.height, (unscored, scores.height)

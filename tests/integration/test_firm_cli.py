@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from argus_dagster import cli
-from argus_dagster.demo import BEST_MODEL, build_demo_bench
+from argus_dagster.demo import BEST_MODEL
 from argus_dagster.runner import best_of_n_report, local_instance, stored_partitions
 from argus_dagster.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
@@ -19,13 +19,13 @@ HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(tmp_path_factory, demo_bench_in):
     """The T2V demo, in its own ARGUS_HOME (the module's runs leave the session's home alone)."""
     home = tmp_path_factory.mktemp("firm_home")
     saved = {k: os.environ.get(k) for k in ("ARGUS_HOME", "DAGSTER_HOME")}
     os.environ["ARGUS_HOME"], os.environ["DAGSTER_HOME"] = str(home), str(home / "dagster_home")
     try:
-        bench, cands = build_demo_bench(home, progress=lambda m: None)
+        bench, cands = demo_bench_in(home)
         ids = [json.loads(x)["id"] for x in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
         human = evaluation_settings(bench, cands).human_dir  # the bench's ratings
         human.mkdir(parents=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster.demo import BEST_MODEL, build_demo_bench
+from argus_dagster.demo import BEST_MODEL
 
 from .helpers import GraphQL as Client
 from .helpers import REPO, start_webserver, stop
@@ -21,14 +21,14 @@ MULTI_KEY = f"{MODEL}|T2V"  # dimensions in name order: model, task
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, demo_bench_in):
     root = tmp_path_factory.mktemp("web")
     home, dagster_home = root / "argus", root / "dagster_home"
     dagster_home.mkdir()
     (dagster_home / "dagster.yaml").write_text(
         "run_coordinator:\n  module: dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n"
         "telemetry:\n  enabled: false\n")
-    bench, cands = build_demo_bench(home, progress=lambda m: None)
+    bench, cands = demo_bench_in(home)
     for d in [*bench.iterdir(), *cands.iterdir(), *(cands / "T2V").iterdir()]:  # one task, one model
         if d.is_dir() and d.name not in ("T2V", MODEL):
             shutil.rmtree(d)

@@ -6,7 +6,6 @@ import json
 import dagster as dg
 import pytest
 
-from argus_dagster.demo import build_demo_bench
 from argus_dagster.evidence.tools.random_models import build_models
 from argus_dagster.evidence.tools.registry import MODEL_BACKED
 from resources.tools import ToolsResource, tools_from_env
@@ -17,9 +16,9 @@ TASK, MODEL = "TS2V", "faithful"  # subject images: sam_track -> crop_compare ->
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(tmp_path_factory, demo_bench_in):
     root = tmp_path_factory.mktemp("demo")
-    bench, cands = build_demo_bench(root, progress=lambda m: None)
+    bench, cands = demo_bench_in(root)
     return root, bench, cands
 
 
