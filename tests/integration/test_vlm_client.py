@@ -237,6 +237,20 @@ def test_processes_without_slot_files_each_fill_their_own_bound(tmp_path):
         assert "127.0.0.1" not in str(folder)
 
 
+def _arrive_in_order(c, srv, arrivals: list[tuple], ask) -> list[threading.Thread]:
+    """A thread per arrival calling ``ask(*args)``: the first holds the server's only slot, each next
+    one starts once the one before waits in the client, so the arrival order is the list's."""
+    threads = []
+    for n, args in enumerate(arrivals):
+        threads.append(threading.Thread(target=ask, args=args))
+        threads[-1].start()
+        if n == 0:
+            srv.wait_received(1)
+        else:
+            wait_until(lambda: queued(c) == n, what=f"{args[0]} waiting")
+    return threads
+
+
 def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
     """One slot, held by a first request: the ones that queue behind it go by stage, then priority,
     then arrival, whatever order they arrived in; threads of a request_pool carry both."""
@@ -250,14 +264,7 @@ def test_waiting_requests_are_served_by_stage_then_priority_then_arrival():
 
         arrivals = [("first", 9, 0), ("judge-p0", 0, STAGE_JUDGMENTS), ("p5", 5, STAGE_EVIDENCE),
                     ("p1-a", 1, STAGE_EVIDENCE), ("p3", 3, STAGE_EVIDENCE), ("p1-b", 1, STAGE_EVIDENCE)]
-        threads = []
-        for n, args in enumerate(arrivals):
-            threads.append(threading.Thread(target=ask, args=args))
-            threads[-1].start()
-            if n == 0:
-                srv.wait_received(1)
-            else:  # each one waits in the client before the next arrives: the arrival order is this list's
-                wait_until(lambda: queued(c) == n, what=f"{args[0]} waiting")
+        threads = _arrive_in_order(c, srv, arrivals, ask)
         with request_priority(9, stage=STAGE_RUBRICS), request_pool(2) as pool:  # arrives last, earliest stage
             rubric = pool.submit(c.chat, [{"role": "user", "content": ["rubric-pool"]}])
             wait_until(lambda: queued(c) == len(arrivals), what="rubric-pool waiting")
@@ -284,14 +291,7 @@ def test_within_a_stage_a_videos_requests_wait_together_before_a_later_videos():
 
         arrivals = [("first", first_video), ("b1", second_video), ("a1", first_video), ("b2", second_video),
                     ("a2", first_video)]
-        threads = []
-        for n, args in enumerate(arrivals):
-            threads.append(threading.Thread(target=ask, args=args))
-            threads[-1].start()
-            if n == 0:
-                srv.wait_received(1)
-            else:  # each one waits in the client before the next arrives: the arrival order is this list's
-                wait_until(lambda: queued(c) == n, what=f"{args[0]} waiting")
+        threads = _arrive_in_order(c, srv, arrivals, ask)
         srv.release()
         for t in threads:
             t.join(timeout=60)
