@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ class StoredObject:
 
 
 def _sha256_file(path: str | Path) -> str:
+    if not stat.S_ISREG(os.stat(path).st_mode):  # never opens a FIFO or a device (opening one blocks)
+        raise OSError(f"{path}: not a regular file")
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -122,12 +122,16 @@ def test_the_code_location_serves_what_its_configuration_names_never_the_last_ev
     record_evaluation(evaluation_settings(tmp_path / "beta", tmp_path / "c", name="beta"))
     assert load_settings().evaluation == "beta/default"  # a command: the one evaluated last
     assert served_settings().evaluation == "demo/default"  # the code location: the one default
+    from argus_dagster.definitions import defs
+
+    assert defs().resources["bench"].bench_name() == "demo"
     assert served_settings().bench_dir == tmp_path / "home" / "bench"
     monkeypatch.setenv("ARGUS_BENCH", "alpha")
     assert served_settings().evaluation == "alpha/default"  # its default profile, not alpha's last one
     monkeypatch.setenv("ARGUS_PROFILE", "vlm-only")
     assert served_settings().evaluation == "alpha/vlm-only"
     assert served_settings("beta", "default").evaluation == "beta/default"  # make ui BENCH=beta PROFILE=default
+    assert defs().resources["bench"].bench_name() == "alpha"  # what Dagster loads follows the same rule
     monkeypatch.setenv("ARGUS_BENCH_DIR", str(tmp_path / "beta"))
     monkeypatch.setenv("ARGUS_CANDIDATES_DIR", str(tmp_path / "c"))
     monkeypatch.delenv("ARGUS_BENCH")
