@@ -360,6 +360,11 @@ def _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed) ->
             progress(f"{elapsed()} {task} x {model}: up to date")
 
 
+# The progress line's phase while a run of each kind goes: a task's inputs and rubrics, a range of
+# partitions (evidence, then judging as their first judgments come in), the leaderboard and overview.
+RUN_PHASE = {"task": "rubrics", "partition": "evidence", "leaderboard": "reports"}
+
+
 def _run_and_say(kind: str, selection: list[str], keys: list, instance, resources, progress, elapsed,
                  the_plan: Plan | None = None) -> None:
     """Execute one run of the plan and say what it did (and why, as the conditions said); a failed run
@@ -367,6 +372,7 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
     from .definitions import task_model_partitions
 
     the_plan = the_plan or Plan({})
+    PROGRESS.phase(RUN_PHASE.get(kind, "reports"))  # the progress line's phase, from this run on
     t0 = time.perf_counter()
     result = _execute(instance, resources, selection, keys, {JUDGE_TAG: "1"} if kind == "partition" else None)
     if not result.success:
