@@ -40,7 +40,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.vlm_only and "vlm-only" not in profile.split(","):
         profile = "vlm-only" if profile == "default" else f"{profile},vlm-only"
     try:
-        settings = evaluation_settings(args.bench, args.candidates, name=args.name, profile=profile)
+        settings = evaluation_settings(args.bench, args.candidates, name=args.name, profile=profile,
+                                       rubrics_in=args.rubrics_in)
     except SettingError as exc:
         _print(f"argus evaluate: {exc}")
         return 2
@@ -147,6 +148,9 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
            f"{settings.candidates_dir}), profile {settings.profile!r}\n  its instance, tables and reports: "
            f"{settings.evaluation_dir}")
     _print(backbones)
+    if settings.rubrics_in == "home":
+        _print(f"new rubrics are frozen under {settings.frozen_rubrics_dir} (--rubrics-in home: the bench folder "
+               "is not written)")
     record_evaluation(settings, evaluated=False)  # listed now; the default for later commands once it scores
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
         instance = local_instance(settings)  # opened once for the runs and the summary (most of a second)
@@ -574,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa (adds vlm-only "
                    "to the profile)")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
+    e.add_argument("--rubrics-in", choices=("bench", "home"), default="bench",
+                   help="where new rubrics are frozen: bench (its <TASK>/rubrics/, the default, where it is "
+                        "writable) or home ($ARGUS_HOME/benches/<bench>/rubrics/: the bench folder is left as it is)")
     e.add_argument("--plan", action="store_true", help="observe the sources and say what Dagster would run now, "
                    "asset by asset, as the automation sensor would request it; nothing runs")
     e.add_argument("--protocol", choices=("videoargus", "firm", "both", "vefx"), default="videoargus",

@@ -47,6 +47,9 @@ class Settings:
     candidates_dir: Path
     bench: str = DEMO_BENCH
     profile: str = DEFAULT_PROFILE
+    # Where new rubrics are frozen: "bench" (its <TASK>/rubrics/, where it is writable) or "home"
+    # (frozen_rubrics_dir only: the bench folder is never written).
+    rubrics_in: str = "bench"
 
     @property
     def evaluation(self) -> str:
@@ -213,8 +216,13 @@ def recorded_evaluations(home: Path | None = None) -> list[dict]:
     return sorted(out, key=lambda r: -float(r.get("last_evaluated") or 0))
 
 
+RUBRICS_IN = ("bench", "home")
+
+
 def _from_record(home: Path, rec: dict) -> Settings:
-    return Settings(home, location(rec["bench_dir"], False), location(rec["candidates_dir"], False), rec["bench"], rec["profile"])
+    rubrics_in = rec.get("rubrics_in") if rec.get("rubrics_in") in RUBRICS_IN else "bench"
+    return Settings(home, location(rec["bench_dir"], False), location(rec["candidates_dir"], False), rec["bench"],
+                    rec["profile"], rubrics_in)
 
 
 def load_settings(bench: str | None = None, profile: str | None = None) -> Settings:
@@ -267,9 +275,12 @@ def served_settings(bench: str | None = None, profile: str | None = None) -> Set
 
 
 def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name: str | None = None,
-                        profile: str | None = None, home: Path | None = None) -> Settings:
+                        profile: str | None = None, home: Path | None = None, rubrics_in: str = "bench") -> Settings:
     """The evaluation of a bench folder by a profile. The bench's name is ``name``, else the name it was
-    recorded under, else :func:`bench_name`; a name already taken by another folder is an error."""
+    recorded under, else :func:`bench_name`; a name already taken by another folder is an error.
+    ``rubrics_in``: where new rubrics are frozen, ``bench`` or ``home`` (:attr:`Settings.rubrics_in`)."""
+    if rubrics_in not in RUBRICS_IN:
+        raise SettingError(f"rubrics in {rubrics_in!r}: expected one of {', '.join(RUBRICS_IN)}")
     home = home or argus_home()
     bench_dir = location(bench_dir)
     candidates_dir = location(candidates_dir)
@@ -288,7 +299,7 @@ def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name:
         if r["bench"] == name and location(r["bench_dir"], resolve=False) != bench_dir:
             raise SettingError(f"the bench name {name!r} is taken by {r['bench_dir']}: give this bench "
                                f"({bench_dir}) another with --name")
-    return Settings(home, bench_dir, candidates_dir, name, profile)
+    return Settings(home, bench_dir, candidates_dir, name, profile, rubrics_in)
 
 
 def record_evaluation(settings: Settings, evaluated: bool = True) -> Path:
@@ -306,7 +317,7 @@ def record_evaluation(settings: Settings, evaluated: bool = True) -> Path:
             pass
     rec = {"bench": settings.bench, "profile": settings.profile, "bench_dir": str(settings.bench_dir),
            "candidates_dir": str(settings.candidates_dir), "bench_hash": bench_hash(settings.bench_dir),
-           "last_evaluated": time.time() if evaluated else before}
+           "last_evaluated": time.time() if evaluated else before, "rubrics_in": settings.rubrics_in}
     write_atomic(settings.record_path, json.dumps(rec, indent=2))
     return settings.record_path
 

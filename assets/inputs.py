@@ -69,11 +69,13 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
             storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One frozen rubric per input: loaded if the bench (or the frozen rubrics) has it, else generated
     once. A bench on S3 is read from its local copy and never written: new rubrics are frozen under
-    the frozen-rubrics location (on S3 too in the aws environment)."""
+    the frozen-rubrics location (on S3 too in the aws environment), as they are for any bench whose
+    evaluation keeps them in the home (``rubrics_in="home"``)."""
     task = context.partition_key
     started = time.time()
     bench_dir = bench.bench_path()
     remote_bench = is_remote(bench_dir)
+    freeze_in_bench = not remote_bench and bench.rubrics_in != "home"
     readable_bench = storage.storage().local_copy(bench_dir) if remote_bench else bench_dir
     generator = rubric_generator.identity(rubric_vlm)
     # One folder per generator (backend and model): profiles that share a generator share its rubrics.
@@ -95,7 +97,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         inst = InputInstance.from_row(r)
         try:
             rubric, source, log, load_log = resolve_rubric(inst, task, readable_bench, frozen, generator, generate,
-                                                           freeze_in_bench=not remote_bench,
+                                                           freeze_in_bench=freeze_in_bench,
                                                            storage=storage.storage())
         except RubricError as exc:
             context.log.warning(f"{task} input {inst.id}: {exc}")
@@ -123,7 +125,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         "n_coerced": ok.filter(pl.col("load_log") != "[]").height,
         "n_generated": len(new),
         # Where the new rubrics were frozen (the bench's folder, else the home's), said by argus evaluate.
-        "frozen_in": dg.MetadataValue.json(_frozen_in(new, task, None if remote_bench else readable_bench, frozen,
+        "frozen_in": dg.MetadataValue.json(_frozen_in(new, task, readable_bench if freeze_in_bench else None, frozen,
                                                       started)),
         "mean_criteria": float(ok["n_criteria"].mean()) if ok.height else 0.0,
         "rubric_hashes": dg.MetadataValue.json({r["input_id"]: r["rubric_hash"] for r in ok.iter_rows(named=True)}),

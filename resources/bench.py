@@ -31,6 +31,9 @@ class BenchResource(dg.ConfigurableResource):
     reports_dir: str = ""
     human_dir: str = ""
     storage_dir: str = ""
+    # Where new rubrics are frozen: "bench" (its <TASK>/rubrics/ where writable) or "home"
+    # (frozen_rubrics_dir only, the bench folder never written; argus evaluate --rubrics-in home).
+    rubrics_in: str = "bench"
 
     def bench_name(self) -> str:
         return self.bench or load_settings().bench
@@ -94,5 +97,6 @@ def bench_from_settings(settings=None, **folders: str) -> BenchResource:
     s = settings or load_settings()
     fields = dict(bench=s.bench, profile=s.profile, bench_dir=str(s.bench_dir),
                   candidates_dir=str(s.candidates_dir), frozen_rubrics_dir=str(s.frozen_rubrics_dir),
-                  reports_dir=str(s.reports_dir), human_dir=str(s.human_dir), storage_dir=str(s.storage_dir))
+                  reports_dir=str(s.reports_dir), human_dir=str(s.human_dir), storage_dir=str(s.storage_dir),
+                  rubrics_in=s.rubrics_in)
     return BenchResource(**{**fields, **folders})
