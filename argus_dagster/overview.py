@@ -2,7 +2,8 @@
 
 Per task: the leaderboard (mean final, 95% interval, n, errors, and whatever coverage and evaluator
 columns the ``leaderboard`` table carries) with its bar plot; a models x dimensions heat map of mean
-criterion scores; and a grid of inputs x models whose cells link to each video's report, with each
+criterion scores and each model's dimension profile (inline SVG, readable in print and from a file);
+a pairwise win-rate matrix; and a grid of inputs x models whose cells link to each video's report, with each
 input linking to its comparison page. Then the human-alignment table and its scatter plots where
 ratings exist. It is rebuilt whenever ``leaderboard`` or ``human_alignment`` materializes, each
 passing its fresh table and reading the others from the stored parquet tables, so the page never
@@ -45,9 +46,12 @@ table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.co
 section{border-top:1px solid #d0d7de;margin-top:24px}
 table.sortable th{cursor:pointer;user-select:none} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
 table.sortable th[aria-sort=descending]::after{content:" ▼"} td.num{text-align:right;font-variant-numeric:tabular-nums}
-svg.plot{max-width:680px;display:block;margin:8px 0;font:12px system-ui,sans-serif}
+svg.plot,svg.heatmap{max-width:100%;height:auto;display:block;margin:8px 0;font:12px system-ui,sans-serif}
+.profiles{display:flex;flex-wrap:wrap;gap:12px} svg.profile{font:11px system-ui,sans-serif;border:1px solid #e1e4e8}
+details.numbers{margin:4px 0 8px} svg{break-inside:avoid}
 .facts{margin:4px 0 8px} .facts b{font-weight:600}
-@media print{nav,.no-print{display:none} section{break-inside:avoid} body{margin:0;max-width:none}}
+@media print{nav,.no-print,details.numbers{display:none} section{break-inside:avoid} body{margin:0;max-width:none}
+ svg text{fill:#000}}
 """
 
 # Click a header of a ``table.sortable`` to order its rows by that column (numbers by value, from a
@@ -197,31 +201,131 @@ def interval_svg(task: str, rows: list[dict], width: int = 640) -> str:
     return "".join(parts) + "</svg>"
 
 
-def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> str:
-    """Models x dimensions: the mean of the scored criteria of that dimension over the model's videos."""
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def dimension_means(task: str, criteria: pl.DataFrame | None) -> pl.DataFrame | None:
+    """Per model and dimension of ``task``: the mean of its scored criteria over the model's videos
+    (``mean``) and how many scores that is (``n``); None where nothing of the task was scored."""
     if criteria is None or criteria.height == 0:
-        return '<p class="muted">no criterion scores stored for this task</p>'
+        return None
     scored = criteria.filter((pl.col("task") == task) & pl.col("score").is_not_null())
     if scored.height == 0:
+        return None
+    return scored.group_by("model", "dimension").agg(pl.col("score").cast(pl.Float64).mean().alias("mean"),
+                                                     pl.len().alias("n"))
+
+
+def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62, row_h: int = 26) -> str:
+    """Models (rows, best first) x dimensions (columns) as an inline SVG: each cell coloured by the
+    mean criterion score (red 0, yellow 5, green 10) with the number in it, a legend below. Each
+    cell is a ``g.cell`` with ``data-model``, ``data-dimension`` and ``data-mean`` (empty: unscored)."""
+    cell = {(r["model"], r["dimension"]): r for r in means.iter_rows(named=True)}
+    dims = sorted(means["dimension"].unique().to_list())
+    rows = models + sorted(set(means["model"].to_list()) - set(models))
+    left, top = 180, 46
+    width = left + cell_w * len(dims) + 10
+    grid_h = row_h * len(rows)
+    height = top + grid_h + 40
+    parts = [f'<svg class="heatmap" role="img" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
+             f"<title>{esc(task)}: mean criterion score per model and dimension (0-10)</title>"]
+    for k, d in enumerate(dims):
+        x = left + k * cell_w + cell_w / 2
+        name = DIMENSIONS.get(d, "")
+        parts.append(f'<text x="{x:.1f}" y="{top - 24}" text-anchor="middle" font-weight="600" fill="#1b1f24">'
+                     f"<title>d{esc(d)}: {esc(name)}</title>d{esc(d)}</text>"
+                     f'<text x="{x:.1f}" y="{top - 8}" text-anchor="middle" font-size="10" fill="#5b6570">'
+                     f"<title>{esc(name)}</title>{esc(_short(name, 11))}</text>")
+    for i, model in enumerate(rows):
+        y = top + i * row_h
+        parts.append(f'<text x="{left - 8}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" fill="#1b1f24">'
+                     f"<title>{esc(model)}</title>{esc(_short(model, 26))}</text>")
+        for k, d in enumerate(dims):
+            x = left + k * cell_w
+            c = cell.get((model, d))
+            label = f"{model} · d{d} {DIMENSIONS.get(d, '')}: " + (
+                f"{c['mean']:.2f} over {c['n']} scores" if c else "not scored")
+            fill = _heat_colour(c["mean"]) if c else "#f3f4f6"
+            text = _num(c["mean"], 1) if c else "–"
+            parts.append(f'<g class="cell" data-model="{esc(model)}" data-dimension="{esc(d)}" '
+                         f'data-mean="{"" if c is None else repr(float(c["mean"]))}"><title>{esc(label)}</title>'
+                         f'<rect x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{row_h - 2}" fill="{fill}"/>'
+                         f'<text x="{x + cell_w / 2:.1f}" y="{y + row_h / 2 + 4:.1f}" text-anchor="middle" '
+                         f'fill="#1b1f24">{esc(text)}</text></g>')
+    ly = top + grid_h + 14
+    parts.append(f'<text x="{left - 8}" y="{ly + 11}" text-anchor="end" fill="#5b6570">mean score</text>')
+    for k, v in enumerate(range(0, 11, 2)):
+        x = left + k * 40
+        parts.append(f'<rect x="{x}" y="{ly}" width="38" height="14" fill="{_heat_colour(v)}"/>'
+                     f'<text x="{x + 19}" y="{ly + 11}" text-anchor="middle" font-size="10" fill="#1b1f24">{v}</text>')
+    return "".join(parts) + "</svg>"
+
+
+def profile_svg(model: str, means: pl.DataFrame, width: int = 300) -> str:
+    """One model's dimension profile as a small inline SVG: a bar per dimension to its mean criterion
+    score (0-10), coloured as the heat map, the number beside it; ``data-model`` names the model."""
+    mine = {r["dimension"]: r for r in means.filter(pl.col("model") == model).iter_rows(named=True)}
+    dims = sorted(means["dimension"].unique().to_list())
+    row_h, top, left, right = 16, 22, 128, 30
+    height = top + row_h * len(dims) + 6
+    scale = (width - left - right) / 10.0
+    parts = [f'<svg class="profile" role="img" data-model="{esc(model)}" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
+             f"<title>{esc(model)}: mean criterion score per dimension (0-10)</title>"
+             f'<text x="6" y="14" font-weight="600" fill="#1b1f24">{esc(_short(model, 40))}</text>']
+    for t in (0, 5, 10):
+        x = left + t * scale
+        parts.append(f'<line x1="{x:.1f}" y1="{top - 2}" x2="{x:.1f}" y2="{height - 4}" stroke="#e1e4e8"/>')
+    for i, d in enumerate(dims):
+        y = top + i * row_h
+        name = f"d{d} {DIMENSIONS.get(d, '')}".strip()
+        parts.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end" fill="#5b6570"><title>{esc(name)}</title>'
+                     f"{esc(_short(name, 20))}</text>")
+        c = mine.get(d)
+        if c is None:
+            parts.append(f'<text x="{left + 4}" y="{y + 11}" fill="#5b6570" class="unscored">–</text>')
+            continue
+        parts.append(f'<rect class="bar" data-dimension="{esc(d)}" data-mean="{float(c["mean"])!r}" x="{left}" '
+                     f'y="{y + 3}" width="{max(0.0, c["mean"]) * scale:.1f}" height="{row_h - 5}" '
+                     f'fill="{_heat_colour(c["mean"])}" stroke="#8c959f" stroke-width="0.5">'
+                     f"<title>{esc(name)}: {c['mean']:.2f} over {c['n']} scores</title></rect>"
+                     f'<text x="{left + 10 * scale + 4:.1f}" y="{y + 11}" fill="#1b1f24">{_num(c["mean"], 1)}</text>')
+    return "".join(parts) + "</svg>"
+
+
+def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> str:
+    """Models x dimensions: the mean of the scored criteria of that dimension over the model's videos,
+    as a vector heat map, its numbers as a sortable table below it, and each model's dimension
+    profile."""
+    if criteria is None or criteria.height == 0:
+        return '<p class="muted">no criterion scores stored for this task</p>'
+    means = dimension_means(task, criteria)
+    if means is None:
         return '<p class="muted">no criterion of this task was scored</p>'
+    scored = criteria.filter((pl.col("task") == task) & pl.col("score").is_not_null())
     judges = sorted({str(j) for j in scored["judge"].drop_nulls().unique().to_list()}) if "judge" in scored.columns else []
     judged_by = f'<div class="muted judge">judged by: {esc(", ".join(judges))}</div>' if judges else ""
-    means = scored.group_by("model", "dimension").agg(pl.col("score").cast(pl.Float64).mean().alias("mean"),
-                                                      pl.len().alias("n"))
     cell = {(r["model"], r["dimension"]): r for r in means.iter_rows(named=True)}
     dims = sorted(means["dimension"].unique().to_list())
     head = "<thead><tr><th>model</th>" + "".join(
         f'<th>d{esc(d)}<br><span class="muted">{esc(DIMENSIONS.get(d, ""))}'
         "</span></th>" for d in dims) + "</tr></thead>"
     rows = []
-    for model in models + sorted(set(means["model"].to_list()) - set(models)):
+    every = models + sorted(set(means["model"].to_list()) - set(models))
+    for model in every:
         tds = []
         for d in dims:
             c = cell.get((model, d))
             tds.append(f'<td class="score" style="background:{_heat_colour(c["mean"])}" title="{c["n"]} scores">'
                        f'{_num(c["mean"], 1)}</td>' if c else '<td class="score muted">–</td>')
         rows.append(f'<tr data-model="{esc(model)}"><td>{esc(model)}</td>{"".join(tds)}</tr>')
-    return f'<table class="heat sortable">{head}<tbody>{"".join(rows)}</tbody></table>{judged_by}'
+    table = f'<table class="heat sortable">{head}<tbody>{"".join(rows)}</tbody></table>'
+    profiles = "".join(profile_svg(m, means) for m in every)
+    return (f"{heat_svg(task, models, means)}{judged_by}"
+            f'<details class="numbers"><summary>the same as a table (click a header to sort)</summary>{table}</details>'
+            f'<h3>Dimension profile per model (mean criterion score, 0-10)</h3><div class="profiles">{profiles}</div>')
 
 
 def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> str:

@@ -199,6 +199,66 @@ def test_overview_every_task_and_model(site, browser, tmp_path):
     page.close()
 
 
+def test_overview_heat_maps_and_dimension_profiles(site, browser, tmp_path):
+    """Per task a vector heat map of models x dimensions whose cells are the table's numbers, in the
+    leaderboard's order, and a dimension profile per model whose bars are as long as its means; in
+    print the graphics stay and the duplicate table goes."""
+    page, errors = _open(browser, site["base"] + "index.html", tmp_path, "overview_heat_maps")
+    lb = site["leaderboard"]
+    for task in ALL_TASKS:
+        section = page.locator(f'section[data-task="{task}"]')
+        models = lb.filter(pl.col("task") == task).sort("mean_final", descending=True)["model"].to_list()
+        heat = section.locator("svg.heatmap")
+        assert heat.count() == 1, task
+        cells = heat.locator("g.cell").evaluate_all(
+            "gs => gs.map(g => { const b = g.getBBox(); return [g.dataset.model, g.dataset.dimension, g.dataset.mean,"
+            " b.width, b.height]; })")
+        dims = list(dict.fromkeys(c[1] for c in cells))
+        assert dims and len(cells) == len(models) * len(dims), (task, len(cells))
+        assert [c[0] for c in cells[:: len(dims)]] == models  # rows best first, as the leaderboard
+        assert all(w > 20 and h > 10 for *_, w, h in cells)  # drawn, at a readable size
+        mean = {(m, d): v for m, d, v, _, _ in cells}
+        scored = [float(v) for v in mean.values() if v]
+        assert scored and all(0 <= v <= 10 for v in scored), task
+        table = section.locator("table.heat tbody tr").evaluate_all(
+            "rs => rs.map(r => [r.dataset.model, Array.from(r.cells).slice(1).map(c => c.textContent.trim())])")
+        assert [m for m, _ in table] == models
+        for model, shown in table:  # the table below says what the cells say
+            assert shown == ["–" if not mean[(model, d)] else f"{float(mean[(model, d)]):.1f}" for d in dims], model
+        profiles = section.locator("svg.profile")
+        assert profiles.evaluate_all("ss => ss.map(s => s.dataset.model)") == models
+        for model, bars in zip(models, profiles.evaluate_all(
+                "ss => ss.map(s => Array.from(s.querySelectorAll('rect.bar')).map(r => "
+                "[r.dataset.dimension, parseFloat(r.dataset.mean), r.getBBox().width]))")):
+            assert {d for d, _, _ in bars} == {d for d in dims if mean[(model, d)]}, model
+            per_point = {round(w / m, 3) for _, m, w in bars if m > 0.5}  # a bar's length is its mean
+            assert len(per_point) <= 1 or max(per_point) - min(per_point) < 0.05 * max(per_point), (model, bars)
+    faithful = [float(v) for (m, _), v in mean.items() if m == BEST_MODEL and v]
+    bad = [float(v) for (m, _), v in mean.items() if m == KNOWN_BAD[ALL_TASKS[-1]][0] and v]
+    assert sum(faithful) / len(faithful) > sum(bad) / len(bad)  # the faithful model's profile is the higher
+    page.emulate_media(media="print")
+    assert page.locator("svg.heatmap").first.is_visible() and page.locator("svg.profile").first.is_visible()
+    assert not page.locator("details.numbers").first.is_visible()
+    assert errors == [], errors
+    page.close()
+
+
+def test_overview_is_self_contained_from_a_file(site, browser, tmp_path):
+    """Opened as a file (saved, mailed, put on a share), the overview draws its graphics and fetches nothing."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url))
+    index = site["evaluation"] / "reports" / "index.html"
+    page.goto(index.as_uri(), wait_until="load")
+    assert fetched == [index.as_uri()], fetched
+    sizes = page.locator("svg.plot, svg.heatmap, svg.profile").evaluate_all(
+        "ss => ss.map(s => { const b = s.getBoundingClientRect(); return [b.width, b.height]; })")
+    n_models = site["leaderboard"].height
+    assert len(sizes) == 2 * len(ALL_TASKS) + n_models and all(w > 100 and h > 40 for w, h in sizes), sizes
+    page.screenshot(path=str(tmp_path / "overview_from_file.png"), full_page=True)
+    page.close()
+
+
 def test_the_index_of_evaluations_links_each_overview(site, browser, tmp_path):
     page, errors = _open(browser, site["served"], tmp_path, "evaluations")
     rows = page.locator("tr[data-bench]")

@@ -13,6 +13,7 @@ import pytest
 from argus_dagster.files import write_atomic
 from argus_dagster.names import file_name
 from argus_dagster.overview import SORT_SCRIPT, render_overview, stored_table, write_overview
+import xml.etree.ElementTree as ET
 from argus_dagster.serve import make_server, serve_in_thread, url_of
 from argus_dagster.settings import report_url
 
@@ -93,6 +94,45 @@ def test_coverage_is_one_cell_and_the_evaluation_is_said_once(tmp_path):
     assert page.count("c1, c2, c9") == 1 and "2 criteria need a VLM" not in page  # T2V's, once
     assert "<th>cost usd</th>" in page and "<td>1.50</td>" in page  # a column beyond these, readable
     assert "<th>covers</th>" not in render_overview(reports, _lb())
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _svgs(page: str, cls: str) -> list[ET.Element]:
+    """The page's inline SVGs of class ``cls``, each parsed as a standalone XML document (as a
+    browser opening it from a file would)."""
+    out = []
+    for chunk in page.split(f'<svg class="{cls}"')[1:]:
+        out.append(ET.fromstring(f'<svg class="{cls}"' + chunk.split("</svg>")[0] + "</svg>"))
+    return out
+
+
+def test_the_heat_map_and_the_dimension_profiles_are_vector_graphics_of_the_means(tmp_path):
+    reports, videos, criteria = _site(tmp_path)
+    criteria = pl.concat([criteria, pl.DataFrame({"task": ["T2V"], "model": ["good"], "input_id": ["b"],
+                                                  "dimension": [13], "score": [6]})], how="diagonal_relaxed")
+    page = render_overview(reports, _lb(), criterion_scores=criteria, video_scores=videos)
+    (heat,) = _svgs(page, "heatmap")  # T2V's; TV2V has no criterion scores
+    cells = {(c.get("data-model"), c.get("data-dimension")): c.get("data-mean") for c in heat.iter(f"{SVG}g")
+             if c.get("class") == "cell"}
+    # good: d13 (9 + 6) / 2 = 7.5, d16 7; the other model: d13 1, d16 unscored (its only score is null)
+    assert cells == {("good", "13"): "7.5", ("good", "16"): "7.0", (EVIL, "13"): "1.0", (EVIL, "16"): ""}
+    texts = [(t.text or "") + "".join(c.tail or "" for c in t) for t in heat.iter(f"{SVG}text")]  # not the tooltips
+    assert "7.5" in texts and "–" in texts and "d13" in texts and EVIL in texts  # the name as text, escaped
+    rows = [c.get("data-model") for c in heat.iter(f"{SVG}g") if c.get("data-dimension") == "13"]
+    assert rows == ["good", EVIL]  # the leaderboard's order, best first
+    profiles = _svgs(page, "profile")
+    assert [p.get("data-model") for p in profiles] == ["good", EVIL]
+    bars = {p.get("data-model"): {b.get("data-dimension"): float(b.get("data-mean")) for b in p.iter(f"{SVG}rect")
+                                  if b.get("class") == "bar"} for p in profiles}
+    assert bars == {"good": {"13": 7.5, "16": 7.0}, EVIL: {"13": 1.0}}
+    widths = {b.get("data-dimension"): float(b.get("width")) for b in profiles[0].iter(f"{SVG}rect")
+              if b.get("class") == "bar"}
+    assert widths["13"] > widths["16"] > 0 and abs(widths["13"] / widths["16"] - 7.5 / 7.0) < 0.01  # length = score
+    for svg in [heat, *profiles]:
+        assert "href" not in ET.tostring(svg, encoding="unicode")  # nothing fetched: it works from file://
+    assert page.count('<svg class="heatmap"') == 1 and 'class="heat sortable"' in page  # the numbers, as a table too
 
 
 def test_tables_sort_by_a_clicked_header(tmp_path):
