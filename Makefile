@@ -2,8 +2,8 @@
 # make test: set up and run the test suite (the default install; what CI runs, with make test-ocr).
 # make test-ocr: the easyocr tests in a venv of their own (.venv-ocr, about 6 GB).
 # make bench: cost at benchmark scale (cold, warm and forced runs against a loopback VLM) and decoding speed.
-# make ui: the Dagster UI on the same instance, and the reports server (`argus open`) beside it
-#   (without `dagster dev`'s advice to use `dg dev`, a CLI this install does not include).
+# make ui: `argus ui`: the Dagster UI (webserver and daemon) on the same instance, and the reports server
+#   (`argus open`) beside it.
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -77,14 +77,10 @@ bench: setup
 	$(BIN)/python -m benchmarks.scale
 	$(BIN)/python -m benchmarks.decoding
 
-# One evaluation at a time: the last evaluated, or BENCH=<name> PROFILE=<profile> (see argus evaluations).
+# One evaluation at a time: the demo, or BENCH=<name> PROFILE=<profile> (see argus evaluations).
 ui: setup
 	@# BENCH and PROFILE reach the shell as variables (make exports what the command line sets): quoted there.
-	eval "$$($(BIN)/argus evaluations --env $${BENCH:+--bench "$$BENCH"} $${PROFILE:+--profile "$$PROFILE"})"; \
-	mkdir -p $$DAGSTER_HOME; echo "evaluation $$ARGUS_BENCH/$$ARGUS_PROFILE: $$DAGSTER_HOME"; \
-	$(BIN)/python -c "import sys; from argus_dagster.runner import ensure_instance_yaml; ensure_instance_yaml(sys.argv[1])" $$DAGSTER_HOME; \
-	$(BIN)/argus open --before-results & reports=$$!; trap 'kill $$reports 2>/dev/null' EXIT INT TERM; \
-	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
+	$(BIN)/argus ui $${BENCH:+--bench "$$BENCH"} $${PROFILE:+--profile "$$PROFILE"}
 
 clean:
 	rm -rf $(VENV) $(OCR_VENV) .argus

@@ -172,11 +172,8 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     if not int(lb["n_videos"].sum() or 0):
         _print("\nno video could be scored: see the errors above")
         return 1
-    record_evaluation(settings)  # what `argus leaderboard`, `argus open` and `make ui` show by default
-    from shlex import quote
-
-    _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: make ui"
-           + (f" BENCH={quote(settings.bench)} PROFILE={quote(settings.profile)}" if _selector(settings) else ""))
+    record_evaluation(settings)  # what `argus leaderboard` and `argus open` show by default
+    _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: argus ui{_selector(settings)}")
     return 0
 
 
@@ -487,6 +484,96 @@ def cmd_open(args: argparse.Namespace) -> int:
     return 0
 
 
+UI_WORKSPACE = """load_from:
+  - python_module:
+      module_name: argus_dagster.definitions
+      location_name: argus_dagster
+"""
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """The Dagster UI (``dagster dev``: webserver and daemon) on one evaluation's instance, and the
+    reports server beside it, each pinned to that evaluation (``--bench``/``--profile``, else
+    ``ARGUS_BENCH``/``ARGUS_PROFILE``, else the demo). Ctrl-C (SIGINT) or SIGTERM stops both."""
+    import signal
+    import subprocess
+
+    from .files import write_atomic
+    from .runner import ensure_instance_yaml
+    from .settings import SettingError, pinned_environment, reports_port, served_settings
+
+    try:
+        settings = served_settings(args.bench, args.profile)
+        port = reports_port() if args.reports_port is None else args.reports_port
+    except (SettingError, ValueError) as exc:
+        _print(f"argus ui: {exc}")
+        return 2
+    dagster = Path(sys.executable).parent / "dagster"
+    if not dagster.is_file():
+        import shutil
+
+        found = shutil.which("dagster")
+        if found is None:
+            _print("argus ui: the dagster command is not installed beside this Python (pip install dagster-webserver)")
+            return 2
+        dagster = Path(found)
+    ensure_instance_yaml(settings.dagster_home)
+    workspace = settings.dagster_home / "workspace.yaml"  # the code location, wherever argus is installed
+    write_atomic(workspace, UI_WORKSPACE)
+    env = pinned_environment(settings, port)
+    commands = {  # the reports server finds the evaluation in the environment, as the code location does
+        "reports server": [sys.executable, "-m", "argus_dagster.cli", "open", "--before-results", "--port", str(port)],
+        "Dagster UI": [str(dagster), "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)],
+    }
+    _print(f"argus ui: evaluation {settings.evaluation} (bench {settings.bench_dir}); its instance {settings.dagster_home}\n"
+           f"  the Dagster UI at http://{args.host}:{args.port}/ (with the daemon), the reports beside it; Ctrl-C stops both")
+    children: dict[str, subprocess.Popen] = {}
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    status = 0
+    try:
+        for name, cmd in commands.items():  # each in a session of its own: stopped here, with all it started
+            children[name] = subprocess.Popen(cmd, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+        while all(p.poll() is None for p in children.values()):
+            time.sleep(0.5)
+        name, ended = next((n, p) for n, p in children.items() if p.poll() is not None)
+        _print(f"argus ui: the {name} stopped (exit status {ended.returncode}); stopping the other")
+        status = 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _stop_children(children)
+        signal.signal(signal.SIGTERM, previous)
+    return status
+
+
+def _stop_children(children: dict, grace_s: float = 30.0) -> None:
+    """Interrupt each child's process group (as Ctrl-C would), wait for them, then kill what is left of
+    each group: nothing they started outlives them."""
+    import signal
+
+    for p in children.values():
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace_s
+    for p in children.values():
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception:
+            pass
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # the group: a webserver or daemon its parent left behind
+        except (ProcessLookupError, PermissionError):
+            pass
+        p.wait()
+
+
 def _only(lb, tasks: list[str] | None):
     """The leaderboard of the tasks asked for (all without ``--task``)."""
     return lb.filter(lb["task"].is_in(tasks)) if tasks else lb
@@ -618,9 +705,17 @@ def main(argv: list[str] | None = None) -> int:
                         "and print the URL")
     op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
     op.add_argument("--before-results", action="store_true",
-                    help="serve even before the first results (make ui: pages appear as runs write them)")
+                    help="serve even before the first results (argus ui: pages appear as runs write them)")
     _evaluation_options(op)
     op.set_defaults(func=cmd_open)
+    ui = sub.add_parser("ui", help="the Dagster UI (webserver and daemon) on one evaluation's instance, and the "
+                        "reports server beside it (Ctrl-C stops both)")
+    ui.add_argument("--bench", help="a recorded bench's name (default ARGUS_BENCH, else the demo; see argus evaluations)")
+    ui.add_argument("--profile", help="its evaluator profile (default ARGUS_PROFILE, else default)")
+    ui.add_argument("--host", default="127.0.0.1", help="the Dagster UI's address (default 127.0.0.1)")
+    ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
+    ui.add_argument("--reports-port", type=int, help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
+    ui.set_defaults(func=cmd_ui)
     from .alignment import ALIGNMENT_LEGEND
 
     al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)",
@@ -650,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     rb.set_defaults(func=cmd_robustness)
     ev = sub.add_parser("evaluations", help="the evaluations recorded here (bench x profile), the last evaluated first")
     ev.add_argument("--env", action="store_true", help="print the shell exports that pin one evaluation "
-                    "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as make ui uses them: --bench/"
+                    "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as argus ui sets them: --bench/"
                     "--profile, else ARGUS_BENCH(_DIR)/ARGUS_PROFILE, else the demo (what the code location serves)")
     _evaluation_options(ev)
     ev.set_defaults(func=cmd_evaluations)

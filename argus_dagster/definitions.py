@@ -26,7 +26,7 @@ from .settings import served_settings
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
 # condition that retries transient failures reads materialization metadata. It is declared here,
 # running by default, because Dagster's implicit one starts stopped: without it nothing that
-# candidate_store_sensor observes would ever be scored under `make ui`.
+# candidate_store_sensor observes would ever be scored under `argus ui`.
 def automation_sensor_every(seconds: int = AUTOMATION_INTERVAL_S) -> dg.AutomationConditionSensorDefinition:
     return dg.AutomationConditionSensorDefinition(
         "default_automation_condition_sensor", target=dg.AssetSelection.all(), use_user_code_server=True,

@@ -31,7 +31,7 @@ from .storage import Storage
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 INSTANCE_YAML = """\
-# The Dagster instance of one evaluation (argus evaluate, argus demo, make ui).
+# The Dagster instance of one evaluation (argus evaluate, argus demo, argus ui).
 # Dagster's anonymous usage statistics: set enabled to true to send them.
 telemetry:
   enabled: false
@@ -376,7 +376,7 @@ def _run_and_say(kind: str, selection: list[str], keys: list, instance, resource
     t0 = time.perf_counter()
     result = _execute(instance, resources, selection, keys, {JUDGE_TAG: "1"} if kind == "partition" else None)
     if not result.success:
-        raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs; "
+        raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (argus ui) for its logs; "
                          "argus evaluate again resumes from what was stored")
     for line in _failed_checks(result):
         progress(line)
@@ -478,14 +478,14 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             t0 = time.perf_counter()
             result = _firm_run(instance, resources, task, None, with_inputs=protocol == "firm")
             if not result.success:
-                raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+                raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (argus ui) for its logs")
             progress(f"{elapsed()} {task}: FIRM-Video checklists ({time.perf_counter() - t0:.1f}s)")
             for model in sorted(m for t, m in partitions if t == task):
                 t0 = time.perf_counter()
                 result = _firm_run(instance, resources, task, model, with_inputs=protocol == "firm",
                                    tags={**launcher_tags(), JUDGE_TAG: "1"})
                 if not result.success:
-                    raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+                    raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (argus ui) for its logs")
                 for line in _failed_checks(result):
                     progress(line)
                 progress(f"{elapsed()} {task} x {model}: FIRM-Video scores ({time.perf_counter() - t0:.1f}s)")
@@ -521,7 +521,7 @@ def _vefx_all(instance, resources, task_list, partitions, progress, elapsed) -> 
                                 tags={**launcher_tags(), **({JUDGE_TAG: "1"} if judge else {})},
                                 **({"partition_key": key} if key is not None else {}))
         if not result.success:
-            raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (make ui) for its logs")
+            raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (argus ui) for its logs")
         for line in _failed_checks(result):
             progress(line)
 

@@ -1,5 +1,5 @@
 """The reports server: every evaluation's ``reports`` of a home over HTTP on loopback (`argus open`,
-`make ui`).
+`argus ui`).
 
 Pages link to each other by relative URLs and embed their images, so a plain static file server is
 enough; it binds 127.0.0.1 only and logs requests nowhere, so the terminal stays quiet. Its root is

@@ -274,6 +274,17 @@ def served_settings(bench: str | None = None, profile: str | None = None) -> Set
     return load_settings(bench=bench or env.get("ARGUS_BENCH").strip() or DEMO_BENCH, profile=profile)
 
 
+def pinned_environment(settings: Settings, reports_port_: int) -> dict[str, str]:
+    """This process's environment with ``settings``' evaluation pinned as the code location reads it
+    (:func:`served_settings`): its instance, bench, profile and folders, and the reports server's
+    port (``argus ui``'s children, and every run their daemon launches)."""
+    return {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "ARGUS_BENCH": settings.bench,
+            "ARGUS_PROFILE": settings.profile, "ARGUS_BENCH_DIR": str(settings.bench_dir),
+            "ARGUS_CANDIDATES_DIR": str(settings.candidates_dir), "ARGUS_REPORTS_PORT": str(reports_port_),
+            # dagster dev's advice to use `dg dev`, a CLI this install does not include
+            "PYTHONWARNINGS": "ignore:Function `dev_command` is superseded"}
+
+
 def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name: str | None = None,
                         profile: str | None = None, home: Path | None = None, rubrics_in: str = "bench") -> Settings:
     """The evaluation of a bench folder by a profile. The bench's name is ``name``, else the name it was
@@ -388,7 +399,7 @@ VARIABLES: dict[str, str] = {
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
     "ARGUS_SENSOR_INTERVAL_S": "seconds at least between two ticks of the candidate-store sensor (default 60)",
     "ARGUS_AUTOMATION_INTERVAL_S": "seconds at least between two evaluations of the automation sensor (default 30)",
-    "ARGUS_REPORTS_PORT": "the loopback port argus open and make ui serve the reports on (default 3030)",
+    "ARGUS_REPORTS_PORT": "the loopback port argus open and argus ui serve the reports on (default 3030)",
     "ARGUS_REPORTS_URL": "where a browser finds the reports (default http://127.0.0.1:$ARGUS_REPORTS_PORT/)",
 }
 
@@ -457,7 +468,7 @@ def sensor_intervals() -> tuple[int, int]:
             int(env.number("ARGUS_AUTOMATION_INTERVAL_S", AUTOMATION_INTERVAL_S, minimum=1)))
 
 
-# --- The reports server (`argus open`, `make ui`) --------------------------------------------------
+# --- The reports server (`argus open`, `argus ui`) --------------------------------------------------
 REPORTS_PORT = 3030
 
 

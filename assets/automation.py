@@ -14,7 +14,7 @@ A partition of the VideoArgus graph is run when
 
 and nothing it reads is missing or in flight; an upstream partition requested in the same run brings
 its downstream along. Each part reads the instance's latest records, so the answer is a state, not a
-transition: the automation sensor (``make ui``) and ``argus evaluate`` (``dg.evaluate_automation_conditions``,
+transition: the automation sensor (``argus ui``) and ``argus evaluate`` (``dg.evaluate_automation_conditions``,
 :mod:`argus_dagster.runner`) get the same one without sharing a cursor, and it agrees with the UI's
 stale status.
 """
