@@ -1,4 +1,4 @@
-"""``argus``: demo, evaluate, leaderboard (thin launchers of Dagster materializations), align and open."""
+"""``argus``: demo, evaluate, leaderboard (thin launchers of Dagster materializations), align, open and ui."""
 
 from __future__ import annotations
 
