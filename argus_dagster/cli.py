@@ -217,7 +217,7 @@ def _print_vefx(settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``argus export leaderboard|videos|criteria``: a stored score table as CSV, JSON or parquet;
+    """``argus export leaderboard|videos|criteria|costs``: a stored score table as CSV, JSON or parquet;
     ``argus export firm --out DIR``: FIRM-Video training data (JSON lines, frames as images, a card)."""
     if args.what != "firm":
         return _export_table(args)
@@ -418,20 +418,18 @@ def cmd_evaluations(args: argparse.Namespace) -> int:
 
 def _evaluation_costs(home, record: dict) -> dict:
     """What an evaluation's stored scores cost (:func:`argus_dagster.leaderboard.cost_summary`), from
-    its local ``video_scores`` tables; nothing known where there are none (or they are not local)."""
-    import polars as pl
-
+    its ``video_scores`` tables, read through the evaluation's storage (local folders, or S3 where the
+    environment keeps them there); nothing known where there are none or they cannot be read."""
     from .leaderboard import cost_summary, cost_table
+    from .runner import stored_video_scores
     from .settings import Settings
 
     where = Settings(home, Path(record["bench_dir"]), Path(record["candidates_dir"]), record["bench"], record["profile"])
-    frames = []
-    for f in sorted((where.storage_dir / "video_scores").glob("**/*.parquet")):
-        try:
-            frames.append(pl.read_parquet(f))
-        except Exception:  # a file being replaced or damaged: left out of the sum
-            continue
-    return cost_summary(cost_table(pl.concat(frames, how="diagonal_relaxed") if frames else None))
+    try:
+        scores = stored_video_scores(where)
+    except Exception:  # an unreachable store: the listing goes on without its costs
+        scores = None
+    return cost_summary(cost_table(scores))
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -678,9 +676,11 @@ def main(argv: list[str] | None = None) -> int:
     e.set_defaults(func=cmd_evaluate)
     ex = sub.add_parser("export", help="write stored results: a score table as CSV, JSON or parquet, or "
                         "FIRM-Video reward-model training data")
-    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "firm"),
+    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "costs", "firm"),
                     help="leaderboard (per task and model), videos (per video), criteria (per video and "
-                         "criterion), or firm (one training instance per video and dimension, for SFT)")
+                         "criterion), costs (the VLM cost ledger per task and model: requests, tokens, cached "
+                         "tokens, images, bytes, retries), or firm (one training instance per video and "
+                         "dimension, for SFT)")
     ex.add_argument("--format", choices=("csv", "json", "parquet"),
                     help="csv (default; lists joined by '; '), json (one object per row) or parquet (as stored)")
     ex.add_argument("--out", help="the file to write (default <bench>-<profile>-<what>.<format> here; '-': "

@@ -1,7 +1,9 @@
-"""``argus export leaderboard|videos|criteria``: the stored score tables as CSV, JSON or parquet.
+"""``argus export leaderboard|videos|criteria|costs``: the stored score tables as CSV, JSON or parquet.
 
 The tables are the ones the runs stored (nothing is recomputed): ``leaderboard`` (per task and
-model), ``video_scores`` (per video) and ``criterion_scores`` (per video and criterion). Parquet and
+model), ``video_scores`` (per video) and ``criterion_scores`` (per video and criterion); ``costs`` is
+the cost ledger per task and model, the sums of the stored video scores' VLM costs
+(:func:`argus_dagster.leaderboard.cost_table`). Parquet and
 JSON keep every column as stored, lists included; CSV holds no lists or structs, so
 :func:`flatten_for_csv` writes a list as its items joined by :data:`LIST_SEPARATOR` and a struct as
 one column per field (``<column>.<field>``). ``docs/exports.md`` describes every column.
@@ -17,7 +19,8 @@ import polars as pl
 from .files import write_atomic
 
 # What a person asks for, and the asset whose stored table it is.
-TABLES = {"leaderboard": "leaderboard", "videos": "video_scores", "criteria": "criterion_scores"}
+TABLES = {"leaderboard": "leaderboard", "videos": "video_scores", "criteria": "criterion_scores",
+          "costs": "video_scores"}
 FORMATS = ("csv", "json", "parquet")
 LIST_SEPARATOR = "; "
 

@@ -300,6 +300,16 @@ def evaluation_storage(settings: Settings) -> Storage:
     return storage_for(settings=settings)[1].storage()
 
 
+def stored_video_scores(settings: Settings) -> pl.DataFrame | None:
+    """Every stored ``video_scores`` partition of ``settings``' evaluation as one table (None when there
+    is none), read where its environment keeps the tables (a folder, or S3) without opening its instance."""
+    from .definitions import storage_for
+    from .tables import stored_table
+
+    bench, storage, _ = storage_for(settings=settings)
+    return stored_table(bench.storage_dir, "video_scores", storage.storage())
+
+
 def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions | None = None) -> _Evaluation:
     """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
     changed is recorded with its new data version (:mod:`assets.sources`)."""
@@ -837,7 +847,7 @@ def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | 
 
 def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
                         settings: Settings | None = None) -> pl.DataFrame | None:
-    """The stored table ``argus export <what>`` writes (``leaderboard``, ``videos``, ``criteria``; see
+    """The stored table ``argus export <what>`` writes (``leaderboard``, ``videos``, ``criteria``, ``costs``; see
     :mod:`argus_dagster.export`), of ``tasks`` only when given; None when nothing is stored."""
     from .export import TABLES, combine
 
@@ -847,4 +857,9 @@ def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.
     instance = instance or local_instance(settings)
     if TABLES[what] == "leaderboard":
         return combine([current_leaderboard(instance, settings)], tasks)
-    return combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)
+    table = combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)
+    if what == "costs":
+        from .leaderboard import cost_table
+
+        return None if table is None else cost_table(table)
+    return table

@@ -47,7 +47,7 @@ def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> 
 
 
 def export_metadata(tables: dict[str, pl.DataFrame], reports_dir: Path | str, store: Storage) -> dict:
-    """The leaderboard and the video scores it is made of, as CSV and JSON files under the evaluation's
+    """The leaderboard, the video scores it is made of and their costs, as CSV and JSON files under the evaluation's
     ``reports/exports/`` (what ``argus export`` writes), each linked; a file that cannot be written is
     said, not fatal."""
     try:
@@ -90,7 +90,8 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         **cost_metadata(scores),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
-        **export_metadata({"leaderboard": lb, "videos": scores}, bench.reports_path(), storage.storage()),
+        **export_metadata({"leaderboard": lb, "videos": scores, "costs": cost_table(scores)}, bench.reports_path(),
+                          storage.storage()),
         **overview_metadata(context, bench, storage.storage(), leaderboard=lb),
     })
 

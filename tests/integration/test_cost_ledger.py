@@ -93,3 +93,28 @@ def test_the_leaderboard_and_argus_evaluations_show_the_evaluations_costs(evalua
     per_video = served["prompt_tokens"] / evaluated["tables"]["video_scores"].height
     share = served["cached_tokens"] / served["prompt_tokens"]
     assert f" {per_video:.0f} " in line and f" {share:.0%} " in line
+
+
+def test_argus_export_costs_writes_the_ledger_per_task_and_model(evaluated, tmp_path, capsys):
+    from argus_dagster.cli import main
+    from argus_dagster.settings import load_settings
+
+    served, videos = evaluated["judge"].served, evaluated["tables"]["video_scores"]
+    out = tmp_path / "costs.csv"
+    assert main(["export", "costs", "--out", str(out)]) == 0
+    costs = pl.read_csv(out)
+    assert costs["model"].to_list() == MODELS and costs["task"].to_list() == ["T2V", "T2V"]
+    for model in MODELS:  # each row is its model's videos' cost columns summed
+        mine = videos.filter(pl.col("model") == model)
+        row = costs.filter(pl.col("model") == model).row(0, named=True)
+        assert row["n_videos"] == mine.height > 0
+        for k in COSTS:
+            assert row[k] == int(mine[k].sum()), (model, k)
+        assert row["prompt_tokens_per_video"] == pytest.approx(row["prompt_tokens"] / row["n_videos"])
+    # and the whole ledger is what the server counted it served
+    assert int(costs["prompt_tokens"].sum()) == served["prompt_tokens"] > 0
+    assert int(costs["cached_tokens"].sum()) == served["cached_tokens"]
+    assert int(costs["images_sent"].sum()) == served["images"]
+    # the leaderboard's run wrote the same table beside its pages
+    linked = pl.read_csv(load_settings().reports_dir / "exports" / "costs.csv")
+    assert linked.equals(costs)
