@@ -413,6 +413,7 @@ class VideoReader:
             raise MediaError(f"{uri}: empty file (0 bytes)")
         self._decord = None
         self._cv_frames: np.ndarray | None = None
+        self.closed = False
         with captured_native_stderr() as said:
             n, fps, w, h = self._open(path)
         if n is None:
@@ -459,7 +460,16 @@ class VideoReader:
             self.backend = "opencv"
         return n, fps, w, h
 
+    def close(self) -> None:
+        """Stop the decoder (decord's reads ahead on a thread of its own) and free its buffers now,
+        not when the garbage collector finds the reader; a closed reader decodes nothing more."""
+        self._decord = None
+        self._cv_frames = np.zeros((0, 0, 0, 3), np.uint8) if self._cv_frames is not None else None
+        self.closed = True
+
     def get(self, indices: list[int]) -> np.ndarray:
+        if self.closed:
+            raise MediaError(f"{self.uri}: the reader was closed")
         if self._decord is not None:
             try:
                 return self._decord.get_batch(indices).asnumpy()

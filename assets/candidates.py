@@ -178,8 +178,9 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
         finally:
             with lock:
                 left[key] -= 1
-                if left[key] == 0:  # its last criterion: the video's frames may go
-                    media.pop(key, None)
+                done = media.pop(key, None) if left[key] == 0 else None  # its last criterion: the video may go
+            if done is not None:
+                done.close()
 
     workers = (vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1)
     rows: list[dict] = []
@@ -240,11 +241,15 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         video = videos.get((input_id, sample)) or {}
         # Decoded only if a criterion is not in the cache, and then once for all of them (the
         # evidence stage of this process has usually left the frames in the pool).
-        frames = output_frames(MediaStore({"output_video": video.get("uri") or ""},
-                                          {"output_video": video.get("sha256") or ""}, storage=storage.storage()))
-        with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
-            got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
-                                 cache=cache, video_sha256=video.get("sha256") or "")
+        store = MediaStore({"output_video": video.get("uri") or ""}, {"output_video": video.get("sha256") or ""},
+                           storage=storage.storage())
+        frames = output_frames(store)
+        try:
+            with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
+                got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
+                                     cache=cache, video_sha256=video.get("sha256") or "")
+        finally:
+            store.close()
         if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
             context.log.warning(f"{task}/{model}/{video_label(input_id, sample)}: the judge saw no frames "
                                 "(the video cannot be decoded)")

@@ -55,6 +55,18 @@ class MediaStore:
             return self._reference
         return None
 
+    def close(self) -> None:
+        """Close the candidate's opened videos and let go of its decoded frames (the process's frame
+        pool keeps its own), for every scope of the store: called when the candidate's last criterion
+        is done. An open decoder keeps decoding ahead into buffers of its own, so a reader left for
+        the garbage collector holds tens of MB per video until it runs; a later use reopens."""
+        with self._shared.lock:
+            readers = list(self._shared.readers.values())
+            self._shared.readers.clear()
+            self._shared.frames.clear()
+        for r in readers:
+            r.close()
+
     def scope(self) -> "MediaStore":
         """A view for one criterion: the same decoded media, its own derived stills."""
         return MediaStore({}, _shared=self._shared)

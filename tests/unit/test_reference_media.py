@@ -69,3 +69,25 @@ def test_executor_registers_the_reference_before_the_plan_runs(tmp_path):
 
     (rec,) = run_plan(plan, MediaStore({"first_frame": path}).scope(), Suite())
     assert rec["ok"] and rec["mean"] == 90.0
+
+
+def test_closing_a_store_closes_its_decoders_and_a_later_use_reopens(write_clip):
+    """A candidate's decoders are closed when its work is done (decord decodes ahead into buffers of
+    its own: a reader left for the garbage collector holds them until it runs), every scope's at once."""
+    from argus_dagster.media import SamplingPolicy
+
+    src = write_clip("out.mp4", moving_frames(5, n=25))
+    store = MediaStore({"output_video": src})
+    scope = store.scope()
+    first = scope.frames("output_video", JUDGE_POLICY)
+    [reader] = store._shared.readers.values()
+    assert not reader.closed
+    store.close()
+    assert reader.closed and not store._shared.readers and not store._shared.frames
+    with pytest.raises(MediaError, match="closed"):
+        reader.get([0])
+    # used again (another policy after all), the store opens the video anew and decodes the same frames
+    dense = SamplingPolicy("dense_test", fps=None, max_frames=8, max_side=JUDGE_POLICY.max_side)
+    again = scope.frames("output_video", dense)
+    assert again.array.shape[0] == 8 and not next(iter(store._shared.readers.values())).closed
+    assert np.array_equal(VideoReader(src, max_side=JUDGE_POLICY.max_side).get([first.indices[0]])[0], first.array[0])
