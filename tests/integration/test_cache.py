@@ -415,7 +415,7 @@ def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatc
         for k, v in {"ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
                      "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands),
                      "ARGUS_VLM_BASE_URL": srv.base_url, "ARGUS_VLM_MODEL": "judge",
-                     "ARGUS_VLM_MAX_RETRIES": "0"}.items():
+                     "ARGUS_VLM_MAX_RETRIES": "0", "ARGUS_RETRY_BACKOFF_S": "60"}.items():
             monkeypatch.setenv(k, v)
         monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
         run_all(progress=lambda m: None)
@@ -428,7 +428,10 @@ def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatc
         srv.error_rate = 0.0
         n0, lines = len(srv.requests), []
         run_all(progress=lines.append)
-        # Run again because of what failed, and nothing left to retry this time.
+        # Run again because of what failed, at once (the automation sensor would wait out its back-off),
+        # and nothing left to retry this time.
+        assert any("1 partition waits to retry (failed tool steps, unanswered judgments), next at " in x
+                   and x.endswith("; argus evaluate retries them now") for x in lines), lines
         assert any("T2V x o: scored" in x and "failed tool steps retried" in x and "unanswered judgments retried" in x
                    and "retried on the next run" not in x for x in lines), lines
         assert any("T2V x m: up to date" in x for x in lines)
