@@ -408,7 +408,7 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
 def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatch):
     """The VLM is down while a model is added: its partition records the failures and is run again
     by the next `argus evaluate`, which asks only for what failed."""
-    from argus_dagster.runner import run_all
+    from argus_dagster.runner import plan_now, run_all
 
     bench, cands = _bench(tmp_path, n_inputs=2)
     with FakeVlmServer() as srv:
@@ -425,6 +425,11 @@ def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatc
         lines = []
         run_all(progress=lines.append)
         assert any("T2V x o: scored" in x and "retried on the next run" in x for x in lines), lines
+        said = []  # argus evaluate --plan: the sensor would wait; argus evaluate would run it now
+        would = plan_now(progress=said.append)
+        assert [k for k in would.get("criterion_scores", []) if k.startswith("o|")] == ["o|T2V"], would
+        assert any(x.startswith("1 partition waits to retry (failed tool steps, unanswered judgments), next at ")
+                   for x in said), said
         srv.error_rate = 0.0
         n0, lines = len(srv.requests), []
         run_all(progress=lines.append)
