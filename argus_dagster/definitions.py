@@ -8,7 +8,7 @@ from argus_dagster.settings import AUTOMATION_INTERVAL_S, sensor_intervals
 from assets import (ALL_ASSETS, ALL_CHECKS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS,
                     FIRM_TASK_ASSETS, GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS,
                     VEFX_CHECKS, vefx_leaderboard)
-from assets.automation import RETRY_METADATA, changed_inputs, latest_records
+from assets.automation import RETRY_METADATA, changed_inputs, latest_records, retries_waiting
 from assets.candidates import candidate_videos
 from assets.firm import best_of_n_tables
 from assets.inputs import input_instances
@@ -60,7 +60,7 @@ def defs() -> dg.Definitions:
 
 __all__ = ["build_definitions", "defs", "ALL_ASSETS", "ALL_CHECKS", "AUTOMATED_ASSETS", "CANDIDATE_ASSETS",
            "FIRM_CANDIDATE_ASSETS", "FIRM_CHECKS", "VEFX_CANDIDATE_ASSETS", "VEFX_CHECKS", "vefx_leaderboard", "FIRM_TASK_ASSETS", "SOURCES", "TASK_ASSETS", "RETRY_METADATA",
-           "changed_inputs", "latest_records", "candidate_videos", "best_of_n_tables", "input_instances",
+           "changed_inputs", "latest_records", "retries_waiting", "candidate_videos", "best_of_n_tables", "input_instances",
            "latest_record", "stored_table", "RANGE_END_TAG", "RANGE_START_TAG", "task_model_partitions",
            "robustness_tables", "changed_observations", "report", "source_versions", "resources_for", "storage_for",
            "bench_from_settings"]

@@ -84,20 +84,46 @@ def _put_local(src: str, dst: Path) -> None:
         tmp.unlink()
 
 
+class MediaFolder:
+    """The names in a task's ``reports/<TASK>/_media`` folder, listed once when first asked (one
+    listing, where asking for each name would be a request per name and video on S3), with the names
+    put there since. A partition's pages share one; a name another process puts there after the
+    listing is put again (the same bytes under the same name)."""
+
+    def __init__(self, reports_dir: str | Path, task: str, store: Storage | None = None):
+        self.store = store or LOCAL
+        self.path = join(reports_dir, task, "_media")
+        self._names: set[str] | None = None
+        self._lock = threading.Lock()
+
+    def __contains__(self, name: str) -> bool:
+        with self._lock:
+            if self._names is None:
+                self._names = {f.rel for f in self.store.list(self.path) if "/" not in f.rel}
+            return name in self._names
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            if self._names is not None:
+                self._names.add(name)
+
+
 def page_video(uri: str | None, sha256: str | None, reports_dir: str | Path, task: str,
-               store: Storage | None = None) -> str | None:
+               store: Storage | None = None, media: MediaFolder | None = None) -> str | None:
     """The ``src`` of a ``<video>`` on the pages of ``reports/<task>/<folder>/`` for the video at ``uri``
     (its content hash ``sha256``), putting the playable copy in place the first time; None when the
-    video cannot be read (the page shows its stills and error instead)."""
+    video cannot be read (the page shows its stills and error instead). ``media``: the task's media
+    folder as listed once for every page of a partition (default: listed for this video)."""
     if not uri or not sha256:
         return None
     store = store or LOCAL
     media_dir = join(reports_dir, task, "_media")
+    media = media if media is not None else MediaFolder(reports_dir, task, store)
     stem = sha256[:24]
     for ext in ("mp4", "webm", "mov", "mkv"):
-        if store.exists(join(media_dir, f"{stem}.{ext}")):
+        if f"{stem}.{ext}" in media:
             return _src(store, join(media_dir, f"{stem}.{ext}"), reports_dir, f"{stem}.{ext}")
-        if not is_remote(reports_dir) and store.exists(join(media_dir, f"{stem}.orig.{ext}")):
+        if not is_remote(reports_dir) and f"{stem}.orig.{ext}" in media:
             return f"../_media/{stem}.webm"
     try:
         local = store.fetch(uri)
@@ -114,6 +140,7 @@ def page_video(uri: str | None, sha256: str | None, reports_dir: str | Path, tas
                 _put_local(local, Path(join(media_dir, name)))
         elif not is_remote(reports_dir):  # encoded by the reports server when a page first asks for it
             _put_local(local, Path(join(media_dir, f"{stem}.orig.{ext}")))
+            media.add(f"{stem}.orig.{ext}")
             return f"../_media/{stem}.webm"
         else:
             name = f"{stem}.webm"
@@ -121,6 +148,7 @@ def page_video(uri: str | None, sha256: str | None, reports_dir: str | Path, tas
                 out = Path(tmp) / name
                 webm_copy(local, out)
                 store.write_bytes(join(media_dir, name), out.read_bytes())
+        media.add(name)
     except (OSError, ValueError):
         return None
     return _src(store, join(media_dir, name), reports_dir, name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -73,9 +74,10 @@ class Plan:
     """What Dagster's automation conditions requested, as argus evaluate executes it: by asset key,
     the partitions to materialize (``None`` for the unpartitioned leaderboard)."""
 
-    def __init__(self, requested: dict[str, set], why: dict | None = None):
+    def __init__(self, requested: dict[str, set], why: dict | None = None, waiting: str = ""):
         self.requested = requested
         self.why = why or {}  # (asset, partition) -> the conditions that requested it, in words
+        self.waiting = waiting  # the retries the automation sensor holds back now (retry_wait_text)
 
     def reasons(self, selection: list[str], key) -> str:
         """Why the first asset of ``selection`` (the most upstream) was requested for ``key``, and the
@@ -95,8 +97,12 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
     records (the automation sensor asks the same conditions under the daemon; they read states, so
     no cursor is kept); every partition with ``force``. What this command materialized already
     (``done``: ``(asset, partition)``) is not asked again: work its run left to retry waits for the
-    next command."""
-    from .definitions import AUTOMATED_ASSETS, CANDIDATE_ASSETS, TASK_ASSETS
+    next command.
+
+    A person asking now retries at once: the conditions are asked as of the end of the last back-off
+    the automation sensor is holding (:func:`~assets.automation.retries_waiting`), and the plan says
+    what the sensor would have held back (``Plan.waiting``)."""
+    from .definitions import AUTOMATED_ASSETS, CANDIDATE_ASSETS, TASK_ASSETS, retries_waiting
 
     keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
     if force:
@@ -104,8 +110,13 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         requested.update({a.key.to_user_string(): set(keys) for a in CANDIDATE_ASSETS})
         requested["leaderboard"] = {None}
         return Plan(requested)
+    now = time.time()
+    waiting = {(a, p): due for (a, p), due in retries_waiting(instance, now).items()
+               if (a, p) not in done and (p in tasks or p in keys)}
+    at = max([now, *(due + 1 for due in waiting.values())])  # a second on: the time given keeps microseconds
     result = dg.evaluate_automation_conditions(
-        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]))
+        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]),
+        evaluation_time=datetime.fromtimestamp(at, timezone.utc))
     requested = {}
     why = _why(result, instance, defs)
     for a in AUTOMATED_ASSETS:
@@ -115,7 +126,24 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         wanted = got & (set(tasks) if a in TASK_ASSETS else keys if a in CANDIDATE_ASSETS else {None})
         if wanted:
             requested[name] = wanted
-    return Plan(requested, why)
+    return Plan(requested, why, retry_wait_text(waiting))
+
+
+RETRIED = {"rubrics": "rubrics the generator failed to make", "criterion_evidence": "failed tool steps",
+           "criterion_scores": "unanswered judgments"}
+
+
+def retry_wait_text(waiting: dict[tuple[str, str | None], float]) -> str:
+    """What the automation sensor holds back (``{(asset, partition): when it may be retried}``), in
+    words: "N partitions wait to retry (what failed), next at HH:MM; argus evaluate retries them now";
+    empty when nothing waits."""
+    if not waiting:
+        return ""
+    n = len({p for _, p in waiting})
+    what = ", ".join(RETRIED[a] for a in RETRIED if any(asset == a for asset, _ in waiting))
+    when = time.strftime("%H:%M", time.localtime(min(waiting.values())))
+    return (f"{n} partition{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} to retry ({what}), next at {when}; "
+            "argus evaluate retries them now")
 
 
 def _keys_of(subset) -> set:
@@ -169,9 +197,7 @@ def _retry_text(instance: dg.DagsterInstance, asset: str, key) -> str:
     record = latest_record(instance, asset, str(key) if key is not None else None)
     md = record.asset_materialization.metadata if record else {}
     n = sum(int(md[m].value or 0) for m in RETRY_METADATA.get(asset, ()) if m in md)
-    what = {"rubrics": "rubrics the generator failed to make", "criterion_evidence": "failed tool steps",
-            "criterion_scores": "unanswered judgments"}.get(asset, "failures")
-    return f"{n} {what} retried"
+    return f"{n} {RETRIED.get(asset, 'failures')} retried"
 
 
 def _stretches(items: list[str], order: list[str]) -> list[list[str]]:
@@ -354,6 +380,8 @@ def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, pr
     ``{asset: [partition keys]}``; what those runs update is asked for after them."""
     ev = _prepare(tasks, models, progress, instance, settings)
     the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
+    if the_plan.waiting:
+        progress(the_plan.waiting)
     return {a: sorted(p for p in parts if p is not None) for a, parts in the_plan.requested.items()}
 
 
@@ -461,6 +489,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         # its candidate partitions' inputs updated: the next question requests them), until nothing is.
         while True:
             the_plan = plan(instance, defs, task_list, partitions, force, done)
+            if the_plan.waiting and not ran_any:
+                progress(f"{elapsed()} {the_plan.waiting}")
             force = False  # once
             runs = _runs(the_plan, model_order)
             if any(kind == "leaderboard" for kind, _, _ in runs) and len(runs) > 1:

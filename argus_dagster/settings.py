@@ -399,6 +399,9 @@ VARIABLES: dict[str, str] = {
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
     "ARGUS_SENSOR_INTERVAL_S": "seconds at least between two ticks of the candidate-store sensor (default 60)",
     "ARGUS_AUTOMATION_INTERVAL_S": "seconds at least between two evaluations of the automation sensor (default 30)",
+    "ARGUS_RETRY_BACKOFF_S": "seconds the automation sensor waits before it retries a partition whose run left work "
+                             "to retry; doubled for each further such run in a row (default 60; 0: every tick)",
+    "ARGUS_RETRY_BACKOFF_MAX_S": "the longest of those waits, in seconds (default 3600)",
     "ARGUS_REPORTS_PORT": "the loopback port argus open and argus ui serve the reports on (default 3030)",
     "ARGUS_REPORTS_URL": "where a browser finds the reports (default http://127.0.0.1:$ARGUS_REPORTS_PORT/)",
 }
@@ -466,6 +469,36 @@ def sensor_intervals() -> tuple[int, int]:
     env = environment()
     return (int(env.number("ARGUS_SENSOR_INTERVAL_S", SENSOR_INTERVAL_S, minimum=1)),
             int(env.number("ARGUS_AUTOMATION_INTERVAL_S", AUTOMATION_INTERVAL_S, minimum=1)))
+
+
+# --- Retrying transient failures under automation -------------------------------------------------
+RETRY_BACKOFF_S = 60
+RETRY_BACKOFF_MAX_S = 3600
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How long the automation sensor waits before it retries a partition whose latest run left work to
+    retry (a judge that was down, a tool that raised): ``base_s`` after the first such run, twice as
+    long after each further one in a row, at most ``max_s``."""
+
+    base_s: float = RETRY_BACKOFF_S
+    max_s: float = RETRY_BACKOFF_MAX_S
+
+    def delay_s(self, retry_round: int) -> float:
+        """The wait after the ``retry_round``-th run in a row that left work to retry (0: none left,
+        no wait): ``base_s * 2**(retry_round - 1)``, at most ``max_s``."""
+        if retry_round <= 0:
+            return 0.0
+        return float(min(self.base_s * 2 ** min(retry_round - 1, 64), self.max_s))
+
+
+def retry_backoff() -> Backoff:
+    """The back-off of ``ARGUS_RETRY_BACKOFF_S`` (default 60) and ``ARGUS_RETRY_BACKOFF_MAX_S`` (default
+    3600), read at each evaluation of the automation conditions."""
+    env = environment()
+    return Backoff(env.number("ARGUS_RETRY_BACKOFF_S", RETRY_BACKOFF_S, integer=False, minimum=0),
+                   env.number("ARGUS_RETRY_BACKOFF_MAX_S", RETRY_BACKOFF_MAX_S, integer=False, minimum=0))
 
 
 # --- The reports server (`argus open`, `argus ui`) --------------------------------------------------

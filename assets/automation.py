@@ -8,26 +8,34 @@ A partition of the VideoArgus graph is run when
   differs from the one the latest materialization read (a replaced video, an edited prompt or
   rubric, a tool's new version, another judge: Dagster's own "upstream data version changed"), or
 * its last materialization **left work to retry** (:class:`RetryableWorkLeft`: a rubric the generator
-  failed to make, a tool step that raised, a judgment the VLM did not answer). A row with a permanent
-  error (an invalid manifest line, a 2-frame clip, a missing video) leaves nothing to retry: rerunning
-  would give the same error, so it does not make its partition run again.
+  failed to make, a tool step that raised, a judgment the VLM did not answer) and its **back-off is
+  over**: the materialization's time plus the wait of its ``retry_round`` (the number of its
+  partition's materializations in a row that left work, :func:`retry_round`;
+  :class:`~argus_dagster.settings.Backoff`) is not after the evaluation's time. A row with a
+  permanent error (an invalid manifest line, a 2-frame clip, a missing video) leaves nothing to
+  retry: rerunning would give the same error, so it does not make its partition run again.
 
 and nothing it reads is missing or in flight; an upstream partition requested in the same run brings
 its downstream along. Each part reads the instance's latest records, so the answer is a state, not a
 transition: the automation sensor (``argus ui``) and ``argus evaluate`` (``dg.evaluate_automation_conditions``,
 :mod:`argus_dagster.runner`) get the same one without sharing a cursor, and it agrees with the UI's
-stale status.
+stale status. The back-off reads the evaluation's time: ``argus evaluate`` asks as of the end of every
+back-off (:func:`retries_waiting`), so a person asking now retries at once.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
+from argus_dagster.settings import Backoff, retry_backoff
+
 AC = dg.AutomationCondition
 
 # The materialization metadata each asset records of the work its run left to retry.
 RETRY_METADATA = {"rubrics": ("n_retryable",), "criterion_evidence": ("tool_steps_failed",),
                   "criterion_scores": ("n_unscored_retryable",)}
+# How many materializations of the partition in a row, this one included, left work to retry (0: none left).
+RETRY_ROUND = "retry_round"
 DATA_VERSION_TAG = "dagster/data_version"
 
 
@@ -181,20 +189,67 @@ class InputsChanged(_FromRecords):
         return set(changed_inputs(context.asset_graph, context.key, context.partitions_def, records))
 
 
+def work_left(asset: str, metadata) -> int:
+    """The work a materialization of ``asset`` left to retry, by its :data:`RETRY_METADATA` counts."""
+    return sum(int(metadata[n].value or 0) for n in RETRY_METADATA.get(asset, ()) if n in metadata)
+
+
+def _round_of(asset: str, metadata) -> int:
+    """A materialization's :data:`RETRY_ROUND` (1 for one that left work and was recorded without it)."""
+    if not work_left(asset, metadata):
+        return 0
+    return int(metadata[RETRY_ROUND].value or 1) if RETRY_ROUND in metadata else 1
+
+
+def retry_round(context: dg.AssetExecutionContext, left: int) -> int:
+    """The :data:`RETRY_ROUND` a materialization that leaves ``left`` to retry records: 0 when it leaves
+    nothing; else one more than its partition's previous materialization had when that one left work
+    too, 1 when it did not (read from the instance, as the condition reads it)."""
+    if not left:
+        return 0
+    asset = context.asset_key.to_user_string()
+    partition = str(context.partition_key) if context.has_partition_key else None
+    flt = dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[partition] if partition else None)
+    before = context.instance.fetch_materializations(flt, limit=1).records
+    return (_round_of(asset, before[0].asset_materialization.metadata) if before else 0) + 1
+
+
+def retries_due(records: "_Records", key: dg.AssetKey, backoff: Backoff | None = None) -> dict[str | None, float]:
+    """``{partition: when it may be retried}`` (a POSIX time) for the partitions of ``key`` whose latest
+    materialization left work to retry: its time plus the back-off of its retry round."""
+    asset = key.to_user_string()
+    if asset not in RETRY_METADATA:
+        return {}
+    backoff = backoff or retry_backoff()
+    out = {}
+    for p, r in records.latest(key).items():
+        n = _round_of(asset, _event(r).metadata)
+        if n:
+            out[p] = r.timestamp + backoff.delay_s(n)
+    return out
+
+
+def retries_waiting(instance: dg.DagsterInstance, now: float) -> dict[tuple[str, str | None], float]:
+    """``{(asset, partition): when it may be retried}`` for the work left to retry whose back-off is not
+    over at ``now`` (what the automation sensor holds back)."""
+    records, backoff = _Records(instance), retry_backoff()
+    return {(asset, p): due for asset in RETRY_METADATA
+            for p, due in retries_due(records, dg.AssetKey(asset), backoff).items() if due > now}
+
+
 class RetryableWorkLeft(_FromRecords):
     """True for the partitions whose latest materialization recorded work to retry (its
-    :data:`RETRY_METADATA` counts): transient failures run again; permanent row errors do not."""
+    :data:`RETRY_METADATA` counts) once its back-off is over at the evaluation's time
+    (:func:`retries_due`): transient failures run again, later each time they fail again; permanent
+    row errors do not."""
 
     @property
     def name(self) -> str:
         return "retryable_work_left"
 
     def partitions_where(self, context, records) -> set[str | None]:
-        names = RETRY_METADATA.get(context.key.to_user_string(), ())
-        if not names:
-            return set()
-        return {p for p, r in records.latest(context.key).items()
-                if any((_event(r).metadata[n].value if n in _event(r).metadata else 0) for n in names)}
+        now = context.evaluation_time.timestamp()
+        return {p for p, due in retries_due(records, context.key).items() if due <= now}
 
 
 # What makes a partition run: missing, made by other code, an input that moved, or work left to retry;

@@ -30,7 +30,7 @@ from resources.vlm import VlmResource
 
 from .lineage import criterion_delta_metadata, video_delta_metadata
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
-from .automation import UP_TO_DATE
+from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .sources import aggregation_config, candidate_files, judge_config, tool_suite_config
 
 
@@ -200,11 +200,13 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     tool_calls = df.explode("tools", empty_as_null=True)["tools"].value_counts().to_dicts() if df.height else []
     n_steps = int(df["tools"].list.len().sum()) if df.height else 0
     n_cached = int(df["n_cached"].sum()) if df.height else 0
+    n_failed = sum(r.get("n_failed", 0) for r in rows)
     return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "rubric_hash", "video_sha256", "evidence"]),
                      metadata={
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
-                         "tool_steps_failed": sum(r.get("n_failed", 0) for r in rows),
+                         "tool_steps_failed": n_failed,
+                         RETRY_ROUND: retry_round(context, n_failed),
                          "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
                          "cache": cache.location or "off", **_cache_write_errors(cache),
                          "plan_status": dg.MetadataValue.json({d["plan_status"]: d["count"] for d in statuses if d["plan_status"]}),
@@ -264,11 +266,12 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     df = frame(rows, CRITERION_SCORES)
     scored = df.filter(pl.col("score").is_not_null())
     unscored = df.filter(pl.col("score").is_null())
+    n_retry = sum(1 for r in rows if r["retry"])
     reasons = (unscored.with_columns(pl.col("rationale").str.slice(0, 90)).group_by("rationale").len()
                .sort("len", descending=True).head(8).to_dicts()) if unscored.height else []
     return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "score", "judge"]), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
-        "n_unscored_retryable": sum(1 for r in rows if r["retry"]),
+        "n_unscored_retryable": n_retry, RETRY_ROUND: retry_round(context, n_retry),
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
         "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,

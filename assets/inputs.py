@@ -21,7 +21,7 @@ from resources.vlm import VlmResource
 
 from .lineage import rubric_delta_metadata
 from .partitions import BACKFILL, each_partition, task_partitions
-from .automation import UP_TO_DATE
+from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .sources import bench_files, generator_folder, rubric_files, rubric_generator_config
 
 
@@ -120,7 +120,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
     return dg.Output(df, data_version=_version(df["rubric_hash"].to_list() + df["error"].to_list()), metadata={
         "n_rubrics": ok.height, "n_errors": df.height - ok.height,
         # Rubrics that could not be made for a valid input (a generator that failed): tried again.
-        "n_retryable": len(failed_generation),
+        "n_retryable": len(failed_generation), RETRY_ROUND: retry_round(context, len(failed_generation)),
         "n_loaded": ok.filter(pl.col("source") == "loaded").height,
         "n_coerced": ok.filter(pl.col("load_log") != "[]").height,
         "n_generated": len(new),

@@ -26,7 +26,7 @@ import polars as pl
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.files import WriteError
 from argus_dagster.names import file_name, sample_file_name
-from argus_dagster.page_media import page_video
+from argus_dagster.page_media import MediaFolder, page_video
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
@@ -105,12 +105,13 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
 _COMPARISON_PAGES = threading.Lock()
 
 
-def _source_src(uri: str | None, reports_dir, task: str, store: Storage) -> str | None:
+def _source_src(uri: str | None, reports_dir, task: str, store: Storage,
+                media: MediaFolder | None = None) -> str | None:
     """The playable URL of an edit's source video (None without one, or when it cannot be read)."""
     if not uri:
         return None
     try:
-        return page_video(uri, file_digest(uri, store), reports_dir, task, store)
+        return page_video(uri, file_digest(uri, store), reports_dir, task, store, media)
     except (MediaError, OSError, ValueError):
         return None
 
@@ -153,6 +154,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     cands = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
     rows, index_rows = [], []
     content = hashlib.sha256()  # the data version: what the pages say, frames included
+    media = MediaFolder(reports_dir, task, store)  # the task's playable copies, listed once for these pages
     for v in video_scores.iter_rows(named=True):
         iid, sample = v["input_id"], v["sample"]
         label = video_label(iid, sample)
@@ -168,8 +170,8 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             generator = (json.loads(rubric_row["rubric_json"]).get("generator")
                          if rubric_row.get("rubric_json") and not rubric_row.get("error") else None)
             conditions = condition_rows(inp, store)
-            video_src = page_video(cand.get("uri"), cand.get("sha256"), reports_dir, task, store)
-            source_src = _source_src(inp.get("source_video"), reports_dir, task, store)
+            video_src = page_video(cand.get("uri"), cand.get("sha256"), reports_dir, task, store, media)
+            source_src = _source_src(inp.get("source_video"), reports_dir, task, store, media)
             page = render_video_report(task=task, model=model, input_id=label, prompt=inp.get("prompt") or "",
                                        conditions=conditions, output=output, video=v, criteria=criteria,
                                        compare_href=f"../compare/{quote(safe_name(iid))}.html",

@@ -72,6 +72,16 @@ BREAKS = (
             'holds = "right" if relation == "left_right" else "behind"\n'
             '        reverse = "left" if relation == "left_right" else "front"'),),
           ("tests/unit/test_spatial_relation.py",)),
+    Break("retry-ignores-back-off", "a partition that left work to retry is requested again on every evaluation",
+          (("assets/automation.py",
+            "return {p for p, due in retries_due(records, context.key).items() if due <= now}",
+            "return {p for p, due in retries_due(records, context.key).items()}"),),
+          ("tests/integration/test_retry_backoff.py",)),
+    Break("report-media-looked-up-by-name", "a page looks each name of its video's copy up on its own (a HEAD on S3)",
+          (("argus_dagster/page_media.py",
+            'if f"{stem}.{ext}" in media:',
+            'if store.exists(join(media_dir, f"{stem}.{ext}")):'),),
+          ("tests/unit/test_page_media_listing.py",)),
 )
 
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info")

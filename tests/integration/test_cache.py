@@ -408,14 +408,14 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
 def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatch):
     """The VLM is down while a model is added: its partition records the failures and is run again
     by the next `argus evaluate`, which asks only for what failed."""
-    from argus_dagster.runner import run_all
+    from argus_dagster.runner import plan_now, run_all
 
     bench, cands = _bench(tmp_path, n_inputs=2)
     with FakeVlmServer() as srv:
         for k, v in {"ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
                      "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands),
                      "ARGUS_VLM_BASE_URL": srv.base_url, "ARGUS_VLM_MODEL": "judge",
-                     "ARGUS_VLM_MAX_RETRIES": "0"}.items():
+                     "ARGUS_VLM_MAX_RETRIES": "0", "ARGUS_RETRY_BACKOFF_S": "60"}.items():
             monkeypatch.setenv(k, v)
         monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
         run_all(progress=lambda m: None)
@@ -425,10 +425,18 @@ def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatc
         lines = []
         run_all(progress=lines.append)
         assert any("T2V x o: scored" in x and "retried on the next run" in x for x in lines), lines
+        said = []  # argus evaluate --plan: the sensor would wait; argus evaluate would run it now
+        would = plan_now(progress=said.append)
+        assert [k for k in would.get("criterion_scores", []) if k.startswith("o|")] == ["o|T2V"], would
+        assert any(x.startswith("1 partition waits to retry (failed tool steps, unanswered judgments), next at ")
+                   for x in said), said
         srv.error_rate = 0.0
         n0, lines = len(srv.requests), []
         run_all(progress=lines.append)
-        # Run again because of what failed, and nothing left to retry this time.
+        # Run again because of what failed, at once (the automation sensor would wait out its back-off),
+        # and nothing left to retry this time.
+        assert any("1 partition waits to retry (failed tool steps, unanswered judgments), next at " in x
+                   and x.endswith("; argus evaluate retries them now") for x in lines), lines
         assert any("T2V x o: scored" in x and "failed tool steps retried" in x and "unanswered judgments retried" in x
                    and "retried on the next run" not in x for x in lines), lines
         assert any("T2V x m: up to date" in x for x in lines)

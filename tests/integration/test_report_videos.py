@@ -134,3 +134,46 @@ def test_a_playable_video_is_linked_as_it_is(tmp_path):
     linked = tmp_path / "reports" / "T2V" / "_media" / ("ab" * 12 + ".webm")
     assert linked.read_bytes() == (tmp_path / "a.webm").read_bytes() and linked.stat().st_nlink == 2
     assert page_video(str(tmp_path / "missing.mp4"), "cd" * 32, tmp_path / "reports", "T2V") is None
+
+
+def test_pages_on_s3_find_their_videos_with_one_listing_not_a_head_request_per_name(tmp_path, moto_endpoint):
+    """A partition's pages ask moto's S3 server for one listing of ``_media``, whatever their number of
+    videos (eight HEAD requests per video looked the copies up one name at a time); counted at the client."""
+    import boto3
+
+    from argus_dagster.page_media import page_video
+    from argus_dagster.storage import Storage
+
+    sent: list[tuple[str, str]] = []
+
+    def client():
+        c = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+        c.meta.events.register("before-parameter-build.s3.*", lambda model, params, **_: sent.append(
+            (model.name, params.get("Key") or params.get("Prefix") or "")))
+        return c
+
+    store = Storage(client, cache_dir=tmp_path / "media")
+    store.client.create_bucket(Bucket="reports-bucket")
+    videos = []
+    for i in range(3):
+        write_video(tmp_path / f"v{i}.mp4", pattern_clip(i, 12), 12)
+        store.write_bytes(f"s3://reports-bucket/cands/v{i}.mp4", (tmp_path / f"v{i}.mp4").read_bytes())
+        videos.append((f"s3://reports-bucket/cands/v{i}.mp4", f"{i:x}" * 64))
+
+    def media_requests(media=None) -> tuple[list[str], list[tuple[str, str]]]:
+        sent.clear()
+        kw = {"media": media} if media is not None else {}
+        srcs = [page_video(uri, sha, "s3://reports-bucket/reports", "T2V", store, **kw) for uri, sha in videos]
+        # Lookups and listings only (a presigned link is built through the same hook, and sent by no one).
+        return srcs, [(op, key) for op, key in sent if "_media" in key and op in ("HeadObject", "ListObjectsV2")]
+
+    first, asked = media_requests()  # the WebM copies are made and put beside the pages
+    media_url = f"{moto_endpoint}/reports-bucket/reports/T2V/_media"
+    assert all(s.startswith(f"{media_url}/{sha[:24]}.webm?") for s, (_, sha) in zip(first, videos))
+    assert [op for op, _ in asked if op == "HeadObject"] == [], asked
+    from argus_dagster.page_media import MediaFolder
+
+    # A partition's pages, once more: the copies are found in one listing.
+    again, asked = media_requests(MediaFolder("s3://reports-bucket/reports", "T2V", store))
+    assert [s.split("?")[0] for s in again] == [s.split("?")[0] for s in first]
+    assert [op for op, _ in asked] == ["ListObjectsV2"], asked

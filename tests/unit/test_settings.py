@@ -136,3 +136,27 @@ def test_the_code_location_serves_what_its_configuration_names_never_the_last_ev
     monkeypatch.setenv("ARGUS_CANDIDATES_DIR", str(tmp_path / "c"))
     monkeypatch.delenv("ARGUS_BENCH")
     assert served_settings().evaluation == "beta/vlm-only"
+
+
+def test_the_retry_back_off_doubles_with_each_run_in_a_row_up_to_its_cap():
+    from argus_dagster.settings import Backoff
+
+    # 1 min after the first run that left work to retry, then 2, 4, 8, 16, 32, then the 1-hour cap.
+    expected = {0: 0, 1: 60, 2: 120, 3: 240, 4: 480, 5: 960, 6: 1920, 7: 3600, 8: 3600, 500: 3600}
+    assert {n: Backoff(60, 3600).delay_s(n) for n in expected} == expected
+    assert [Backoff(0.5, 3).delay_s(n) for n in range(6)] == [0, 0.5, 1, 2, 3, 3]
+    assert [Backoff(0, 3600).delay_s(n) for n in range(3)] == [0, 0, 0]  # 0: retried on every tick
+
+
+def test_the_retry_back_off_is_read_from_its_settings(monkeypatch):
+    from argus_dagster.settings import retry_backoff
+
+    monkeypatch.delenv("ARGUS_RETRY_BACKOFF_S", raising=False)
+    monkeypatch.delenv("ARGUS_RETRY_BACKOFF_MAX_S", raising=False)
+    assert (retry_backoff().base_s, retry_backoff().max_s) == (60, 3600)
+    monkeypatch.setenv("ARGUS_RETRY_BACKOFF_S", "0.25")
+    monkeypatch.setenv("ARGUS_RETRY_BACKOFF_MAX_S", "2")
+    assert [retry_backoff().delay_s(n) for n in range(5)] == [0, 0.25, 0.5, 1, 2]
+    monkeypatch.setenv("ARGUS_RETRY_BACKOFF_S", "-1")
+    with pytest.raises(SettingError, match="ARGUS_RETRY_BACKOFF_S=-1.0: must be at least 0"):
+        retry_backoff()
