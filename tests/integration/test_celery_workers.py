@@ -26,7 +26,7 @@ import yaml
 
 from argus_dagster.overview import stored_table
 
-from ..servers.openai_server import FakeVlmServer, kind_of, request_text
+from ..servers.openai_server import FakeVlmServer, kind_of
 from ..waiting import wait_until
 from .helpers import backfill_as_the_ui_does, free_port, pattern_clip, stop
 from .test_ui_backfill import CANDIDATE_ASSETS, TASK_ASSETS
@@ -41,7 +41,8 @@ MODELS = {"first": ["m1", "m2"], "killed": ["m3", "m4"]}
 # The workers: name -> queues (the GPU machine, a machine of both, a CPU machine).
 WORKERS = {"w1": ["gpu"], "w2": ["gpu", "default"], "w3": ["default"]}
 # A lost machine's step is given back after this many seconds (deploy/celery/celery.yaml: an hour).
-VISIBILITY_S = 30
+# Longer than any step here, the judging step held at the loopback judge until the kill included.
+VISIBILITY_S = 45
 COMPARED = ["task", "model", "input_id", "sample", "base_score", "final_score", "n_scored", "n_criteria", "error"]
 KEYS = {"video_scores": ["task", "model", "input_id", "sample"],
         "criterion_scores": ["task", "model", "input_id", "sample", "criterion_id"],
@@ -65,9 +66,11 @@ def write_bench(root: Path) -> tuple[Path, Path]:
                 row["first_frame"] = f"p{i}.png"
             rows.append(row)
         (bench / task / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        # A clip of its own per task, model and input: two partitions judged at once on two workers never
+        # ask the judge the same question (one process would have found the other's answer in the cache).
         for j, model in enumerate(MODELS["first"] + MODELS["killed"]):
             for i in range(2):
-                write_video(cands / task / model / f"p{i}.mp4", pattern_clip(10 + i + 7 * j, 16), 12)
+                write_video(cands / task / model / f"p{i}.mp4", pattern_clip(100 * TASKS.index(task) + 10 * j + i, 16), 12)
     return bench, cands
 
 
@@ -75,6 +78,13 @@ def _upload(client, folder: Path, bucket: str, prefix: str) -> None:
     for p in sorted(folder.rglob("*")):
         if p.is_file():
             client.put_object(Bucket=bucket, Key=f"{prefix}/{p.relative_to(folder).as_posix()}", Body=p.read_bytes())
+
+
+def request_key(body: dict) -> str:
+    """A request as the judge sees it: the whole body (criterion text, evidence and frames)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def _table(storage_dir, name: str, store=None) -> pl.DataFrame:
@@ -283,6 +293,22 @@ def _worker_of_step(instance, run_id: str, step_key: str) -> str | None:
     return name
 
 
+def _story(instance, run_ids) -> str:
+    """What each run's steps did, where and when (for a failure's message)."""
+    lines = []
+    for run_id in run_ids:
+        for e in instance.all_logs(run_id):
+            ev = e.dagster_event
+            if ev is None or not e.step_key:
+                continue
+            meta = (ev.engine_event_data.metadata or {}) if ev.event_type == dg.DagsterEventType.ENGINE_EVENT \
+                and ev.engine_event_data else {}
+            worker = meta.get("Celery worker")
+            lines.append(f"{e.timestamp:.1f} {run_id[:8]} {e.step_key} {ev.event_type.value} pid={ev.pid}"
+                         f"{' ' + str(worker.value) if worker is not None else ''}")
+    return "\n".join(sorted(lines))
+
+
 def _check_tables(c: Cluster, models: list[str]) -> None:
     """The distributed run's tables equal the local run's for ``models``, with no duplicate row."""
     store = c.storage()
@@ -347,9 +373,9 @@ def test_a_worker_killed_in_the_judging_step_costs_only_that_step(cluster):
         if kind_of(body) != "judge" or not holding[0]:
             return None
         if len(passed) < 3:
-            passed.append(request_text(body))
+            passed.append(request_key(body))
             return None
-        held.append(request_text(body))
+        held.append(request_key(body))
         gate.wait(timeout=300)
         return None
 
@@ -362,15 +388,24 @@ def test_a_worker_killed_in_the_judging_step_costs_only_that_step(cluster):
         # The judging step holds requests: the three answered are in the content cache on S3.
         judge.wait_for(lambda s: len(held) >= 1, timeout_s=400, what="a held judge request")
         store = c.storage()
-        wait_until(lambda: _judgments(store) >= cached + 3, timeout_s=60, what="the three answers in the cache",
-                   poll_s=0.1)
-        with c.instance() as instance:
-            run = next(r for r in instance.get_runs() if r.status == dg.DagsterRunStatus.STARTED)
-            starts = [e for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
-                      if e.step_key == "criterion_scores"]
-        assert starts, "no judging step started"
-        pgid = os.getpgid(starts[-1].dagster_event.pid)
+        wait_until(lambda: _judgments(store) >= cached + 3, timeout_s=60, poll_s=0.1,
+                   what=f"the three answers in the cache ({cached} before, {len(passed)} answered, {len(held)} held, "
+                        f"{sum(kind_of(r['body']) == 'judge' for r in judge.requests[before:])} judge requests, "
+                        f"now {_judgments(store)})")
+        with c.instance() as instance:  # a judging step under way (a run per task may judge at once)
+            judging = []
+            for r in instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
+                events = {e.dagster_event.event_type: e.dagster_event.pid for e in instance.all_logs(r.run_id)
+                          if e.step_key == "criterion_scores" and e.dagster_event is not None}
+                if dg.DagsterEventType.STEP_START in events and dg.DagsterEventType.STEP_SUCCESS not in events:
+                    judging.append(events[dg.DagsterEventType.STEP_START])
+        assert judging, "no judging step under way"
+        pgid = os.getpgid(judging[0])
         [victim] = [name for name, proc in c.workers.items() if proc.pid == pgid]
+        assert victim in ("w2", "w3"), victim  # the default queue's workers
+        import time
+
+        killed_at = time.time()
         os.killpg(pgid, signal.SIGKILL)  # the machine is lost: the worker and its pool processes
         c.workers[victim].wait(timeout=30)
         in_flight = set(held)  # every request held now was the lost worker's, unanswered
@@ -386,15 +421,23 @@ def test_a_worker_killed_in_the_judging_step_costs_only_that_step(cluster):
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": result["id"]}))
         assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), runs
         ran = _step_workers(c, instance, [r.run_id for r in runs])
+        story = _story(instance, [r.run_id for r in runs])
     assert victim not in ran["criterion_scores"] and ran["criterion_scores"] <= {"w2", "w3"}, (victim, ran)
     _check_tables(c, MODELS["killed"])
     # Asked twice: only what was in flight at the kill. The answers stored before were not asked again.
     asked: dict[str, int] = {}
     for r in judge.requests[before:]:
         if kind_of(r["body"]) == "judge":
-            asked[request_text(r["body"])] = asked.get(request_text(r["body"]), 0) + 1
+            asked[request_key(r["body"])] = asked.get(request_key(r["body"]), 0) + 1
     again = {k for k, n in asked.items() if n > 1}
-    assert again <= in_flight, (len(again), len(in_flight))
+    times = [(round(r["t"] - (killed_at - time.time() + time.monotonic()), 1), request_key(r["body"])[:8])
+             for r in judge.requests[before:] if kind_of(r["body"]) == "judge"]
+    if not again <= in_flight:
+        (c.root / "story.txt").write_text(json.dumps({"again": sorted(k[:8] for k in again), "times": times,
+                                                      "in_flight": sorted(k[:8] for k in in_flight),
+                                                      "passed": [k[:8] for k in passed], "victim": victim}, indent=1)
+                                          + "\n" + story)
+    assert again <= in_flight, (len(again), len(in_flight), f"see {c.root / 'story.txt'}")
     assert all(asked[k] == 1 for k in passed), "an answer in the cache was asked again"
     _no_worker_paths(c)
 
