@@ -448,3 +448,26 @@ def _judgments(store) -> int:
 
 def _run(c: Cluster) -> str:
     return c.backfill(MODELS["killed"])
+
+
+def test_the_workers_celery_config_is_the_one_runs_send(monkeypatch):
+    """deploy/celery/celery.yaml (what `dagster-celery worker start -y` gives each worker) says what the
+    runs' executor sends, and the code location under ARGUS_ENV=celery has that executor, with the
+    evidence step on the gpu queue and no other step tagged for one."""
+    from resources import CELERY_QUEUES, celery_executor_config
+
+    shipped = yaml.safe_load((ROOT / "deploy" / "celery" / "celery.yaml").read_text())["execution"]["config"]
+    assert shipped == celery_executor_config()
+    assert shipped["config_source"]["task_acks_late"] and shipped["config_source"]["task_reject_on_worker_lost"]
+    assert shipped["config_source"]["task_default_queue"] == "default" and set(CELERY_QUEUES) == {"default", "gpu"}
+
+    monkeypatch.setenv("ARGUS_ENV", "celery")
+    from argus_dagster.definitions import build_definitions
+    from argus_dagster.settings import load_settings
+
+    defs = build_definitions(load_settings())
+    job = defs.resolve_implicit_global_asset_job_def()
+    assert job.executor_def.name == "celery"
+    queues = {node.name: node.tags.get("dagster-celery/queue") for node in job.graph.node_defs}
+    assert queues["criterion_evidence"] == "gpu", queues
+    assert {n for n, q in queues.items() if q} == {"criterion_evidence"}, queues
