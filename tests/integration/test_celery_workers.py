@@ -141,7 +141,7 @@ class Cluster:
                "DAGSTER_HOME": str(folder / "dagster_home")}
         cmd = [str(Path(sys.executable).parent / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
                "-y", str(self.root / "celery.yaml"), "-n", name, "--loglevel", "INFO",
-               *[a for q in queues for a in ("-q", q)], "--", "-c", "1"]
+               "-q", ",".join(queues), "--", "-c", "1"]  # one -q, comma-separated: celery keeps the last -Q
         # A session of its own: the worker and its pool processes are one process group, a machine to kill.
         self.workers[name] = subprocess.Popen(cmd, cwd=folder / "cwd", env=env, start_new_session=True,
                                               stdout=open(folder / "worker.log", "w"), stderr=subprocess.STDOUT)
