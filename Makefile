@@ -15,7 +15,7 @@ OCR_VENV ?= .venv-ocr
 OCR_BIN  := $(OCR_VENV)/bin
 OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 
-.PHONY: setup demo test test-ocr bench ui clean chromium postgres
+.PHONY: setup demo test test-ocr bench ui clean chromium postgres redis
 
 $(BIN)/.installed: pyproject.toml
 	@echo "setting up $(VENV): the pinned dependencies (Dagster, torch CPU, transformers, OpenCV, ...), about 2.6 GB and 3 minutes"
@@ -36,7 +36,7 @@ demo: setup
 # that wait on daemons and servers overlap the others. On 2 CPUs the suite is CPU-bound: 4 workers
 # took as long as 3 (about 16 minutes).
 TEST_WORKERS ?= 3
-test: setup chromium postgres
+test: setup chromium postgres redis
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).
@@ -47,6 +47,14 @@ postgres:
 	    echo "installing Debian's postgresql for the Postgres tests (about 50 MB)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	  else echo "postgresql is not installed: the Postgres tests skip (sudo apt-get install postgresql)"; fi; }
+
+# The Celery tests' broker: Debian's redis-server, started by the tests on a loopback port.
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's redis-server for the Celery tests (about 10 MB)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	  else echo "redis-server is not installed: the Celery tests skip (sudo apt-get install redis-server)"; fi; }
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -357,7 +357,7 @@ def current_bench_hash(settings: Settings) -> str:
 # never read in two ways; `argus env` prints them.
 VARIABLES: dict[str, str] = {
     "ARGUS_HOME": "the folder that holds all state (default: the nearest .argus, as git finds its repository)",
-    "ARGUS_ENV": "the resource set: local (default), gpu, aws or k8s",
+    "ARGUS_ENV": "the resource set: local (default), gpu, aws, k8s or celery",
     "ARGUS_BENCH_DIR": "a bench folder or s3://bucket/prefix to work on (default: the bench evaluated last, "
                        "else $ARGUS_HOME/bench)",
     "ARGUS_CANDIDATES_DIR": "the candidate store of ARGUS_BENCH_DIR (a folder or s3://bucket/prefix)",
@@ -387,6 +387,8 @@ VARIABLES: dict[str, str] = {
     "ARGUS_WEB_SEARCH_URL": "an image search endpoint for web_search (off unless the key is set too)",
     "ARGUS_WEB_SEARCH_KEY": "its key (never stored or shown)",
     "ARGUS_CACHE": "the content cache: a folder, s3://bucket/prefix, or off (default $ARGUS_HOME/cache)",
+    "ARGUS_CELERY_BROKER": "the celery environment's Redis, broker and result backend (redis://host:6379/0); read "
+                           "where a run starts and by each worker (deploy/celery/celery.yaml)",
     "ARGUS_S3_ENDPOINT_URL": "an S3-compatible endpoint (MinIO, a test server; default AWS); credentials come "
                              "from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the machine's role",
     "ARGUS_S3_REGION": "the S3 region (default: AWS_DEFAULT_REGION / the AWS configuration)",

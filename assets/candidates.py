@@ -127,8 +127,14 @@ GPU_STEP_K8S_CONFIG = {
 }
 
 
+# The Celery queue of the same step (ARGUS_ENV=celery): served by the workers on GPU machines; every other
+# step goes to the `default` queue (resources.CELERY_SETTINGS). Other executors ignore this tag.
+GPU_QUEUE = "gpu"
+
+
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"}, pool="gpu",
-          op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG}, deps=[tool_suite_config], automation_condition=UP_TO_DATE)
+          op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG, "dagster-celery/queue": GPU_QUEUE}, deps=[tool_suite_config],
+          automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
                        input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource,

@@ -23,7 +23,9 @@ from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from .tools import ToolsResource, tools_from_env
 from .vlm import VlmResource, vlm_from_env
 
-ENVIRONMENTS = ("local", "gpu", "aws", "k8s")
+ENVIRONMENTS = ("local", "gpu", "aws", "k8s", "celery")
+# The environments whose state is on S3: steps that run on other machines find it there.
+SHARED_STORAGE = ("aws", "k8s", "celery")
 
 
 def storage_for(env: str | None = None, settings: Settings | None = None
@@ -36,7 +38,7 @@ def storage_for(env: str | None = None, settings: Settings | None = None
     settings = settings or load_settings()
     bench = bench_from_settings(settings)
     cache_dir = variables.get("ARGUS_CACHE") or str(settings.cache_dir)
-    if env in ("aws", "k8s"):  # the same layout as under ARGUS_HOME, under one bucket and prefix
+    if env in SHARED_STORAGE:  # the same layout as under ARGUS_HOME, under one bucket and prefix
         base = f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'argus').strip('/')}"
         bench_home = storage_lib.join(base, "benches", folder_name(settings.bench))
         evaluation = storage_lib.join(bench_home, folder_name(settings.profile))
@@ -88,8 +90,9 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
         return {**common,
                 "tools": tools_from_env("cuda", vlm_only=vlm_only, cache_dir=cache_dir),
                 "io_manager": StorageIOManager(storage=storage, base_dir=str(settings.storage_dir))}
-    # aws and k8s: tables on S3, where every run's (and, on k8s, every step's) pod finds them. On k8s
-    # the evidence step's pod holds a GPU (its op tags), so the tools run on CUDA there.
+    # aws, k8s and celery: tables on S3, where every run's (and, on k8s and Celery, every step's) machine
+    # finds them. On k8s the evidence step's pod holds a GPU (its op tags), so the tools run on CUDA
+    # there; a Celery worker's device is its own ARGUS_DEVICE (cuda on the `gpu` queue's workers).
     return {**common,
             "tools": tools_from_env("cuda" if env == "k8s" else "cpu", vlm_only=vlm_only, cache_dir=cache_dir),
             "io_manager": StorageIOManager(storage=storage, base_dir=bench.storage_dir)}
@@ -106,7 +109,10 @@ def _with_model(vlm: VlmResource, model: str, part: str, prefix: str) -> VlmReso
 
 
 def _on_machine(vlm: VlmResource, settings: Settings) -> VlmResource:
-    """The VLM with its bound shared by every process of this ARGUS_HOME on this machine."""
+    """The VLM with its bound shared by every process of this ARGUS_HOME on this machine. Where steps
+    run on many machines (Celery workers, k8s pods) each machine has its own slots: the bound is
+    ``ARGUS_VLM_CONCURRENCY`` per machine, so the judge sees at most that many times the machines
+    that run steps at once (docs/deployment.md, "VLM requests across machines")."""
     if vlm.backend != "openai":
         return vlm
     return replaced(vlm, slots_dir=str(settings.home / "locks" / "vlm"))
@@ -132,6 +138,8 @@ def executor_for(env: str | None = None) -> dg.ExecutorDefinition:
     env = env or environment().get("ARGUS_ENV", "local")
     if env == "k8s":
         return _k8s_executor()
+    if env == "celery":
+        return _celery_executor()
     return dg.multiprocess_executor if env == "aws" else dg.in_process_executor
 
 
@@ -157,6 +165,45 @@ def _k8s_executor() -> dg.ExecutorDefinition:
     return k8s_job_executor.configured(with_defaults, name="k8s", config_schema=k8s_job_executor.config_schema)
 
 
+# The Celery settings of the executor (what the run sends) and of every worker (deploy/celery/celery.yaml
+# says the same; tests/integration/test_celery_workers.py checks they agree). A step's task is
+# acknowledged when it ends, not when a worker takes it (task_acks_late): a worker lost in the middle of
+# a step leaves its task on the broker, and another worker of the queue runs it again, after
+# ``visibility_timeout`` for a machine that vanished (Redis restores unacknowledged tasks that old), at
+# once for a worker process that died under a living worker (task_reject_on_worker_lost). A worker takes
+# one task at a time (prefetch 1), so a queued step never waits behind a busy worker.
+CELERY_QUEUES = {"default": "every step but the evidence step", "gpu": "the evidence step (criterion_evidence)"}
+CELERY_SETTINGS = {
+    "task_default_queue": "default",
+    "task_acks_late": True,
+    "task_reject_on_worker_lost": True,
+    "worker_prefetch_multiplier": 1,
+    # Longer than the longest step: a step still running after this is given to another worker too.
+    "broker_transport_options": {"visibility_timeout": 3600},
+    "result_expires": 7 * 24 * 3600,
+}
+
+
+def celery_executor_config() -> dict:
+    """The celery executor's config (``dagster_celery.celery_executor``'s schema): Redis at
+    ``ARGUS_CELERY_BROKER`` as broker and result backend (read where the run starts, never stored in
+    the run config), :data:`CELERY_SETTINGS`."""
+    broker = {"env": "ARGUS_CELERY_BROKER"}
+    return {"broker": broker, "backend": broker, "config_source": CELERY_SETTINGS}
+
+
+def _celery_executor() -> dg.ExecutorDefinition:
+    from dagster_celery import celery_executor
+
+    def with_defaults(config: dict) -> dict:
+        # What the run's execution config leaves out comes from celery_executor_config(); the library's
+        # schema then validates the whole and fills its own defaults. (The outer schema is permissive:
+        # the library's would fill its defaults, such as backend rpc://, before these are merged.)
+        return _deep_merge(celery_executor_config(), _as_config(config or {}))
+
+    return celery_executor.configured(with_defaults, name="celery", config_schema=dg.Permissive())
+
+
 def _as_config(value):
     if isinstance(value, enum.Enum):
         return value.name
@@ -176,4 +223,4 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 __all__ = ["resources_for", "storage_for", "executor_for", "BenchResource", "StorageResource", "StorageIOManager",
            "ToolsResource", "RubricGeneratorResource", "JudgeResource", "ScoringResource", "VlmResource", "ENVIRONMENTS",
-           "K8S_STEP_DEFAULTS"]
+           "K8S_STEP_DEFAULTS", "CELERY_QUEUES", "CELERY_SETTINGS", "celery_executor_config", "SHARED_STORAGE"]
