@@ -140,6 +140,11 @@ def start_webserver(root: Path, env: dict, timeout: float = 90, cwd: Path | None
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# The evaluated demo's extras (conftest.evaluated_demo): a T2V model whose name is not a plain file name
+# (the best model's videos again), and people's ratings of the demo's four T2V models.
+DEMO_ODD_MODEL = "faithful 猫 #2"
+DEMO_HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
+
 REPO = {"repositoryLocationName": "argus_dagster", "repositoryName": "__repository__"}
 
 # A real daemon in a test ticks the sensors every few seconds, not every minute (the shipped 60 s and 30 s).
