@@ -36,7 +36,16 @@ demo: setup
 # that wait on daemons and servers overlap the others. On 2 CPUs the suite is CPU-bound: 4 workers
 # took as long as 3 (about 16 minutes).
 TEST_WORKERS ?= 3
+# The tests' temporary folders (their homes, benches and Dagster instances) go in memory where the
+# machine has a tmpfs with 4 GB free (a container's default 64 MB /dev/shm is not used): SQLite syncs
+# each Dagster event to disk, a large part of a small run's time on a virtual disk. A folder of this run's
+# own, removed when it ends; TEST_TMP= keeps the system's temporary folder.
+TEST_TMP ?= $(shell [ -w /dev/shm ] && [ "$$(df -Pk /dev/shm | awk 'NR==2 {print $$4}')" -ge 4194304 ] 2>/dev/null && echo /dev/shm)
 test: setup chromium postgres redis
+	@set -e; tmp=""; \
+	if [ -n "$(TEST_TMP)" ]; then \
+	  tmp=$$(mktemp -d "$(TEST_TMP)/argus-tests.XXXXXX"); chmod 755 "$$tmp"; \
+	  trap 'rm -rf "$$tmp"' EXIT INT TERM; export TMPDIR="$$tmp"; fi; \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).

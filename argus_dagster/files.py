@@ -34,11 +34,18 @@ def describe(path: str | Path, exc: OSError) -> str:
     return f"cannot write {path}: {reason}" + (f" ({fix})" if fix else "")
 
 
+def part_path(path: str | Path) -> Path:
+    """The hidden temporary name beside ``path`` that :func:`write_atomic` writes, in this process and
+    thread, before renaming it to ``path``."""
+    path = Path(path)
+    return path.with_name(f".{path.name[:80]}.{os.getpid()}.{threading.get_ident():x}.part")
+
+
 def write_atomic(path: str | Path, data: bytes | str) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` whole, or raise :class:`WriteError`."""
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    tmp = path.with_name(f".{path.name[:80]}.{os.getpid()}.{threading.get_ident():x}.part")
+    tmp = part_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

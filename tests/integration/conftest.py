@@ -1,19 +1,22 @@
 """Real servers the integration tests share: Postgres from Debian's package (one server per session on
 a temporary data directory and a loopback port, a fresh database per test) and moto's S3 server on
-loopback (one per test)."""
+loopback (one per test); and what several files read alike, built once per test run: the aws tests'
+local run (``local_t2v_run``) and the whole demo evaluated (``evaluated_demo``)."""
 
 import glob
 import itertools
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from ..conftest import shared_across_workers
-from .helpers import free_port
+from .helpers import DEMO_HUMAN_T2V, DEMO_ODD_MODEL, ROOT, free_port
 
 
 def _bin(name: str) -> str | None:
@@ -105,3 +108,75 @@ def local_t2v_run(tmp_path_factory):
 
     folder = shared_across_workers(tmp_path_factory, "local_t2v_run", build)
     return {"bench": folder / "src" / "bench", "cands": folder / "src" / "cands", "storage": folder / "storage"}
+
+
+# The demo's evaluation as `argus demo` makes it, in a process of its own: the leaderboard run_all
+# returned and every progress line it printed are kept beside the home.
+_EVALUATE_DEMO = """
+import json, sys
+from argus_dagster.runner import run_all
+from argus_dagster.settings import record_bench
+bench, cands, board, progress = sys.argv[1:]
+record_bench(bench, cands, name="demo")
+lines = []
+run_all(progress=lines.append).write_parquet(board)
+with open(progress, "w") as f:
+    json.dump(lines, f)
+"""
+
+
+def _port_outside_the_ephemeral_range() -> int:
+    """A free loopback port below Linux's ephemeral range (32768-60999): no client socket of the run
+    takes it between the evaluation that names it and the server that later listens on it."""
+    import random
+    import socket
+
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free loopback port in 20000-32000")
+
+
+@pytest.fixture(scope="session")
+def evaluated_demo(tmp_path_factory, demo_bench_in):
+    """The whole demo bench evaluated once per test run (the first worker to ask evaluates it, the
+    others wait and read the same folder): every task and model of the demo, an extra T2V model with
+    an odd name (``DEMO_ODD_MODEL``, the best model's videos), people's ratings of the four
+    demo T2V models (``DEMO_HUMAN_T2V``) in the bench's ``human/T2V.csv``, and the reports' links
+    pointing at ``served`` (``ARGUS_REPORTS_URL``, a loopback port no server holds yet: the test file
+    that serves the reports, ``test_browser``, listens there). ``{"home", "bench", "cands", "evaluation", "served", "port",
+    "returned", "progress"}``: ``returned`` is the leaderboard ``run_all`` returned (a parquet file),
+    ``progress`` its progress lines. Read it in place; a test that writes (a run, a server that
+    encodes pages' videos) works on a copy of ``home``."""
+    from argus_dagster.demo import BEST_MODEL
+
+    def build(folder: Path) -> None:
+        home = folder / "argus"
+        bench, cands = demo_bench_in(home)
+        # A model whose name is not a plain file name: its pages are "~%..." files, and links must say so.
+        shutil.copytree(cands / "T2V" / BEST_MODEL, cands / "T2V" / DEMO_ODD_MODEL)
+        ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
+        human = home / "benches" / "demo" / "human"  # the demo bench's ratings
+        human.mkdir(parents=True)
+        (human / "T2V.csv").write_text("input_id,model,score\n" + "".join(
+            f"{i},{m},{s}\n" for i in ids for m, s in DEMO_HUMAN_T2V.items()))
+        port = _port_outside_the_ephemeral_range()
+        (folder / "port").write_text(str(port))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder), "ARGUS_HOME": str(home),
+               "ARGUS_REPORTS_URL": f"http://127.0.0.1:{port}/", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-c", _EVALUATE_DEMO, str(bench), str(cands),
+                               str(folder / "returned.parquet"), str(folder / "progress.json")],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    folder = shared_across_workers(tmp_path_factory, "evaluated_demo", build)
+    port = int((folder / "port").read_text())
+    home = folder / "argus"
+    return {"home": home, "bench": home / "bench", "cands": home / "candidates",
+            "evaluation": home / "benches" / "demo" / "default", "served": f"http://127.0.0.1:{port}/",
+            "port": port, "returned": folder / "returned.parquet",
+            "progress": json.loads((folder / "progress.json").read_text())}

@@ -1,7 +1,9 @@
 """The whole graph on the demo bench, through the same runner `argus demo` uses."""
 
 import json
+import os
 import re
+import shutil
 
 import polars as pl
 import pytest
@@ -9,30 +11,27 @@ import pytest
 from argus_dagster import tables
 from argus_dagster.demo import BEST_MODEL, KNOWN_BAD
 from argus_dagster.instances import ALL_TASKS
-from argus_dagster.runner import current_leaderboard, local_instance, run_all
-from argus_dagster.settings import load_settings, record_bench
+from argus_dagster.runner import current_leaderboard, local_instance
+from argus_dagster.settings import load_settings
+
+from .helpers import DEMO_HUMAN_T2V, DEMO_ODD_MODEL
 
 pytestmark = pytest.mark.integration
 
 
 # Ratings a person might give the T2V demo: the faithful output best, the frozen one worst.
-HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
+HUMAN_T2V = DEMO_HUMAN_T2V
 
 
 @pytest.fixture(scope="module")
-def demo_run(_isolated_home, demo_bench_in):
-    bench, cands = demo_bench_in(_isolated_home)
-    record_bench(bench, cands, name="demo")
-    human = load_settings().human_dir / "T2V.csv"  # the demo bench's ratings
-    human.parent.mkdir(parents=True, exist_ok=True)
-    ids = [json.loads(line)["id"] for line in (bench / "T2V" / "manifest.jsonl").read_text().splitlines()]
-    human.write_text("input_id,model,score\n" + "".join(f"{i},{m},{s}\n" for i in ids for m, s in HUMAN_T2V.items()))
-    lines: list[str] = []
-    try:
-        lb = run_all(progress=lines.append)
-    finally:
-        human.unlink()  # the other tests' runs share this ARGUS_HOME
-    return lb, local_instance(), lines
+def demo_run(evaluated_demo):
+    """The demo evaluated with those ratings in its bench's ``human/`` (``evaluated_demo``, the one
+    evaluation the test run shares), as this module's ARGUS_HOME: ``(the leaderboard run_all returned,
+    the evaluation's instance, the run's progress lines)``. Read only; a test that runs copies it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ARGUS_HOME", str(evaluated_demo["home"]))
+        mp.setenv("DAGSTER_HOME", os.environ["DAGSTER_HOME"])  # local_instance points it at the evaluation's
+        yield pl.read_parquet(evaluated_demo["returned"]), local_instance(), evaluated_demo["progress"]
 
 
 def test_every_task_and_model_is_on_the_leaderboard(demo_run):
@@ -40,7 +39,7 @@ def test_every_task_and_model_is_on_the_leaderboard(demo_run):
     assert set(lb["task"].unique()) == set(ALL_TASKS)
     for task, bad in KNOWN_BAD.items():
         models = set(lb.filter(pl.col("task") == task)["model"])
-        assert models == {BEST_MODEL, *bad}
+        assert models == {BEST_MODEL, *bad, *([DEMO_ODD_MODEL] if task == "T2V" else [])}
     assert lb["n_videos"].min() == 3 and lb["n_errors"].max() == 0
     assert list(lb.columns) == list(tables.LEADERBOARD)
 
@@ -82,12 +81,17 @@ def test_tables_follow_their_contracts(demo_run):
     assert rec[0]["unavailable"] and rec[1]["ok"] and rec[1]["unchanged_fraction"] == 1.0
 
 
-def test_rubrics_are_frozen_and_reused(demo_run):
-    _, instance, _ = demo_run
+def test_rubrics_are_frozen_and_reused(demo_run, tmp_path, monkeypatch):
     settings = load_settings()
     frozen = sorted((settings.bench_dir / "T2V" / "rubrics").glob("*.json"))
     assert [p.stem for p in frozen] == ["bunny", "caption", "cyclist"]
-    # A second materialization loads the frozen rubrics instead of writing new ones.
+    # A second materialization loads the frozen rubrics instead of writing new ones (its instance and
+    # storage a copy of the evaluated home's: the evaluation is shared).
+    home = shutil.copytree(settings.home, tmp_path / "argus", symlinks=True)
+    monkeypatch.setenv("ARGUS_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", os.environ["DAGSTER_HOME"])  # local_instance points it at the copy's
+    instance = local_instance()
+    assert instance.root_directory == str(home / "benches" / "demo" / "default" / "dagster_home")
     from assets import TASK_ASSETS
     from resources import resources_for
     import dagster as dg

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from argus_dagster.cache import ContentCache
-from argus_dagster.files import WriteError, write_atomic
+from argus_dagster.files import WriteError, part_path, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,10 +54,23 @@ def test_a_cache_entry_that_cannot_be_stored_costs_only_its_reuse(tmp_path, monk
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
 
 
+def test_on_a_device_that_is_always_full(tmp_path):
+    """A real ENOSPC from the kernel, needing no mount: the temporary file a write goes through is a
+    link to /dev/full, where every write(2) fails with "No space left on device"."""
+    page = tmp_path / "reports" / "index.html"
+    write_atomic(page, "<p>old</p>")
+    part_path(page).symlink_to("/dev/full")
+    with pytest.raises(WriteError) as err:
+        write_atomic(page, "<p>new</p>")
+    assert str(err.value) == f"cannot write {page}: No space left on device (free space on that disk)"
+    assert err.value.errno == errno.ENOSPC
+    assert page.read_text() == "<p>old</p>" and sorted(p.name for p in page.parent.iterdir()) == ["index.html"]
+
+
 _ON_TMPFS = """
 import sys
 from pathlib import Path
-from argus_dagster.files import WriteError, write_atomic
+from argus_dagster.files import WriteError, part_path, write_atomic
 d = Path(sys.argv[1])
 write_atomic(d / "page.html", "old")
 try:
