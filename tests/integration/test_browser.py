@@ -25,7 +25,7 @@ from urllib.parse import urljoin, urlsplit
 import polars as pl
 import pytest
 
-from argus_dagster.demo import KNOWN_BAD
+from argus_dagster.demo import BEST_MODEL, KNOWN_BAD
 from argus_dagster.instances import ALL_TASKS
 
 from .helpers import DEMO_ODD_MODEL as ODD_MODEL

@@ -47,10 +47,12 @@ def test_fifos_device_links_sockets_and_folders_are_row_errors_and_the_run_finis
     os.mkfifo(model / "fifo.mp4")
     os.symlink("/dev/zero", model / "zero.mp4")
     s = socket.socket(socket.AF_UNIX)
+    here = os.getcwd()
+    os.chdir(model)  # bound by a relative name: a deep temporary folder can exceed a socket address's 108 bytes
     try:
-        s.bind(str(model / "sock.mp4"))
-    except OSError:  # a path too long for a socket address
-        pytest.skip("cannot bind a socket in the test folder")
+        s.bind("sock.mp4")
+    finally:
+        os.chdir(here)
     (model / "folder.mp4").mkdir()
     try:
         done = _argus(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "TI2V"], home)
