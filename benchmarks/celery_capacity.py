@@ -24,7 +24,6 @@ each worker has its own ``ARGUS_VLM_CONCURRENCY`` slots) and wall time against i
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import shutil
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.daemon_throughput import BACKFILL, LAUNCH_BACKFILL, SENSORS, STOP_SENSOR, TASKS, _free_port, _graphql
+from benchmarks.daemon_throughput import BACKFILL, LAUNCH_BACKFILL, TASKS, _free_port, _graphql, sensors_stopped
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -153,19 +152,7 @@ def one_setting(root: Path, servers: Servers, n_workers: int, models: list[str],
         procs.append(subprocess.Popen([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port),
                                        "-w", "workspace.yaml"], cwd=ROOT, env=head, start_new_session=True,
                                       stdout=open(home / "webserver.log", "w"), stderr=subprocess.STDOUT))
-        deadline = time.time() + 300
-        while True:
-            try:
-                sensors = _graphql(port, SENSORS)["sensorsOrError"]
-                if sensors["__typename"] == "Sensors":
-                    break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                raise RuntimeError((home / "webserver.log").read_text()[-3000:])
-            time.sleep(1)
-        for s in sensors["results"]:
-            _graphql(port, STOP_SENSOR, {"id": s["id"]})
+        sensors_stopped(port, procs[-1], home / "webserver.log")
         os.environ.update(DAGSTER_PG_URL=env["DAGSTER_PG_URL"], ARGUS_S3_BUCKET="argus", **AWS)
         instance = dg.DagsterInstance.from_config(head["DAGSTER_HOME"])
         instance.add_dynamic_partitions("candidate_models", models)
@@ -222,19 +209,16 @@ def one_setting(root: Path, servers: Servers, n_workers: int, models: list[str],
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", type=int, default=4, help="candidate models (partitions = 5 tasks x models)")
-    ap.add_argument("--inputs", type=int, default=1, help="inputs per task (videos per partition)")
-    ap.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
-    ap.add_argument("--latency", type=float, default=0.5, help="judge latency per request, seconds")
-    ap.add_argument("--concurrency", type=int, default=2, help="ARGUS_VLM_CONCURRENCY: judge slots per worker machine")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
-    args = ap.parse_args()
-
     sys.path.insert(0, str(ROOT))
+    from benchmarks.daemon_throughput import bench_arguments, build_bench, drop_or_keep, say_bench, served_since
+
+    ap = bench_arguments(__doc__.splitlines()[0], models=4, latency=0.5, concurrency=2,
+                         concurrency_help="ARGUS_VLM_CONCURRENCY: judge slots per worker machine",
+                         keep_help="keep the temporary folder (logs)")
+    ap.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
+    args = ap.parse_args()
     import boto3
 
-    from benchmarks.daemon_throughput import build_bench
     from benchmarks.scale import serving
 
     root = Path(tempfile.mkdtemp(prefix="argus_celery_bench_"))
@@ -248,17 +232,12 @@ def main() -> None:
                 client.create_bucket(Bucket=b)
             _upload(client, bench, "inputs", "bench")
             _upload(client, cands, "inputs", "cands")
-            n_videos = sum(1 for _ in cands.rglob("*.mp4"))
             models = [f"m{k:02d}" for k in range(args.models)]
-            print(f"bench: {n_videos} videos ({args.inputs} per task x model), 5 tasks x {args.models} models; "
-                  f"judge latency {args.latency * 1000:.0f} ms, {args.concurrency} slots per worker; "
-                  f"CPUs {os.cpu_count()}", flush=True)
-            conn.send(("log", 0))
-            n0 = conn.recv()["n_total"]
+            say_bench(cands, args, f"{args.concurrency} slots per worker")
+            n0 = served_since(conn, 0)["n_total"]
             for n in [int(x) for x in args.workers.split(",")]:
                 res = one_setting(root, servers, n, models, base_url, args.concurrency)
-                conn.send(("log", n0))
-                log = conn.recv()
+                log = served_since(conn, n0)
                 n0 = log["n_total"]
                 res["requests"] = len(log["kinds"])
                 res["max_in_flight"] = log["max_in_flight"]
@@ -266,10 +245,7 @@ def main() -> None:
                 print(f"workers={n}: backfill {res['status']}, {res['ok']}/{res['runs']} runs succeeded, "
                       f"{res['steps']} steps, {res['wall']:.1f} s", flush=True)
     finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print(f"kept {root}")
+        drop_or_keep(root, args.keep)
     print(f"{'workers':>8}{'runs':>6}{'ok':>5}{'steps':>7}{'wall s':>8}{'requests':>10}{'most in flight':>16}"
           f"{'bound s':>9}{'wall/bound':>12}")
     for r in results:

@@ -101,6 +101,25 @@ def _env(home: Path, bench: Path, cands: Path, base_url: str, concurrency: int, 
     return env
 
 
+def sensors_stopped(port: int, webserver: subprocess.Popen, log: Path, timeout_s: float = 300) -> None:
+    """Wait until the webserver answers with the code location's sensors, then stop every one of them
+    (the benchmark launches its backfill itself); the webserver's log is raised if it never answers."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            sensors = _graphql(port, SENSORS)["sensorsOrError"]
+            if sensors["__typename"] == "Sensors":
+                break
+        except OSError:
+            pass
+        if time.time() > deadline or webserver.poll() is not None:
+            raise RuntimeError(log.read_text()[-3000:])
+        time.sleep(1)
+    for s in sensors["results"]:
+        stopped = _graphql(port, STOP_SENSOR, {"id": s["id"]})["stopSensor"]
+        assert stopped["__typename"] == "StopSensorMutationResult", stopped
+
+
 def one_setting(root: Path, bench0: Path, cands: Path, base_url: str, concurrency: int, max_runs: int,
                 n_models: int) -> dict:
     home = root / f"n{max_runs}"
@@ -113,20 +132,7 @@ def one_setting(root: Path, bench0: Path, cands: Path, base_url: str, concurrenc
         procs.append(subprocess.Popen([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port),
                                        "-w", "workspace.yaml"], cwd=ROOT, env=env, stdout=logs["webserver"],
                                       stderr=subprocess.STDOUT))
-        deadline = time.time() + 300
-        while True:
-            try:
-                sensors = _graphql(port, SENSORS)["sensorsOrError"]
-                if sensors["__typename"] == "Sensors":
-                    break
-            except OSError:
-                pass
-            if time.time() > deadline or procs[0].poll() is not None:
-                raise RuntimeError((home / "webserver.log").read_text()[-3000:])
-            time.sleep(1)
-        for s in sensors["results"]:
-            stopped = _graphql(port, STOP_SENSOR, {"id": s["id"]})["stopSensor"]
-            assert stopped["__typename"] == "StopSensorMutationResult", stopped
+        sensors_stopped(port, procs[0], home / "webserver.log")
         procs.append(subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
                                       stdout=logs["daemon"], stderr=subprocess.STDOUT))
 
@@ -187,14 +193,46 @@ def one_setting(root: Path, bench0: Path, cands: Path, base_url: str, concurrenc
             f.close()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", type=int, default=10, help="candidate models (partitions = 5 tasks x models)")
+def bench_arguments(description: str, *, models: int, latency: float, concurrency: int, concurrency_help: str,
+                    keep_help: str) -> argparse.ArgumentParser:
+    """The options a backfill benchmark shares: the bench's size (``--models``, ``--inputs``), the loopback
+    judge's latency, the judge's bound and ``--keep``."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--models", type=int, default=models, help="candidate models (partitions = 5 tasks x models)")
     ap.add_argument("--inputs", type=int, default=1, help="inputs per task (videos per partition)")
+    ap.add_argument("--latency", type=float, default=latency, help="judge latency per request, seconds")
+    ap.add_argument("--concurrency", type=int, default=concurrency, help=concurrency_help)
+    ap.add_argument("--keep", action="store_true", help=keep_help)
+    return ap
+
+
+def served_since(conn, n0: int) -> dict:
+    """The loopback judge's log of the requests after the first ``n0`` (``kinds``, ``max_in_flight``,
+    ``n_total``: the count to pass next time)."""
+    conn.send(("log", n0))
+    return conn.recv()
+
+
+def say_bench(cands: Path, args, bound: str) -> None:
+    """One line on the bench and the judge a backfill benchmark runs against."""
+    n_videos = sum(1 for _ in cands.rglob("*.mp4"))
+    print(f"bench: {n_videos} videos ({args.inputs} per task x model), 5 tasks x {args.models} models; "
+          f"judge latency {args.latency * 1000:.0f} ms, {bound}; CPUs {os.cpu_count()}", flush=True)
+
+
+def drop_or_keep(root: Path, keep: bool) -> None:
+    """The benchmark's temporary folder removed, or kept (``--keep``) and named."""
+    if not keep:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"kept {root}")
+
+
+def main() -> None:
+    ap = bench_arguments(__doc__.splitlines()[0], models=10, latency=0.2, concurrency=8,
+                         concurrency_help="the judge's machine-wide bound (ARGUS_VLM_CONCURRENCY)",
+                         keep_help="keep the temporary folder (logs, instances)")
     ap.add_argument("--runs", default="1,4,8", help="max_concurrent_runs settings, comma-separated")
-    ap.add_argument("--latency", type=float, default=0.2, help="judge latency per request, seconds")
-    ap.add_argument("--concurrency", type=int, default=8, help="the judge's machine-wide bound (ARGUS_VLM_CONCURRENCY)")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, instances)")
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -205,16 +243,11 @@ def main() -> None:
     try:
         with serving(args.latency) as (conn, base_url):
             bench, cands = build_bench(root / "media", args.inputs, args.models)
-            n_videos = sum(1 for _ in cands.rglob("*.mp4"))
-            print(f"bench: {n_videos} videos ({args.inputs} per task x model), 5 tasks x {args.models} models; "
-                  f"judge latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}; "
-                  f"CPUs {os.cpu_count()}", flush=True)
-            conn.send(("log", 0))
-            n0 = conn.recv()["n_total"]
+            say_bench(cands, args, f"concurrency {args.concurrency}")
+            n0 = served_since(conn, 0)["n_total"]
             for n in [int(x) for x in args.runs.split(",")]:
                 res = one_setting(root, bench, cands, base_url, args.concurrency, n, args.models)
-                conn.send(("log", n0))
-                log = conn.recv()
+                log = served_since(conn, n0)
                 n0 = log["n_total"]
                 kinds = log["kinds"]
                 res["rubric_requests"] = kinds.count("rubric")
@@ -225,10 +258,7 @@ def main() -> None:
                       f"{res['wall']:.1f} s; inputs and rubrics {res['t_rubrics']:.1f} s before "
                       f"({res['rubric_requests']} rubric requests)", flush=True)
     finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print(f"kept {root}")
+        drop_or_keep(root, args.keep)
     print(f"{'N':>3}{'runs':>6}{'ok':>5}{'most running':>14}{'wall s':>8}{'runs span s':>13}{'requests':>10}"
           f"{'bound s':>9}{'wall/bound':>12}{'s/partition':>13}")
     for r in results:
