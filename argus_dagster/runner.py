@@ -664,10 +664,19 @@ def error_summary(errors: list[tuple[str, str, str]], first: int = 3) -> str:
     for kind, rows in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"  {len(rows)} x {kind}")
         for where, iid, error in rows[:first]:
-            lines.append(f"      {where} {iid!r}: {error[:160]}")
+            lines.append(f"      {where} {iid!r}: {_clipped(error, 160)}")
         if len(rows) > first:
             lines.append(f"      ... and {len(rows) - first} more")
     return "\n".join(lines)
+
+
+def _clipped(text: str, most: int) -> str:
+    """``text`` in at most ``most`` characters: a long one keeps its start and its end (an error opens
+    with the file's path and ends with the reason, which a deep folder must not push out)."""
+    if len(text) <= most:
+        return text
+    head = most // 3
+    return f"{text[:head]} … {text[-(most - head - 3):]}"
 
 
 PROCESS_TAG = "argus/process"  # host:pid:start of the process that executes a CLI run

@@ -35,3 +35,16 @@ def test_nearest_names():
     assert nearest("wan2.1", ["wan-2.1", "cogvideo", "hunyuan"]) == ["wan-2.1"]
     assert nearest("CogVideo", ["cogvideo", "hunyuan"], fold_case=True) == ["cogvideo"]
     assert nearest("zzz", ["cogvideo", "hunyuan"]) == []
+
+
+def test_an_error_under_a_deep_folder_keeps_its_reason():
+    """The summary of row errors clips a long error in the middle: its path's start and its reason stay."""
+    from argus_dagster.runner import error_summary
+
+    path = "/very/deep/" + "folder/" * 30 + "zero.mp4"
+    text = error_summary([("TI2V/m", "zero", f"{path}: not a regular file (a link to /dev/zero)")])
+    [line] = [ln for ln in text.splitlines() if "'zero'" in ln]
+    assert "a link to /dev/zero" in line and "/very/deep/" in line and " … " in line
+    assert len(line.split(": ", 1)[1]) <= 160
+    short = error_summary([("T2V/m", "p0", "/b/p0.mp4: empty file (0 bytes)")])
+    assert "/b/p0.mp4: empty file (0 bytes)" in short  # a short error is whole
