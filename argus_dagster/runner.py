@@ -531,14 +531,14 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 progress(f"{elapsed()} {task} x {model}: FIRM-Video scores ({time.perf_counter() - t0:.1f}s)")
         if protocol == "firm":
             progress(f"{elapsed()} FIRM-Video done")
-    human = sorted(settings.human_dir.glob("*.csv"))
+    human = sorted(resources["bench"].human_files(ev.storage))
     if human:  # people's ratings are there: say how well the scores agree with them
         from .alignment import ALIGNMENT_COLUMNS, format_alignment
 
         # Always recomputed (one short run): the ratings themselves may have changed.
         _execute(instance, resources, ["human_alignment"], [])
         table = load_stored(instance, "human_alignment", storage=ev.storage)
-        progress(f"{elapsed()} human alignment (ratings: {', '.join(p.name for p in human)})")
+        progress(f"{elapsed()} human alignment (ratings: {', '.join(f'{t}.csv' for t in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
     return board
@@ -861,13 +861,14 @@ def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,
                      settings: Settings | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
     """Best-of-N picks from the stored ``video_scores`` and ``firm_scores`` (the ``best_of_n`` asset's
     computation), with the comparison against the bench's ``human/<TASK>.csv`` where it exists."""
-    from .definitions import best_of_n_tables
+    from .definitions import best_of_n_tables, storage_for
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
+    bench, storage, _ = storage_for(settings=settings)
     return best_of_n_tables(stored_partitions("video_scores", instance, tasks, settings),
                             stored_partitions("firm_scores", instance, tasks, settings), by, tasks=tasks,
-                            human_dir=settings.human_dir)
+                            human=bench.human_files(storage.storage()))
 
 
 def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,

@@ -221,6 +221,20 @@ class Storage:
                 yield StoredObject(f"{SCHEME}{bucket}/{obj['Key']}", rel,
                                    f"{obj['ETag'].strip(chr(34))}:{obj['Size']}", int(obj["Size"]))
 
+    def folders(self, prefix: str | Path) -> list[str]:
+        """The names of the folders directly under ``prefix`` (an S3 prefix: the common prefixes one
+        delimited listing returns, without listing what lies below them), sorted."""
+        prefix = str(prefix)
+        if not is_remote(prefix):
+            root = Path(prefix)
+            return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        bucket, key = split(prefix)
+        base = key.rstrip("/") + "/" if key.strip("/") else ""
+        out = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=base, Delimiter="/"):
+            out += [c["Prefix"][len(base):].rstrip("/") for c in page.get("CommonPrefixes", [])]
+        return sorted(n for n in out if n)
+
     # ------------------------------------------------------------------ local copies and hashes
 
     def fetch(self, uri: str | Path, cache_dir: str | Path | None = None) -> str:

@@ -9,7 +9,6 @@ one ``argus align`` runs (:func:`argus_dagster.ratings.alignment_report`).
 """
 
 import hashlib
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -67,19 +66,20 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
     """SRCC, KRCC, PLCC, RMSE, pairwise accuracy, within-input SRCC/KRCC, MAE and accuracies per
     task, human dimension and evaluator (VideoArgus's, and FIRM-Video's and VEFX-Bench's where they
     are materialized), with a scatter plot per evaluator."""
-    human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
+    human_dir = config.human_dir or bench.human_path()
     if config.human_scale and len(config.human_scale) != 2:
         raise dg.Failure(f"human_alignment config human_scale={config.human_scale}: give [lo, hi] or leave it empty")
     scale = tuple(config.human_scale) if config.human_scale else None
     store = storage.storage()
     tables, metadata, problems, found = [], {}, [], []
+    files = bench.human_files(store, human_dir)
     for task in ALL_TASKS:
-        path = human_dir / f"{task}.csv"
-        if not path.is_file():
+        if task not in files:
             continue
         found.append(task)
-        human = read_human(path)
-        problems += human.problems
+        path = join(human_dir, f"{task}.csv")  # named as the user put it (a local copy is read)
+        human = read_human(files[task])
+        problems += [p.replace(str(files[task]), path) for p in human.problems]
         scores = project_scores(_concat(video_scores, task), _concat(criterion_scores, task), task=task)
         firm = firm_as_evaluators(_concat(firm_scores, task), set(human.averaged()["dimension"].to_list()))
         if firm is not None:

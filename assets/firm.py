@@ -329,10 +329,10 @@ def human_scores(path: Path) -> pl.DataFrame | None:
 
 
 def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: dict[str, pl.DataFrame] | None,
-                     by: str | dict[str, float], *, tasks: list[str] | None = None, human_dir: Path | None = None,
+                     by: str | dict[str, float], *, tasks: list[str] | None = None, human: dict[str, Path] | None = None,
                      tie_tolerance: float = 1e-9, n_boot: int = 2000, seed: int = 0) -> tuple[pl.DataFrame, dict[str, str]]:
     """Picks of every task (``BEST_OF_N`` rows) and, per task, the printed table with the comparison
-    against people when ``human_dir/<TASK>.csv`` exists. Input: stored partitions by key."""
+    against people where ``human`` has the task's ratings file. Input: stored partitions by key."""
     def of(parts, task):
         frames = [df.filter(pl.col("task") == task) for df in (parts or {}).values() if df is not None and df.height]
         frames = [f for f in frames if f.height]
@@ -350,9 +350,8 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
             texts[task] = f"{task}: {exc}"
             continue
         humans = None
-        path = human_dir / f"{task}.csv" if human_dir else None
-        if path is not None and path.is_file():
-            h = human_scores(path)
+        if task in (human or {}):
+            h = human_scores(human[task])
             humans = bon.against_humans(picks, h, n_boot=n_boot) if h is not None else None
         tables.append(picks.with_columns(pl.lit(task).alias("task")).select(list(BEST_OF_N)))
         texts[task] = f"{task}\n" + bon.format_best_of_n(picks, humans)
@@ -363,14 +362,15 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_scores: dict[str, pl.DataFrame],
-              firm_scores: dict[str, pl.DataFrame], bench: BenchResource) -> dg.Output[pl.DataFrame]:
+              firm_scores: dict[str, pl.DataFrame], bench: BenchResource,
+              storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Per task and input, the best candidate by the configured evaluator, the margin to the
     runner-up and the ties; with human ratings, how often the pick is the humans' best and the picks'
     mean human score against random choice (95% interval)."""
     by = dict(config.weights) if config.weights else config.by
-    human_dir = Path(config.human_dir) if config.human_dir else bench.human_path()
+    human = bench.human_files(storage.storage(), config.human_dir)
     try:
-        df, texts = best_of_n_tables(video_scores, firm_scores, by, human_dir=human_dir,
+        df, texts = best_of_n_tables(video_scores, firm_scores, by, human=human,
                                      tie_tolerance=config.tie_tolerance, n_boot=config.n_boot, seed=config.seed)
     except ValueError as exc:
         raise dg.Failure(f"best_of_n config by={config.by!r} weights={config.weights}: {exc}") from None

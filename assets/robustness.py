@@ -25,8 +25,9 @@ class RobustnessConfig(dg.Config):
 
 def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "criterion", store=None):
     """``(ranks, moves, criteria, text, missing)`` for ``profiles`` of ``bench`` (default: all it
-    recorded), their tables read through ``store`` (the storage resource's)."""
-    names = profiles or bench.profiles()
+    recorded, or on S3 every one with scores stored), their tables read through ``store`` (the
+    storage resource's)."""
+    names = profiles or bench.profiles(store)
     videos, criteria, missing = rb.profile_tables({p: bench.profile_storage(p) for p in names}, store)
     if len(videos) < 2:
         raise ValueError(f"backbone robustness needs two profiles with stored scores; bench {bench.bench_name()!r} "

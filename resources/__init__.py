@@ -43,6 +43,7 @@ def storage_for(env: str | None = None, settings: Settings | None = None
         bench_home = storage_lib.join(base, "benches", folder_name(settings.bench))
         evaluation = storage_lib.join(bench_home, folder_name(settings.profile))
         bench = bench_from_settings(settings, frozen_rubrics_dir=storage_lib.join(bench_home, "rubrics"),
+                                    human_dir=storage_lib.join(bench_home, "human"),
                                     reports_dir=storage_lib.join(evaluation, "reports"),
                                     storage_dir=storage_lib.join(evaluation, "storage"))
         cache_dir = variables.get("ARGUS_CACHE") or storage_lib.join(base, "cache")

@@ -67,15 +67,18 @@ class BenchResource(dg.ConfigurableResource):
             return f"{mine.rstrip('/').rsplit('/', 2)[0]}/{folder_name(profile)}/storage"
         return mine.parent.parent / folder_name(profile) / "storage"
 
-    def profiles(self) -> list[str]:
-        """The profiles of this bench recorded under ARGUS_HOME (``evaluation.json`` beside their
-        storage; with tables on S3, the records stay under ARGUS_HOME's ``benches/<bench>/``)."""
+    def profiles(self, store=None) -> list[str]:
+        """The profiles of this bench: under ARGUS_HOME, those recorded there (``evaluation.json``
+        beside their storage); with tables on S3 (``store``, the storage resource's), every profile
+        folder of the bench's prefix with ``video_scores`` stored, which every machine sees alike."""
         import json
 
         from argus_dagster.names import folder_name
         from argus_dagster.settings import argus_home
 
         mine = self.storage_path()
+        if isinstance(mine, str) and store is not None:
+            return self._stored_profiles(mine.rstrip("/").rsplit("/", 2)[0], store)
         bench_home = (argus_home() / "benches" / folder_name(self.bench_name()) if isinstance(mine, str)
                       else mine.parent.parent)
         out = []
@@ -86,8 +89,51 @@ class BenchResource(dg.ConfigurableResource):
                 continue
         return out
 
-    def human_path(self) -> Path:
-        return Path(self.human_dir) if self.human_dir else load_settings().human_dir
+    @staticmethod
+    def _stored_profiles(bench_home: str, store) -> list[str]:
+        """The profiles with scores stored under ``bench_home`` (an S3 prefix). A folder is its
+        profile's name unless the name needed a digest (``~``): then its leaderboard's rows say it."""
+        import io
+
+        import polars as pl
+
+        from argus_dagster.storage import join
+
+        out = []
+        for folder in store.folders(bench_home):
+            storage = join(bench_home, folder, "storage")
+            if not any(o.rel.endswith(".parquet") for o in store.list(join(storage, "video_scores"))):
+                continue
+            if "~" not in folder:
+                out.append(folder)
+                continue
+            try:  # the leaderboard's rows carry the evaluation's profile
+                names = pl.read_parquet(io.BytesIO(store.read_bytes(join(storage, "leaderboard.parquet"))),
+                                        columns=["profile"])["profile"]
+            except Exception:  # no leaderboard yet, or not a table of ours: no profile to name
+                continue
+            if names.len():
+                out.append(str(names[0]))
+        return out
+
+    def human_path(self) -> Path | str:
+        """People's ratings of the bench (``<TASK>.csv``): a folder, or with tables on S3 the bench's
+        ``human/`` prefix beside its rubrics, where every machine finds the same files."""
+        return _location(self.human_dir) if self.human_dir else load_settings().human_dir
+
+    def human_files(self, store, human_dir: Path | str | None = None) -> dict[str, Path]:
+        """By task, a local file with the ratings of ``<TASK>.csv`` in ``human_dir`` (default: the
+        bench's), read through ``store`` (an object on S3 is fetched into the media cache)."""
+        from argus_dagster.instances import ALL_TASKS
+        from argus_dagster.storage import join
+
+        folder = self.human_path() if human_dir in (None, "") else human_dir
+        out = {}
+        for task in ALL_TASKS:
+            uri = join(folder, f"{task}.csv")
+            if store.exists(uri):
+                out[task] = Path(store.fetch(uri))
+        return out
 
 
 def bench_from_settings(settings=None, **folders: str) -> BenchResource:

@@ -177,3 +177,46 @@ def test_objects_are_fetched_again_only_when_their_etag_moves(tmp_path, moto_end
     s.write_bytes("s3://bkt/bench/T2V/manifest.jsonl", "{}\n{}\n")
     assert s.local_copy("s3://bkt/bench") == copy and not (copy / "T2V" / "a.png").exists()
     assert (copy / "T2V" / "manifest.jsonl").read_text() == "{}\n{}\n"
+
+
+def test_on_s3_a_machine_with_an_empty_home_finds_the_profiles_and_ratings(tmp_path, moto_endpoint, monkeypatch):
+    """With tables on S3, the profiles of a bench (for backbone robustness) and its people's ratings are
+    what the bucket holds, not what one machine's ARGUS_HOME recorded: this process's home is empty."""
+    import io
+
+    import polars as pl
+
+    from argus_dagster.names import folder_name
+    from resources.bench import BenchResource
+    from resources.storage import StorageResource
+
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "empty_home"))
+    s = StorageResource(endpoint_url=moto_endpoint, media_cache_dir=str(tmp_path / "media")).storage()
+    s.client.create_bucket(Bucket="bkt")
+    home = "s3://bkt/argus/benches/b"
+
+    def parquet(df: pl.DataFrame) -> bytes:
+        buf = io.BytesIO()
+        df.write_parquet(buf)
+        return buf.getvalue()
+
+    odd = "judge=Qwen/Qwen2.5-VL-72B"  # a name its folder cannot hold as it is
+    assert "~" in folder_name(odd)
+    scores = parquet(pl.DataFrame({"task": ["T2V"], "model": ["m"], "final_score": [5.0]}))
+    for profile in ("default", "vlm-only", odd):
+        s.write_bytes(f"{home}/{folder_name(profile)}/storage/video_scores/m|T2V.parquet", scores)
+    s.write_bytes(f"{home}/{folder_name(odd)}/storage/leaderboard.parquet",
+                  parquet(pl.DataFrame({"bench": ["b"], "profile": [odd], "task": ["T2V"]})))
+    # Folders that are not scored evaluations: reports only, and an evaluation with nothing stored yet.
+    s.write_bytes(f"{home}/reports-only/reports/index.html", "<html></html>")
+    s.write_bytes(f"{home}/pending/storage/input_instances/T2V.parquet", scores)
+    s.write_bytes(f"{home}/human/T2V.csv", "input_id,model,score\np0,m,4\n")
+
+    bench = BenchResource(bench="b", profile="default", storage_dir=f"{home}/default/storage",
+                          human_dir=f"{home}/human")
+    assert sorted(bench.profiles(s)) == sorted(["default", "vlm-only", odd])
+    assert bench.profile_storage(odd) == f"{home}/{folder_name(odd)}/storage"
+    files = bench.human_files(s)
+    assert list(files) == ["T2V"] and tmp_path / "media" in files["T2V"].parents
+    assert files["T2V"].read_text() == "input_id,model,score\np0,m,4\n"
+    assert not (tmp_path / "empty_home").exists() or not any((tmp_path / "empty_home").rglob("*.json"))

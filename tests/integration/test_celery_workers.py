@@ -74,6 +74,14 @@ def write_bench(root: Path) -> tuple[Path, Path]:
     return bench, cands
 
 
+def write_ratings(folder: Path) -> None:
+    """People's ratings of the first backfill's videos (models m1 and m2), one ``<TASK>.csv`` per task."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for t, task in enumerate(TASKS):
+        rows = [f"p{i},{m},{1 + (3 * i + 2 * j + t) % 5}" for j, m in enumerate(MODELS["first"]) for i in range(2)]
+        (folder / f"{task}.csv").write_text("input_id,model,score\n" + "\n".join(rows) + "\n")
+
+
 def _upload(client, folder: Path, bucket: str, prefix: str) -> None:
     for p in sorted(folder.rglob("*")):
         if p.is_file():
@@ -167,13 +175,13 @@ class Cluster:
     def instance(self) -> dg.DagsterInstance:
         return dg.DagsterInstance.from_config(str(self.head_home))
 
-    def backfill(self, models: list[str]) -> str:
+    def backfill(self, models: list[str], also: tuple[str, ...] = ()) -> str:
         keys = [str(dg.MultiPartitionKey({"task": t, "model": m})) for m in models for t in TASKS]
         selection = ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": TASKS[0], "end": TASKS[-1]}}}
                       for a in TASK_ASSETS]
                      + [{"assetKey": {"path": [a]}, "partitions": {"ranges": [{"start": k, "end": k} for k in keys]}}
                         for a in CANDIDATE_ASSETS]
-                     + [{"assetKey": {"path": ["leaderboard"]}}])
+                     + [{"assetKey": {"path": [a]}} for a in ("leaderboard", *also)])
         env = {**self.env, "HOME": str(self.root / "head"), "ARGUS_HOME": str(self.root / "head" / "argus_home"),
                "DAGSTER_HOME": str(self.head_home)}
         return backfill_as_the_ui_does(self.root / "head", env, selection, timeout=500)
@@ -212,6 +220,7 @@ def cluster(tmp_path_factory, redis_url, postgres_server):
             mp.setenv(k, v)
         mp.delenv("ARGUS_ENV", raising=False)
         settings = evaluation_settings(shutil.copytree(bench, root / "local_bench"), cands)
+        write_ratings(settings.human_dir)  # the bench's ratings, where a local evaluation keeps them
         run_all(progress=lambda m: None, settings=settings)
 
         port = free_port()
@@ -241,6 +250,9 @@ def cluster(tmp_path_factory, redis_url, postgres_server):
             client.create_bucket(Bucket=b)
         _upload(client, bench, INPUTS, "bench")
         _upload(client, cands, INPUTS, "cands")
+        # The same ratings where every machine of the deployment finds them: the bench's prefix.
+        write_ratings(root / "src" / "human")
+        _upload(client, root / "src" / "human", BUCKET, f"{PREFIX}/benches/b/human")
 
         # The shipped files, as a deployment copies them: the instance (plus the endpoint line an
         # S3-compatible store other than AWS adds) and the workers' Celery config (a lost machine's
@@ -344,7 +356,7 @@ def _no_worker_paths(c: Cluster) -> None:
 
 def test_a_backfill_on_three_workers_gives_the_local_scores(cluster):
     c = cluster
-    backfill = c.backfill(MODELS["first"])
+    backfill = c.backfill(MODELS["first"], also=("human_alignment",))
     with c.instance() as instance:
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill}))
         assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), runs
@@ -358,6 +370,17 @@ def test_a_backfill_on_three_workers_gives_the_local_scores(cluster):
     assert any(k.startswith("benches/b/rubrics/") and k.endswith("/TI2V/p1.json") for k in keys), sorted(keys)[:20]
     assert any(k.startswith("cache/judgments/") for k in keys) and any(k.startswith("cache/evidence/") for k in keys)
     assert {"benches/b/default/reports/T2V/m1/p0.html", "benches/b/default/reports/index.html"} <= keys
+    # Agreement with people, from the ratings on S3 (no worker has them in its folders): the local run's.
+    got = _table(f"{c.evaluation}/storage", "human_alignment", c.storage())
+    want = _table(c.local, "human_alignment")
+    assert want is not None and set(want["task"]) == set(TASKS), want
+    assert got is not None, "human_alignment stored nothing"
+    order = ["task", "dimension", "evaluator"]
+    got, want = (t.sort(order) for t in (got, want))
+    assert got.select(order).equals(want.select(order)), (got, want)
+    for col in ("n_videos", "srcc", "krcc", "pairwise_acc", "srcc_lo", "srcc_hi"):
+        assert got[col].to_list() == pytest.approx(want[col].to_list(), nan_ok=True), col
+    assert any(k.startswith("benches/b/default/reports/alignment/T2V/") for k in keys)
     for name in WORKERS:
         assert not (c.folders[name] / "argus_home" / "benches").exists()
     _no_worker_paths(c)

@@ -116,7 +116,7 @@ def test_best_of_n_over_samples_of_one_model_from_stored_tables(tmp_path):
     human = tmp_path / "T2V.csv"
     human.write_text("input_id,model,score\n" + "".join(
         f"{i},gen,{s}\n" for i, s in zip(vs["input_id"], [1, 5, 3, 2, 4, 1])))
-    picks, texts = best_of_n_tables({"a": vs}, {"b": fs}, "final", human_dir=tmp_path, n_boot=200)
+    picks, texts = best_of_n_tables({"a": vs}, {"b": fs}, "final", human={"T2V": human}, n_boot=200)
     p = {r["input_id"]: r for r in picks.iter_rows(named=True)}
     assert (p["p0"]["pick_sample"], p["p0"]["margin"], p["p0"]["n_candidates"]) == ("1", 3.0, 3)
     assert p["p1"]["n_tied"] == 2 and p["p1"]["pick_sample"] in ("0", "1") and p["p1"]["margin"] == 0.0
