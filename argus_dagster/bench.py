@@ -190,6 +190,26 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
     return rows
 
 
+def manifest_ids(bench_dir: str | Path, task: str) -> set[str]:
+    """The input ids ``task``'s manifest lists: the ids :func:`read_task` keys its rows by (a line
+    with a valid id, the first line of each id), read without opening the media the lines name, for
+    telling which candidate files belong to an input."""
+    d = task_dir(bench_dir, task)
+    if d is None or not (d / "manifest.jsonl").is_file():
+        return set()
+    ids: set[str] = set()
+    for _, data in _manifest_lines(d / "manifest.jsonl"):
+        try:
+            raw = json.loads(data.decode("utf-8")) if data is not None and data.strip() else None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            continue
+        rid = _field(raw, "id") if isinstance(raw, dict) else None
+        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+            if input_id_problem(str(rid)) is None:
+                ids.add(str(rid))
+    return ids
+
+
 def read_task_at(bench_dir: str | Path, task: str, storage=None) -> list[dict[str, Any]]:
     """:func:`read_task` of a bench at a folder or an ``s3://`` prefix. A bench on S3 is read from its
     local copy (:meth:`~argus_dagster.storage.Storage.local_copy`), and its rows name their conditions

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
-from .bench import SAMPLE_NAME, VIDEO_SUFFIXES, model_samples, read_task, sample_of, task_dir, task_location
+from .bench import SAMPLE_NAME, VIDEO_SUFFIXES, manifest_ids, model_samples, sample_of, task_dir, task_location
 from .instances import Task
 from .names import lookup_names, model_name_problem
 
@@ -266,7 +266,7 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, st
             continue
         listed: set[str] | None = None
         if bench_dir is not None:
-            listed = {r["input_id"] for r in read_task(bench_dir, task)}
+            listed = manifest_ids(bench_dir, task)
         for m in sorted(p for p in d.iterdir() if p.is_dir()):
             if not _has_videos(m):
                 continue

@@ -229,3 +229,28 @@ def test_editing_tasks_and_condition_media():
     inst = InputInstance("x", "p", subject_images=("a.png", "b.png"), source_video="v.mp4")
     assert inst.task == Task.TSV2V
     assert inst.condition_media == {"subject_image": "a.png", "source_video": "v.mp4"}
+
+
+def test_manifest_ids_are_the_ids_read_task_keys_its_rows_by_without_opening_media(tmp_path):
+    """The ids the candidate discovery matches files against: every line's valid id, the first line of
+    each, whether or not the media it names read (no image is opened: a text file named .png is one
+    of them); lines with no valid id list none."""
+    from argus_dagster.bench import manifest_ids
+    from argus_dagster.names import ERROR_ROW_MARK
+
+    d = tmp_path / "TI2V"
+    d.mkdir()
+    (d / "fake.png").write_text("not an image")
+    lines = [json.dumps({"id": "ok", "prompt": "p", "first_frame": "fake.png"}).encode(),  # bad image: still listed
+             json.dumps({"id": 7, "prompt": "p", "first_frame": "missing.png"}).encode(),  # numbered ids count
+             json.dumps({"id": "ok", "prompt": "again"}).encode(),  # a second line of an id: no new id
+             json.dumps({"id": True, "prompt": "p"}).encode(),
+             json.dumps({"id": "", "prompt": "p"}).encode(),
+             json.dumps({"prompt": "no id"}).encode(),
+             b"{not json", b"\xff\xfe", b"", json.dumps(["a", "list"]).encode()]
+    (d / "manifest.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    rows = read_task(tmp_path, "TI2V")
+    from_rows = {r["input_id"] for r in rows if not r["input_id"].startswith(ERROR_ROW_MARK)}
+    assert manifest_ids(tmp_path, "TI2V") == from_rows == {"ok", "7"}
+    assert any(r["input_id"] == "ok" and r["error"] for r in rows)  # read_task did open the image
+    assert manifest_ids(tmp_path, "T2V") == set()
