@@ -47,7 +47,8 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     tmp = part_path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():  # one stat where the folder is there (most writes)
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view = memoryview(raw)

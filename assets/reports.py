@@ -158,9 +158,10 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     # Each video's evidence and scores, split once (a filter per video would read the whole table each time).
     by_video = {name: dict(table.partition_by("input_id", "sample", as_dict=True)) if table.height else {}
                 for name, table in (("evidence", criterion_evidence), ("scores", criterion_scores))}
+    none = {"evidence": criterion_evidence.clear(), "scores": criterion_scores.clear()}
 
-    def of_video(name: str, table: pl.DataFrame, iid: str, sample: str) -> pl.DataFrame:
-        return by_video[name].get((iid, sample), table.clear())
+    def of_video(name: str, iid: str, sample: str) -> pl.DataFrame:
+        return by_video[name].get((iid, sample), none[name])
 
     for v in video_scores.iter_rows(named=True):
         iid, sample = v["input_id"], v["sample"]
@@ -171,8 +172,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             cand = cands.get((iid, sample), {})
             output = video_frames(cand.get("uri"), cand.get("sha256"), store)
             output.label = "output frames (as the judge saw them)"
-            criteria = _criteria(rubric_rows.get(iid), of_video("evidence", criterion_evidence, iid, sample),
-                                 of_video("scores", criterion_scores, iid, sample))
+            criteria = _criteria(rubric_rows.get(iid), of_video("evidence", iid, sample), of_video("scores", iid, sample))
             rubric_row = rubric_rows.get(iid) or {}
             generator = (json.loads(rubric_row["rubric_json"]).get("generator")
                          if rubric_row.get("rubric_json") and not rubric_row.get("error") else None)
