@@ -20,6 +20,7 @@ import os
 import posixpath
 import re
 import stat
+import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -128,6 +129,16 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         super().end_headers()
 
 
+class _Server(ThreadingHTTPServer):
+    """The reports server: a browser that goes away mid-answer (a closed tab, a page left before its
+    video finished loading) is not an error to print; anything else is printed as the base class does."""
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def make_server(root: str | Path, port: int = 0, allowed: re.Pattern | None = None) -> ThreadingHTTPServer:
     """A server of ``root`` on 127.0.0.1:``port`` (0: a free port), not yet serving; ``allowed``: the
     relative paths it serves (:data:`REPORTS_ONLY` for a home's ``benches`` folder), else all. It
@@ -141,7 +152,7 @@ def make_server(root: str | Path, port: int = 0, allowed: re.Pattern | None = No
     handler = functools.partial(type("_Handler", (_QuietHandler,), {"allowed": allowed, "hosts": frozenset(hosts)}),
                                 directory=str(Path(root).resolve()))
     try:
-        server = ThreadingHTTPServer((HOST, port), handler)
+        server = _Server((HOST, port), handler)
     except OSError as exc:
         raise OSError(exc.errno, f"port {port} on {HOST} is taken ({exc.strerror}): set ARGUS_REPORTS_PORT "
                                  "or pass --port (0 picks a free one)") from None

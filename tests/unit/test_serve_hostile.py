@@ -82,3 +82,39 @@ def test_the_configured_reports_host_is_answered(tmp_path, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_browser_that_goes_away_mid_answer_prints_no_traceback(served, capsys):
+    """A client that resets its connection while a large page is sent (a closed tab) costs the server
+    nothing and prints nothing; another error in a handler is still printed."""
+    import socket
+    import struct
+    import threading
+
+    big = served.RequestHandlerClass.keywords["directory"] + "/b/default/reports/T2V/big.html"
+    with open(big, "wb") as fh:
+        fh.write(b"<p>" + b"x" * (32 << 20) + b"</p>")
+    seen = threading.Event()
+    handle_error = served.handle_error
+
+    def watched(request, client_address):
+        try:
+            handle_error(request, client_address)
+        finally:
+            seen.set()
+
+    served.handle_error = watched
+    sock = socket.create_connection(("127.0.0.1", served.server_address[1]), timeout=10)
+    sock.sendall(b"GET /b/default/reports/T2V/big.html HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert sock.recv(4096).startswith(b"HTTP/1.0 200")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+    sock.close()
+    assert seen.wait(20), "the server never noticed the reset"
+    assert "Traceback" not in capsys.readouterr().err
+    assert _get(served, "/b/default/reports/index.html") == (200, b"<p>overview</p>")
+
+    try:
+        raise ValueError("a handler's own bug")
+    except ValueError:
+        served.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a handler's own bug" in capsys.readouterr().err
