@@ -138,6 +138,14 @@ def _manifest_lines(manifest: Path) -> Iterator[tuple[int, bytes | None]]:
             yield n, raw.rstrip(b"\r\n")
 
 
+def _line_id(raw: Any) -> str | None:
+    """A parsed manifest line's input id (a released bench's number as text), None when it has no
+    valid one."""
+    rid = _field(raw, "id") if isinstance(raw, dict) else None
+    ok_type = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+    return str(rid) if ok_type and input_id_problem(str(rid)) is None else None
+
+
 def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
     """One row per manifest line of ``task``: the instance's fields, or an ``error``. The manifest is
     read line by line as bytes: a line that does not decode or parse is an error of that line alone,
@@ -169,9 +177,7 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
             rows.append({**empty, "task": task, "error": f"line {n}: not valid JSON ({msg})"})
             continue
-        rid = _field(raw, "id") if isinstance(raw, dict) else None
-        ok_type = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
-        rid = str(rid) if ok_type and input_id_problem(str(rid)) is None else None
+        rid = _line_id(raw)
         if rid is not None and rid in first_line:
             rows.append({**empty, "task": task, "error": (
                 f"line {n}: input {rid!r} is listed again (first on line {first_line[rid]}); "
@@ -203,10 +209,9 @@ def manifest_ids(bench_dir: str | Path, task: str) -> set[str]:
             raw = json.loads(data.decode("utf-8")) if data is not None and data.strip() else None
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             continue
-        rid = _field(raw, "id") if isinstance(raw, dict) else None
-        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
-            if input_id_problem(str(rid)) is None:
-                ids.add(str(rid))
+        rid = _line_id(raw)
+        if rid is not None:
+            ids.add(rid)
     return ids
 
 

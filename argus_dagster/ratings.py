@@ -83,26 +83,29 @@ class EvaluatorScores:
 # ---------------------------------------------------------------------------------------------------
 
 
-def read_human(path: str | Path, dimension: str | None = None) -> HumanRatings:
-    """Human ratings from ``path`` in any supported layout; ``dimension`` names a file that has none."""
+def read_human(path: str | Path, dimension: str | None = None, source: str | None = None) -> HumanRatings:
+    """Human ratings from ``path`` in any supported layout; ``dimension`` names a file that has none.
+    ``source``: the name its messages give the file (default ``path``; a local copy of an object on S3
+    is named by its URI)."""
     p = Path(path)
+    name = source or str(p)
     if not p.is_file():
-        raise FileNotFoundError(f"human ratings {p}: no such file")
+        raise FileNotFoundError(f"human ratings {name}: no such file")
     suffix = p.suffix.lower()
     if suffix == ".json":
         data = json.loads(p.read_text(encoding="utf-8"))
         if isinstance(data, dict) and "data_list" in data:
-            return aigve_ratings(data, source=str(p))
+            return aigve_ratings(data, source=name)
         if isinstance(data, dict) and data and all(isinstance(v, dict) and "models" in v for v in data.values()):
-            return t2vscore_ratings(data, dimension or _t2vscore_dimension(p), source=str(p))
+            return t2vscore_ratings(data, dimension or _t2vscore_dimension(p), source=name)
         if isinstance(data, list):
-            return ratings_from_records(data, str(p), dimension)
-        raise ValueError(f"human ratings {p}: unknown JSON layout; expected a list of "
+            return ratings_from_records(data, name, dimension)
+        raise ValueError(f"human ratings {name}: unknown JSON layout; expected a list of "
                          "{input_id, model, score} records, T2VScore's or AIGVE's annotation file")
-    return ratings_from_records(_read_records(p), str(p), dimension)
+    return ratings_from_records(_read_records(p, name), name, dimension)
 
 
-def _read_records(p: Path) -> list[dict[str, Any]]:
+def _read_records(p: Path, name: str) -> list[dict[str, Any]]:
     suffix = p.suffix.lower()
     if suffix == ".csv":
         with p.open(newline="", encoding="utf-8") as fh:
@@ -114,11 +117,11 @@ def _read_records(p: Path) -> list[dict[str, Any]]:
                 try:
                     out.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    out.append({"__error__": f"{p} line {n}: not valid JSON ({exc.msg})"})
+                    out.append({"__error__": f"{name} line {n}: not valid JSON ({exc.msg})"})
         return out
     if suffix == ".parquet":
         return pl.read_parquet(p).to_dicts()
-    raise ValueError(f"{p}: unsupported file type {suffix!r}; use .csv, .jsonl, .json or .parquet")
+    raise ValueError(f"{name}: unsupported file type {suffix!r}; use .csv, .jsonl, .json or .parquet")
 
 
 def _resolve_columns(columns: Iterable[str], source: str, required: tuple[str, ...],

@@ -78,8 +78,8 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
             continue
         found.append(task)
         path = join(human_dir, f"{task}.csv")  # named as the user put it (a local copy is read)
-        human = read_human(files[task])
-        problems += [p.replace(str(files[task]), path) for p in human.problems]
+        human = read_human(files[task], source=path)
+        problems += human.problems
         scores = project_scores(_concat(video_scores, task), _concat(criterion_scores, task), task=task)
         firm = firm_as_evaluators(_concat(firm_scores, task), set(human.averaged()["dimension"].to_list()))
         if firm is not None:

@@ -130,9 +130,12 @@ class BenchResource(dg.ConfigurableResource):
         folder = self.human_path() if human_dir in (None, "") else human_dir
         out = {}
         for task in ALL_TASKS:
-            uri = join(folder, f"{task}.csv")
-            if store.exists(uri):
-                out[task] = Path(store.fetch(uri))
+            try:  # a file is itself; an object is fetched (one HEAD when its copy is current)
+                local = Path(store.fetch(join(folder, f"{task}.csv")))
+            except FileNotFoundError:
+                continue
+            if local.is_file():
+                out[task] = local
         return out
 
 

@@ -210,7 +210,7 @@ def test_on_s3_a_machine_with_an_empty_home_finds_the_profiles_and_ratings(tmp_p
     # Folders that are not scored evaluations: reports only, and an evaluation with nothing stored yet.
     s.write_bytes(f"{home}/reports-only/reports/index.html", "<html></html>")
     s.write_bytes(f"{home}/pending/storage/input_instances/T2V.parquet", scores)
-    s.write_bytes(f"{home}/human/T2V.csv", "input_id,model,score\np0,m,4\n")
+    s.write_bytes(f"{home}/human/T2V.csv", "input_id,model,score\np0,m,4\np1,m,bad\n")
 
     bench = BenchResource(bench="b", profile="default", storage_dir=f"{home}/default/storage",
                           human_dir=f"{home}/human")
@@ -218,5 +218,10 @@ def test_on_s3_a_machine_with_an_empty_home_finds_the_profiles_and_ratings(tmp_p
     assert bench.profile_storage(odd) == f"{home}/{folder_name(odd)}/storage"
     files = bench.human_files(s)
     assert list(files) == ["T2V"] and tmp_path / "media" in files["T2V"].parents
-    assert files["T2V"].read_text() == "input_id,model,score\np0,m,4\n"
+    assert files["T2V"].read_text() == "input_id,model,score\np0,m,4\np1,m,bad\n"
+    # Its problems name the object, not the machine's copy of it.
+    from argus_dagster.ratings import read_human
+
+    problems = read_human(files["T2V"], source=f"{home}/human/T2V.csv").problems
+    assert problems and all(f"{home}/human/T2V.csv" in p and str(tmp_path) not in p for p in problems), problems
     assert not (tmp_path / "empty_home").exists() or not any((tmp_path / "empty_home").rglob("*.json"))
