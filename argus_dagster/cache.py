@@ -131,8 +131,10 @@ class ContentCache:
             self.writes += 1
 
     def get_or_compute(self, key: str, compute: Callable[[], Any],
-                       keep: Callable[[Any], bool] = lambda v: True) -> tuple[Any, bool]:
-        """``(value, hit)``; a miss computes, and stores the value when ``keep(value)``.
+                       keep: Callable[[Any], bool] = lambda v: True,
+                       usable: Callable[[Any], bool] = lambda v: True) -> tuple[Any, bool]:
+        """``(value, hit)``; a miss computes, and stores the value when ``keep(value)``. A stored value
+        that is not ``usable`` by this caller counts as a miss (and is overwritten when kept).
 
         While one thread computes a key, others asking for it wait for that result.
         """
@@ -140,7 +142,7 @@ class ContentCache:
             return compute(), False
         while True:
             value = self._read(key)
-            if value is not None:
+            if value is not None and usable(value):
                 self._count(True)
                 return value, True
             with self._lock:
@@ -153,7 +155,7 @@ class ContentCache:
             # The miss above may predate another thread's publish: it stored the value and left the
             # in-flight table between our read and our taking the key. Look again before computing.
             value = self._read(key)
-            if value is not None:
+            if value is not None and usable(value):
                 self._count(True)
                 return value, True
             self._count(False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import threading
 import time
 from concurrent.futures import Executor
 from typing import Any, Callable
@@ -91,11 +92,19 @@ def judgment_key(judge, view: dict[str, Any], evidence: list[dict[str, Any]], vi
 
 def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *,
                    frames: Frames | Callable[[], Frames | None] | None = None, pool: Executor | None = None,
-                   cache: ContentCache | None = None, video_sha256: str = "") -> list[dict[str, Any]]:
+                   cache: ContentCache | None = None, video_sha256: str = "", run_id: str | None = None,
+                   ahead: bool = False, claimed: dict[str, object] | None = None) -> list[dict[str, Any]]:
     """Score every criterion of one candidate; with ``pool``, the judge calls run concurrently.
 
     ``frames`` may be a function, called once and only if some criterion is not in the cache. A
     judgment is cached only when it has a score (an unscored one is asked again next time).
+
+    ``run_id``: the run asking. A judgment it finds in the cache that this same run made
+    (``judged_ahead``: its evidence step judged each video as soon as its evidence was in, ``ahead``)
+    is not a hit: the row carries what it cost, and an unscored one stands (it was asked once, in
+    this run). Judgments made ahead are cached with their cost and the run's id, scored or not; a
+    later run takes an unscored one as a miss. ``claimed`` (shared by a step's calls): the keys whose
+    cost a row took already; another row with the same key (an identical video) is a hit.
     """
     by_id = {r["criterion_id"]: r for r in evidence_rows}
     got: list[Frames | None] = []
@@ -109,7 +118,7 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
 
     def one(c: Criterion) -> dict[str, Any]:
         ev = by_id.get(c.id)
-        hit, retry, costs = False, False, {}
+        hit, retry, costs, ahead_made, asked = False, False, {}, False, []
         if ev is None or ev.get("error"):
             reason = ev["error"] if ev else "no evidence row"
             score, rationale, judge_id, retry = None, f"unscored: {reason}", judge.identity, True
@@ -117,22 +126,35 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
             view, evidence = judge_view(c), judgment_evidence(json.loads(ev["evidence"]))
 
             def ask() -> dict[str, Any]:
-                j = judge.judge(view, evidence, the_frames() if judge.needs_frames else None)
-                return {"score": j.score, "rationale": j.rationale, "judge": j.judge}
+                asked.append(c.id)
+                with cost_ledger() as paid:
+                    j = judge.judge(view, evidence, the_frames() if judge.needs_frames else None)
+                out = {"score": j.score, "rationale": j.rationale, "judge": j.judge}
+                return {**out, "paid": {"run": run_id, "ahead": ahead, **paid.costs()}} if run_id else out
+
+            def ours(r: dict[str, Any]) -> bool:  # judged ahead by this run, whatever its score
+                paid = r.get("paid") or {}
+                return bool(run_id) and paid.get("run") == run_id and bool(paid.get("ahead"))
+
+            key = judgment_key(judge, view, evidence, video_sha256)
 
             with cost_ledger() as spent:  # the judge's calls (none for a judgment from the cache)
                 if cache is not None and video_sha256:
-                    res, hit = cache.get_or_compute(judgment_key(judge, view, evidence, video_sha256), ask,
-                                                    keep=lambda r: r["score"] is not None)
+                    res, hit = cache.get_or_compute(key, ask,
+                                                    keep=lambda r: r["score"] is not None or (ahead and ours(r)),
+                                                    usable=lambda r: r["score"] is not None or ours(r))
                 else:
                     res = ask()
             costs = spent.costs()
+            if hit and ours(res) and _claim(claimed, key):  # judged ahead: not reuse, its cost is this row's
+                hit, ahead_made, costs = False, True, {k: int(res["paid"].get(k) or 0) for k in COSTS}
             score, rationale, judge_id = res["score"], res["rationale"], res["judge"]
             retry = score is None and not getattr(judge, "deterministic", False)
         return {
             "criterion_id": c.id, "dimension": c.dimension, "type": c.type, "importance": c.importance,
             "hard_cap": c.hard_cap, "fail_threshold": float(c.fail_threshold),
             "score": score, "rationale": rationale, "judge": judge_id, "cache_hit": hit,
+            "judged_ahead": ahead_made, "asked": bool(asked),  # counted in the step's metadata, not stored
             "retry": retry,  # unscored for a reason a rerun may not meet again
             # what the score cost: its evidence's VLM calls and the judge's
             **{k: ((ev or {}).get(k) or 0) + costs.get(k, 0) for k in COSTS},
@@ -142,6 +164,18 @@ def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *
         return [one(c) for c in rubric.criteria]
     # Each call keeps the caller's context: its requests wait in the caller's stage, priority and group.
     return [f.result() for f in [pool.submit(contextvars.copy_context().run, one, c) for c in rubric.criteria]]
+
+
+_CLAIMS = threading.Lock()
+
+
+def _claim(claimed: dict[str, object] | None, key: str) -> bool:
+    """Whether this row is the first (or only) one to take the judgment ``key`` made ahead."""
+    if claimed is None:
+        return True
+    token = object()
+    with _CLAIMS:
+        return claimed.setdefault(key, token) is token
 
 
 def judge_label(identity: str) -> str:

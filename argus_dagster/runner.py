@@ -200,6 +200,16 @@ def _retry_text(instance: dg.DagsterInstance, asset: str, key) -> str:
     return f"{n} {RETRIED.get(asset, 'failures')} retried"
 
 
+def _feeds_automated(defs: dg.Definitions, assets: set[str]) -> bool:
+    """Whether any of ``assets`` is read by an asset the automation conditions keep up to date (only
+    then can its new materializations make the conditions request more)."""
+    from .definitions import AUTOMATED_ASSETS
+
+    graph = defs.resolve_asset_graph()
+    automated = {k for a in AUTOMATED_ASSETS for k in a.keys}
+    return any(graph.get(dg.AssetKey(a)).child_keys & automated for a in assets)
+
+
 def _stretches(items: list[str], order: list[str]) -> list[list[str]]:
     """``items`` in ``order``, cut where one is skipped: each stretch is a range of partitions."""
     out: list[list[str]] = []
@@ -505,6 +515,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 _run_and_say(kind, selection, keys, instance, resources, progress, elapsed, the_plan)
                 done |= {(a, k) for a in selection for k in (keys or [None])}
                 leaderboard_due &= kind != "leaderboard"
+            if not _feeds_automated(defs, {a for _, selection, _ in runs for a in selection}):
+                break  # what ran updates no automated asset: asking again would request nothing new
         if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
             _run_and_say("leaderboard", ["leaderboard"], [], instance, resources, progress, elapsed)
         board = load_stored(instance, "leaderboard", storage=ev.storage)

@@ -1,6 +1,7 @@
 """Candidate-side assets, partitioned by task x model: videos, evidence, criterion and video scores."""
 
 
+import contextvars
 import hashlib
 import json
 import os
@@ -137,7 +138,7 @@ GPU_QUEUE = "gpu"
           automation_condition=UP_TO_DATE)
 @each_partition
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
-                       input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource,
+                       input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource, judge: JudgeResource,
                        storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per (video, criterion): the normalized plan, its repairs, and every tool's record. A
     video is an (input, sample); every sample of an input is checked against the input's rubric.
@@ -146,6 +147,12 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     per CPU, so tools compute while ``vlm_qa`` waits; each video is decoded once per sampling policy.
     Tool steps computed before (same video, tool, version, arguments) come from the cache. Media and
     the cache on S3 are read through ``storage``.
+
+    When the same run materializes ``criterion_scores`` (and the cache is on), each video is judged
+    as soon as its evidence is in (:func:`_judges_ahead`): the judge's requests fill the VLM's slots
+    while other videos' tools run, instead of waiting for the step's last video. The judgments go to
+    the content cache with their cost and this run's id; ``criterion_scores`` takes them from there
+    and accounts their cost on its rows. The step ends when they are all answered.
     """
     task, model = task_and_model(context)
     suite = tools.suite()
@@ -191,7 +198,8 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     workers = (vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1)
     rows: list[dict] = []
     progress = StageLog(lambda m: context.log.info(f"{task}/{model}: {m}"), "evidence", len(todo), "evidence")
-    with request_priority(stage=STAGE_EVIDENCE), request_pool(workers) as pool:
+    ahead = _judges_ahead(context, judge, vlm, tools, storage, len(todo))
+    with ahead, request_priority(stage=STAGE_EVIDENCE), request_pool(workers) as pool:
         futures = [(cand, [pool.submit(one, cand, c) for c in rubric_of[cand["input_id"]].criteria]) for cand in todo]
         for cand, fs in futures:
             got = [f.result() for f in fs]
@@ -201,6 +209,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                     context.log.warning(f"{task}/{model}/{video_label(cand['input_id'], cand['sample'])}/"
                                         f"{r['criterion_id']}: {r['error']}")
             progress.video_done()  # a line in the run's log every 15 s, and the CLI's progress line
+            ahead.submit(rubric_of[cand["input_id"]], cand, got, group_of[(cand["input_id"], cand["sample"])])
     df = frame(rows, CRITERION_EVIDENCE)
     statuses = df["plan_status"].value_counts().to_dicts() if df.height else []
     tool_calls = df.explode("tools", empty_as_null=True)["tools"].value_counts().to_dicts() if df.height else []
@@ -219,7 +228,103 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                          "tool_steps_by_tool": dg.MetadataValue.json({d["tools"]: d["count"] for d in tool_calls if d["tools"]}),
                          "tool_versions": dg.MetadataValue.json(suite.versions()),
                          **_vlm_metadata(vlm, stats),
+                         **ahead.metadata(),
                      })
+
+
+class _JudgeAhead:
+    """Judges each video of an evidence step as soon as its evidence is in (see ``criterion_evidence``);
+    ``on=False`` does nothing. Leaving the block waits for every judgment asked."""
+
+    def __init__(self, context, judge: JudgeResource, vlm: VlmResource, tools: ToolsResource,
+                 storage: StorageResource, n_videos: int, on: bool):
+        self.on, self.context, self.storage = on, context, storage
+        self.n_videos = self.n_judgments = self.n_failed = 0
+        if on:
+            self.stats = CallStats()
+            self.judge = judge.judge(vlm, self.stats)
+            self.cache = tools.cache("judgments", storage.storage())
+            self.workers = vlm.workers()
+            self.n_pool = min(max(4, self.workers), max(1, n_videos))
+
+    def __enter__(self) -> "_JudgeAhead":
+        if self.on:  # pools made in the judgments' stage: their requests wait behind the evidence's
+            with request_priority(stage=STAGE_JUDGMENTS):
+                self.calls, self.per_video = request_pool(self.workers), request_pool(self.n_pool)
+            self.pending = []
+        return self
+
+    def submit(self, rubric, cand: dict, evidence_rows: list[dict], group: int) -> None:
+        if self.on:
+            self.pending.append(self.per_video.submit(contextvars.copy_context().run, self._one, rubric, cand,
+                                                      evidence_rows, group))
+
+    def _one(self, rubric, cand: dict, evidence_rows: list[dict], group: int) -> int:
+        store = MediaStore({"output_video": cand["uri"]}, {"output_video": cand["sha256"]},
+                           storage=self.storage.storage())
+        try:
+            with request_priority(stage=STAGE_JUDGMENTS, group=group):
+                got = judge_criteria(rubric, evidence_rows, self.judge, frames=output_frames(store),
+                                     pool=self.calls if self.workers > 1 else None, cache=self.cache,
+                                     video_sha256=cand["sha256"], run_id=self.context.run.run_id, ahead=True)
+        finally:
+            store.close()
+        return sum(1 for r in got if r["asked"])
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if not self.on:
+            return
+        if exc_type is not None:  # the step failed: what was not asked yet is not asked
+            for f in self.pending:
+                f.cancel()
+        try:
+            for f in self.pending:
+                if f.cancelled():
+                    continue
+                try:
+                    self.n_judgments += f.result()
+                    self.n_videos += 1
+                except Exception as e:  # criterion_scores asks again what was not judged here
+                    self.n_failed += 1
+                    self.context.log.warning(f"judging ahead failed ({type(e).__name__}: {e}); "
+                                             "criterion_scores judges that video itself")
+        finally:
+            self.per_video.shutdown()
+            self.calls.shutdown()
+
+    def metadata(self) -> dict:
+        if not self.on:
+            return {"judged_ahead": 0}
+        # The judge's calls this step made, by the judge: criterion_scores' rows carry their cost.
+        return {"judged_ahead": self.n_judgments, "judged_ahead_videos": self.n_videos,
+                **({"judged_ahead_failed_videos": self.n_failed} if self.n_failed else {}),
+                "judge_ahead": self.judge.identity,
+                **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
+                   for k, v in self.stats.as_metadata("judge_ahead_vlm").items()}}
+
+
+CRITERION_SCORES_KEY = dg.AssetKey("criterion_scores")
+
+
+def run_executes(context, key: dg.AssetKey) -> bool:
+    """Whether the run of ``context`` materializes ``key``: its asset selection when it has one (a
+    launched run), else its steps (an asset's step is its op, named after its key), else its job's."""
+    run = context.run
+    if run.asset_selection:
+        return key in run.asset_selection
+    op = key.to_python_identifier()
+    if run.step_keys_to_execute is not None:
+        return op in run.step_keys_to_execute
+    return any(node.name == op for node in context.job_def.graph.nodes)
+
+
+def _judges_ahead(context, judge: JudgeResource, vlm: VlmResource, tools: ToolsResource,
+                  storage: StorageResource, n_videos: int) -> _JudgeAhead:
+    """A :class:`_JudgeAhead` that judges when this run also materializes ``criterion_scores``, the
+    judge is a VLM and the content cache is on (it carries the judgments to that step)."""
+    on = (vlm.configured and n_videos > 0 and tools.cache_dir != "off" and judge.identity(vlm).startswith("vlm/")
+          and run_executes(context, CRITERION_SCORES_KEY))
+    return _JudgeAhead(context, judge, vlm, tools, storage, n_videos, on)
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="6", group_name="candidates", kinds={"polars"},
@@ -242,6 +347,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     groups = [(k, g) for k, g in criterion_evidence.group_by("input_id", "sample", maintain_order=True)]
     workers = vlm.workers() if vlm.configured else 1
     group_of = {key: video_group() for key, _ in groups}  # the VLM queue serves videos in this order
+    claimed: dict[str, object] = {}  # judgments the evidence step made ahead whose cost a row took
 
     def one(item) -> list[dict]:
         (input_id, sample), ev = item
@@ -255,7 +361,8 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         try:
             with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
                 got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
-                                     cache=cache, video_sha256=video.get("sha256") or "")
+                                     cache=cache, video_sha256=video.get("sha256") or "", run_id=context.run.run_id,
+                                     claimed=claimed)
         finally:
             store.close()
         if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
@@ -273,6 +380,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     scored = df.filter(pl.col("score").is_not_null())
     unscored = df.filter(pl.col("score").is_null())
     n_retry = sum(1 for r in rows if r["retry"])
+    n_ahead = sum(1 for r in rows if r["judged_ahead"])
     reasons = (unscored.with_columns(pl.col("rationale").str.slice(0, 90)).group_by("rationale").len()
                .sort("len", descending=True).head(8).to_dicts()) if unscored.height else []
     return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "score", "judge"]), metadata={
@@ -280,7 +388,10 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         "n_unscored_retryable": n_retry, RETRY_ROUND: retry_round(context, n_retry),
         "mean_score": float(scored["score"].mean()) if scored.height else None,
         "judge": the_judge.identity,
-        "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_writes": cache.writes,
+        "cache_hits": cache.hits - n_ahead, "cache_misses": cache.misses, "cache_writes": cache.writes,
+        # Judgments this run's evidence step made (their calls are in its judge_ahead_vlm_* metadata,
+        # their cost on these rows); the vlm_* figures below are this step's own calls.
+        "judged_ahead": n_ahead,
         "cache": cache.location or "off", **_cache_write_errors(cache),
         **_vlm_metadata(vlm, stats),
         "unscored_reasons": dg.MetadataValue.md("\n".join(f"- {d['len']} x {d['rationale']}" for d in reasons) or "none"),

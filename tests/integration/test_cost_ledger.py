@@ -71,9 +71,13 @@ def test_each_stage_reports_its_costs_in_metadata(evaluated):
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=1).records
         meta[asset] = {k: v.value for k, v in record.asset_materialization.metadata.items()}
     evidence, judged, videos = meta["criterion_evidence"], meta["criterion_scores"], meta["video_scores"]
-    assert evidence["vlm_prompt_tokens"] + judged["vlm_prompt_tokens"] == videos["costs_prompt_tokens"] > 0
-    assert evidence["vlm_cached_tokens"] + judged["vlm_cached_tokens"] == videos["costs_cached_tokens"]
-    assert evidence["vlm_images_sent"] + judged["vlm_images_sent"] == videos["costs_images_sent"]
+    # vlm_qa's calls and the judge's: those the evidence step made ahead (judge_ahead_vlm_*) and any
+    # the scores step made itself
+    for what, cost in (("prompt_tokens", "prompt_tokens"), ("cached_tokens", "cached_tokens"),
+                       ("images_sent", "images_sent")):
+        spent = evidence[f"vlm_{what}"] + evidence[f"judge_ahead_vlm_{what}"] + judged[f"vlm_{what}"]
+        assert spent == videos[f"costs_{cost}"] > 0, what
+    assert judged["judged_ahead"] == evidence["judged_ahead"] == judged["n_criteria"]  # all asked ahead
     assert 0 < videos["costs_cached_share"] < 1
 
 

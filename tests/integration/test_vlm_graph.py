@@ -98,15 +98,26 @@ def test_calls_are_in_the_metadata_of_the_stage_that_made_them(vlm_run):
                                                                  asset_partitions=[str(key)]), limit=1).records
     md = recs[0].asset_materialization.metadata
     assert md["vlm"].value == "openai:judge-model"
-    assert md["vlm_calls"].value > 0 and md["vlm_requests"].value >= md["vlm_calls"].value
-    assert md["vlm_latency_mean_s"].value >= 0.02
+    # The same run's evidence step judged each video as soon as its evidence was in: those calls are
+    # in its metadata (judge_ahead_vlm_*), and the scores step says how many of its judgments they are.
+    [evidence] = instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey("criterion_evidence"), asset_partitions=[str(key)]), limit=1).records
+    ahead = evidence.asset_materialization.metadata
+    assert ahead["judge_ahead"].value.startswith("vlm/openai/judge-model/")
+    assert md["judged_ahead"].value == ahead["judged_ahead"].value > 0
+    assert ahead["judge_ahead_vlm_calls"].value >= ahead["judged_ahead"].value  # parse retries are calls too
+    assert ahead["judge_ahead_vlm_requests"].value >= ahead["judge_ahead_vlm_calls"].value
+    assert ahead["judge_ahead_vlm_latency_mean_s"].value >= 0.02
+    assert md["vlm_calls"].value == 0  # nothing was left for the scores step to ask
     rub = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("rubrics"),
                                                                 asset_partitions=["T2V"]), limit=1).records
     assert rub[0].asset_materialization.metadata["vlm_calls"].value == 3
     # The dead endpoint was tried (by whichever stage called first), failed to connect, and was excluded.
-    dead_counts = [r.asset_materialization.metadata["vlm_requests_by_endpoint"].value.get(vlm_run["dead"], 0)
+    dead_counts = [r.asset_materialization.metadata[m].value.get(vlm_run["dead"], 0)
                    for stage in ("criterion_evidence", "criterion_scores")
-                   for r in instance.fetch_materializations(dg.AssetKey(stage), limit=100).records]
+                   for r in instance.fetch_materializations(dg.AssetKey(stage), limit=100).records
+                   for m in ("vlm_requests_by_endpoint", "judge_ahead_vlm_requests_by_endpoint")
+                   if m in r.asset_materialization.metadata]
     assert 1 <= sum(dead_counts) <= 8
 
 

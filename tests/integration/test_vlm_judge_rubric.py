@@ -310,3 +310,79 @@ def test_a_last_answer_with_loose_fields_is_read_leniently_and_recorded(server, 
     assert any(p.startswith("read leniently: criterion 'action' field 'importance'") for p in problems)
     # a soft criterion with a cap breaks a rule: recorded too
     assert "criterion 'temporal_quality' field 'hard_cap': a soft criterion has hard_cap null" in problems
+
+
+def counted(client, **kw) -> VlmJudge:
+    """A judge whose calls are counted (as the assets' are): each row's ledger sees them."""
+    return VlmJudge(client, stats=CallStats(), **kw)
+
+
+def _rows_for(rubric):
+    return [{"criterion_id": c.id, "evidence": json.dumps([{"tool": "vlm_qa", "ok": True, "answer": "yes"}]),
+             "error": None} for c in rubric.criteria]
+
+
+def test_judgments_made_ahead_are_taken_once_by_the_same_run_with_their_cost(server, client, media, tmp_path):
+    """criterion_evidence's step judges ahead (``ahead=True``) into the cache; the same run's
+    criterion_scores takes each judgment with its cost and asks nothing; another run finds a hit
+    costing nothing."""
+    from argus_dagster.cache import ContentCache
+
+    rubric = parse_rubric(rubric_for("T2V"))
+    cache = ContentCache(tmp_path / "cache", "judgments")
+    store = MediaStore({"output_video": str(media / "output.mp4")}, {"output_video": "sha-out"})
+    frames = store.frames("output_video", JUDGE_POLICY)
+    ahead = judge_criteria(rubric, _rows_for(rubric), counted(client), frames=frames, cache=cache,
+                           video_sha256="sha-out", run_id="run-1", ahead=True)
+    n = len(rubric.criteria)
+    assert all(r["asked"] for r in ahead) and len(server.bodies("judge")) == n
+    taken = judge_criteria(rubric, _rows_for(rubric), counted(client), frames=frames, cache=cache,
+                           video_sha256="sha-out", run_id="run-1", claimed={})
+    assert len(server.bodies("judge")) == n  # nothing asked again
+    assert [r["score"] for r in taken] == [r["score"] for r in ahead]
+    assert all(r["judged_ahead"] and not r["cache_hit"] and not r["asked"] for r in taken)
+    for made, took in zip(ahead, taken):  # the cost the evidence step paid is on the scores' rows
+        assert took["prompt_tokens"] == made["prompt_tokens"] > 0 and took["vlm_requests"] == made["vlm_requests"] == 1
+        assert took["images_sent"] == made["images_sent"] == 8
+    later = judge_criteria(rubric, _rows_for(rubric), counted(client), frames=frames, cache=cache,
+                           video_sha256="sha-out", run_id="run-2", claimed={})
+    assert all(r["cache_hit"] and not r["judged_ahead"] and r["prompt_tokens"] == 0 for r in later)
+    assert len(server.bodies("judge")) == n
+
+
+def test_an_identical_video_takes_a_judgment_made_ahead_once(server, client, media, tmp_path):
+    """Two samples with the same bytes share judgment keys: the first row to take one carries its
+    cost, the second is a hit (the ledger counts each request once)."""
+    from argus_dagster.cache import ContentCache
+
+    rubric = parse_rubric(rubric_for("T2V"))
+    cache = ContentCache(tmp_path / "cache", "judgments")
+    frames = MediaStore({"output_video": str(media / "output.mp4")}).frames("output_video", JUDGE_POLICY)
+    judge_criteria(rubric, _rows_for(rubric), counted(client), frames=frames, cache=cache, video_sha256="same",
+                   run_id="run-1", ahead=True)
+    claimed: dict = {}
+    first, second = (judge_criteria(rubric, _rows_for(rubric), counted(client), frames=frames, cache=cache,
+                                    video_sha256="same", run_id="run-1", claimed=claimed) for _ in range(2))
+    assert all(r["judged_ahead"] and r["prompt_tokens"] > 0 for r in first)
+    assert all(r["cache_hit"] and not r["judged_ahead"] and r["prompt_tokens"] == 0 for r in second)
+
+
+def test_an_unscored_judgment_made_ahead_stands_in_its_run_and_is_asked_again_by_the_next(server, client, media,
+                                                                                          tmp_path):
+    from argus_dagster.cache import ContentCache
+
+    rubric = parse_rubric(rubric_for("T2V"))
+    rubric.criteria[:] = rubric.criteria[:1]
+    cache = ContentCache(tmp_path / "cache", "judgments")
+    frames = MediaStore({"output_video": str(media / "output.mp4")}).frames("output_video", JUDGE_POLICY)
+    server.queue(*[Scripted(content="no idea")] * 3)  # three unusable answers: unscored
+    [ahead] = judge_criteria(rubric, _rows_for(rubric), counted(client, parse_retries=2), frames=frames,
+                             cache=cache, video_sha256="v", run_id="run-1", ahead=True)
+    assert ahead["score"] is None and ahead["retry"] and len(server.requests) == 3
+    [taken] = judge_criteria(rubric, _rows_for(rubric), counted(client, parse_retries=2), frames=frames,
+                             cache=cache, video_sha256="v", run_id="run-1", claimed={})
+    assert taken["score"] is None and taken["judged_ahead"] and taken["retry"] and len(server.requests) == 3
+    assert taken["vlm_parse_retries"] == 2 and taken["vlm_requests"] == 3
+    [again] = judge_criteria(rubric, _rows_for(rubric), counted(client, parse_retries=2), frames=frames,
+                             cache=cache, video_sha256="v", run_id="run-2", claimed={})
+    assert again["asked"] and again["score"] is not None and len(server.requests) == 4
