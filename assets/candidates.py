@@ -318,11 +318,20 @@ def run_executes(context, key: dg.AssetKey) -> bool:
     return any(node.name == op for node in context.job_def.graph.nodes)
 
 
+# Executors that run every step of a run in the run's one process: Dagster's in-process executor (the
+# local and gpu environments') and the one of in-process execution (dg.materialize, argus evaluate).
+IN_PROCESS_EXECUTORS = {dg.in_process_executor.name, "execute_in_process_executor"}
+
+
 def _judges_ahead(context, judge: JudgeResource, vlm: VlmResource, tools: ToolsResource,
                   storage: StorageResource, n_videos: int) -> _JudgeAhead:
-    """A :class:`_JudgeAhead` that judges when this run also materializes ``criterion_scores``, the
-    judge is a VLM and the content cache is on (it carries the judgments to that step)."""
+    """A :class:`_JudgeAhead` that judges when this run also materializes ``criterion_scores`` in
+    this same process, the judge is a VLM and the content cache is on (it carries the judgments to
+    that step). Where each step is a process or pod of its own (the multiprocess, Celery and
+    Kubernetes executors), the evidence step holds a `gpu` pool slot and the judging is left to its
+    own step on a CPU worker."""
     on = (vlm.configured and n_videos > 0 and tools.cache_dir != "off" and judge.identity(vlm).startswith("vlm/")
+          and context.job_def.executor_def.name in IN_PROCESS_EXECUTORS
           and run_executes(context, CRITERION_SCORES_KEY))
     return _JudgeAhead(context, judge, vlm, tools, storage, n_videos, on)
 
