@@ -82,6 +82,16 @@ BREAKS = (
             'if f"{stem}.{ext}" in media:',
             'if store.exists(join(media_dir, f"{stem}.{ext}")):'),),
           ("tests/unit/test_page_media_listing.py",)),
+    Break("judged-ahead-costs-nothing", "a judgment the evidence step made ahead reaches the scores as free reuse",
+          (("argus_dagster/pipeline.py",
+            'hit, ahead_made, costs = False, True, {k: int(res["paid"].get(k) or 0) for k in COSTS}',
+            'ahead_made = True'),),
+          ("tests/integration/test_vlm_judge_rubric.py", "tests/integration/test_judge_ahead.py")),
+    Break("unscored-ahead-reused-later", "an unscored judgment made ahead is taken by later runs too",
+          (("argus_dagster/pipeline.py",
+            'usable=lambda r: r["score"] is not None or ours(r))',
+            'usable=lambda r: True)'),),
+          ("tests/integration/test_vlm_judge_rubric.py",)),
 )
 
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info")
