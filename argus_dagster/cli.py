@@ -809,13 +809,15 @@ def entry() -> None:
 
     What must happen when a process ends still happens (the exit handlers run, the output is flushed);
     the interpreter's teardown of every module it imported (Dagster, polars, numpy: some 2,000 of
-    them, a third to half a second after every command) is skipped. A command that fails, or leaves a
-    thread at work, ends the ordinary way."""
+    them, a third to half a second after every command) is skipped. A command that fails, leaves a
+    thread at work, or runs under a profiler or tracer (``python -m cProfile``, coverage: they write
+    their results at the ordinary exit) ends the ordinary way."""
     import atexit
     import threading
 
     rc = main()
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    if sys.getprofile() is not None or sys.gettrace() is not None or any(
+            t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(rc)
     atexit._run_exitfuncs()  # logging's shutdown, multiprocessing's children, and any others registered
     for stream in (sys.stdout, sys.stderr):
