@@ -211,6 +211,26 @@ def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str,
     }
 
 
+def judge_video(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, video_uri: str, video_sha256: str,
+                storage=None, **kw: Any) -> tuple[list[dict[str, Any]], bool]:
+    """:func:`judge_criteria` on one candidate video (``kw``: its other arguments), its frames decoded
+    (or taken from the frame pool) once, and only if the judge asks; ``(rows, blind)``, ``blind`` when
+    the judge was asked without frames (the video cannot be decoded)."""
+    store = MediaStore({"output_video": video_uri or ""}, {"output_video": video_sha256 or ""}, storage=storage)
+    seen: list[Frames | None] = []
+
+    def frames() -> Frames | None:
+        if not seen:
+            seen.append(output_frames(store)())
+        return seen[0]
+
+    try:
+        rows = judge_criteria(rubric, evidence_rows, judge, frames=frames, video_sha256=video_sha256 or "", **kw)
+    finally:
+        store.close()
+    return rows, bool(getattr(judge, "needs_frames", False) and seen and seen[0] is None)
+
+
 def output_frames(media: MediaStore) -> Callable[[], Frames | None]:
     """The judge's frames of the output video, decoded (or taken from the frame pool) on first use."""
 

@@ -19,7 +19,7 @@ from argus_dagster.instances import InputInstance
 from argus_dagster.media import MediaError, file_digest, probe_video
 from argus_dagster.leaderboard import coverage_text
 from argus_dagster.progress import StageLog
-from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_criteria, output_frames, score_video
+from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_video, score_video
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority, video_group
 from argus_dagster.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
@@ -239,6 +239,7 @@ class _JudgeAhead:
     def __init__(self, context, judge: JudgeResource, vlm: VlmResource, tools: ToolsResource,
                  storage: StorageResource, n_videos: int, on: bool):
         self.on, self.context, self.storage = on, context, storage
+        self.where = "/".join(task_and_model(context))
         self.n_videos = self.n_judgments = self.n_failed = 0
         if on:
             self.stats = CallStats()
@@ -260,15 +261,13 @@ class _JudgeAhead:
                                                       evidence_rows, group))
 
     def _one(self, rubric, cand: dict, evidence_rows: list[dict], group: int) -> int:
-        store = MediaStore({"output_video": cand["uri"]}, {"output_video": cand["sha256"]},
-                           storage=self.storage.storage())
-        try:
-            with request_priority(stage=STAGE_JUDGMENTS, group=group):
-                got = judge_criteria(rubric, evidence_rows, self.judge, frames=output_frames(store),
-                                     pool=self.calls if self.workers > 1 else None, cache=self.cache,
-                                     video_sha256=cand["sha256"], run_id=self.context.run.run_id, ahead=True)
-        finally:
-            store.close()
+        with request_priority(stage=STAGE_JUDGMENTS, group=group):
+            got, blind = judge_video(rubric, evidence_rows, self.judge, cand["uri"], cand["sha256"],
+                                     self.storage.storage(), pool=self.calls if self.workers > 1 else None,
+                                     cache=self.cache, run_id=self.context.run.run_id, ahead=True)
+        if blind:
+            self.context.log.warning(f"{self.where}/{video_label(cand['input_id'], cand['sample'])}: the judge saw no frames "
+                                     "(the video cannot be decoded)")
         return sum(1 for r in got if r["asked"])
 
     def __exit__(self, exc_type, *exc) -> None:
@@ -362,19 +361,13 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         (input_id, sample), ev = item
         rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))  # the input's, for every sample
         video = videos.get((input_id, sample)) or {}
-        # Decoded only if a criterion is not in the cache, and then once for all of them (the
-        # evidence stage of this process has usually left the frames in the pool).
-        store = MediaStore({"output_video": video.get("uri") or ""}, {"output_video": video.get("sha256") or ""},
-                           storage=storage.storage())
-        frames = output_frames(store)
-        try:
-            with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
-                got = judge_criteria(rubric, ev.to_dicts(), the_judge, frames=frames, pool=calls if workers > 1 else None,
-                                     cache=cache, video_sha256=video.get("sha256") or "", run_id=context.run.run_id,
-                                     claimed=claimed)
-        finally:
-            store.close()
-        if the_judge.needs_frames and any(not r["cache_hit"] for r in got) and frames() is None:
+        # Decoded only if this step asks the judge, and then once for all criteria (the evidence
+        # stage of this process has usually left the frames in the pool).
+        with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
+            got, blind = judge_video(rubric, ev.to_dicts(), the_judge, video.get("uri"), video.get("sha256"),
+                                     storage.storage(), pool=calls if workers > 1 else None, cache=cache,
+                                     run_id=context.run.run_id, claimed=claimed)
+        if blind:
             context.log.warning(f"{task}/{model}/{video_label(input_id, sample)}: the judge saw no frames "
                                 "(the video cannot be decoded)")
         judged.video_done()

@@ -386,3 +386,25 @@ def test_an_unscored_judgment_made_ahead_stands_in_its_run_and_is_asked_again_by
     [again] = judge_criteria(rubric, _rows_for(rubric), counted(client, parse_retries=2), frames=frames,
                              cache=cache, video_sha256="v", run_id="run-2", claimed={})
     assert again["asked"] and again["score"] is not None and len(server.requests) == 4
+
+
+def test_judge_video_says_when_the_judge_was_asked_without_frames(server, client, media, tmp_path):
+    """A video that cannot be decoded: the judge asked about it saw no frames (``blind``); a step that
+    takes every judgment from the cache or from its run's evidence step asks nothing and says nothing."""
+    from argus_dagster.cache import ContentCache
+    from argus_dagster.pipeline import judge_video
+
+    rubric = parse_rubric(rubric_for("T2V"))
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"not a video at all" * 100)
+    cache = ContentCache(tmp_path / "cache", "judgments")
+    rows, blind = judge_video(rubric, _rows_for(rubric), counted(client), str(broken), "sha-broken", cache=cache,
+                              run_id="run-1", ahead=True)
+    assert blind and all(r["asked"] for r in rows)
+    assert all(n_images(b) == 0 for b in server.bodies("judge"))
+    taken, blind = judge_video(rubric, _rows_for(rubric), counted(client), str(broken), "sha-broken", cache=cache,
+                               run_id="run-1", claimed={})
+    assert not blind and all(r["judged_ahead"] and not r["asked"] for r in taken)
+    rows, blind = judge_video(rubric, _rows_for(rubric), counted(client), str(media / "output.mp4"), "sha-ok",
+                              cache=cache, run_id="run-2")
+    assert not blind and all(r["asked"] and r["score"] is not None for r in rows)
