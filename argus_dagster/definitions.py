@@ -21,7 +21,8 @@ from assets.sources import changed_observations, report, source_versions
 from resources import executor_for, resources_for, storage_for
 from resources.bench import bench_from_settings
 
-from .settings import served_settings
+from .settings import load_settings, served_settings
+from .sqlite_sync import sync_lightly
 
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
 # condition that retries transient failures reads materialization metadata. It is declared here,
@@ -43,6 +44,8 @@ def build_definitions(settings=None) -> dg.Definitions:
     :func:`~argus_dagster.settings.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
     ``ARGUS_AUTOMATION_INTERVAL_S``)."""
     sensor_s, automation_s = sensor_intervals()
+    # The evaluation's own instance (argus ui, its run workers) stores events without a disk sync each.
+    sync_lightly((settings or load_settings()).dagster_home)
     return dg.Definitions(assets=ALL_ASSETS + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
                           jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor_every(sensor_s),
                                                       automation_sensor_every(automation_s)],

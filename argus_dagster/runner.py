@@ -27,6 +27,7 @@ from .bench import task_dir
 from .candidate_store import discover, unknown_models
 from .progress import PROGRESS
 from .settings import Settings, load_settings
+from .sqlite_sync import sync_lightly
 from .storage import Storage
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -54,6 +55,7 @@ def local_instance(settings: Settings | None = None) -> dg.DagsterInstance:
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     ensure_instance_yaml(home)
+    sync_lightly(home)  # its SQLite files without a disk sync per event (argus_dagster.sqlite_sync)
     os.environ["DAGSTER_HOME"] = str(home)  # Dagster's own variable: the instance DagsterInstance.get() opens
     return dg.DagsterInstance.get()
 
