@@ -215,13 +215,15 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         context.log.warning(f"{task}/{model}: index not written: {exc}")
     df = pl.DataFrame(rows, schema=REPORTS, orient="row")
     ok = df.filter(pl.col("error").is_null())
+    written = [r["path"] for r in rows if r["path"]]  # every page is in out_dir
+    links = dict(zip(written, store.links_in(out_dir, [p.rsplit("/", 1)[-1] for p in written], reports_dir)))
     return dg.Output(df, data_version=dg.DataVersion(content.hexdigest()[:16]), metadata={
         "n_reports": ok.height, "n_errors": df.height - ok.height,
         **({"index_error": index_error} if index_error else {}),
         "index": dg.MetadataValue.path(str(index)),
         "index_url": dg.MetadataValue.url(store.link(index, reports_dir)),
         "reports": dg.MetadataValue.md("\n".join(
-            f"- [{_md_text(video_label(r['input_id'], r['sample']))}]({store.link(r['path'], reports_dir)})"
+            f"- [{_md_text(video_label(r['input_id'], r['sample']))}]({links[r['path']]})"
             if r["path"] else f"- `{video_label(r['input_id'], r['sample'])}`: {r['error']}"
             for r in df.iter_rows(named=True)) or "none"),
     })

@@ -34,6 +34,20 @@ def test_a_local_link_is_the_reports_server_url(tmp_path, monkeypatch):
     assert Storage().link(page, tmp_path / "reports") == "http://127.0.0.1:9/T2V/m/p%200.html"
 
 
+def test_links_in_a_folder_are_each_files_link(tmp_path, monkeypatch):
+    """The pages' links made from one resolution are the links made one by one: under the reports
+    folder (the server's URL), outside it (``file://``), through a symlinked folder, odd names."""
+    monkeypatch.setenv("ARGUS_REPORTS_URL", "http://127.0.0.1:9/")
+    reports = tmp_path / "reports"
+    (reports / "T2V" / "m x").mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(reports / "T2V")
+    names = ["p 0.html", "~%E7.html", "猫 cat#1?.html", "a%20b.html"]
+    store = Storage()
+    for folder in (reports / "T2V" / "m x", tmp_path / "elsewhere", tmp_path / "alias" / "m x"):
+        assert store.links_in(folder, names, reports) == [store.link(folder / n, reports) for n in names]
+    assert store.links_in(reports, [], reports) == []
+
+
 def test_an_s3_uri_without_the_storage_resource_is_a_clear_error(monkeypatch):
     """Code handed no storage reads local paths only, and says what an ``s3://`` URI needs."""
     with pytest.raises(StorageError, match="storage resource"):
