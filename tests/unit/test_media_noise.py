@@ -42,3 +42,60 @@ def test_native_messages_drop_pointers_clock_and_source_paths():
             "[21:22:01] /github/workspace/src/video/video_reader.cc:83: ERROR opening: /x.mp4, Invalid data found\n")
     assert native_messages(text) == ["moov atom not found", "Invalid data found"]
     assert native_messages("") == []
+
+
+OPEN_MANY = """
+import sys, threading
+from concurrent.futures import ThreadPoolExecutor
+import numpy as np
+import argus_dagster.media as media
+from argus_dagster.media import MediaError, VideoReader, write_video
+
+bad, folder = sys.argv[1], sys.argv[2]
+goods = [f"{folder}/g{i}.mp4" for i in range(24)]
+for i, g in enumerate(goods):
+    write_video(g, np.full((6, 32, 32, 3), i * 9, np.uint8), 6.0)
+most = [0]
+seen = threading.Lock()
+opened = media.VideoReader._open
+
+def counting_open(self, path):  # how many opens are under way at once
+    with seen:
+        counting_open.now += 1
+        most[0] = max(most[0], counting_open.now)
+    try:
+        import time; time.sleep(0.02)
+        return opened(self, path)
+    finally:
+        with seen:
+            counting_open.now -= 1
+counting_open.now = 0
+media.VideoReader._open = counting_open
+
+def one(uri):
+    try:
+        return VideoReader(uri).info.n_frames
+    except MediaError as exc:
+        return str(exc)
+
+with ThreadPoolExecutor(8) as pool:
+    out = list(pool.map(one, goods[:12] + [bad] + goods[12:]))
+print(out[12])
+print(sorted(set(out[:12] + out[13:])), most[0])
+"""
+
+
+def test_videos_open_at_once_and_a_bad_ones_error_is_still_its_own(tmp_path):
+    """Opens in several threads share fd 2's redirection (they go on at once); one that fails opens
+    again alone, so its error names what the decoders said of it, and nothing reaches the terminal."""
+    bad = tmp_path / "truncated.mp4"
+    bad.write_bytes(b"\x00\x00\x00\x18ftypisom" + bytes(range(256)) * 8)
+    proc = subprocess.run([sys.executable, "-c", OPEN_MANY, str(bad), str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", proc.stderr
+    error, rest = proc.stdout.strip().splitlines()
+    assert error.startswith(f"{bad}: cannot be decoded") and "moov atom not found" in error
+    frames, most = rest.rsplit(" ", 1)
+    assert frames == "[6]"  # every good video opened whole
+    assert int(most) > 1  # not one at a time
