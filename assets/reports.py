@@ -27,7 +27,7 @@ from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.files import WriteError
 from argus_dagster.names import file_name, sample_file_name
 from argus_dagster.page_media import MediaFolder, page_video
-from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest, load_image
+from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.storage import Storage, join
@@ -67,6 +67,12 @@ def video_frames(uri: str | None, digest: str | None = None, storage=None) -> Fr
         return FrameRow("", error=str(exc))
 
 
+def _still(uri: str, storage=None):
+    """A condition image as the pages show it (the judge's size), decoded once per process for every
+    page that shows it (every model's, every sample's) through the frame pool, by its content."""
+    return MediaStore({"c": uri}, {"c": file_digest(uri, storage)}, storage=storage).frames("c", JUDGE_POLICY).array[0]
+
+
 def condition_rows(inp: dict, storage=None) -> list[FrameRow]:
     rows = []
     for label, paths in (("first frame", [inp.get("first_frame")]), ("subject images", inp.get("subject_images") or [])):
@@ -74,7 +80,7 @@ def condition_rows(inp: dict, storage=None) -> list[FrameRow]:
         if not paths:
             continue
         try:
-            rows.append(FrameRow(label, [jpeg(load_image(p, storage=storage)) for p in paths]))
+            rows.append(FrameRow(label, [jpeg(_still(p, storage)) for p in paths]))
         except Exception as exc:  # an unreadable condition is shown as such; the report still renders
             rows.append(FrameRow(label, error=f"{type(exc).__name__}: {exc}"))
     if inp.get("source_video"):
