@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -69,6 +70,41 @@ def open_store(location: str | Path, storage=None) -> BlobStore:
     return LocalStore(location)
 
 
+class _Recent:
+    """The entries this process stored lately, by their full name, up to ``budget`` bytes (least
+    recently used go first; entries over 64 KB are not kept): a step reading what an earlier step of
+    the same process just stored (a cold run's scores step takes every judgment its evidence step made)
+    does not open each file again, which on a disk busy writing back a run's pages took milliseconds
+    an entry. Entries are content-addressed: what another process stores under the same name means
+    the same."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> bytes | None:
+        with self._lock:
+            data = self._items.get(name)
+            if data is not None:
+                self._items.move_to_end(name)
+            return data
+
+    def put(self, name: str, data: bytes) -> None:
+        if len(data) > 64 * 1024:
+            return
+        with self._lock:
+            old = self._items.pop(name, None)
+            self._size += len(data) - (len(old) if old is not None else 0)
+            self._items[name] = data
+            while self._size > self.budget and self._items:
+                self._size -= len(self._items.popitem(last=False)[1])
+
+
+RECENT = _Recent(32 * 2**20)
+
+
 class ContentCache:
     """One namespace of the content-addressed store; ``location=None`` caches nothing."""
 
@@ -103,8 +139,15 @@ class ContentCache:
             else:
                 self.misses += 1
 
+    def _full(self, key: str) -> str:
+        return f"{self.store.location.rstrip('/')}/{self._name(key)}"
+
     def _read(self, key: str) -> Any | None:
-        data = self.store.read(self._name(key)) if self.store is not None else None
+        if self.store is None:
+            return None
+        data = RECENT.get(self._full(key))
+        if data is None:
+            data = self.store.read(self._name(key))
         if data is None:
             return None
         try:
@@ -121,12 +164,14 @@ class ContentCache:
         and costs only the reuse: the value computed is still the answer."""
         if self.store is None:
             return
+        data = json.dumps(value, default=float).encode()
         try:
-            self.store.write(self._name(key), json.dumps(value, default=float).encode())
+            self.store.write(self._name(key), data)
         except WriteError as exc:
             with self._lock:
                 self.write_errors.append(str(exc))
             return
+        RECENT.put(self._full(key), data)
         with self._lock:
             self.writes += 1
 
