@@ -11,6 +11,10 @@ it prints is time no tool, judge or decoder spends: on top of it come the evalua
 the sources' observations. Compare it with the judge-latency bound of the bench
 (``benchmarks.engine`` prints it: 4.0 s for the 12-video bench at 200 ms and concurrency 8).
 
+Two columns, the processes alternated: the instance as Dagster opens it by default, and as ``argus``
+opens an evaluation's (its SQLite files without a disk sync per event,
+:mod:`argus_dagster.sqlite_sync`).
+
     .venv/bin/python -m benchmarks.dagster_floor [--repeat 3]
 """
 
@@ -27,7 +31,7 @@ TASKS = ["T2V", "TI2V", "TS2V", "TV2V", "TSV2V"]
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}  # as argus evaluate runs them
 
 
-def _one(home: str) -> dict:
+def _one(home: str, light: bool) -> dict:
     t0 = time.perf_counter()
     import dagster as dg
 
@@ -66,6 +70,10 @@ def _one(home: str) -> dict:
               "board": [check(leaderboard, "in_range"), check(leaderboard, "intervals")]}
     everything = task_assets + pair_assets + [leaderboard] + [c for cs in checks.values() for c in cs]
     t1 = time.perf_counter()
+    if light:
+        from argus_dagster.sqlite_sync import sync_lightly
+
+        sync_lightly(home)
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions("candidate_models", ["faithful"])
     t_instance = time.perf_counter() - t1
@@ -90,25 +98,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes and instances to time")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--light", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(_one(args.child)))
+        print(json.dumps(_one(args.child, args.light)))
         return
-    rows = []
+    rows: dict[bool, list[dict]] = {False: [], True: []}
     for _ in range(args.repeat):
-        home = tempfile.mkdtemp(prefix="argus_dagster_floor_")
-        env = {**os.environ, "DAGSTER_HOME": home}
-        t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "benchmarks.dagster_floor", "--child", home], env=env,
-                             check=True, capture_output=True, text=True).stdout
-        got = json.loads(out.strip().splitlines()[-1])
-        got["whole process"] = time.perf_counter() - t0
-        rows.append(got)
+        for light in (False, True):
+            home = tempfile.mkdtemp(prefix="argus_dagster_floor_")
+            env = {**os.environ, "DAGSTER_HOME": home}
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, "-m", "benchmarks.dagster_floor", "--child", home]
+                                 + (["--light"] if light else []), env=env,
+                                 check=True, capture_output=True, text=True).stdout
+            got = json.loads(out.strip().splitlines()[-1])
+            got["whole process"] = time.perf_counter() - t0
+            rows[light].append(got)
     print("Dagster's bookkeeping with assets that do nothing, in the shape of argus evaluate's runs "
-          f"(median of {len(rows)} fresh processes):")
-    for part in rows[0]:
-        values = sorted(r[part] for r in rows)
-        print(f"  {part:<16}{values[len(values) // 2]:6.2f} s")
+          f"(median of {args.repeat} fresh processes each):")
+    print(f"  {'':<16}{'defaults':>10}{'as argus':>10}")
+
+    def median(light: bool, part: str) -> float:
+        values = sorted(r[part] for r in rows[light])
+        return values[len(values) // 2]
+
+    for part in rows[False][0]:
+        print(f"  {part:<16}{median(False, part):8.2f} s{median(True, part):8.2f} s")
 
 
 if __name__ == "__main__":
