@@ -394,12 +394,23 @@ def load_image(uri: str, max_side: int = MAX_SIDE, storage=None) -> np.ndarray:
     return resize_longest(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), max_side)
 
 
+_GOOD_IMAGES: dict[str, None] = {}  # digests of contents that decoded as images, in this process
+
+
 def check_image(uri: str, storage=None) -> None:
-    """Raise :class:`MediaError` unless ``uri`` decodes as an image (a text file named ``.png`` does not)."""
+    """Raise :class:`MediaError` unless ``uri`` decodes as an image (a text file named ``.png`` does not).
+    A content that decoded once in this process (by its hash: a subject image many prompts share, the
+    same still in several manifests) is not decoded again."""
     path = regular_file(uri, local_path(uri, storage=storage))
+    digest = file_digest(path)
+    if digest in _GOOD_IMAGES:
+        return
     img = cv2.imread(path, cv2.IMREAD_REDUCED_GRAYSCALE_8)
     if img is None or img.size == 0:
         raise MediaError(f"{uri}: not a readable image")
+    if len(_GOOD_IMAGES) > 100_000:
+        _GOOD_IMAGES.clear()
+    _GOOD_IMAGES[digest] = None
 
 
 def sample_indices(info: VideoInfo, policy: SamplingPolicy) -> list[int]:
