@@ -121,11 +121,13 @@ def _restore_fd2(saved: int, tmp) -> list[str]:
         text = tmp.read().decode("utf-8", "replace")
     finally:
         tmp.close()
-    native = [ln for ln in text.splitlines() if _NATIVE_PREFIX.match(ln.strip())]
-    other = [ln for ln in text.splitlines() if ln.strip() and not _NATIVE_PREFIX.match(ln.strip())]
+    pieces = re.split(r"(?<=\n)", text)  # lines with their ends: a redrawn progress line ("\r...") stays as written
+    native = [ln for ln in pieces if _NATIVE_PREFIX.match(ln.strip())]
+    other = "".join(ln for ln in pieces if ln.strip() and not _NATIVE_PREFIX.match(ln.strip()))
     if other:
-        sys.stderr.write("\n".join(other) + "\n")
-    return native_messages("\n".join(native))
+        sys.stderr.write(other)
+        sys.stderr.flush()
+    return native_messages("".join(native))
 
 
 @dataclass(frozen=True)

@@ -99,3 +99,25 @@ def test_videos_open_at_once_and_a_bad_ones_error_is_still_its_own(tmp_path):
     frames, most = rest.rsplit(" ", 1)
     assert frames == "[6]"  # every good video opened whole
     assert int(most) > 1  # not one at a time
+
+
+WRITE_BACK = """
+import os, sys
+from argus_dagster.media import captured_native_stderr, shared_native_stderr
+with captured_native_stderr() as said:
+    os.write(2, b"[mov,mp4 @ 0x55d0] moov atom not found\\n")
+    os.write(2, b"\\r\\x1b[2Kevidence 3/10 videos")
+with shared_native_stderr():
+    os.write(2, b"[mov,mp4 @ 0x55d1] moov atom not found\\n")
+    os.write(2, b"\\r\\x1b[2Kevidence 4/10 videos")
+print(said)
+"""
+
+
+def test_what_others_write_meanwhile_comes_back_as_written(tmp_path):
+    """A terminal's progress line redrawn during a capture ("\\r" and no newline) is written back as it
+    was, not cut into lines; the decoders' own lines stay out."""
+    proc = subprocess.run([sys.executable, "-c", WRITE_BACK], cwd=ROOT, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b"\r\x1b[2Kevidence 3/10 videos\r\x1b[2Kevidence 4/10 videos"
+    assert proc.stdout.decode().strip() == "['moov atom not found']"
