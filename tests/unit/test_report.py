@@ -140,3 +140,25 @@ def test_repairs_read_as_sentences_and_unscored_criteria_come_last():
     assert (page.index('class="summary"') < page.index("<code>motion</code>") < page.index("<video")
             < page.index("a cat") < page.index("Not scored (1 of 2)") < page.index("<code>style</code>"))
     assert 'src="../_media/x.webm"' in page
+
+
+def test_a_condition_image_is_decoded_once_for_every_page_that_shows_it(tmp_path):
+    """Pages of several inputs (or models, or samples) showing the same still take it from the frame
+    pool by content: one decode, the same JPEG on each page; an unreadable one is its row's error."""
+    from argus_dagster.media import FRAME_POOL
+    from assets.reports import condition_rows
+
+    still = np.random.default_rng(7).integers(0, 255, (48, 64, 3), dtype=np.uint8)  # a content no other test has
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    cv2.imwrite(str(a), still)
+    b.write_bytes(a.read_bytes())
+    before = FRAME_POOL.decodes
+    rows = [condition_rows({"first_frame": str(a)}), condition_rows({"subject_images": [str(b)]}),
+            condition_rows({"first_frame": str(a)})]
+    assert FRAME_POOL.decodes - before == 1
+    assert [r[0].label for r in rows] == ["first frame", "subject images", "first frame"]
+    assert rows[0][0].frames == rows[1][0].frames == rows[2][0].frames and rows[0][0].frames[0][:2] == b"\xff\xd8"
+    bad = tmp_path / "bad.png"
+    bad.write_text("not an image")
+    (row,) = condition_rows({"first_frame": str(bad)})
+    assert not row.frames and "not a readable image" in row.error
