@@ -16,7 +16,7 @@ from assets.lineage import latest_record, stored_table
 from assets.partitions import RANGE_END_TAG, RANGE_START_TAG, task_model_partitions
 from assets.robustness import robustness_tables
 from assets.schedules import nightly_reconcile
-from assets.sensors import candidate_store_sensor_every
+from assets.sensors import candidate_store_sensor_every, dead_run_sensor, dead_run_sensor_every
 from assets.sources import changed_observations, report, source_versions
 from resources import executor_for, resources_for, storage_for
 from resources.bench import bench_from_settings
@@ -42,13 +42,14 @@ def build_definitions(settings=None) -> dg.Definitions:
     """The code location of one evaluation (``settings``, default this process's: ``ARGUS_BENCH``,
     ``ARGUS_PROFILE``, ``ARGUS_HOME``); the sensors tick at the intervals of
     :func:`~argus_dagster.settings.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
-    ``ARGUS_AUTOMATION_INTERVAL_S``)."""
-    sensor_s, automation_s = sensor_intervals()
+    ``ARGUS_AUTOMATION_INTERVAL_S``, ``ARGUS_DEAD_RUN_INTERVAL_S``)."""
+    sensor_s, automation_s, dead_run_s = sensor_intervals()
     # The evaluation's own instance (argus ui, its run workers) stores events without a disk sync each.
     sync_lightly((settings or load_settings()).dagster_home)
     return dg.Definitions(assets=ALL_ASSETS + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
                           jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor_every(sensor_s),
-                                                      automation_sensor_every(automation_s)],
+                                                      automation_sensor_every(automation_s),
+                                                      dead_run_sensor_every(dead_run_s)],
                           schedules=[nightly_reconcile], executor=executor_for())
 
 
@@ -66,4 +67,4 @@ __all__ = ["build_definitions", "defs", "ALL_ASSETS", "ALL_CHECKS", "AUTOMATED_A
            "changed_inputs", "latest_records", "retries_waiting", "candidate_videos", "best_of_n_tables", "input_instances",
            "latest_record", "stored_table", "RANGE_END_TAG", "RANGE_START_TAG", "task_model_partitions",
            "robustness_tables", "changed_observations", "report", "source_versions", "resources_for", "storage_for",
-           "bench_from_settings"]
+           "bench_from_settings", "dead_run_sensor"]

@@ -26,6 +26,7 @@ import polars as pl
 from .bench import task_dir
 from .candidate_store import discover, unknown_models
 from .progress import PROGRESS
+from .run_processes import launcher_tags
 from .settings import Settings, load_settings
 from .sqlite_sync import sync_lightly
 from .storage import Storage
@@ -372,7 +373,8 @@ def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions |
     task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
     if not found:
         raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
-    sweep_dead_runs(instance, progress)
+    for line in ask_dead_run_sensor(instance):  # as the daemon's tick of it would (argus ui)
+        progress(line)
     notice = pool_notice(instance)
     if notice:
         progress(notice)
@@ -693,73 +695,16 @@ def _clipped(text: str, most: int) -> str:
     return f"{text[:head]} … {text[-(most - head - 3):]}"
 
 
-PROCESS_TAG = "argus/process"  # host:pid:start of the process that executes a CLI run
-IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
+def ask_dead_run_sensor(instance: dg.DagsterInstance) -> list[str]:
+    """A tick of the ``dead_run_sensor`` (:mod:`assets.sensors`), as the daemon runs it under ``argus
+    ui``: runs left started by a process of this machine that is gone are marked failed and give back
+    the pool slots they held (:mod:`argus_dagster.run_processes`); a line for each."""
+    from .definitions import dead_run_sensor
 
-
-def _process_id(pid: int | None = None) -> str:
-    """``host:pid:start``: the start time (in clock ticks since boot) tells a reused pid apart."""
-    import socket
-
-    pid = pid or os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
-
-
-def _start_ticks(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
-def launcher_tags() -> dict[str, str]:
-    return {"argus/launcher": "cli", PROCESS_TAG: _process_id()}
-
-
-def _alive(process: str) -> bool:
-    import socket
-
-    host, _, rest = process.partition(":")
-    pid, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's run: not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if _state(int(pid)) in ("Z", "X"):  # killed, and not yet reaped by whoever adopted it
-        return False
-    return start in ("?", _start_ticks(int(pid)))
-
-
-def _state(pid: int) -> str:
-    """The process's state letter in ``/proc/<pid>/stat`` (``Z``: a zombie), or ``?``."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
-
-
-def sweep_dead_runs(instance: dg.DagsterInstance, progress: Callable[[str], None] = print) -> list[str]:
-    """Runs this CLI started in a process that is gone (killed, out of memory) are marked failed and
-    give back the concurrency-pool slots they held, so no later run waits on them forever.
-
-    A run launched by the daemon or the UI is watched by Dagster's run monitoring instead.
-    """
-    swept = []
-    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={"argus/launcher": "cli"})):
-        run = record.dagster_run
-        process = run.tags.get(PROCESS_TAG)
-        if process is None or _alive(process):
-            continue
-        instance.report_run_failed(run, message=f"the process that ran it ({process}) is gone; argus evaluate "
-                                                "marked it failed and freed its pool slots")
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        swept.append(run.run_id)
-        progress(f"run {run.run_id[:8]} was left started by a process that is gone: marked failed, pool slots freed")
-    return swept
+    with dg.build_sensor_context(instance=instance) as context:
+        result = dead_run_sensor(context)
+    message = result.skip_message if isinstance(result, dg.SkipReason) else ""
+    return [line for line in (message or "").splitlines() if line.startswith("run ")]
 
 
 def pool_notice(instance: dg.DagsterInstance, pool: str = "gpu") -> str | None:

@@ -401,6 +401,8 @@ VARIABLES: dict[str, str] = {
     "ARGUS_RECONCILE_MAX_PARTITIONS": "partitions the nightly reconcile requests at most (default 100)",
     "ARGUS_SENSOR_INTERVAL_S": "seconds at least between two ticks of the candidate-store sensor (default 60)",
     "ARGUS_AUTOMATION_INTERVAL_S": "seconds at least between two evaluations of the automation sensor (default 30)",
+    "ARGUS_DEAD_RUN_INTERVAL_S": "seconds at least between two ticks of the dead-run sensor, which fails runs whose "
+                                 "process is gone and frees their pool slots (default 30)",
     "ARGUS_RETRY_BACKOFF_S": "seconds the automation sensor waits before it retries a partition whose run left work "
                              "to retry; doubled for each further such run in a row (default 60; 0: every tick)",
     "ARGUS_RETRY_BACKOFF_MAX_S": "the longest of those waits, in seconds (default 3600)",
@@ -462,15 +464,17 @@ def environment() -> Environment:
 # --- The sensors' cadence ------------------------------------------------------------------------
 SENSOR_INTERVAL_S = 60
 AUTOMATION_INTERVAL_S = 30
+DEAD_RUN_INTERVAL_S = 30
 
 
-def sensor_intervals() -> tuple[int, int]:
-    """``(candidate-store sensor, automation sensor)`` minimum intervals in seconds:
-    ``ARGUS_SENSOR_INTERVAL_S`` (default 60) and ``ARGUS_AUTOMATION_INTERVAL_S`` (default 30), read when
-    the code location's definitions are built."""
+def sensor_intervals() -> tuple[int, int, int]:
+    """``(candidate-store sensor, automation sensor, dead-run sensor)`` minimum intervals in seconds:
+    ``ARGUS_SENSOR_INTERVAL_S`` (default 60), ``ARGUS_AUTOMATION_INTERVAL_S`` (default 30) and
+    ``ARGUS_DEAD_RUN_INTERVAL_S`` (default 30), read when the code location's definitions are built."""
     env = environment()
     return (int(env.number("ARGUS_SENSOR_INTERVAL_S", SENSOR_INTERVAL_S, minimum=1)),
-            int(env.number("ARGUS_AUTOMATION_INTERVAL_S", AUTOMATION_INTERVAL_S, minimum=1)))
+            int(env.number("ARGUS_AUTOMATION_INTERVAL_S", AUTOMATION_INTERVAL_S, minimum=1)),
+            int(env.number("ARGUS_DEAD_RUN_INTERVAL_S", DEAD_RUN_INTERVAL_S, minimum=1)))
 
 
 # --- Retrying transient failures under automation -------------------------------------------------

@@ -1,4 +1,5 @@
-"""The candidate-store sensor: new models become partitions, and what changed outside is observed.
+"""The candidate-store sensor: new models become partitions, and what changed outside is observed;
+and the dead-run sensor: runs whose process is gone are failed and free their pool slots.
 
 Each tick lists ``<TASK>/<model>/<id>.<ext>`` (and samples) in the candidate store, hashing only the
 entries whose change token moved since the cursor (:mod:`argus_dagster.candidate_store`), so an
@@ -21,7 +22,8 @@ import time
 import dagster as dg
 
 from argus_dagster.candidate_store import open_store as open_candidate_store, scan
-from argus_dagster.settings import SENSOR_INTERVAL_S, load_settings
+from argus_dagster.run_processes import fail_dead_runs
+from argus_dagster.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S, load_settings
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource
@@ -91,3 +93,26 @@ def candidate_store_sensor_every(seconds: int = SENSOR_INTERVAL_S) -> dg.SensorD
 
 
 candidate_store_sensor = candidate_store_sensor_every()
+
+
+def dead_run_tick(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+    """Runs left started by a process of this machine that is gone (a killed ``argus evaluate``) are
+    marked failed and give back their concurrency-pool slots (:mod:`argus_dagster.run_processes`). It
+    requests nothing: what those runs left undone is missing or stale, and the automation sensor asks
+    for it again."""
+    lines = fail_dead_runs(context.instance)
+    for line in lines:
+        context.log.warning(line)
+    return dg.SkipReason("\n".join(lines) if lines else "no run was left started by a process that is gone")
+
+
+def dead_run_sensor_every(seconds: int = DEAD_RUN_INTERVAL_S) -> dg.SensorDefinition:
+    """The dead-run sensor, ticking at most every ``seconds`` (``ARGUS_DEAD_RUN_INTERVAL_S``); ``argus
+    evaluate`` asks it once before its runs."""
+    return dg.sensor(name="dead_run_sensor", minimum_interval_seconds=seconds,
+                     default_status=dg.DefaultSensorStatus.RUNNING,
+                     description="Marks failed the runs whose process is gone (a killed argus evaluate) and frees "
+                                 "the concurrency-pool slots they held.")(dead_run_tick)
+
+
+dead_run_sensor = dead_run_sensor_every()

@@ -67,7 +67,8 @@ def test_asset_graph_snapshot():
     repo = defs.get_repository_def()
     assert {s.name: s.default_status for s in repo.sensor_defs} == {
         "candidate_store_sensor": dg.DefaultSensorStatus.RUNNING,
-        "default_automation_condition_sensor": dg.DefaultSensorStatus.RUNNING}
+        "default_automation_condition_sensor": dg.DefaultSensorStatus.RUNNING,
+        "dead_run_sensor": dg.DefaultSensorStatus.RUNNING}
     assert [s.name for s in repo.schedule_defs] == ["nightly_reconcile"]
     # One machine: a run's steps share its process (one code-location import per run, not per step).
     assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
@@ -89,8 +90,9 @@ def test_workspace_validates_with_the_dagster_cli(tmp_path):
 
 
 def test_the_sensor_intervals_are_settings(monkeypatch):
-    """60 s and 30 s unless ARGUS_SENSOR_INTERVAL_S and ARGUS_AUTOMATION_INTERVAL_S say otherwise (the
-    daemon tests tick every few seconds), read when Dagster builds the code location."""
+    """60 s, 30 s and 30 s unless ARGUS_SENSOR_INTERVAL_S, ARGUS_AUTOMATION_INTERVAL_S and
+    ARGUS_DEAD_RUN_INTERVAL_S say otherwise (the daemon tests tick every few seconds), read when Dagster
+    builds the code location."""
     import pytest
 
     from argus_dagster.definitions import defs as lazy
@@ -101,10 +103,14 @@ def test_the_sensor_intervals_are_settings(monkeypatch):
 
     monkeypatch.delenv("ARGUS_SENSOR_INTERVAL_S", raising=False)
     monkeypatch.delenv("ARGUS_AUTOMATION_INTERVAL_S", raising=False)
-    assert intervals() == {"candidate_store_sensor": 60, "default_automation_condition_sensor": 30}
+    monkeypatch.delenv("ARGUS_DEAD_RUN_INTERVAL_S", raising=False)
+    assert intervals() == {"candidate_store_sensor": 60, "default_automation_condition_sensor": 30,
+                           "dead_run_sensor": 30}
     monkeypatch.setenv("ARGUS_SENSOR_INTERVAL_S", "3")
     monkeypatch.setenv("ARGUS_AUTOMATION_INTERVAL_S", "2")
-    assert intervals() == {"candidate_store_sensor": 3, "default_automation_condition_sensor": 2}
+    monkeypatch.setenv("ARGUS_DEAD_RUN_INTERVAL_S", "1")
+    assert intervals() == {"candidate_store_sensor": 3, "default_automation_condition_sensor": 2,
+                           "dead_run_sensor": 1}
     monkeypatch.setenv("ARGUS_AUTOMATION_INTERVAL_S", "0")
     with pytest.raises(SettingError, match="ARGUS_AUTOMATION_INTERVAL_S=0: must be at least 1"):
         lazy()

@@ -1,31 +1,32 @@
-"""Which launcher processes count as gone when a run they started is swept: a zombie (killed, not yet
-reaped by whoever adopted it) is gone; a live process, or another's reused pid, is told apart."""
+"""Which launcher processes count as gone when a run they started is failed by the dead-run sensor: a
+zombie (killed, not yet reaped by whoever adopted it) is gone; a live process, or another's reused
+pid, is told apart."""
 
 import subprocess
 import sys
 import time
 
-from argus_dagster.runner import _alive, _process_id
+from argus_dagster.run_processes import alive, process_id
 
 
 def test_a_live_process_is_alive_and_a_killed_unreaped_one_is_gone():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        tag = _process_id(child.pid)
-        assert _alive(tag)
+        tag = process_id(child.pid)
+        assert alive(tag)
         child.kill()
         deadline = time.time() + 10
-        while time.time() < deadline and _alive(tag):  # a zombie until waited for
+        while time.time() < deadline and alive(tag):  # a zombie until waited for
             time.sleep(0.01)
-        assert not _alive(tag)
+        assert not alive(tag)
     finally:
         child.kill()
         child.wait()
-    assert not _alive(tag)  # reaped: no such process
+    assert not alive(tag)  # reaped: no such process
 
 
 def test_a_reused_pid_is_not_the_process_that_started_the_run():
-    host, pid, start = _process_id().split(":")
-    assert _alive(f"{host}:{pid}:{start}")
-    assert not _alive(f"{host}:{pid}:{int(start) + 1}")
-    assert _alive(f"another-host:{pid}:{start}")  # another machine's run: not ours to judge
+    host, pid, start = process_id().split(":")
+    assert alive(f"{host}:{pid}:{start}")
+    assert not alive(f"{host}:{pid}:{int(start) + 1}")
+    assert alive(f"another-host:{pid}:{start}")  # another machine's run: not ours to judge

@@ -1,0 +1,92 @@
+"""Which process executes a run, and the runs whose process is gone.
+
+A run ``argus evaluate`` executes in its own process carries that process's identity in the tag
+:data:`PROCESS_TAG` (``host:pid:start``). When the process is killed (a signal, the out-of-memory
+killer, a closed laptop), Dagster keeps the run started, and the concurrency-pool slots its steps
+held stay claimed: runs that need the pool would wait forever. :func:`fail_dead_runs` marks such a
+run failed and gives its slots back. It runs as the ``dead_run_sensor`` (:mod:`assets.sensors`),
+ticked by the daemon under ``argus ui``, and ``argus evaluate`` asks the same sensor before its runs.
+
+Only runs an ``argus`` process executes itself (tag ``argus/launcher=cli``) name their process; runs
+the daemon or the UI launched run in processes Dagster starts, and are left to it (its run monitoring,
+``run_monitoring`` in the instance's ``dagster.yaml``). A process of another machine is not judged:
+the sensor of that machine's daemon, or its next ``argus evaluate``, judges it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import dagster as dg
+
+PROCESS_TAG = "argus/process"  # host:pid:start of the process that executes a CLI run
+LAUNCHER_TAG = "argus/launcher"
+IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
+
+
+def process_id(pid: int | None = None) -> str:
+    """``host:pid:start``: the start time (in clock ticks since boot) tells a reused pid apart."""
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def launcher_tags() -> dict[str, str]:
+    """The tags of a run this process executes itself (``argus evaluate``'s in-process runs)."""
+    return {LAUNCHER_TAG: "cli", PROCESS_TAG: process_id()}
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command's name (empty when there is no such process)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _start_ticks(pid: int) -> str:
+    fields = _stat(pid)
+    return fields[19] if len(fields) > 19 else "?"
+
+
+def alive(process: str) -> bool:
+    """Whether the process a :data:`PROCESS_TAG` names still runs. A process of another machine counts
+    as alive (not this machine's to judge); a zombie (killed, not yet reaped by whoever adopted it)
+    and a reused pid (another start time) do not."""
+    host, _, rest = process.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    fields = _stat(int(pid))
+    if fields and fields[0] in ("Z", "X"):
+        return False
+    return start in ("?", _start_ticks(int(pid)))
+
+
+def dead_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """The in-progress runs whose :data:`PROCESS_TAG` names a process of this machine that is gone."""
+    out = []
+    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={LAUNCHER_TAG: "cli"})):
+        process = record.dagster_run.tags.get(PROCESS_TAG)
+        if process is not None and not alive(process):
+            out.append(record.dagster_run)
+    return out
+
+
+def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark every run of :func:`dead_runs` failed and free the pool slots it held; a line for each."""
+    lines = []
+    for run in dead_runs(instance):
+        process = run.tags[PROCESS_TAG]
+        instance.report_run_failed(run, message=f"the process that ran it ({process}) is gone; marked failed and "
+                                                "its pool slots freed")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        lines.append(f"run {run.run_id[:8]} was left started by a process that is gone: marked failed, pool slots freed")
+    return lines
