@@ -11,11 +11,18 @@ and materializes every asset cold, twice, each time in a fresh ``ARGUS_HOME``:
   the tasks' inputs and rubrics in one run, then one run per model over its tasks, up to
   ``--parallel`` at once (the run queue's ``max_concurrent_runs``, 4 as ``argus evaluate`` uses it),
   then the leaderboard.
+* ``ui`` (not run unless named): a real UI backfill. ``dagster-webserver`` and ``dagster-daemon`` on
+  the evaluation's instance (up and idle before the clock starts, the sensors stopped so the backfill
+  runs alone); the clock runs from the webserver's GraphQL ``launchPartitionBackfill`` (what the UI
+  sends: the tasks' inputs and rubrics, the candidate assets over their partitions, the leaderboard)
+  to the leaderboard run's success. It also prints how much of that the runs themselves took; the
+  rest is the daemon's planning, which looks at a backfill every 30 s (Dagster's fixed interval) and
+  launches each wave once the one before it is materialized.
 
 It prints, per path, the wall time, the VLM requests, the judge-latency bound
 ``requests x latency / concurrency`` and the ratio of the dagster path to the CLI's.
 
-    .venv/bin/python -m benchmarks.engine [--videos 12] [--latency 0.2] [--concurrency 8] [--parallel 4] [--paths cli,dagster]
+    .venv/bin/python -m benchmarks.engine [--videos 12] [--latency 0.2] [--concurrency 8] [--parallel 4] [--paths cli,dagster,ui]
 """
 
 from __future__ import annotations
@@ -89,6 +96,81 @@ def _dagster(env: dict, cands: Path, parallel: int) -> float:
     return time.perf_counter() - t0
 
 
+def _ui(env: dict, cands: Path, root: Path) -> float:
+    """A backfill of every partition as the UI launches it, on a running webserver and daemon."""
+    from dagster import DagsterInstance, DagsterRunStatus, MultiPartitionKey
+
+    from argus_dagster.candidate_store import discover
+    from argus_dagster.instances import ALL_TASKS
+    from tests.integration.helpers import start_webserver, stop, stop_sensors
+
+    found = discover(cands).models
+    tasks = [t for t in ALL_TASKS if any(t in ts for ts in found.values())]
+    if len(found) != 1:
+        raise SystemExit(f"the ui path backfills one model's range of partitions; the bench has {len(found)} models")
+    [model] = found
+    keys = [str(MultiPartitionKey({"task": t, "model": model})) for t in tasks]
+    instance = DagsterInstance.from_config(env["DAGSTER_HOME"])
+    instance.add_dynamic_partitions("candidate_models", sorted(found))  # as the candidate-store sensor adds them
+    web, graphql = start_webserver(root, env)
+    daemon = None
+    try:
+        stop_sensors(graphql)
+        log = open(root / "daemon.log", "w")
+        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 180
+        while not _daemons_healthy(graphql, ("BACKFILL", "QUEUED_RUN_COORDINATOR")):
+            if daemon.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"the daemon did not come up: {(root / 'daemon.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        selection = ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": tasks[0], "end": tasks[-1]}}}
+                      for a in ("input_instances", "rubrics")]
+                     + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": keys[0], "end": keys[-1]}}}
+                        for a in CANDIDATE_ASSETS.split(",")]
+                     + [{"assetKey": {"path": ["leaderboard"]}}])
+        t0 = time.perf_counter()
+        launched = graphql("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { "
+                           "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }",
+                           p={"partitionsByAssets": selection})["launchPartitionBackfill"]
+        if launched["__typename"] != "LaunchBackfillSuccess":
+            raise SystemExit(f"the backfill was not launched: {launched}")
+        backfill = launched["backfillId"]
+        deadline = time.time() + 600
+        while True:
+            runs = instance.get_run_records(_backfill_filter(backfill))
+            if any(r.dagster_run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED) for r in runs):
+                raise SystemExit(f"a run of the backfill failed: {(root / 'daemon.log').read_text()[-2000:]}")
+            done = [r for r in runs if r.dagster_run.status == DagsterRunStatus.SUCCESS
+                    and [k.to_user_string() for k in r.dagster_run.asset_selection or []] == ["leaderboard"]]
+            if done:
+                wall = time.perf_counter() - t0
+                break
+            if time.time() > deadline or daemon.poll() is not None:
+                raise SystemExit(f"the backfill did not finish: {(root / 'daemon.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        in_runs = sum(r.end_time - r.create_timestamp.timestamp() for r in runs if r.end_time)
+        print(f"ui backfill: {len(runs)} runs, {in_runs:.1f} s from each run's creation to its end (summed); "
+              f"the rest of {wall:.1f} s waits for the daemon's next look at the backfill")
+        return wall
+    finally:
+        if daemon is not None:
+            stop(daemon)
+        stop(web)
+
+
+def _daemons_healthy(graphql, kinds: tuple[str, ...]) -> bool:
+    data = graphql("{ instance { daemonHealth { allDaemonStatuses { daemonType healthy } } } }")
+    statuses = {d["daemonType"]: d["healthy"] for d in data["instance"]["daemonHealth"]["allDaemonStatuses"]}
+    return all(statuses.get(k) for k in kinds)
+
+
+def _backfill_filter(backfill: str):
+    from dagster import RunsFilter
+
+    return RunsFilter(tags={"dagster/backfill": backfill})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--videos", type=int, default=12, help="at least this many candidate videos (5 tasks)")
@@ -114,7 +196,8 @@ def main() -> None:
                 # Each path gets its own copy of the bench: rubrics generated by one are not frozen for the other.
                 own = shutil.copytree(bench, root / name / "bench_copy" / "bench")
                 env = _env(root / name, base_url, args.concurrency, own, cands)
-                wall = _cli(env, own, cands) if name == "cli" else _dagster(env, cands, args.parallel)
+                wall = (_cli(env, own, cands) if name == "cli" else _dagster(env, cands, args.parallel)
+                        if name == "dagster" else _ui(env, cands, root / name))
                 conn.send(("log", n0))
                 log = conn.recv()
                 n0 = log["n_total"]
@@ -125,8 +208,10 @@ def main() -> None:
     for name, wall, n in results:
         bound = n * args.latency / args.concurrency
         print(f"{name:<9}{wall:>8.1f}{n:>10}{bound:>9.1f}{wall / bound if bound else float('nan'):>12.2f}")
-    if len(results) == 2:
-        print(f"dagster path / cli: {results[1][1] / results[0][1]:.2f}x")
+    walls = {name: wall for name, wall, _ in results}
+    for name in ("dagster", "ui"):
+        if name in walls and "cli" in walls:
+            print(f"{name} path / cli: {walls[name] / walls['cli']:.2f}x")
 
 
 if __name__ == "__main__":
