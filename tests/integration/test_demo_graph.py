@@ -175,7 +175,7 @@ def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monk
     config = tmp_path / "home" / "benches" / "demo" / "default" / "dagster_home" / "dagster.yaml"
     assert yaml.safe_load(config.read_text()) == {"telemetry": {"enabled": False},
                                                   "python_logs": {"python_log_level": "INFO"},
-                                                  "run_queue": {"max_concurrent_runs": 4}}
+                                                  "run_queue": {"max_concurrent_runs": 4, "dequeue_interval_seconds": 1}}
     assert instance.root_directory == str(config.parent)
     instance.dispose()
 
