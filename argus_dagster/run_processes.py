@@ -1,7 +1,7 @@
 """Which process executes a run, and the runs whose process is gone.
 
 A run ``argus evaluate`` executes in its own process carries that process's identity in the tag
-:data:`PROCESS_TAG` (``host:pid:start``). When the process is killed (a signal, the out-of-memory
+:data:`PROCESS_TAG` (``host:pid:start:pidns``). When the process is killed (a signal, the out-of-memory
 killer, a closed laptop), Dagster keeps the run started, and the concurrency-pool slots its steps
 held stay claimed: runs that need the pool would wait forever. :func:`fail_dead_runs` marks such a
 run failed and gives its slots back. It runs as the ``dead_run_sensor`` (:mod:`assets.sensors`),
@@ -21,15 +21,23 @@ from pathlib import Path
 
 import dagster as dg
 
-PROCESS_TAG = "argus/process"  # host:pid:start of the process that executes a CLI run
+PROCESS_TAG = "argus/process"  # host:pid:start:pidns of the process that executes a CLI run
 LAUNCHER_TAG = "argus/launcher"
 IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
 
 
 def process_id(pid: int | None = None) -> str:
-    """``host:pid:start``: the start time (in clock ticks since boot) tells a reused pid apart."""
+    """``host:pid:start:pidns``: the start time (in clock ticks since boot) tells a reused pid apart,
+    the pid namespace a container's process (whose pids this machine's other processes do not see)."""
     pid = pid or os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}:{_pid_namespace(pid)}"
+
+
+def _pid_namespace(pid: int | str = "self") -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid").removeprefix("pid:[").removesuffix("]")
+    except OSError:
+        return "?"
 
 
 def launcher_tags() -> dict[str, str]:
@@ -51,12 +59,14 @@ def _start_ticks(pid: int) -> str:
 
 
 def alive(process: str) -> bool:
-    """Whether the process a :data:`PROCESS_TAG` names still runs. A process of another machine counts
-    as alive (not this machine's to judge); a zombie (killed, not yet reaped by whoever adopted it)
-    and a reused pid (another start time) do not."""
-    host, _, rest = process.partition(":")
-    pid, _, start = rest.partition(":")
+    """Whether the process a :data:`PROCESS_TAG` names still runs. A process of another machine, or of
+    another pid namespace (a container sharing the host's name), counts as alive (not this process's
+    to judge); a zombie (killed, not yet reaped by whoever adopted it) and a reused pid (another start
+    time) do not."""
+    host, pid, start, namespace = (process.split(":") + ["?", "?", "?"])[:4]
     if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if namespace not in ("?", _pid_namespace()):
         return True
     try:
         os.kill(int(pid), 0)

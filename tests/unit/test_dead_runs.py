@@ -26,7 +26,19 @@ def test_a_live_process_is_alive_and_a_killed_unreaped_one_is_gone():
 
 
 def test_a_reused_pid_is_not_the_process_that_started_the_run():
-    host, pid, start = process_id().split(":")
-    assert alive(f"{host}:{pid}:{start}")
-    assert not alive(f"{host}:{pid}:{int(start) + 1}")
-    assert alive(f"another-host:{pid}:{start}")  # another machine's run: not ours to judge
+    host, pid, start, namespace = process_id().split(":")
+    assert namespace.isdigit()
+    assert alive(f"{host}:{pid}:{start}:{namespace}") and alive(f"{host}:{pid}:{start}")
+    assert not alive(f"{host}:{pid}:{int(start) + 1}:{namespace}")
+    assert not alive(f"{host}:{pid}:{int(start) + 1}")  # a tag written before the namespace was recorded
+    assert alive(f"another-host:{pid}:{start}:{namespace}")  # another machine's run: not ours to judge
+
+
+def test_a_process_of_another_pid_namespace_is_not_judged():
+    """A container that shares the host's name (``--uts=host``) has pids this machine's processes do
+    not see: its run is left to its own daemon or next command."""
+    host, _, _, namespace = process_id().split(":")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not alive(f"{host}:{gone.pid}:1:{namespace}")
+    assert alive(f"{host}:{gone.pid}:1:{int(namespace) + 1}")
