@@ -25,6 +25,8 @@ back-off (:func:`retries_waiting`), so a person asking now retries at once.
 
 from __future__ import annotations
 
+import weakref
+
 import dagster as dg
 
 from argus_dagster.settings import Backoff, retry_backoff
@@ -41,26 +43,38 @@ DATA_VERSION_TAG = "dagster/data_version"
 
 class _Records:
     """The latest materialization (or, for a source, observation) of each partition of an asset, as
-    the instance recorded it: two queries per asset, whatever its number of partitions."""
+    the instance recorded it: at most two queries per asset, whatever its number of partitions."""
 
     def __init__(self, instance: dg.DagsterInstance):
         self.instance = instance
         self._latest: dict = {}
 
-    _shared: tuple = (None, None)
+    _shared: tuple = (None, None, None)  # (the instance, weakly; its latest storage id; the reading)
+
+    @classmethod
+    def _at(cls, instance: dg.DagsterInstance, max_storage_id: int | None) -> "_Records":
+        held, at, records = cls._shared
+        if held is None or held() is not instance or at != max_storage_id:
+            records = cls(instance)
+            cls._shared = (weakref.ref(instance), max_storage_id, records)
+        return records
 
     @classmethod
     def of(cls, context: dg.AutomationContext) -> "_Records":
         """One reading per evaluation, shared by every condition of every asset it evaluates (the
         records cannot move under it: it reads up to the evaluation's latest storage id)."""
-        instance = context.asset_graph_view.instance
-        key = (id(instance), context.max_storage_id)
-        if cls._shared[0] != key:
-            cls._shared = (key, cls(instance))
-        return cls._shared[1]
+        return cls._at(context.asset_graph_view.instance, context.max_storage_id)
 
-    def latest(self, key: dg.AssetKey, observed: bool = False) -> dict[str | None, object]:
-        """``{partition: record}`` (partition None for an unpartitioned asset)."""
+    @classmethod
+    def current(cls, instance: dg.DagsterInstance) -> "_Records":
+        """The reading of the instance as it is now: the same one an evaluation started before anything
+        else is stored shares (the back-offs a plan reads, then the conditions, then the reasons)."""
+        return cls._at(instance, instance.event_log_storage.get_maximum_record_id())
+
+    def latest(self, key: dg.AssetKey, observed: bool = False,
+               partitioned: bool | None = None) -> dict[str | None, object]:
+        """``{partition: record}`` (partition None for an unpartitioned asset). ``partitioned``: whether
+        the asset is (True: no query for an unpartitioned record when no partition has one)."""
         if (key, observed) not in self._latest:
             kind = dg.DagsterEventType.ASSET_OBSERVATION if observed else dg.DagsterEventType.ASSET_MATERIALIZATION
             ids = dict(self.instance.event_log_storage.get_latest_storage_id_by_partition(key, kind))
@@ -72,7 +86,8 @@ class _Records:
                     for r in fetch(dg.AssetRecordsFilter(asset_key=key, storage_ids=part), limit=len(part)).records:
                         event = r.asset_observation if observed else r.asset_materialization
                         out[str(event.partition)] = r
-            unpartitioned = fetch(dg.AssetRecordsFilter(asset_key=key), limit=1).records if not ids else []
+            unpartitioned = (fetch(dg.AssetRecordsFilter(asset_key=key), limit=1).records
+                             if not ids and not partitioned else [])
             for r in unpartitioned:
                 event = r.asset_observation if observed else r.asset_materialization
                 if event.partition is None:
@@ -109,7 +124,7 @@ def _dep_partition(key_partitions, dep_partitions, partition: str | None) -> str
 
 def latest_records(instance: dg.DagsterInstance) -> _Records:
     """A reading of the instance's latest records, for :func:`changed_inputs` outside an evaluation."""
-    return _Records(instance)
+    return _Records.current(instance)
 
 
 class _FromRecords(dg.AutomationCondition):
@@ -137,7 +152,7 @@ class NewCode(_FromRecords):
 
     def partitions_where(self, context, records) -> set[str | None]:
         now = context.asset_graph.get(context.key).code_version
-        return {p for p, r in records.latest(context.key).items()
+        return {p for p, r in records.latest(context.key, partitioned=context.partitions_def is not None).items()
                 if _event(r).tags.get("dagster/code_version") != now}
 
 
@@ -148,12 +163,12 @@ def changed_inputs(graph, key: dg.AssetKey, partitions_def, records: _Records) -
     after the recorded event pointer against its record at that pointer (an unpartitioned asset reads
     every partition of a partitioned input). ``graph``: an asset graph (the automation context's or
     the definitions')."""
-    mine = records.latest(key)
+    mine = records.latest(key, partitioned=partitions_def is not None)
     out: dict[str | None, list[str]] = {}
     for dep in sorted(graph.get(key).parent_keys, key=lambda k: k.to_user_string()):
         node = graph.get(dep)
         source = node.is_observable and not node.is_materializable
-        latest = records.latest(dep, observed=source)
+        latest = records.latest(dep, observed=source, partitioned=node.partitions_def is not None)
         for p, r in mine.items():
             read = dg.DataProvenance.from_tags(_event(r).tags)
             if read is None:
@@ -222,7 +237,7 @@ def retries_due(records: "_Records", key: dg.AssetKey, backoff: Backoff | None =
         return {}
     backoff = backoff or retry_backoff()
     out = {}
-    for p, r in records.latest(key).items():
+    for p, r in records.latest(key, partitioned=True).items():  # every asset that leaves work is partitioned
         n = _round_of(asset, _event(r).metadata)
         if n:
             out[p] = r.timestamp + backoff.delay_s(n)
@@ -232,7 +247,7 @@ def retries_due(records: "_Records", key: dg.AssetKey, backoff: Backoff | None =
 def retries_waiting(instance: dg.DagsterInstance, now: float) -> dict[tuple[str, str | None], float]:
     """``{(asset, partition): when it may be retried}`` for the work left to retry whose back-off is not
     over at ``now`` (what the automation sensor holds back)."""
-    records, backoff = _Records(instance), retry_backoff()
+    records, backoff = _Records.current(instance), retry_backoff()
     return {(asset, p): due for asset in RETRY_METADATA
             for p, due in retries_due(records, dg.AssetKey(asset), backoff).items() if due > now}
 
