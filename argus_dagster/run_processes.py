@@ -7,10 +7,12 @@ held stay claimed: runs that need the pool would wait forever. :func:`fail_dead_
 run failed and gives its slots back. It runs as the ``dead_run_sensor`` (:mod:`assets.sensors`),
 ticked by the daemon under ``argus ui``, and ``argus evaluate`` asks the same sensor before its runs.
 
-Only runs an ``argus`` process executes itself (tag ``argus/launcher=cli``) name their process; runs
-the daemon or the UI launched run in processes Dagster starts, and are left to it (its run monitoring,
-``run_monitoring`` in the instance's ``dagster.yaml``). A process of another machine is not judged:
-the sensor of that machine's daemon, or its next ``argus evaluate``, judges it.
+Only runs an ``argus`` process executes itself (tag ``argus/launcher=cli``) name their process. Runs
+the daemon or the UI launched run in processes Dagster's run launcher starts; this sensor does not
+judge them. Dagster's run monitoring (``run_monitoring`` in ``deploy/aws/dagster.yaml``) fails those
+that never start, but with the default launcher it cannot see a worker that died after starting. A
+process of another machine is not judged: the sensor of that machine's daemon, or its next ``argus
+evaluate``, judges it.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def _dagster(env: dict, cands: Path, parallel: int) -> float:
 
 def _ui(env: dict, cands: Path, root: Path) -> float:
     """A backfill of every partition as the UI launches it, on a running webserver and daemon."""
-    from dagster import DagsterInstance, DagsterRunStatus, MultiPartitionKey
+    from dagster import DagsterInstance, DagsterRunStatus, MultiPartitionKey, RunsFilter
 
     from argus_dagster.candidate_store import discover
     from argus_dagster.instances import ALL_TASKS
@@ -138,7 +138,7 @@ def _ui(env: dict, cands: Path, root: Path) -> float:
         backfill = launched["backfillId"]
         deadline = time.time() + 600
         while True:
-            runs = instance.get_run_records(_backfill_filter(backfill))
+            runs = instance.get_run_records(RunsFilter(tags={"dagster/backfill": backfill}))
             if any(r.dagster_run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED) for r in runs):
                 raise SystemExit(f"a run of the backfill failed: {(root / 'daemon.log').read_text()[-2000:]}")
             done = [r for r in runs if r.dagster_run.status == DagsterRunStatus.SUCCESS
@@ -163,12 +163,6 @@ def _daemons_healthy(graphql, kinds: tuple[str, ...]) -> bool:
     data = graphql("{ instance { daemonHealth { allDaemonStatuses { daemonType healthy } } } }")
     statuses = {d["daemonType"]: d["healthy"] for d in data["instance"]["daemonHealth"]["allDaemonStatuses"]}
     return all(statuses.get(k) for k in kinds)
-
-
-def _backfill_filter(backfill: str):
-    from dagster import RunsFilter
-
-    return RunsFilter(tags={"dagster/backfill": backfill})
 
 
 def main() -> None:
