@@ -231,7 +231,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print(f"argus export firm: --format {args.format}: firm writes JSON lines only")
         return 2
     try:
-        result = export_firm(args.out, args.task, settings=_chosen(args))
+        result = export_firm(args.out, args.task, settings=_chosen(args), force=args.force)
     except (OSError, ValueError, WriteError) as exc:
         _print(f"argus export firm: {exc}")
         return 1
@@ -715,6 +715,8 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_argument("--host", default="127.0.0.1", help="the Dagster UI's address (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
     ui.add_argument("--reports-port", type=int, help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
+    ex.add_argument("--force", action="store_true", help="firm: write into a folder that holds other files "
+                    "(they are kept; only the export's own files are replaced)")
     ui.set_defaults(func=cmd_ui)
     from .alignment import ALIGNMENT_LEGEND
 

@@ -55,11 +55,35 @@ def flatten_for_csv(df: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
+# A text cell a spreadsheet would run as a formula starts with one of these (OWASP's list: tab and
+# carriage return too); in CSV such a cell is written after a ``'``, which spreadsheets show as text.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+TEXT_MARK = "'"
+_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+
+
+def spreadsheet_safe(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with every text cell that starts with ``= + - @`` (or a tab or carriage return) prefixed
+    with ``'``, so a spreadsheet opening the CSV shows it as text and never evaluates it; a cell that is
+    a plain number (``-3``, ``+1.5e2``) is a number to a spreadsheet, not a formula, and stays as it is."""
+    cols = []
+    for name, dtype in df.schema.items():
+        if dtype == pl.String:
+            c = pl.col(name)
+            risky = c.str.starts_with(FORMULA_START[0])
+            for mark in FORMULA_START[1:]:
+                risky = risky | c.str.starts_with(mark)
+            cols.append(pl.when(risky & ~c.str.contains(_NUMBER)).then(pl.lit(TEXT_MARK) + c).otherwise(c).alias(name))
+        else:
+            cols.append(pl.col(name))
+    return df.select(cols)
+
+
 def encode(df: pl.DataFrame, fmt: str) -> bytes:
-    """``df`` as the bytes of a ``fmt`` file: CSV flattened, JSON an array of one object per row,
-    parquet as stored."""
+    """``df`` as the bytes of a ``fmt`` file: CSV flattened and spreadsheet-safe
+    (:func:`spreadsheet_safe`), JSON an array of one object per row, parquet as stored."""
     if fmt == "csv":
-        return flatten_for_csv(df).write_csv().encode("utf-8")
+        return spreadsheet_safe(flatten_for_csv(df)).write_csv().encode("utf-8")
     if fmt == "json":
         return df.write_json().encode("utf-8") + b"\n"
     if fmt == "parquet":

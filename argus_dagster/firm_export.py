@@ -8,7 +8,10 @@
 - ``DIR/images/...``: every frame an instance shows, as a JPEG file; an instance's ``images`` are
   paths relative to the JSON lines file, in the order of its ``image_roles`` (the condition media
   first, then the video's frames);
-- ``DIR/README.md``: a dataset card (counts, filters, sources).
+- ``DIR/README.md``: a dataset card (counts, filters, sources);
+- ``DIR/.argus-export.json``: the files this export wrote. ``DIR`` must be new, empty, or hold an
+  earlier export and nothing else (``--force`` writes beside other files); a new export replaces its own
+  files and removes the earlier export's files it does not write again, never anything else.
 
 What each instance carries:
 
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,10 @@ from .names import file_name
 JSONL = "train.jsonl"
 CARD = "README.md"
 IMAGES = "images"
+# What an export wrote, so a later one into the same folder knows its own files from a person's:
+# {"kind": "firm", "files": [relative paths]}.
+WRITTEN = ".argus-export.json"
+KIND = "firm"
 EDIT_TASKS = ("TV2V", "TSV2V")
 
 # ----------------------------------------------------------------------------------------------------
@@ -286,20 +292,20 @@ def export_dataset(out_dir: str | Path, score_rows: Iterable[dict], verdicts: di
                    inputs: dict[tuple[str, str], dict], *, sources: dict[str, Any] | None = None,
                    video_frames: Callable[[str, list[int]], list[np.ndarray]] = default_video_frames,
                    condition_frames: Callable[[dict], list[tuple[str, np.ndarray]]] = default_condition_frames,
-                   ) -> ExportResult:
+                   force: bool = False) -> ExportResult:
     """Write ``out_dir`` (see the module doc) from stored rows.
 
     ``score_rows``: ``firm_scores`` rows (with ``task``, ``model``, ``sample`` and ``frames``);
     ``verdicts``: ``firm_verdicts`` rows by ``(task, model, input_id, sample)``; ``inputs``:
     ``input_instances`` rows by ``(task, input_id)``; ``sources``: what the card names as the data's
-    origin. The JSON lines file and the card are replaced whole; the images folder is rewritten.
+    origin. ``out_dir`` is new, empty, or holds an earlier export and nothing else (anything, with
+    ``force``: :func:`check_out_folder`). The JSON lines file and the card are replaced whole; of the
+    earlier export's files (``.argus-export.json`` lists them) those not written again are removed, and
+    nothing else is.
     """
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: a file is there; give a folder (it is created)")
-    images_dir = out / IMAGES
-    if images_dir.is_dir():
-        shutil.rmtree(images_dir)  # frames of an earlier export that this one may no longer have
+    earlier = check_out_folder(out, force)
+    written: set[str] = set()
     result = ExportResult(ratings={d: Counter() for d in DIMENSIONS})
     lines: list[str] = []
     conditions_done: dict[tuple[str, str], list[tuple[str, str]] | str] = {}
@@ -329,6 +335,7 @@ def export_dataset(out_dir: str | Path, score_rows: Iterable[dict], verdicts: di
             for k, a in enumerate(arrays):
                 rel = folder / f"frame_{k:02d}.jpg"
                 _save(a, out / rel)
+                written.add(rel.as_posix())
                 frame_paths.append(rel.as_posix())
         except Exception as exc:  # unreadable media: this video is left out, the rest proceed
             result.left_out.append(f"{video}: left out, its frames cannot be written ({exc})")
@@ -341,6 +348,7 @@ def export_dataset(out_dir: str | Path, score_rows: Iterable[dict], verdicts: di
                 for k, (role, a) in enumerate(condition_frames(inp)):
                     rel = cfolder / f"{role}_{k:02d}.jpg"
                     _save(a, out / rel)
+                    written.add(rel.as_posix())
                     cond.append((role, rel.as_posix()))
                 conditions_done[key] = cond
             except Exception as exc:
@@ -368,7 +376,73 @@ def export_dataset(out_dir: str | Path, score_rows: Iterable[dict], verdicts: di
     result.n_instances = len(lines)
     write_atomic(out / JSONL, ("\n".join(lines) + "\n") if lines else "")
     write_atomic(out / CARD, dataset_card(result, sources or {}))
+    written |= {JSONL, CARD}
+    write_atomic(out / WRITTEN, json.dumps({"kind": KIND, "files": sorted(written)}, indent=1))
+    _remove_stale(out, earlier - written)
     return result
+
+
+def _written_before(out: Path) -> set[str] | None:
+    """The files an earlier export of this kind recorded in ``out``, or None when it records none."""
+    try:
+        rec = json.loads((out / WRITTEN).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(rec, dict) or rec.get("kind") != KIND or not isinstance(rec.get("files"), list):
+        return None
+    return {f for f in rec["files"] if isinstance(f, str)}
+
+
+def check_out_folder(out: Path, force: bool = False) -> set[str]:
+    """Whether an export may write into ``out``: a new or empty folder, or one that holds an earlier
+    export of this kind and nothing else (or anything, with ``force``). Returns the files the earlier
+    export recorded (the only ones a new export may remove); raises ValueError naming what is there."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: a file is there; give a folder (it is created)")
+    if not out.is_dir():
+        return set()
+    before = _written_before(out) or set()
+    mine = before | {WRITTEN}
+    parents = {p.as_posix() for f in mine for p in Path(f).parents if p != Path(".")}
+    foreign = []
+    for p in sorted(out.rglob("*")):
+        rel = p.relative_to(out).as_posix()
+        if rel in mine or (rel in parents and p.is_dir() and not p.is_symlink()) or _is_part(p.name):
+            continue
+        foreign.append(rel)
+    if foreign and not force:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        what = "an earlier export and also " if before else ""
+        raise ValueError(f"--out {out}: the folder holds {what}files no firm export wrote ({shown}); give a new "
+                         "or empty folder, or --force to write beside them (nothing an export did not write is "
+                         "deleted; its own files are replaced)")
+    return before
+
+
+def _is_part(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".part")
+
+
+def _remove_stale(out: Path, stale: set[str]) -> None:
+    """Remove the files of an earlier export that this one did not write again (frames of videos it no
+    longer has), and the folders they leave empty; nothing else."""
+    root = out.resolve()
+    for rel in sorted(stale):
+        p = out / rel
+        try:
+            if Path(rel).is_absolute() or ".." in Path(rel).parts or not p.resolve().is_relative_to(root):
+                continue
+            if p.is_file() and not p.is_symlink():
+                p.unlink()
+        except OSError:
+            continue
+        for parent in Path(rel).parents:
+            if parent == Path("."):
+                break
+            try:
+                (out / parent).rmdir()  # only when empty
+            except OSError:
+                break
 
 
 def _left_out_kinds(left_out: Sequence[str]) -> Counter:

@@ -23,7 +23,8 @@ What each kind of name may contain:
 * a **bench** or **profile** name: letters, digits and ``_ . = + -``; its asset-key prefix and
   Dagster names use :func:`dagster_name`. A bench name from ``bench.json`` or ``--name`` is held to
   this where it enters (:func:`~argus_dagster.settings.bench_name`); a bench named after its folder
-  keeps the folder's name. Every command the CLI prints for a user to copy is shell-quoted.
+  keeps the folder's name. No bench takes a name of the home's own files (:data:`RESERVED_BENCH_NAMES`,
+  ``index.html``). Every command the CLI prints for a user to copy is shell-quoted.
 """
 
 from __future__ import annotations
@@ -141,6 +142,21 @@ def profile_or_bench_problem(value: str, what: str = "name") -> str | None:
     if not PROFILE_OR_BENCH.fullmatch(value or ""):
         return (f"{what} {value!r}: use letters, digits and _ . = + - (at most 64 characters, "
                 "starting with a letter or digit)")
+    return None
+
+
+# The home's own files beside the benches' folders in ``$ARGUS_HOME/benches``: the index of every
+# evaluation. A bench whose folder would take one of these names is refused (compared without case:
+# a case-insensitive file system holds one of ``index.html`` and ``INDEX.HTML``).
+RESERVED_BENCH_NAMES = ("index.html",)
+
+
+def reserved_bench_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a bench's name because its folder would be one of the home's own files,
+    or None."""
+    if folder_name(name).lower() in RESERVED_BENCH_NAMES:
+        return (f"the bench name {name!r} is reserved ($ARGUS_HOME/benches/{folder_name(name)} is the home's index "
+                "of evaluations)")
     return None
 
 

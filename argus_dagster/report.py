@@ -38,9 +38,22 @@ details summary{cursor:pointer;color:#4a7bd0}
 """
 
 
+# Characters of one field a page shows: a longer prompt, requirement, rationale or error is cut with
+# a marker saying how much is left out, so one huge field never makes a huge page.
+MAX_FIELD = 20_000
+
+
+def bounded(text: str, most: int = MAX_FIELD) -> str:
+    """``text``, or its first ``most`` characters and a marker of how many more there are."""
+    if len(text) <= most:
+        return text
+    return f"{text[:most]} … [{len(text) - most:,} more characters not shown]"
+
+
 def esc(value: Any) -> str:
-    """Text for HTML: markup in prompts, rubrics and rationales is shown, never interpreted."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text for HTML: markup in prompts, rubrics and rationales is shown, never interpreted; at most
+    :data:`MAX_FIELD` characters of it (:func:`bounded`)."""
+    return html.escape(bounded("" if value is None else str(value)), quote=True)
 
 
 def jpeg(frame: np.ndarray, max_side: int = 320, quality: int = 80) -> bytes:

@@ -782,14 +782,15 @@ def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, ta
 
 
 def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
-                settings: Settings | None = None):
+                settings: Settings | None = None, force: bool = False):
     """Write FIRM-Video's training data folder ``out`` (:mod:`argus_dagster.firm_export`: JSON lines, the
     frames as image files, a dataset card) from the stored ``firm_scores``, ``firm_verdicts`` and
     ``input_instances``; returns its :class:`~argus_dagster.firm_export.ExportResult`. Reads stored
-    tables and the media they name: no model is called."""
+    tables and the media they name: no model is called. A folder that holds anything but an earlier
+    export is refused before anything is read, unless ``force``."""
     from functools import partial
 
-    from .firm_export import default_condition_frames, default_video_frames, export_dataset
+    from .firm_export import check_out_folder, default_condition_frames, default_video_frames, export_dataset
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
@@ -810,11 +811,12 @@ def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.Da
                "bench": str(settings.bench_dir), "candidates": str(settings.candidates_dir),
                "tables": "firm_scores, firm_verdicts, input_instances (as last materialized)",
                "IF checklist planner": "; ".join(makers) or "none recorded",
+    check_out_folder(Path(out), force)
                "protocol": "FIRM-Video (check-before-score), argus_dagster/checklist.py"}
     storage = evaluation_storage(settings)  # media on S3 are read through the evaluation's storage
     return export_dataset(out, rows, verdicts, inputs, sources=sources,
                           video_frames=partial(default_video_frames, storage=storage),
-                          condition_frames=partial(default_condition_frames, storage=storage))
+                          condition_frames=partial(default_condition_frames, storage=storage), force=force)
 
 
 def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,

@@ -306,11 +306,37 @@ def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name:
     else:
         same = [r for r in records if location(r["bench_dir"], resolve=False) == bench_dir]
         name = same[0]["bench"] if same else bench_name(bench_dir)
+        if same:
+            _check_bench_json_name(bench_dir, name)
+    from .names import reserved_bench_problem
+
+    reserved = reserved_bench_problem(name)
+    if reserved:
+        raise SettingError(f"{reserved}: name the bench with --name")
     for r in records:
         if r["bench"] == name and location(r["bench_dir"], resolve=False) != bench_dir:
             raise SettingError(f"the bench name {name!r} is taken by {r['bench_dir']}: give this bench "
                                f"({bench_dir}) another with --name")
     return Settings(home, bench_dir, candidates_dir, name, profile, rubrics_in)
+
+
+def _check_bench_json_name(bench_dir: Path | str, recorded: str) -> None:
+    """A ``bench.json`` whose ``name`` is not the name this folder's evaluation was recorded under is a
+    :class:`SettingError` that says both and how to choose (the recorded name is never changed quietly)."""
+    if str(bench_dir).startswith("s3://"):
+        return
+    meta = Path(bench_dir) / "bench.json"
+    try:
+        named = json.loads(meta.read_text(encoding="utf-8")).get("name") if meta.is_file() else None
+    except (OSError, ValueError, AttributeError, RecursionError):
+        named = None
+    if not isinstance(named, str) or not named.strip():
+        return
+    named = bench_name(bench_dir)  # the name as bench_name reads it; raises for one that breaks the rule
+    if named != recorded:
+        raise SettingError(f"{meta} names the bench {named!r}, but this folder is recorded as {recorded!r}: "
+                           f"give --name {named} (a new evaluation under that name) or --name {recorded} "
+                           "(the recorded one)")
 
 
 def record_evaluation(settings: Settings, evaluated: bool = True) -> Path:
