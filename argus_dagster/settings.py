@@ -432,6 +432,7 @@ VARIABLES: dict[str, str] = {
     "ARGUS_RETRY_BACKOFF_S": "seconds the automation sensor waits before it retries a partition whose run left work "
                              "to retry; doubled for each further such run in a row (default 60; 0: every tick)",
     "ARGUS_RETRY_BACKOFF_MAX_S": "the longest of those waits, in seconds (default 3600)",
+    "ARGUS_KEEP_VERSIONS": "stored tables kept per asset partition, its latest materializations' (default 10; 0: all)",
     "ARGUS_REPORTS_PORT": "the loopback port argus open and argus ui serve the reports on (default 3030)",
     "ARGUS_REPORTS_URL": "where a browser finds the reports (default http://127.0.0.1:$ARGUS_REPORTS_PORT/)",
 }

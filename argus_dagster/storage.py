@@ -184,6 +184,19 @@ class Storage:
             raise WriteError(None, f"cannot write {uri}: {exc}") from None
         return uri
 
+    def remove(self, uri: str | Path) -> None:
+        """Remove the file or object at ``uri`` (nothing there is not an error)."""
+        uri = str(uri)
+        if not is_remote(uri):
+            Path(uri).unlink(missing_ok=True)
+            return
+        bucket, key = split(uri)
+        try:
+            self.client.delete_object(Bucket=bucket, Key=key)
+        except Exception as exc:
+            if not self._missing(exc):
+                raise
+
     def exists(self, uri: str | Path) -> bool:
         uri = str(uri)
         if not is_remote(uri):

@@ -18,7 +18,7 @@ from argus_dagster.names import folder_name
 from argus_dagster.settings import Settings, SettingError, environment, load_settings, parse_profile
 
 from .bench import BenchResource, bench_from_settings
-from .storage import StorageIOManager, StorageResource
+from .storage import DEFAULT_KEEP_VERSIONS, StorageIOManager, StorageResource
 from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from .tools import ToolsResource, tools_from_env
 from .vlm import VlmResource, vlm_from_env
@@ -71,6 +71,7 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
     profile = parse_profile(settings.profile)
     vlm_only = profile.vlm_only
     bench, storage, cache_dir = storage_for(env, settings)
+    keep = int(variables.number("ARGUS_KEEP_VERSIONS", DEFAULT_KEEP_VERSIONS, minimum=0))
     common = {
         "bench": bench,
         "storage": storage,
@@ -86,17 +87,17 @@ def resources_for(env: str | None = None, settings: Settings | None = None) -> d
     if env == "local":
         return {**common,
                 "tools": tools_from_env("cpu", vlm_only=vlm_only, cache_dir=cache_dir),
-                "io_manager": StorageIOManager(storage=storage, base_dir=str(settings.storage_dir))}
+                "io_manager": StorageIOManager(storage=storage, base_dir=str(settings.storage_dir), keep_versions=keep)}
     if env == "gpu":
         return {**common,
                 "tools": tools_from_env("cuda", vlm_only=vlm_only, cache_dir=cache_dir),
-                "io_manager": StorageIOManager(storage=storage, base_dir=str(settings.storage_dir))}
+                "io_manager": StorageIOManager(storage=storage, base_dir=str(settings.storage_dir), keep_versions=keep)}
     # aws, k8s and celery: tables on S3, where every run's (and, on k8s and Celery, every step's) machine
     # finds them. On k8s the evidence step's pod holds a GPU (its op tags), so the tools run on CUDA
     # there; a Celery worker's device is its own ARGUS_DEVICE (cuda on the `gpu` queue's workers).
     return {**common,
             "tools": tools_from_env("cuda" if env == "k8s" else "cpu", vlm_only=vlm_only, cache_dir=cache_dir),
-            "io_manager": StorageIOManager(storage=storage, base_dir=bench.storage_dir)}
+            "io_manager": StorageIOManager(storage=storage, base_dir=bench.storage_dir, keep_versions=keep)}
 
 
 def _with_model(vlm: VlmResource, model: str, part: str, prefix: str) -> VlmResource:

@@ -8,13 +8,16 @@ what the project asks of storage
 (:class:`argus_dagster.storage.Storage`): read, write, list, fetch to the media cache, a sha256 per
 object remembered by ETag, and a link a person can open (a presigned URL for an object). It is the
 only place an S3 client is made. :class:`StorageIOManager` stores the tables as parquet files through
-it, at a folder or an S3 prefix alike.
+it, at a folder or an S3 prefix alike, and keeps every materialization's table readable (a copy
+per version under ``_versions/``, the latest ``keep_versions`` of each asset partition).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import threading
+import time
 
 import dagster as dg
 import polars as pl
@@ -96,32 +99,64 @@ class StorageResource(dg.ConfigurableResource):
         return self.storage().link(uri, reports_dir)
 
 
+VERSIONS = "_versions"  # under base_dir: a folder per asset partition of its materializations' tables
+DEFAULT_KEEP_VERSIONS = 10
+
+
 class StorageIOManager(dg.ConfigurableIOManager):
     """Tables as parquet files under ``base_dir`` (a folder or ``s3://bucket/prefix``), written and read
     through the storage resource: ``<asset>.parquet``, or ``<asset>/<partition>.parquet`` per partition
     (the layout of dagster-polars' parquet IO manager). Each output records its ``path``; the output
-    of a run of many partitions (``{partition: table}``) records ``paths``, a file per partition."""
+    of a run of many partitions (``{partition: table}``) records ``paths``, a file per partition.
+
+    Nothing a materialization stored is lost to the next one: each table is also written to
+    ``_versions/<asset>/<partition...>/<time>-<run>-<content>.parquet`` (recorded as ``stored_version``,
+    ``stored_versions`` for a run of many partitions), and of those each asset partition keeps its
+    latest ``keep_versions`` (0: all); ``argus history`` and ``argus diff`` read them."""
 
     storage: StorageResource
     base_dir: str
+    keep_versions: int = Field(default=DEFAULT_KEEP_VERSIONS, ge=0,
+                               description="Tables kept per asset partition, the latest materializations' (0: all).")
+
+    @staticmethod
+    def _parts(asset_key: dg.AssetKey, partition: str | None, multi: bool = False) -> list[str]:
+        parts = [file_name(p) for p in asset_key.path]
+        if partition is not None:  # a task x model key (``m|T2V``) is one folder per dimension, as dagster-polars lays it out
+            parts += [file_name(k) for k in (str(partition).split("|") if multi else [str(partition)])]
+        return parts
 
     def _path(self, asset_key: dg.AssetKey, partition: str | None, multi: bool = False) -> str:
-        parts = [file_name(p) for p in asset_key.path]
-        if partition is None:
-            parts[-1] += ".parquet"
-        else:  # a task x model key (``m|T2V``) is one folder per dimension, as dagster-polars lays it out
-            keys = [file_name(k) for k in (str(partition).split("|") if multi else [str(partition)])]
-            parts += keys[:-1] + [f"{keys[-1]}.parquet"]
-        return storage_lib.join(self.base_dir, *parts)
+        parts = self._parts(asset_key, partition, multi)
+        return storage_lib.join(self.base_dir, *parts[:-1], f"{parts[-1]}.parquet")
+
+    def versions_folder(self, asset_key: dg.AssetKey, partition: str | None, multi: bool = False) -> str:
+        """Where the kept tables of one asset partition lie, oldest name first."""
+        return storage_lib.join(self.base_dir, VERSIONS, *self._parts(asset_key, partition, multi))
+
+    def _keep(self, folder: str, data: bytes, run_id: str) -> str:
+        """Write ``data`` as a new version in ``folder`` and remove the versions beyond ``keep_versions``."""
+        name = f"{time.time_ns():020d}-{file_name(run_id[:8])}-{hashlib.sha256(data).hexdigest()[:12]}.parquet"
+        path = storage_lib.join(folder, name)
+        self.storage.write_bytes(path, data)
+        if self.keep_versions:
+            kept = sorted(o.uri for o in self.storage.list(folder) if "/" not in o.rel and o.rel.endswith(".parquet"))
+            for old in kept[:max(0, len(kept) - self.keep_versions)]:
+                self.storage.storage().remove(old)
+        return path
 
     @staticmethod
     def _multi(context) -> bool:
         return isinstance(context.asset_partitions_def, dg.MultiPartitionsDefinition)
 
-    def _write(self, path: str, df: pl.DataFrame) -> None:
+    def _write(self, context: dg.OutputContext, path: str, df: pl.DataFrame, partition: str | None,
+               multi: bool) -> str:
+        """Write the table at ``path`` and as a kept version; returns the version's location."""
         buf = io.BytesIO()
         df.write_parquet(buf)
-        self.storage.write_bytes(path, buf.getvalue())
+        data = buf.getvalue()
+        self.storage.write_bytes(path, data)
+        return self._keep(self.versions_folder(context.asset_key, partition, multi), data, context.run_id)
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | dict[str, pl.DataFrame]) -> None:
         if obj is None:
@@ -129,14 +164,16 @@ class StorageIOManager(dg.ConfigurableIOManager):
         if isinstance(obj, dict):  # a run of many partitions (assets.partitions.each_partition): a file each
             multi = self._multi(context)
             paths = {str(p): self._path(context.asset_key, str(p), multi) for p in obj}
-            for p, df in obj.items():
-                self._write(paths[str(p)], df)
-            context.add_output_metadata({"paths": dg.MetadataValue.json(paths)})
+            versions = {str(p): self._write(context, paths[str(p)], df, str(p), multi) for p, df in obj.items()}
+            context.add_output_metadata({"paths": dg.MetadataValue.json(paths),
+                                         "stored_versions": dg.MetadataValue.json(versions)})
             return
         partition = context.asset_partition_key if context.has_asset_partitions else None
-        path = self._path(context.asset_key, partition, partition is not None and self._multi(context))
-        self._write(path, obj)
-        context.add_output_metadata({"path": dg.MetadataValue.path(path), "dagster/row_count": obj.height})
+        multi = partition is not None and self._multi(context)
+        path = self._path(context.asset_key, partition, multi)
+        version = self._write(context, path, obj, partition, multi)
+        context.add_output_metadata({"path": dg.MetadataValue.path(path), "stored_version": dg.MetadataValue.path(version),
+                                     "dagster/row_count": obj.height})
 
     def _read(self, path: str) -> pl.DataFrame:
         return pl.read_parquet(io.BytesIO(self.storage.read_bytes(path)))

@@ -111,6 +111,16 @@ BREAKS = (
     # -- data versions --
     # -- cache identities --
     # -- evaluations and history --
+    Break("table-version-overwritten", "the IO manager writes every materialization's kept table under one name: "
+          "the next one overwrites the previous version",
+          (("resources/storage.py",
+            'name = f"{time.time_ns():020d}-{file_name(run_id[:8])}-{hashlib.sha256(data).hexdigest()[:12]}.parquet"',
+            'name = "table.parquet"'),),
+          ("tests/unit/test_table_versions.py",)),
+    Break("table-retention-one-fewer", "retention keeps one table fewer than keep_versions",
+          (("resources/storage.py", "kept[:max(0, len(kept) - self.keep_versions)]",
+            "kept[:max(0, len(kept) - self.keep_versions + 1)]"),),
+          ("tests/unit/test_table_versions.py",)),
     # -- ledger --
     # -- ranks --
     # -- protocols and ratings --
