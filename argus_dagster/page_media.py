@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import cv2
@@ -43,14 +45,18 @@ def codec(path: str | Path) -> str:
         cap.release()
 
 
-def webm_copy(src: str | Path, dst: str | Path, max_side: int = MAX_SIDE) -> None:
-    """Re-encode ``src`` as VP8 WebM at ``dst`` (its frame rate; longer side at most ``max_side``)."""
+def webm_copy(src: str | Path, dst: str | Path, max_side: int = MAX_SIDE, time_limit_s: float | None = None) -> None:
+    """Re-encode ``src`` as VP8 WebM at ``dst`` (its frame rate; longer side at most ``max_side``), then
+    check the copy (:func:`check_copy`): OpenCV reports a failed write (a full disk) only as a warning.
+    ``time_limit_s``: raise ``ValueError`` when the encoding takes longer."""
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     cap = cv2.VideoCapture(str(src))
     if not cap.isOpened():
         raise ValueError(f"{src}: cannot be decoded")
     try:
         fps = cap.get(cv2.CAP_PROP_FPS) or 24.0
         writer = None
+        written = 0
         while True:
             ok, frame = cap.read()
             if not ok:
@@ -63,11 +69,43 @@ def webm_copy(src: str | Path, dst: str | Path, max_side: int = MAX_SIDE) -> Non
                 if not writer.isOpened():
                     raise ValueError("this OpenCV cannot write VP8 WebM")
             writer.write(cv2.resize(frame, size, interpolation=cv2.INTER_AREA) if size != (w, h) else frame)
+            written += 1
+            if deadline is not None and time.monotonic() > deadline:
+                writer.release()
+                raise ValueError(f"the copy took longer than {time_limit_s:g} s (ARGUS_WEBM_TIME_LIMIT_S)")
         if writer is None:
             raise ValueError(f"{src}: no frame could be decoded")
         writer.release()
     finally:
         cap.release()
+    check_copy(dst, written, size)
+
+
+def check_copy(path: str | Path, frames: int, size: tuple[int, int]) -> None:
+    """Raise ``ValueError`` saying why unless ``path`` is a VP8 video of ``frames`` decodable frames of
+    ``size`` (width, height): a copy cut short by a full disk has fewer, or none."""
+    try:
+        nbytes = os.path.getsize(path)
+    except OSError as exc:
+        raise ValueError(f"the copy is missing ({exc.strerror})") from None
+    if nbytes == 0:
+        raise ValueError("the copy is empty (0 bytes; is the disk full?)")
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            raise ValueError(f"the copy ({nbytes} bytes) cannot be decoded (is the disk full?)")
+        decoded = 0
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            if (frame.shape[1], frame.shape[0]) != tuple(size):
+                raise ValueError(f"the copy's frame {decoded} is {frame.shape[1]}x{frame.shape[0]}, not {size[0]}x{size[1]}")
+            decoded += 1
+    finally:
+        cap.release()
+    if decoded != frames:
+        raise ValueError(f"the copy holds {decoded} of {frames} frames ({nbytes} bytes; is the disk full?)")
 
 
 def _put_local(src: str, dst: Path) -> None:
@@ -160,30 +198,59 @@ def _src(store: Storage, path: str, reports_dir: str | Path, name: str) -> str:
 
 
 WEBM_ASKED = re.compile(r"(?:.*/)?_media/([0-9a-f]{24})\.webm")
-_encoding = threading.Lock()
+COPIES_AT_ONCE = 2  # WebM copies the reports server makes at the same time (each holds a CPU)
+COPY_TIME_LIMIT_S = 120.0  # a copy that takes longer is given up: the original is served
+_copies = threading.BoundedSemaphore(COPIES_AT_ONCE)
+_per_video: dict[str, threading.Lock] = {}
+_per_video_lock = threading.Lock()
+_failed: dict[str, str] = {}  # a video whose copy failed: why (said once; its original is served)
 
 
-def serve_webm(path: Path) -> bool:
-    """Make ``path`` (``.../_media/<hash>.webm``, asked of the reports server) from the video kept
-    beside it as ``<hash>.orig.<ext>``, when it is not there yet; whether it is there now."""
+def serve_webm(path: Path, time_limit_s: float | None = None) -> Path | None:
+    """The file to serve for ``path`` (``.../_media/<hash>.webm``, asked of the reports server): the
+    WebM copy, made now from the video kept beside it as ``<hash>.orig.<ext>`` when it is not there
+    yet and checked (:func:`check_copy`) before it is put in place; the original itself when the copy
+    failed (a full disk, an undecodable copy, longer than ``time_limit_s``, default
+    :data:`COPY_TIME_LIMIT_S`), the reason printed once; None when there is no such video.
+
+    Each video's copy is made once (a second request waits for it), at most :data:`COPIES_AT_ONCE` at a
+    time, so one long copy holds back no other video's; a request that finds every slot taken for the
+    whole time limit is served the original."""
     if path.is_file():
-        return True
+        return path
     match = WEBM_ASKED.fullmatch(path.as_posix())
     if not match:
-        return False
+        return None
     originals = sorted(path.parent.glob(f"{match.group(1)}.orig.*"))
     if not originals:
-        return False
-    with _encoding:  # one encoding at a time: a page asks for several videos at once
+        return None
+    key = str(path)
+    if key in _failed:
+        return originals[0]
+    limit = COPY_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+    with _per_video_lock:
+        lock = _per_video.setdefault(key, threading.Lock())
+    with lock:
         if path.is_file():
-            return True
+            return path
+        if key in _failed:
+            return originals[0]
+        if not _copies.acquire(timeout=limit):
+            return originals[0]  # every slot busy: this request plays the original, a later one the copy
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident():x}.part.webm")
         try:
-            webm_copy(originals[0], tmp)
+            webm_copy(originals[0], tmp, time_limit_s=limit)
             os.replace(tmp, path)
-        except (OSError, ValueError):
-            return False
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            _failed[key] = reason
+            print(f"argus: no WebM copy of {originals[0]}: {reason}; its original is served instead",
+                  file=sys.stderr, flush=True)
+            return originals[0]
         finally:
-            if tmp.exists():
+            _copies.release()
+            try:
                 tmp.unlink()
-    return True
+            except FileNotFoundError:
+                pass
+    return path

@@ -126,6 +126,14 @@ BREAKS = (
     # -- protocols and ratings --
     # -- writes, exports and bad input --
     # -- servers and argus ui --
+    Break("range-ignored", "the reports server answers a Range request with the whole video, so it cannot be sought",
+          (("argus_dagster/serve.py", 'if ranged is None or self.headers.get("If-Range") is not None or os.path.isdir(path):',
+            'if True:'),),
+          ("tests/unit/test_serve_media.py",)),
+    Break("webm-copy-unchecked", "a page video's WebM copy is put in place without counting its frames: a copy "
+          "cut short by a full disk is served",
+          (("argus_dagster/page_media.py", "    check_copy(dst, written, size)\n", ""),),
+          ("tests/unit/test_serve_media.py",)),
 )
 
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info")
