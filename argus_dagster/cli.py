@@ -687,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
                     "standard output); for firm, the folder to write (required): train.jsonl, images/ (the "
                     "frames each instance shows) and README.md (a dataset card)")
     ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    ex.add_argument("--force", action="store_true", help="firm: write into a folder that holds other files "
+                    "(they are kept; only the export's own files are replaced)")
     _evaluation_options(ex)
     ex.set_defaults(func=cmd_export)
     bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
@@ -715,8 +717,6 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_argument("--host", default="127.0.0.1", help="the Dagster UI's address (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
     ui.add_argument("--reports-port", type=int, help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
-    ex.add_argument("--force", action="store_true", help="firm: write into a folder that holds other files "
-                    "(they are kept; only the export's own files are replaced)")
     ui.set_defaults(func=cmd_ui)
     from .alignment import ALIGNMENT_LEGEND
 

@@ -792,6 +792,7 @@ def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.Da
 
     from .firm_export import check_out_folder, default_condition_frames, default_video_frames, export_dataset
 
+    check_out_folder(Path(out), force)
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
     scores = stored_partitions("firm_scores", instance, tasks, settings)
@@ -811,7 +812,6 @@ def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.Da
                "bench": str(settings.bench_dir), "candidates": str(settings.candidates_dir),
                "tables": "firm_scores, firm_verdicts, input_instances (as last materialized)",
                "IF checklist planner": "; ".join(makers) or "none recorded",
-    check_out_folder(Path(out), force)
                "protocol": "FIRM-Video (check-before-score), argus_dagster/checklist.py"}
     storage = evaluation_storage(settings)  # media on S3 are read through the evaluation's storage
     return export_dataset(out, rows, verdicts, inputs, sources=sources,
