@@ -94,6 +94,9 @@ def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
     prompt = _field(raw, "prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError(f"input {input_id!r} field 'prompt': missing or empty")
+    if len(prompt) > MAX_PROMPT:
+        raise ValueError(f"input {input_id!r} field 'prompt': {len(prompt):,} characters (at most {MAX_PROMPT:,}: "
+                         "the rubric generator's parser and the judge read a prompt whole); shorten it")
     ff = _field(raw, "first_frame")
     subj = _field(raw, "subject_images")
     src = _field(raw, "source_video")
@@ -116,6 +119,9 @@ def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
 
 
 MAX_MANIFEST_LINE = 1 << 20  # bytes: a longer line is its own row's error, and is not held in memory
+# Characters: a longer prompt is its own row's error (spaCy's parser, which the offline rubric
+# generator runs, takes at most 1,000,000; a generation prompt is a few hundred).
+MAX_PROMPT = 100_000
 
 
 def _manifest_lines(manifest: Path) -> Iterator[tuple[int, bytes | None]]:

@@ -15,6 +15,7 @@ inside a stage) and in the ranges: few runs, each keeping the judge's slots full
 from __future__ import annotations
 
 import os
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -669,14 +670,32 @@ def _row_errors(instance: dg.DagsterInstance, tasks: list[str],
     return out
 
 
+_PREFIX = re.compile(r"^(input invalid: |line \d+: |line \d+ (?=field )|[^\s:]*/[^\s:]*: )+")
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_NUMBERS = re.compile(r"(?<![\w-])\d[\d,.]*")
+
+
+def error_kind(error: str) -> str:
+    """What kind of error ``error`` is, the same for every row of that kind: its text up to the first
+    colon or semicolon (after ``field …:``, the next), without the manifest line or file path it opens
+    with, quoted names as ``…`` and numbers as ``N`` (``line 7: input 'a' is listed again (first on
+    line 1); ...`` is ``input … is listed again (first on line N)``)."""
+    text = _NUMBERS.sub("N", _QUOTED.sub("…", _PREFIX.sub("", error.strip())))
+    parts = re.split(r"[:;]", text)
+    kind = parts[0].strip()
+    if kind.endswith("field …") and len(parts) > 1:
+        kind += ": " + parts[1].strip()
+    return kind[:80] or "error"
+
+
 def error_summary(errors: list[tuple[str, str, str]], first: int = 3) -> str:
-    """How many rows carry an error, of which kind (the text before its first colon), and the first few
-    of each kind with where they are and their ids; empty when there is none."""
+    """How many rows carry an error, of which kind (:func:`error_kind`), and the first few of each kind
+    with where they are and their ids; empty when there is none."""
     if not errors:
         return ""
     kinds: dict[str, list[tuple[str, str, str]]] = {}
     for where, iid, error in errors:
-        kinds.setdefault(error.split(":", 1)[0].strip()[:60] or "error", []).append((where, iid, error))
+        kinds.setdefault(error_kind(error), []).append((where, iid, error))
     lines = [f"\n{len(errors)} row{'s' if len(errors) != 1 else ''} with an error (they are not scored; "
              "the rest are):"]
     for kind, rows in sorted(kinds.items(), key=lambda kv: -len(kv[1])):

@@ -25,7 +25,7 @@ import polars as pl
 
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.files import WriteError
-from argus_dagster.names import file_name, sample_file_name
+from argus_dagster.names import ERROR_ROW_MARK, file_name, sample_file_name
 from argus_dagster.page_media import MediaFolder, page_video
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
@@ -149,7 +149,8 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                        criterion_scores: pl.DataFrame, video_scores: pl.DataFrame,
                        bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One self-contained HTML report per video, an index page, and the per-input comparison pages,
-    written through the storage (a folder, or S3 with presigned links in the metadata)."""
+    written through the storage (a folder, or S3 with presigned links in the metadata). A row of a bad
+    input (an invalid manifest line) is its line in the index, with its error, and nothing else."""
     task, model = task_and_model(context)
     store = storage.storage()
     reports_dir = bench.reports_path()
@@ -173,6 +174,10 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
         iid, sample = v["input_id"], v["sample"]
         label = video_label(iid, sample)
         inp = inputs.get(iid, {})
+        if iid.startswith(ERROR_ROW_MARK) or inp.get("error"):
+            # A bad manifest line or input: no page, card or comparison of its own, one line in the index.
+            index_rows.append({**v, "input_id": label, "prompt": None, "href": None})
+            continue
         name = f"{sample_file_name(iid, sample)}.html"
         try:
             cand = cands.get((iid, sample), {})

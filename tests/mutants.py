@@ -125,6 +125,23 @@ BREAKS = (
     # -- ranks --
     # -- protocols and ratings --
     # -- writes, exports and bad input --
+    Break("write-replaces-devices", "a write renames its file over whatever is at the path: a device node, a FIFO "
+          "or a link to one becomes a regular file",
+          (("argus_dagster/files.py", "    kind = not_a_file(path)\n    if kind is not None:",
+            "    kind = None\n    if kind is not None:"),),
+          ("tests/unit/test_writes_and_exports.py",)),
+    Break("firm-export-into-any-folder", "argus export firm writes into a folder of a person's files without a word",
+          (("argus_dagster/firm_export.py", "    if foreign and not force:", "    if False:"),),
+          ("tests/unit/test_writes_and_exports.py",)),
+    Break("csv-cells-run-as-formulas", "CSV exports write text cells that start with = + - @ as they are",
+          (("argus_dagster/export.py", "return spreadsheet_safe(flatten_for_csv(df)).write_csv()",
+            "return flatten_for_csv(df).write_csv()"),),
+          ("tests/unit/test_writes_and_exports.py",)),
+    Break("rubric-depth-unbounded", "a rubric file is parsed however deep it nests (the rubric_files source "
+          "recurses until Python's limit)",
+          (("argus_dagster/rubric/schema.py", "    depth = 0\n    for piece in _JSON_STRING.split(text):",
+            "    depth = 0\n    return False\n    for piece in _JSON_STRING.split(text):"),),
+          ("tests/unit/test_writes_and_exports.py",)),
     # -- servers and argus ui --
     Break("range-ignored", "the reports server answers a Range request with the whole video, so it cannot be sought",
           (("argus_dagster/serve.py", 'if ranged is None or self.headers.get("If-Range") is not None or os.path.isdir(path):',

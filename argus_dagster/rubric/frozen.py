@@ -25,9 +25,11 @@ def mark_frozen(data: dict) -> dict:
 def written_as_generated(raw: bytes) -> bool:
     """Whether a rubric file is one this project generated and froze, unchanged since (a file frozen
     before the mark existed counts as unchanged)."""
+    from .schema import loads_bounded
+
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        data = loads_bounded(raw)
+    except (ValueError, UnicodeDecodeError):  # not JSON, or nested deeper than a rubric: not ours
         return False
     generator = data.get("generator") if isinstance(data, dict) else None
     if not isinstance(generator, dict) or "input_hash" not in generator:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -139,16 +140,49 @@ def parse_rubric(data: Any, source: str = "") -> Rubric:
     return rubric
 
 
+# A rubric nests a few levels (criteria, a criterion, its evidence plan, a step, its arguments): a
+# file nested deeper than this is refused before it is parsed, so no reading of it recurses without end.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests arrays and objects deeper than ``limit`` (brackets inside strings
+    do not count); stops at the first bracket past the limit."""
+    depth = 0
+    for piece in _JSON_STRING.split(text):
+        for m in _BRACKET.finditer(piece):
+            depth += 1 if m.group() in "[{" else -1
+            if depth > limit:
+                return True
+    return False
+
+
+def loads_bounded(text: str | bytes, limit: int = MAX_JSON_DEPTH):
+    """``json.loads`` of a rubric's text, or ValueError for text nested deeper than ``limit``."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8-sig")
+    if json_too_deep(text, limit):
+        raise ValueError(f"JSON nested deeper than {limit} levels")
+    return json.loads(text)
+
+
 def read_json_file(path: str, storage=None):
     """The JSON value in a rubric file (an ``s3://`` object read through ``storage``, the storage
-    resource's); what keeps it from being read is a :class:`RubricError`."""
+    resource's); what keeps it from being read is a :class:`RubricError`, a file nested deeper than
+    :data:`MAX_JSON_DEPTH` included."""
     try:
         if str(path).startswith("s3://"):  # a rubric frozen on S3
             from ..storage import LOCAL
 
-            return json.loads((storage or LOCAL).read_bytes(path).decode("utf-8-sig"))
-        with open(path, encoding="utf-8-sig") as fh:
-            return json.load(fh)
+            text = (storage or LOCAL).read_bytes(path).decode("utf-8-sig")
+        else:
+            with open(path, encoding="utf-8-sig") as fh:
+                text = fh.read()
+        if json_too_deep(text):
+            raise RubricError([f"JSON nested deeper than {MAX_JSON_DEPTH} levels; a rubric nests a few"], path)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RubricError([f"not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"], path) from None
     except UnicodeDecodeError as exc:

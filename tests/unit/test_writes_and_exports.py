@@ -274,3 +274,53 @@ def test_a_huge_criterion_text_is_cut_on_its_page(tmp_path):
     requirement = row[1]
     assert requirement.startswith(huge[:MAX_FIELD])
     assert f"[{len(huge) - MAX_FIELD:,} more characters not shown]" in requirement
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad rubrics, prompts and manifests bounded where they are read
+
+
+def test_a_rubric_nested_200000_levels_is_one_error_and_never_a_recursion(tmp_path):
+    from argus_dagster.rubric.frozen import written_as_generated
+    from argus_dagster.rubric.lenient import read_rubric_file
+    from argus_dagster.rubric.schema import MAX_JSON_DEPTH, RubricError
+
+    deep = '{"criteria": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    path = tmp_path / "p1.json"
+    path.write_text(deep)
+    with pytest.raises(RubricError) as err:
+        read_rubric_file(str(path))
+    assert str(err.value) == (f"{path}: invalid rubric: JSON nested deeper than {MAX_JSON_DEPTH} levels; a rubric "
+                              "nests a few")
+    assert written_as_generated(deep.encode()) is False  # the rubric_files source reads every file so
+    # brackets inside strings do not count, and a rubric's own nesting is read
+    shallow = {"criteria": [{"id": "c1", "text": "[[[[" * 40, "evidence_plan": {"tool_sequence": [{"args": {}}]}}],
+               "generator": {"input_hash": "h"}}
+    path.write_text(json.dumps(shallow))
+    assert read_rubric_file(str(path))[0].criteria[0].criterion == "[[[[" * 40
+    assert written_as_generated(json.dumps(shallow).encode()) is True
+
+
+def test_a_prompt_over_the_bound_is_its_rows_error(tmp_path):
+    from argus_dagster.bench import MAX_PROMPT, read_task
+
+    (tmp_path / "T2V").mkdir()
+    lines = [{"id": "ok", "prompt": "A kite"}, {"id": "big", "prompt": "a" * 1_040_000}]
+    (tmp_path / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    rows = {r["input_id"]: r for r in read_task(tmp_path, "T2V")}
+    assert rows["ok"]["error"] is None
+    assert rows["big"]["error"] == (f"input 'big' field 'prompt': 1,040,000 characters (at most {MAX_PROMPT:,}: the "
+                                    "rubric generator's parser and the judge read a prompt whole); shorten it")
+
+
+def test_the_error_summary_groups_by_kind():
+    from argus_dagster.runner import error_summary
+
+    errors = [("T2V", f"!line-{n}", f"line {n}: input 'p0' is listed again (first on line 1); ids must be unique: "
+                                    "rename or remove this line") for n in range(2, 2002)]
+    errors += [("T2V", "!line-2002", "line 2002: not UTF-8 text (byte 3 of the line); save the manifest as UTF-8")]
+    lines = error_summary(errors).splitlines()
+    assert lines[1] == "2001 rows with an error (they are not scored; the rest are):"
+    assert lines[2] == "  2000 x input … is listed again (first on line N)"
+    assert lines[6] == "      ... and 1997 more"
+    assert lines[7] == "  1 x not UTF-8 text (byte N of the line)" and len(lines) == 9
