@@ -22,13 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
 import polars as pl
 
 from .alignment_plots import slug
 from .storage import LOCAL, Storage, join
 from .tables import stored_table
 from .names import file_name
-from .leaderboard import cost_summary, cost_table, coverage_text, pairwise_win_rates
+from .leaderboard import (competition_ranks, cost_summary, cost_table, coverage_text, pairwise_win_rates,
+                          partial_evidence_text, rank_text, top_models)
 from .report import STYLE, esc
 from .settings import evaluations_root
 from .rubric.taxonomy import DIMENSIONS
@@ -37,6 +39,9 @@ BASE_COLUMNS = ("task", "model", "mean_final", "ci_low", "ci_high", "n_videos", 
 # Shown once per task (coverage as one cell, the judge and the criteria that need a VLM below the
 # table, bench and profile in the page's header) rather than as a column each.
 SHOWN_ELSEWHERE = ("bench", "profile", "n_scored", "n_criteria", "weight_scored", "judge", "needs_vlm", "ci_scope")
+# The rank, its 95% interval and the pairwise contradiction have columns of their own; which models share
+# the top and whether the ranking rests on partial evidence are said below the table.
+RANK_COLUMNS = ("rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged")
 ALIGNMENT_SHOWN = ("task", "dimension", "evaluator", "n_videos", "srcc", "krcc", "plcc", "pairwise_acc",
                    "within_input_srcc", "mae")
 OVERVIEW_STYLE = """
@@ -137,25 +142,41 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
     judges = sorted({str(j) for j in lb["judge"].drop_nulls().to_list()}) if "judge" in lb.columns else []
     one_judge = len(judges) == 1
     has_coverage = "n_criteria" in lb.columns
-    extra = [c for c in lb.columns if c not in BASE_COLUMNS and c not in SHOWN_ELSEWHERE]
-    head = ("<thead><tr><th>rank</th><th>model</th><th>score</th><th>95% interval</th><th>videos</th><th>errors</th>"
-            + ("<th>covers</th>" if has_coverage else "")
+    extra = [c for c in lb.columns if c not in BASE_COLUMNS and c not in SHOWN_ELSEWHERE and c not in RANK_COLUMNS]
+    has_interval = "rank_low" in lb.columns
+    has_losses = "loses_to" in lb.columns and lb["loses_to"].drop_nulls().len() > 0
+    stored = lb["rank"].to_list() if "rank" in lb.columns else [None] * lb.height
+    means = [float("nan") if m is None else float(m) for m in lb["mean_final"].to_list()] if lb.height else []
+    computed = competition_ranks(np.array(means, dtype=float)) if means else []  # a table stored without ranks
+    ranks = [s if s is not None else (None if math.isnan(c) else int(c)) for s, c in zip(stored, computed)]
+    head = ("<thead><tr><th>rank</th>" + ("<th>95% rank</th>" if has_interval else "")
+            + "<th>model</th><th>score</th><th>95% interval</th><th>videos</th><th>errors</th>"
+            + ("<th>covers</th>" if has_coverage else "") + ("<th>loses to</th>" if has_losses else "")
             + "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in extra) + "</tr></thead>")
     rows = []
-    for rank, r in enumerate(lb.iter_rows(named=True), start=1):
+    for rank, r in zip(ranks, lb.iter_rows(named=True)):
         model = str(r["model"])
         index = f"{task}/{file_name(model)}/index.html"
         name = (f'<a href="{href(task, file_name(model), "index.html")}">{esc(model)}</a>' if index in present
                 else esc(model))
         ci = f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]" if r.get("ci_low") is not None else "–"
-        rows.append(f'<tr data-model="{esc(model)}"><td class="num">{rank}</td><td>{name}</td>'
+        rows.append(f'<tr data-model="{esc(model)}"><td class="num">{"–" if rank is None else rank}</td>'
+                    + (f'<td class="num" data-sort="{_sort_value(r.get("rank_low"))}">{esc(rank_text(r))}</td>'
+                       if has_interval else "") + f'<td>{name}</td>'
                     f'<td class="score num" data-sort="{_sort_value(r["mean_final"])}">{_num(r["mean_final"])}</td>'
                     f'<td class="num" data-sort="{_sort_value(r.get("ci_low"))}">{esc(ci)}</td>'
                     f'<td class="num">{esc(r["n_videos"])}</td><td class="num">{esc(r["n_errors"])}</td>'
                     + (f'<td data-sort="{_sort_value(r.get("weight_scored"))}">{esc(coverage_cell(r, one_judge))}</td>'
                        if has_coverage else "")
+                    + (f'<td class="loses-to">{esc(r.get("loses_to") or "–")}</td>' if has_losses else "")
                     + "".join(f"<td>{_cell(r[c])}</td>" for c in extra) + "</tr>")
     notes = []
+    top = top_models(lb.to_dicts())
+    if len(top) > 1:
+        notes.append(f"no single leader: <b>{esc(', '.join(top))}</b> share the top (rank 1 within their 95% rank interval)")
+    evidence = partial_evidence_text(lb.to_dicts())
+    if evidence:
+        notes.append(f'<span class="partial-evidence">{esc(evidence)}</span>')
     if one_judge:
         notes.append(f"judged by <b>{esc(judges[0])}</b>")
     if "ci_scope" in lb.columns and "scored criteria only" in lb["ci_scope"].to_list():
@@ -450,7 +471,7 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     spent = (f'<span class="costs-total">prompt tokens per video {total["prompt_tokens_per_video"]:.0f}, '
              f'share cached {_share(total["cached_share"])}</span>; ') if total["prompt_tokens"] else ""
     body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">{spent}updated {esc(stamp)}; score: mean final "
-            f"score 0-10 with a bootstrap 95% interval over videos; videos scored, errors not scored; click a "
+            f"score 0-10 with a bootstrap 95% interval over inputs, rank with the ranks taken in 95% of those resamples (equal scores share a rank); videos scored, errors not scored; click a "
             f"column's header to sort by it</div><nav>{nav}</nav>"
             + "".join(sections)
             + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, present, alignment, store)}</section>')
@@ -493,6 +514,21 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
 # ----------------------------------------------------------------------------------------------------
 
 
+def task_leader(task: str, lb: pl.DataFrame) -> str:
+    """``T2V: good 8.00`` where one model holds rank 1 alone (within its 95% rank interval);
+    ``T2V: no single leader, a, b share the top`` otherwise; and whether the ranking rests on partial
+    evidence, naming what is not judged. HTML, escaped."""
+    rows = lb.to_dicts()
+    top = top_models(rows)
+    if len(top) == 1:
+        mean = next(r["mean_final"] for r in rows if str(r["model"]) == top[0])
+        text = f"{esc(task)}: {esc(top[0])} {mean:.2f}"
+    else:
+        text = f"{esc(task)}: no single leader, {esc(', '.join(top))} share the top"
+    evidence = partial_evidence_text(rows)
+    return text + (f' <span class="partial-evidence">({esc(evidence)})</span>' if evidence else "")
+
+
 def render_evaluations_index(root: Path) -> str:
     """Every evaluation under ``root`` (``$ARGUS_HOME/benches``): bench and profile, linked to its
     overview; when it was last evaluated; its tasks, models and videos scored; what its scores
@@ -518,8 +554,7 @@ def render_evaluations_index(root: Path) -> str:
                 if when else "never scored")
         if lb is not None and lb.height:
             lb = lb.sort("mean_final", descending=True, nulls_last=True)
-            leaders = "; ".join(f"{esc(t)}: {esc(g['model'][0])} {g['mean_final'][0]:.2f}"
-                                for (t,), g in sorted(lb.group_by("task"), key=lambda kv: kv[0][0])
+            leaders = "; ".join(task_leader(t, g) for (t,), g in sorted(lb.group_by("task"), key=lambda kv: kv[0][0])
                                 if g["mean_final"][0] is not None)
             covers = sorted({coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge"))
                              for r in lb.iter_rows(named=True) if "n_criteria" in lb.columns})

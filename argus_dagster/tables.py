@@ -43,9 +43,14 @@ VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "base_score":
                 "caps_fired": pl.List(S), "n_scored": I, "n_criteria": I, "weight_scored": F, "judge": S,
                 "needs_vlm": pl.List(S), "error": S, **COSTS}
 # The interval is over videos' final scores, which cover only the scored criteria (``ci_scope``).
+# ``rank``: competition rank of the mean (ties share it); ``rank_low``-``rank_high``: the ranks the model
+# takes in 95% of the same bootstrap's resamples; ``shares_top``: rank 1 lies in that interval;
+# ``loses_to``: models ranked below it that beat it on most shared inputs; ``partial_evidence``: the scored
+# criteria cover less than half of the rubric weight; ``not_judged``: the dimensions left unscored.
 LEADERBOARD = {"bench": S, "profile": S, "task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
                "n_scored": F, "n_criteria": F, "weight_scored": F, "judge": S, "needs_vlm": pl.List(S),
-               "ci_scope": S}
+               "ci_scope": S, "rank": I, "rank_low": I, "rank_high": I, "shares_top": B, "loses_to": S,
+               "partial_evidence": B, "not_judged": S}
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from argus_dagster.files import WriteError
 from argus_dagster.leaderboard import build_leaderboard, cost_summary, cost_table, format_costs, format_leaderboard
 from argus_dagster.report import leaderboard_png
 from argus_dagster.storage import Storage, join
-from argus_dagster.tables import VIDEO_SCORES, frame
+from argus_dagster.tables import VIDEO_SCORES, frame, stored_table
 
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -70,7 +70,7 @@ def cost_metadata(scores: pl.DataFrame) -> dict:
             "costs_prompt_tokens_per_video": None if per_video is None else round(per_video, 1)}
 
 
-@dg.asset(code_version="6", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="7", group_name="reports", kinds={"polars"},
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
@@ -80,7 +80,9 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
     written through ``storage``."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
     scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
-    lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name())
+    # The stored criterion scores (written with these video scores) name the dimensions no score judged.
+    criteria = stored_table(bench.storage_path(), "criterion_scores", storage.storage())
+    lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name(), criteria=criteria)
     flat = lb.with_columns(pl.col("needs_vlm").list.join(","))  # CSV holds no lists
     version = dg.DataVersion(hashlib.sha256(flat.write_csv().encode()).hexdigest()[:16])
     return dg.Output(lb, data_version=version, metadata={

@@ -123,6 +123,38 @@ BREAKS = (
           ("tests/unit/test_table_versions.py",)),
     # -- ledger --
     # -- ranks --
+    Break("ranks-broken-alphabetically", "the overview numbers its leaderboard's rows, so tied models get ranks 1-5 by name",
+          (("argus_dagster/overview.py", "for rank, r in zip(ranks, lb.iter_rows(named=True)):",
+            "for rank, r in enumerate(lb.iter_rows(named=True), start=1):"),),
+          ("tests/unit/test_ranks.py",)),
+    Break("tied-means-rank-each-other-above", "a model counts an equal mean as above it: five tied models are all fifth",
+          (("argus_dagster/leaderboard.py", "above = means[..., None, :] > means[..., :, None] + RANK_TIE",
+            "above = means[..., None, :] >= means[..., :, None] - RANK_TIE"),),
+          ("tests/unit/test_ranks.py",)),
+    Break("first-of-the-top-named-leader", "the home page and the tables take the first of the models sharing the top as its leader",
+          (("argus_dagster/leaderboard.py", 'return [str(r["model"]) for r in scored if r["shares_top"]]',
+            'return [str(r["model"]) for r in scored if r["shares_top"]][:1]'),),
+          ("tests/unit/test_ranks.py",)),
+    Break("win-matrix-transposed", "the overview's win matrix shows in row A, column B how often B beats A",
+          (("argus_dagster/overview.py", "r = rates.get((a, b))", "r = rates.get((b, a))"),),
+          ("tests/unit/test_ranks.py",)),
+    Break("interval-divides-by-inputs", "a resample's mean divides its videos' scores by the inputs drawn, not by the videos",
+          (("argus_dagster/leaderboard.py", "return np.where(videos > 0, total / videos, np.nan)",
+            "return np.where(videos > 0, total / sums.shape[1], np.nan)"),),
+          ("tests/unit/test_ranks.py",)),
+    Break("interval-mean-of-input-means", "a resample's mean is the mean of its inputs' means, not the mean over its videos",
+          (("argus_dagster/leaderboard.py", "total, videos = times @ sums.T, times @ counts.T",
+            "total, videos = times @ (sums / np.maximum(counts, 1)).T, times @ (counts > 0).T"),),
+          ("tests/unit/test_ranks.py",)),
+    Break("interval-resamples-videos", "the score interval resamples a model's videos on their own, not the task's inputs",
+          (("argus_dagster/leaderboard.py", "        lo, hi = ((float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))) if len(vals) and ranks[k]\n",
+            "        vals = g.filter((pl.col('model') == m) & pl.col('final_score').is_not_null())['final_score'].to_numpy()\n"
+            "        lo, hi = (bootstrap_ci(vals) if len(vals) and ranks[k]\n"),),
+          ("tests/unit/test_ranks.py",)),
+    Break("rank-interval-interquartile", "the rank interval is read at the 25th and 75th percentiles of the resamples' ranks",
+          (("argus_dagster/leaderboard.py", 'np.percentile(col, 2.5, method="lower")', 'np.percentile(col, 25, method="lower")'),
+           ("argus_dagster/leaderboard.py", 'np.percentile(col, 97.5, method="higher")', 'np.percentile(col, 75, method="higher")')),
+          ("tests/unit/test_ranks.py",)),
     # -- protocols and ratings --
     # -- writes, exports and bad input --
     Break("write-replaces-devices", "a write renames its file over whatever is at the path: a device node, a FIFO "
