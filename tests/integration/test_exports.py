@@ -90,6 +90,9 @@ def test_default_file_is_named_after_the_evaluation(evaluated, monkeypatch, caps
     assert cli.main(["export", "leaderboard", "--format", "json"]) == 0
     rows = json.loads((evaluated / "bench-default-leaderboard.json").read_text())
     assert [r["model"] for r in rows] == ["moving", "still"] and isinstance(rows[0]["needs_vlm"], list)
+    # moving scores above still on both inputs: first and second in every resample of the inputs
+    assert [(r["rank"], r["rank_low"], r["rank_high"], r["shares_top"]) for r in rows] == [(1, 1, 1, True),
+                                                                                       (2, 2, 2, False)]
 
 
 def test_the_leaderboard_materialization_links_the_same_tables(evaluated, capsys):
