@@ -148,7 +148,13 @@ class CallStats:
     Tokens are each answer's ``usage`` (parse retries included: every answer was paid for); cached
     tokens are ``usage.prompt_tokens_details.cached_tokens`` where the server reports it (a
     prefix-caching server: the part of the prompt it did not prefill again). Images and bytes count
-    what reached a server (every request that got an answer or timed out, retries included)."""
+    what reached a server (every request that got an answer or timed out, retries included).
+
+    ``requests`` counts what a server saw: every request that reached it (answered, refused with a
+    status, timed out on this side, or cut by the server closing its connection), retries included,
+    each outcome in ``errors``; an attempt that never connected (refused, unresolvable) is in
+    ``errors`` and ``unsent``, not in ``requests``. ``request_seconds`` sums the requests' latencies.
+    Token counts arrive clamped (:func:`usage_counts`) and sum in Python integers (no wrap)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -157,7 +163,9 @@ class CallStats:
         self.retries = 0          # transport retries
         self.parse_retries = 0    # answers asked again because they did not parse
         self.failures = 0         # logical calls that ended without a usable answer
+        self.unsent = 0           # attempts that never reached a server (no connection)
         self.latencies: list[float] = []
+        self.request_seconds = 0.0  # the requests' latencies summed
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cached_tokens = 0
@@ -172,21 +180,25 @@ class CallStats:
         return [self] + [led for led in _LEDGERS.get() if led is not self]
 
     def add_request(self, endpoint: str, latency_s: float, nbytes: int, outcome: str, *, images: int = 0,
-                    image_bytes: int = 0) -> None:
+                    image_bytes: int = 0, reached: bool = True) -> None:
         from .progress import PROGRESS
 
         PROGRESS.request_done()
         for stats in self._ledgers():
             with stats._lock:
+                stats.by_endpoint[endpoint] = stats.by_endpoint.get(endpoint, 0) + 1
+                if outcome != "ok":
+                    stats.errors[outcome] = stats.errors.get(outcome, 0) + 1
+                if not reached:  # no server saw it: no request, nothing sent
+                    stats.unsent += 1
+                    continue
                 stats.requests += 1
                 stats.latencies.append(latency_s)
+                stats.request_seconds += max(0.0, latency_s)
                 stats.request_bytes.append(nbytes)
                 stats.bytes_sent += nbytes
                 stats.images += images
                 stats.image_bytes += image_bytes
-                stats.by_endpoint[endpoint] = stats.by_endpoint.get(endpoint, 0) + 1
-                if outcome != "ok":
-                    stats.errors[outcome] = stats.errors.get(outcome, 0) + 1
 
     def add_call(self, reply: Reply | None, *, failed: bool = False) -> None:
         for stats in self._ledgers():
@@ -211,7 +223,7 @@ class CallStats:
             return {"vlm_requests": self.requests, "vlm_retries": self.retries, "vlm_parse_retries": self.parse_retries,
                     "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
                     "completion_tokens": self.completion_tokens, "images_sent": self.images,
-                    "image_bytes_sent": self.image_bytes}
+                    "image_bytes_sent": self.image_bytes, "request_ms": int(round(self.request_seconds * 1000))}
 
     def as_metadata(self, prefix: str = "vlm") -> dict[str, Any]:
         with self._lock:
@@ -227,7 +239,8 @@ class CallStats:
                 f"{prefix}_latency_p95_s": round(float(np.percentile(lat, 95)), 4) if lat.size else None,
                 f"{prefix}_prompt_tokens": self.prompt_tokens,
                 f"{prefix}_cached_tokens": self.cached_tokens,
-                f"{prefix}_cached_share": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None,
+                f"{prefix}_cached_share": cached_share(self.cached_tokens, self.prompt_tokens),
+                f"{prefix}_request_seconds": round(self.request_seconds, 3),
                 f"{prefix}_completion_tokens": self.completion_tokens,
                 f"{prefix}_images_sent": self.images,
                 f"{prefix}_image_mb_sent": round(self.image_bytes / 1e6, 3),
@@ -340,6 +353,8 @@ def chat_json(client: VlmClient, messages: list[dict], parse: Callable[[str], T]
     §7: judge and ``vlm_qa`` calls). Raises :class:`VlmError` (transport) or :class:`ParseError`
     (still unparseable after the retries).
     """
+    if stats is None:  # still counted by any open cost_ledger block
+        stats = CallStats()
     convo = list(messages)
     last: ParseError | None = None
     for attempt in range(parse_retries + 1):
@@ -762,6 +777,8 @@ class OpenAICompatibleClient:
              stats: CallStats | None = None, thinking: bool | None = None) -> Reply:
         import requests
 
+        if stats is None:  # still counted by any open cost_ledger block
+            stats = CallStats()
         body, n_images, n_image_bytes = self._body(messages, max_tokens, temperature, thinking)
         payload = json.dumps(body).encode()
         plain = payload
@@ -803,7 +820,10 @@ class OpenAICompatibleClient:
                 outcome, last_error = "timeout", f"{ep.shown}: no whole answer within {self.timeout_s:g}s"
             except requests.exceptions.ConnectionError as exc:
                 connect_failed = True
-                outcome, last_error = "connection_error", f"{ep.shown}: connection failed ({type(exc).__name__})"
+                if _was_sent(exc):  # the server had it and closed or reset the connection: a request it saw
+                    outcome, last_error = "connection_closed", f"{ep.shown}: the server closed the connection"
+                else:
+                    outcome, last_error = "connection_error", f"{ep.shown}: connection failed ({type(exc).__name__})"
             except requests.exceptions.Timeout:
                 outcome, last_error = "timeout", f"{ep.shown}: no answer within {self.timeout_s:g}s"
             except requests.exceptions.RequestException as exc:
@@ -813,12 +833,10 @@ class OpenAICompatibleClient:
                 if status == 200:
                     try:
                         text, data, cut = self._reply_text(resp)
-                        usage = data.get("usage") or {}
+                        prompt_n, completion_n, cached_n = usage_counts(data.get("usage"))
                         reply = Reply(text=text, latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.shown,
-                                      prompt_tokens=_count(usage, "prompt_tokens"),
-                                      completion_tokens=_count(usage, "completion_tokens"), cut=cut,
-                                      cached_tokens=_count(usage.get("prompt_tokens_details") if isinstance(usage, dict)
-                                                           else None, "cached_tokens"))
+                                      prompt_tokens=prompt_n, completion_tokens=completion_n, cut=cut,
+                                      cached_tokens=cached_n)
                         outcome = "ok"
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
                         outcome, last_error = "bad_body", f"{ep.shown}: 200 with a body that is not a chat completion"
@@ -835,10 +853,11 @@ class OpenAICompatibleClient:
             if held is not None:
                 ep.machine.release(held)
             self._release(ep, connect_failed)
-            if stats is not None:  # what never reached a server (no connection) was not sent
-                reached = outcome not in ("connection_error", "request_error")
-                stats.add_request(ep.shown, time.perf_counter() - t0, len(sent) if reached else 0, outcome,
-                                  images=n_images if reached else 0, image_bytes=n_image_bytes if reached else 0)
+            # What never reached a server (no connection) was not sent and is no request of its.
+            reached = outcome not in ("connection_error", "request_error")
+            stats.add_request(ep.shown, time.perf_counter() - t0, len(sent) if reached else 0, outcome,
+                              images=n_images if reached else 0, image_bytes=n_image_bytes if reached else 0,
+                              reached=reached)
             if outcome == "ok":
                 return reply
             if fatal:
@@ -854,10 +873,52 @@ class OpenAICompatibleClient:
         raise VlmError(f"VLM call failed after {self.max_retries + 1} attempts: {self._redact(last_error)}")
 
 
+# No context window holds more tokens than this: a larger count from a server is an error of its,
+# read as this bound, so that no sum of counts can leave a 64-bit column.
+MAX_TOKENS_PER_ANSWER = 100_000_000
+
+
 def _count(usage: Any, name: str) -> int | None:
-    """A token count from a completion's ``usage``, when it is one (a server may send anything)."""
+    """A token count from a completion's ``usage``, when it is a number (a server may send anything),
+    clamped to ``0..MAX_TOKENS_PER_ANSWER``."""
     value = usage.get(name) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 53 else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return int(min(max(value, 0), MAX_TOKENS_PER_ANSWER))
+
+
+def usage_counts(usage: Any) -> tuple[int | None, int | None, int | None]:
+    """Prompt, completion and cached-prompt tokens of a completion's ``usage``, each clamped to a sane
+    range: non-negative, at most :data:`MAX_TOKENS_PER_ANSWER`, and the cached at most the prompt (a
+    server that says it cached more than it was sent is read as having cached all of it; without a
+    prompt count, no cached count is kept)."""
+    usage = usage if isinstance(usage, dict) else {}
+    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    cached = _count(usage.get("prompt_tokens_details"), "cached_tokens")
+    if cached is not None:
+        cached = None if prompt is None else min(cached, prompt)
+    return prompt, completion, cached
+
+
+def cached_share(cached: int | None, prompt: int | None) -> float | None:
+    """The share of prompt tokens a server took from its cache, 0-1 (rounded to 4 places); None
+    without prompt tokens. Counts from anywhere (a stored table) are clamped here too."""
+    if not prompt or prompt <= 0:
+        return None
+    return round(min(max(cached or 0, 0), prompt) / prompt, 4)
+
+
+def _was_sent(exc: Exception) -> bool:
+    """Whether a connection error came after the request was on its way (the server closed or reset
+    the connection) rather than before it had one (refused, unresolvable, TLS or connect timeout)."""
+    import requests
+    from urllib3.exceptions import ConnectTimeoutError
+
+    if isinstance(exc, (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError,
+                        requests.exceptions.ProxyError)):
+        return False
+    seen = exc.args[0] if exc.args else None
+    return not isinstance(getattr(seen, "reason", seen), ConnectTimeoutError)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -899,6 +960,8 @@ class TransformersClient:
              stats: CallStats | None = None, thinking: bool | None = None) -> Reply:
         from PIL import Image
 
+        if stats is None:  # still counted by any open cost_ledger block
+            stats = CallStats()
         convo, images = [], []
         for m in messages:
             parts = m["content"] if isinstance(m["content"], list) else [m["content"]]

@@ -19,7 +19,10 @@ characters / 4) with ``prompt_tokens_details.cached_tokens`` from a prefix cache
 prefix-caching server keeps one: the messages, serialized, in blocks of :data:`CACHE_BLOCK` bytes,
 each known by the hash of everything up to its end; the leading blocks seen in an earlier request are
 cached. ``served`` sums the usage of every answer sent and the images of every request received, for
-a test to compare with what the client recorded.
+a test to compare with what the client recorded; ``served["requests"]`` counts every request received
+(answered, refused, closed or abandoned). As vLLM does, a request whose client has gone (its timeout)
+by the time the answer is ready is abandoned: no answer, no usage (its record's ``outcome`` says
+``abandoned``). A scripted reply with ``close`` closes the connection instead of answering.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class Scripted:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     drip_s: float = 0.0             # send the whole response (status line included) a byte at a time, this far apart
+    close: bool = False             # read the request, then close the connection without an answer
     # ``{authorization}`` in ``raw`` becomes the request's Authorization header (a server that echoes it)
 
 
@@ -253,6 +257,18 @@ def default_answer(body: dict) -> str:
     return "ok"
 
 
+def _client_gone(h: BaseHTTPRequestHandler) -> bool:
+    """Whether the client closed its end of the request's connection (it reads as end of file)."""
+    import select
+
+    try:
+        if not select.select([h.connection], [], [], 0)[0]:
+            return False
+        return h.connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
 class FakeVlmServer:
     """``with FakeVlmServer(latency_s=0.2) as srv: srv.base_url``; see the module doc."""
 
@@ -276,7 +292,7 @@ class FakeVlmServer:
         self.answered = 0  # requests whose answer was sent
         self._cache: set[bytes] = set()  # block hashes of every prefix seen (see the module doc)
         self.served = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "images": 0, "image_bytes": 0,
-                       "usage_answers": 0}
+                       "usage_answers": 0, "requests": 0}
         self._hold_after: int | None = None
         self._released = threading.Event()
         self._rng = random.Random(seed)
@@ -372,6 +388,7 @@ class FakeVlmServer:
             self._cache.update(blocks)
             self.served["images"] += n_images(body)
             self.served["image_bytes"] += image_bytes(body)
+            self.served["requests"] += 1
             self._changed.notify_all()
         counted = [True]
 
@@ -401,6 +418,19 @@ class FakeVlmServer:
             time.sleep(max(0.0, t_received + self.latency_s + item.delay_s - time.monotonic()))
             if held:
                 self._released.wait()
+            if item.close:
+                record["outcome"] = "closed"
+                h.close_connection = True
+                try:
+                    h.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+            if _client_gone(h):  # its client timed out meanwhile: abandoned, no usage (as vLLM aborts it)
+                record["outcome"] = "abandoned"
+                h.close_connection = True
+                return
+            record.setdefault("outcome", "ok" if item.status == 200 else f"http_{item.status}")
             if not h.path.endswith("/chat/completions"):
                 item = Scripted(status=404, raw=b'{"error": "not found"}')
             refused = [f for f in self.rejects if f in body]
