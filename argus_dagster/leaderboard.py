@@ -1,4 +1,6 @@
-"""Leaderboard: mean final score per task and model with a bootstrap 95% interval (method §9)."""
+"""Leaderboard: mean final score per task and model (method §9), its rank (equal means share one), and
+a 95% interval of both from one bootstrap over the task's inputs; where the order of means contradicts
+the pairwise comparisons, and whether the ranking rests on partial evidence."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """The overview site: the evaluation's ``reports/index.html``, one page from which every result is found.
 
-Per task: the leaderboard (mean final, 95% interval, n, errors, and whatever coverage and evaluator
-columns the ``leaderboard`` table carries) with its bar plot; a models x dimensions heat map of mean
+Per task: the leaderboard (rank and its 95% interval, mean final, 95% interval, n, errors, the model
+below that beats a row on most shared inputs, and whatever coverage and evaluator columns the
+``leaderboard`` table carries; which models share the top, and whether the ranking rests on partial
+evidence) with its bar plot; a models x dimensions heat map of mean
 criterion scores and each model's dimension profile (inline SVG, readable in print and from a file);
 a pairwise win-rate matrix; and a grid of inputs x models whose cells link to each video's report, with each
 input linking to its comparison page. Then the human-alignment table and its scatter plots where
