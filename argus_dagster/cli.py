@@ -492,13 +492,17 @@ UI_WORKSPACE = """load_from:
 def cmd_ui(args: argparse.Namespace) -> int:
     """The Dagster UI (``dagster dev``: webserver and daemon) on one evaluation's instance, and the
     reports server beside it, each pinned to that evaluation (``--bench``/``--profile``, else
-    ``ARGUS_BENCH``/``ARGUS_PROFILE``, else the demo). Ctrl-C (SIGINT) or SIGTERM stops both."""
+    ``ARGUS_BENCH``/``ARGUS_PROFILE``, else the demo). The webserver listens on an internal loopback
+    port behind :class:`argus_dagster.ui_front.HostProxy` (a loopback ``Host`` or ``--host`` only).
+    Ctrl-C (SIGINT), SIGTERM or SIGHUP stops everything; a kill -9 of this process ends its children too
+    (:data:`argus_dagster.ui_front.WATCHER`); a port taken is said at once."""
     import signal
     import subprocess
 
     from .files import write_atomic
     from .runner import ensure_instance_yaml
     from .settings import SettingError, pinned_environment, reports_port, served_settings
+    from .ui_front import WATCHER, HostProxy, answered_hosts, die_with_parent, free_loopback_port, port_taken
 
     try:
         settings = served_settings(args.bench, args.profile)
@@ -515,26 +519,44 @@ def cmd_ui(args: argparse.Namespace) -> int:
             _print("argus ui: the dagster command is not installed beside this Python (pip install dagster-webserver)")
             return 2
         dagster = Path(found)
+    taken = port_taken("127.0.0.1", port)
+    if taken is not None:
+        _print(f"argus ui: the reports server's port {port} on 127.0.0.1 is taken ({taken}): pass --reports-port "
+               "or set ARGUS_REPORTS_PORT")
+        return 2
+    internal = free_loopback_port()
+    try:
+        proxy = HostProxy(args.host, args.port, internal, answered_hosts(args.host))
+    except OSError as exc:
+        _print(f"argus ui: the Dagster UI's port {args.port} on {args.host} is taken ({exc.strerror or exc}): "
+               "pass --port")
+        return 2
     ensure_instance_yaml(settings.dagster_home)
     workspace = settings.dagster_home / "workspace.yaml"  # the code location, wherever argus is installed
     write_atomic(workspace, UI_WORKSPACE)
     env = pinned_environment(settings, port)
     commands = {  # the reports server finds the evaluation in the environment, as the code location does
         "reports server": [sys.executable, "-m", "argus_dagster.cli", "open", "--before-results", "--port", str(port)],
-        "Dagster UI": [str(dagster), "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)],
+        "Dagster UI": [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(internal)],
     }
     _print(f"argus ui: evaluation {settings.evaluation} (bench {settings.bench_dir}); its instance {settings.dagster_home}\n"
-           f"  the Dagster UI at http://{args.host}:{args.port}/ (with the daemon), the reports beside it; Ctrl-C stops both")
+           f"  the Dagster UI at http://{args.host}:{proxy.port}/ (with the daemon), the reports beside it; "
+           "Ctrl-C stops both")
     children: dict[str, subprocess.Popen] = {}
+    watcher = None
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupted)
+    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     status = 0
     try:
+        proxy.serve_in_thread()
         for name, cmd in commands.items():  # each in a session of its own: stopped here, with all it started
-            children[name] = subprocess.Popen(cmd, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+            children[name] = subprocess.Popen(cmd, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                                              preexec_fn=die_with_parent(os.getpid()))
+        watcher = subprocess.Popen([sys.executable, "-c", WATCHER, str(os.getpid()), *(str(p.pid) for p in children.values())],
+                                   start_new_session=True, stdin=subprocess.DEVNULL)
         while all(p.poll() is None for p in children.values()):
             time.sleep(0.5)
         name, ended = next((n, p) for n, p in children.items() if p.poll() is not None)
@@ -543,8 +565,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        proxy.close()
         _stop_children(children)
-        signal.signal(signal.SIGTERM, previous)
+        if watcher is not None:
+            watcher.kill()
+            watcher.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return status
 
 

@@ -1,5 +1,7 @@
 """`argus ui`: the Dagster UI (``dagster dev``: webserver and daemon) and the reports server, both pinned
-to the evaluation asked for, whatever was evaluated last; Ctrl-C stops both and everything they started."""
+to the evaluation asked for, whatever was evaluated last; the UI answers only a loopback ``Host`` (its
+GraphQL, websocket included, through the proxy in front of it); Ctrl-C, SIGHUP and kill -9 of `argus ui`
+end everything it started; a port taken is said at once."""
 
 import json
 import os
@@ -65,6 +67,25 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _raw(port: int, request: bytes) -> bytes:
+    """The first bytes answered to ``request`` sent as it is."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(request)
+        out = b""
+        while b"\r\n\r\n" not in out:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+def _graphql_request(port: int, host: str) -> bytes:
+    body = json.dumps({"query": "{ version }"}).encode()
+    return _raw(port, b"POST /graphql HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+                + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
 def _served_bench(client: GraphQL) -> dict | None:
     """The code location's ``bench`` resource config once it has loaded; None before."""
     try:
@@ -109,6 +130,15 @@ def test_argus_ui_serves_the_evaluation_asked_for_and_ctrl_c_stops_everything(tm
         overview = wait_until(lambda: _answers(f"http://127.0.0.1:{reports_port}/alpha/default/reports/index.html"),
                               timeout_s=60, what="the reports server's overview")
         assert 'data-task="T2V"' in overview and "bench <b>alpha (" in overview
+        # the UI answers a loopback Host only: a page that rebinds its DNS name to 127.0.0.1 reads nothing
+        assert _graphql_request(ui_port, f"127.0.0.1:{ui_port}").startswith(b"HTTP/1.1 200")
+        refused = _graphql_request(ui_port, f"rebound.example:{ui_port}")
+        assert refused.startswith(b"HTTP/1.1 403") and b'"version"' not in refused, refused[:200]
+        upgrade = (b"GET /graphql HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                   b"Sec-WebSocket-Protocol: graphql-ws\r\n\r\n")
+        assert _raw(ui_port, upgrade % f"localhost:{ui_port}".encode()).startswith(b"HTTP/1.1 101")  # subscriptions
+        assert _raw(ui_port, upgrade % b"rebound.example").startswith(b"HTTP/1.1 403")
         started = _descendants(proc.pid)
         assert len(started) >= 3, started  # the reports server, dagster dev and its webserver (and daemon)
         proc.send_signal(signal.SIGINT)  # Ctrl-C
@@ -122,3 +152,63 @@ def test_argus_ui_serves_the_evaluation_asked_for_and_ctrl_c_stops_everything(tm
             proc.kill()
             proc.wait()
         log.close()
+
+
+def _start_ui(tmp_path, ui_port: int, reports_port: int) -> subprocess.Popen:
+    """`argus ui` on a recorded one-video bench (nothing evaluated), its output in ``ui.log``."""
+    home = tmp_path / "home"
+    bench, cands = t2v_bench(tmp_path / "alpha", n_inputs=1)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "ARGUS_HOME": str(home),
+           "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", "import sys; from argus_dagster.settings import record_bench; "
+                    "record_bench(sys.argv[1], sys.argv[2], name='alpha')", str(bench), str(cands)],
+                   env=env, check=True)
+    with open(tmp_path / "ui.log", "w") as log:
+        return subprocess.Popen([sys.executable, "-m", "argus_dagster.cli", "ui", "--bench", "alpha", "--port",
+                                 str(ui_port), "--reports-port", str(reports_port)], cwd=tmp_path, env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.mark.parametrize("ending", [signal.SIGHUP, signal.SIGKILL], ids=["sighup", "kill-9"])
+def test_argus_ui_ended_any_way_ends_everything_it_started(tmp_path, ending):
+    """A terminal closed (SIGHUP) or a kill -9 of `argus ui`: the webserver, daemon, code servers and
+    reports server end with it, and both ports are free again."""
+    ui_port, reports_port = free_port(), free_port()
+    proc = _start_ui(tmp_path, ui_port, reports_port)
+    try:
+        said = lambda: (tmp_path / "ui.log").read_text()[-4000:]  # noqa: E731
+        wait_until(lambda: proc.poll() is not None or (_answers(f"http://127.0.0.1:{ui_port}/server_info")
+                                                       and _listening(reports_port)),
+                   timeout_s=180, what="the Dagster UI's webserver through argus ui")
+        assert proc.poll() is None, said()
+        started = _descendants(proc.pid)
+        assert len(started) >= 4, started  # the reports server, dagster dev, its webserver and daemon (and a watcher)
+        os.kill(proc.pid, ending)
+        proc.wait(timeout=120)
+        wait_until(lambda: not [p for p in started if _alive(p)] or None, timeout_s=90,
+                   what="every process argus ui started to end")
+        assert not _listening(ui_port) and not _listening(reports_port)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in _descendants(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_taken_port_is_said_at_once(tmp_path):
+    """The UI's port or the reports server's taken: one line naming it, exit 2, nothing left running
+    (never a UI that runs headless, its daemon ticking)."""
+    for taken in ("ui", "reports"):
+        ui_port, reports_port = free_port(), free_port()
+        with socket.create_server(("127.0.0.1", ui_port if taken == "ui" else reports_port)):
+            proc = _start_ui(tmp_path / taken, ui_port, reports_port)
+            try:
+                assert proc.wait(timeout=60) == 2
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        lines = (tmp_path / taken / "ui.log").read_text().strip().splitlines()
+        port = ui_port if taken == "ui" else reports_port
+        assert len(lines) == 1 and f"port {port} on 127.0.0.1 is taken" in lines[0], lines
