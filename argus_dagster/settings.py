@@ -413,8 +413,9 @@ VARIABLES: dict[str, str] = {
     "ARGUS_WEB_SEARCH_URL": "an image search endpoint for web_search (off unless the key is set too)",
     "ARGUS_WEB_SEARCH_KEY": "its key (never stored or shown)",
     "ARGUS_CACHE": "the content cache: a folder, s3://bucket/prefix, or off (default $ARGUS_HOME/cache)",
-    "ARGUS_CELERY_BROKER": "the celery environment's Redis, broker and result backend (redis://host:6379/0); read "
-                           "where a run starts and by each worker (deploy/celery/celery.yaml)",
+    "ARGUS_CELERY_BROKER": "the celery environment's Redis, broker and result backend, with its password "
+                           "(rediss://:PASSWORD@host:6380/0; redis:// on loopback only); read where a run starts "
+                           "and by each worker (deploy/celery/celery.yaml)",
     "ARGUS_S3_ENDPOINT_URL": "an S3-compatible endpoint (MinIO, a test server; default AWS); credentials come "
                              "from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the machine's role",
     "ARGUS_S3_REGION": "the S3 region (default: AWS_DEFAULT_REGION / the AWS configuration)",

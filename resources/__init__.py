@@ -194,6 +194,35 @@ def celery_executor_config() -> dict:
     return {"broker": broker, "backend": broker, "config_source": CELERY_SETTINGS}
 
 
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def broker_problem(url: str, name: str = "ARGUS_CELERY_BROKER") -> str | None:
+    """Why ``url`` is no broker for the celery environment, or None. A Celery worker runs whatever step a
+    message on its broker names, with the worker's credentials (docs/deployment.md, "What a worker
+    trusts"), so the broker must ask for a password, and be reached over TLS (``rediss://``) unless it
+    is on the same machine (loopback)."""
+    from urllib.parse import urlsplit
+
+    url = url.strip()
+    if not url:
+        return f"{name} is not set: the Redis every run and worker shares (rediss://:PASSWORD@host:6380/0)"
+    try:
+        parts = urlsplit(url)
+        host, password = parts.hostname, parts.password
+    except ValueError:
+        return f"{name} is not a URL"
+    if parts.scheme not in ("redis", "rediss"):
+        return f"{name}: {parts.scheme}:// is not Redis (redis:// on loopback, else rediss://)"
+    if not password:
+        return (f"{name} names no password: whoever reaches the broker runs any step on every worker. Set Redis's "
+                "requirepass (or an ACL user) and give it: rediss://:PASSWORD@host:6380/0 (docs/deployment.md)")
+    if parts.scheme == "redis" and host not in _LOOPBACK:
+        return (f"{name}: redis:// to {host} sends the password and every task in clear; use rediss:// (TLS) for a "
+                "broker off this machine (docs/deployment.md)")
+    return None
+
+
 def _celery_executor() -> dg.ExecutorDefinition:
     from dagster_celery import celery_executor
 
@@ -201,7 +230,14 @@ def _celery_executor() -> dg.ExecutorDefinition:
         # What the run's execution config leaves out comes from celery_executor_config(); the library's
         # schema then validates the whole and fills its own defaults. (The outer schema is permissive:
         # the library's would fill its defaults, such as backend rpc://, before these are merged.)
-        return _deep_merge(celery_executor_config(), _as_config(config or {}))
+        merged = _deep_merge(celery_executor_config(), _as_config(config or {}))
+        for key in ("broker", "backend"):  # a worker runs what its broker's messages name: never an open one
+            value = merged.get(key)
+            url = environment().get(value["env"]) if isinstance(value, dict) and "env" in value else value
+            problem = broker_problem(url or "", name=value["env"] if isinstance(value, dict) else f"the {key}")
+            if problem:
+                raise dg.DagsterInvalidConfigError(problem, [], config)
+        return merged
 
     return celery_executor.configured(with_defaults, name="celery", config_schema=dg.Permissive())
 
@@ -225,4 +261,4 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 __all__ = ["resources_for", "storage_for", "executor_for", "BenchResource", "StorageResource", "StorageIOManager",
            "ToolsResource", "RubricGeneratorResource", "JudgeResource", "ScoringResource", "VlmResource", "ENVIRONMENTS",
-           "K8S_STEP_DEFAULTS", "CELERY_QUEUES", "CELERY_SETTINGS", "celery_executor_config", "SHARED_STORAGE"]
+           "K8S_STEP_DEFAULTS", "CELERY_QUEUES", "CELERY_SETTINGS", "celery_executor_config", "broker_problem", "SHARED_STORAGE"]

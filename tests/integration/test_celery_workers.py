@@ -12,6 +12,7 @@ content cache on S3). Nothing a step wrote names a worker's own folders."""
 import io
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -101,7 +102,8 @@ def _table(storage_dir, name: str, store=None) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory):
-    """Debian's redis-server on a loopback port, for this module."""
+    """Debian's redis-server on a loopback port, for this module, asking for a password as the celery
+    environment's broker must (``resources.broker_problem``)."""
     binary = shutil.which("redis-server")
     if not binary:
         if os.environ.get("CI") == "true":
@@ -109,14 +111,17 @@ def redis_url(tmp_path_factory):
         pytest.skip("redis-server not found (make redis, or apt-get install redis-server)")
     folder = tmp_path_factory.mktemp("redis")
     port = free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(folder)], stdout=open(folder / "log", "w"), stderr=subprocess.STDOUT)
+    password = secrets.token_urlsafe(24)
+    (folder / "redis.conf").write_text(f"requirepass {password}\n")  # not on the command line, where ps shows it
+    proc = subprocess.Popen([binary, str(folder / "redis.conf"), "--port", str(port), "--bind", "127.0.0.1", "--save",
+                             "", "--appendonly", "no", "--dir", str(folder)], stdout=open(folder / "log", "w"),
+                            stderr=subprocess.STDOUT)
     import redis
 
-    client = redis.Redis(host="127.0.0.1", port=port)
+    client = redis.Redis(host="127.0.0.1", port=port, password=password)
     try:
         wait_until(lambda: _pings(client), timeout_s=30, what="redis-server answering", poll_s=0.1)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield f"redis://:{password}@127.0.0.1:{port}/0"
     finally:
         stop(proc)
 
@@ -494,3 +499,29 @@ def test_the_workers_celery_config_is_the_one_runs_send(monkeypatch):
     queues = {node.name: node.tags.get("dagster-celery/queue") for node in job.graph.node_defs}
     assert queues["criterion_evidence"] == "gpu", queues
     assert {n for n, q in queues.items() if q} == {"criterion_evidence"}, queues
+
+
+def test_the_broker_asks_for_its_password_and_runs_refuse_an_open_one(redis_url, monkeypatch):
+    """The tests' Redis asks for a password as a deployment's must: a client without it is refused. A
+    run's executor refuses a broker URL with no password, or redis:// (no TLS) off loopback, before
+    any task is sent; the tests' URL passes."""
+    import redis
+
+    from resources import _celery_executor, broker_problem
+
+    open_url = redis_url.replace(redis_url[len("redis://"):redis_url.index("@") + 1], "")
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(open_url).ping()
+    assert redis.Redis.from_url(redis_url).ping()
+    assert broker_problem(redis_url) is None
+    assert "names no password" in broker_problem(open_url)
+    assert "sends the password and every task in clear" in broker_problem("redis://:pw@redis.internal:6379/0")
+    assert broker_problem("rediss://:pw@redis.internal:6380/0?ssl_cert_reqs=required") is None
+    executor = _celery_executor()
+    for url, said in ((open_url, "names no password"), ("", "is not set")):
+        monkeypatch.setenv("ARGUS_CELERY_BROKER", url)
+        with pytest.raises(dg.DagsterInvalidConfigError, match=said):
+            executor.config_schema.resolve_config({})
+    monkeypatch.setenv("ARGUS_CELERY_BROKER", redis_url)
+    resolved = executor.config_schema.resolve_config({}).value["config"]
+    assert resolved["broker"] == resolved["backend"] == redis_url
