@@ -808,17 +808,24 @@ class FirmEvaluator:
 
 def plan_checklists(evaluator: FirmEvaluator, prompts: dict[str, str], *,
                     references: dict[str, tuple[dict[str, Any], dict[str, str]]] | None = None,
-                    max_workers: int = 4) -> tuple[list[dict], dict[str, Checklist | str]]:
+                    max_workers: int = 4, costs: dict[str, dict] | None = None
+                    ) -> tuple[list[dict], dict[str, Checklist | str]]:
     """``firm_checklists`` rows and, per input, its checklist or the reason it has none. ``references``
-    maps an input id to ``(condition frames by label, their digests)`` for TI2V/TS2V/TV2V/TSV2V."""
-    from .vlm import request_pool
+    maps an input id to ``(condition frames by label, their digests)`` for TI2V/TS2V/TV2V/TSV2V.
+    ``costs``, when given, receives each input's planner cost (:meth:`CallStats.costs`; zeros for a
+    checklist from the cache)."""
+    from .vlm import cost_ledger, request_pool
 
     def one(iid: str) -> Checklist | str:
         refs, digests = (references or {}).get(iid, (None, None))
-        try:
-            return evaluator.plan_if(prompts[iid], references=refs, reference_digests=digests)
-        except (ParseError, VlmError) as exc:
-            return f"IF planner: {exc}"
+        with cost_ledger() as spent:
+            try:
+                return evaluator.plan_if(prompts[iid], references=refs, reference_digests=digests)
+            except (ParseError, VlmError) as exc:
+                return f"IF planner: {exc}"
+            finally:
+                if costs is not None:
+                    costs[iid] = spent.costs()
 
     with request_pool(max(1, max_workers)) as pool:
         out = dict(zip(prompts, pool.map(one, list(prompts))))
@@ -855,8 +862,14 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
                     ) -> FirmTables:
     """Every job's verdict rows, score row and export records; a video that fails (its frames, a call)
     gets its reasons in the row and the rest proceeds. ``evaluator=None`` is the offline path:
-    ``offline_records(job)`` gives the CPU tool records and the video's width and height."""
-    from .vlm import request_pool
+    ``offline_records(job)`` gives the CPU tool records and the video's width and height. Each score
+    row carries what the video's calls cost (:meth:`CallStats.costs`: the ledger's FIRM stage)."""
+    from .vlm import cost_ledger, request_pool
+
+    def costed(job: VideoJob) -> tuple[VideoJob, dict[str, DimensionResult], list[str], dict]:
+        with cost_ledger() as spent:
+            done = one(job)
+        return (*done, spent.costs())
 
     def one(job: VideoJob) -> tuple[VideoJob, dict[str, DimensionResult], list[str]]:
         try:
@@ -880,11 +893,11 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
 
     out = FirmTables()
     with request_pool(max(1, max_workers)) as pool:
-        done = list(pool.map(one, jobs))
-    for job, res, refs in done:
+        done = list(pool.map(costed, jobs))
+    for job, res, refs, spent in done:
         out.results.append(res)
         out.verdicts += verdict_rows(job.input_id, res)
-        out.scores.append({**score_row(job.input_id, res), "frames": refs})
+        out.scores.append({**score_row(job.input_id, res), "frames": refs, **spent})
         recs, why = export_records(f"{video_prefix}{job.input_id}", job.prompt, refs, res)
         out.export += recs
         if why:

@@ -417,19 +417,20 @@ def cmd_evaluations(args: argparse.Namespace) -> int:
 
 
 def _evaluation_costs(home, record: dict) -> dict:
-    """What an evaluation's stored scores cost (:func:`argus_dagster.leaderboard.cost_summary`), from
-    its ``video_scores`` tables, read through the evaluation's storage (local folders, or S3 where the
+    """What an evaluation cost (:func:`argus_dagster.leaderboard.cost_summary` of its whole ledger),
+    from its stored tables, read through the evaluation's storage (local folders, or S3 where the
     environment keeps them there); nothing known where there are none or they cannot be read."""
-    from .leaderboard import cost_summary, cost_table
-    from .runner import stored_video_scores
+    from .definitions import storage_for
+    from .leaderboard import cost_summary, cost_table, stored_cost_table
     from .settings import Settings
 
     where = Settings(home, Path(record["bench_dir"]), Path(record["candidates_dir"]), record["bench"], record["profile"])
     try:
-        scores = stored_video_scores(where)
+        bench, storage, _ = storage_for(settings=where)
+        costs = stored_cost_table(bench.storage_dir, storage.storage())
     except Exception:  # an unreachable store: the listing goes on without its costs
-        scores = None
-    return cost_summary(cost_table(scores))
+        costs = cost_table()
+    return cost_summary(costs)
 
 
 def cmd_open(args: argparse.Namespace) -> int:

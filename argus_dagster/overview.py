@@ -31,7 +31,8 @@ from .alignment_plots import slug
 from .storage import LOCAL, Storage, join
 from .tables import stored_table
 from .names import file_name
-from .leaderboard import (competition_ranks, cost_summary, cost_table, coverage_text, pairwise_win_rates,
+from .leaderboard import (competition_ranks, cost_summary, cost_table, coverage_text, pairwise_win_rates, share_text,
+                          stored_cost_table,
                           partial_evidence_text, rank_text, top_models)
 from .report import STYLE, esc
 from .settings import evaluations_root
@@ -417,32 +418,37 @@ def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFra
 
 
 def _costs(task: str, costs: pl.DataFrame) -> str:
-    """The task's VLM costs per model: prompt tokens per video and the share the server had cached."""
+    """The task's rows of the cost ledger, one per stage and model (rubric generation and FIRM's
+    checklists have no model): requests, request-seconds, prompt tokens (per video where the stage
+    scores videos) and the share the server had cached."""
     g = costs.filter(pl.col("task") == task)
     if not g.height or not int(g["vlm_requests"].sum()):
         return '<p class="muted">no VLM calls recorded</p>'
-    head = ("<tr><th>model</th><th>videos</th><th>prompt tokens per video</th><th>share cached</th>"
-            "<th>completion tokens</th><th>requests</th><th>retries</th><th>parse retries</th><th>images</th>"
-            "<th>image MB</th></tr>")
+    head = ("<tr><th>stage</th><th>model</th><th>videos</th><th>requests</th><th>request-seconds</th>"
+            "<th>prompt tokens</th><th>prompt tokens per video</th><th>share cached</th><th>completion tokens</th>"
+            "<th>retries</th><th>parse retries</th><th>images</th><th>image MB</th></tr>")
     rows = "".join(
-        f'<tr data-model="{esc(r["model"])}"><td>{esc(r["model"])}</td><td>{r["n_videos"]}</td>'
-        f"<td>{r['prompt_tokens_per_video']:.0f}</td><td>{_share(r['cached_share'])}</td>"
-        f"<td>{r['completion_tokens']}</td><td>{r['vlm_requests']}</td><td>{r['vlm_retries']}</td>"
+        f'<tr data-stage="{esc(r["stage"])}" data-model="{esc(r["model"])}"><td>{esc(r["stage"])}</td>'
+        f'<td>{esc(r["model"]) or "-"}</td><td>{r["n_videos"]}</td><td>{r["vlm_requests"]}</td>'
+        f"<td>{r['request_seconds']:.1f}</td><td>{r['prompt_tokens']}</td>"
+        f"<td>{'-' if r['prompt_tokens_per_video'] is None else format(r['prompt_tokens_per_video'], '.0f')}</td>"
+        f"<td>{_share(r['cached_share'])}</td><td>{r['completion_tokens']}</td><td>{r['vlm_retries']}</td>"
         f"<td>{r['vlm_parse_retries']}</td><td>{r['images_sent']}</td><td>{r['image_bytes_sent'] / 1e6:.1f}</td></tr>"
         for r in g.iter_rows(named=True))
     return f'<table class="costs">{head}{rows}</table>'
 
 
 def _share(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0%}"
+    return share_text(x)
 
 
 def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
                     video_scores: pl.DataFrame | None = None, alignment: pl.DataFrame | None = None,
                     title: str = "argus-dagster results", bench: str | None = None,
-                    store: Storage | None = None) -> str:
+                    store: Storage | None = None, costs: pl.DataFrame | None = None) -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
-    or an ``s3://`` prefix of ``store``, listed once)."""
+    or an ``s3://`` prefix of ``store``, listed once). ``costs`` is the evaluation's cost ledger
+    (:func:`~argus_dagster.leaderboard.cost_table`; without it, that of ``video_scores``)."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
@@ -451,7 +457,7 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
             if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
     nav = home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks) + '<a href="#alignment">human alignment</a>'
     sections = []
-    costs = cost_table(video_scores)
+    costs = cost_table(video_scores) if costs is None else costs
     for task in tasks:
         g = lb.filter(pl.col("task") == task)
         models = [str(m) for m in g["model"].to_list()]
@@ -470,8 +476,13 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     evaluation = _evaluation_line(lb, bench)
     total = cost_summary(costs)
-    spent = (f'<span class="costs-total">prompt tokens per video {total["prompt_tokens_per_video"]:.0f}, '
-             f'share cached {_share(total["cached_share"])}</span>; ') if total["prompt_tokens"] else ""
+    per_video = ("" if total["prompt_tokens_per_video"] is None
+                 else f'prompt tokens per video {total["prompt_tokens_per_video"]:.0f}, ')
+    spent = (f'<span class="costs-total">VLM requests <b data-cost="vlm_requests">{total["vlm_requests"]}</b>, '
+             f'request-seconds <b data-cost="request_seconds">{total["request_seconds"]:.1f}</b>, '
+             f'prompt tokens <b data-cost="prompt_tokens">{total["prompt_tokens"]}</b>, {per_video}'
+             f'share cached <b data-cost="cached_share">{_share(total["cached_share"])}</b></span>; '
+             ) if total["prompt_tokens"] or total["vlm_requests"] else ""
     body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">{spent}updated {esc(stamp)}; score: mean final "
             f"score 0-10 with a bootstrap 95% interval over inputs, rank with the ranks taken in 95% of those resamples (equal scores share a rank); videos scored, errors not scored; click a "
             f"column's header to sort by it</div><nav>{nav}</nav>"
@@ -506,8 +517,9 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
     if alignment is None:
         alignment = stored_table(storage_dir, "human_alignment", store)
     page = render_overview(reports_dir, leaderboard, criterion_scores=stored_table(storage_dir, "criterion_scores", store),
-                           video_scores=stored_table(storage_dir, "video_scores", store), alignment=alignment,
-                           bench=bench, store=store)
+                           video_scores=(scores := stored_table(storage_dir, "video_scores", store)), alignment=alignment,
+                           bench=bench, store=store,
+                           costs=stored_cost_table(storage_dir, store, video_scores=scores))
     return store.write_bytes(join(reports_dir, "index.html"), page)
 
 

@@ -879,9 +879,11 @@ def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.
     instance = instance or local_instance(settings)
     if TABLES[what] == "leaderboard":
         return combine([current_leaderboard(instance, settings)], tasks)
-    table = combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)
-    if what == "costs":
-        from .leaderboard import cost_table
+    if what == "costs":  # the ledger: every stage's stored table, not the video scores alone
+        from .leaderboard import LEDGER_STAGES, cost_table
 
-        return None if table is None else cost_table(table)
-    return table
+        stages = {stage: combine(list(stored_partitions(asset, instance, tasks, settings).values()), tasks)
+                  for stage, asset in LEDGER_STAGES.items()}
+        costs = cost_table(stages=stages)
+        return costs if costs.height else None
+    return combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)

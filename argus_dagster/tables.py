@@ -16,18 +16,20 @@ from .storage import LOCAL, join
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
 
+# What a row's VLM calls cost in the run that wrote it (none for work taken from the cache): requests
+# (retries included), transport and parse retries, the answers' prompt, cached-prompt and completion
+# tokens (``usage``), images and their JPEG bytes sent, and the requests' latencies summed (``request_ms``,
+# request-milliseconds). Summed per video, per stage x task x model and per evaluation (the cost ledger,
+# :func:`argus_dagster.leaderboard.cost_table`).
+COSTS = {"vlm_requests": I, "vlm_retries": I, "vlm_parse_retries": I, "prompt_tokens": I, "cached_tokens": I,
+         "completion_tokens": I, "images_sent": I, "image_bytes_sent": I, "request_ms": I}
 INPUT_INSTANCES = {"task": S, "input_id": S, "prompt": S, "first_frame": S, "subject_images": pl.List(S),
                    "source_video": S, "content_hash": S, "error": S}
 RUBRICS = {"task": S, "input_id": S, "rubric_hash": S, "rubric_json": S, "source": S, "generator_backend": S,
            "generator_model": S, "prompt_version": S, "n_criteria": I, "n_hard": I, "postprocess_log": S,
-           "load_log": S, "error": S}
+           "load_log": S, "error": S, **COSTS}
 CANDIDATE_VIDEOS = {"task": S, "model": S, "input_id": S, "sample": S, "uri": S, "sha256": S, "n_frames": I, "fps": F,
                     "width": I, "height": I, "duration": F, "error": S}
-# What a row's VLM calls cost in the run that wrote it (none for work taken from the cache): requests
-# (retries included), transport and parse retries, the answers' prompt, cached-prompt and completion
-# tokens (``usage``), images and their JPEG bytes sent. Summed per video, per task x model and per evaluation.
-COSTS = {"vlm_requests": I, "vlm_retries": I, "vlm_parse_retries": I, "prompt_tokens": I, "cached_tokens": I,
-         "completion_tokens": I, "images_sent": I, "image_bytes_sent": I}
 CRITERION_EVIDENCE = {"task": S, "model": S, "input_id": S, "sample": S, "criterion_id": S, "rubric_hash": S,
                       "video_sha256": S, "plan": S, "repairs": S, "plan_status": S, "tools": pl.List(S),
                       "evidence": S, "n_ok": I, "seconds": F, "n_cached": I, "cache_hit": B,

@@ -21,7 +21,8 @@ from argus_dagster.leaderboard import coverage_text
 from argus_dagster.progress import StageLog
 from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_video, score_video
 from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.vlm import STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, request_pool, request_priority, video_group
+from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, cached_share, request_pool, request_priority,
+                               video_group)
 from argus_dagster.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -50,10 +51,9 @@ def _vlm_metadata(vlm: VlmResource, stats: CallStats) -> dict:
 
 def cost_metadata(df: pl.DataFrame) -> dict:
     """What the partition's scores cost (the runs that wrote its evidence and scores): ``costs_*``."""
-    sums = {k: int(df[k].fill_null(0).sum()) if df.height else 0 for k in COSTS}
-    prompt = sums["prompt_tokens"]
+    sums = {k: sum(int(v) for v in df[k].drop_nulls()) if df.height else 0 for k in COSTS}  # Python ints: no wrap
     return {**{f"costs_{k}": v for k, v in sums.items()},
-            "costs_cached_share": round(sums["cached_tokens"] / prompt, 4) if prompt else None}
+            "costs_cached_share": cached_share(sums["cached_tokens"], sums["prompt_tokens"])}
 
 
 def _cache_write_errors(cache) -> dict:

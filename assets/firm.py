@@ -24,7 +24,7 @@ from argus_dagster.evidence.plan import NormalizedPlan
 from argus_dagster.instances import ALL_TASKS, InputInstance
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.ratings import read_human
-from argus_dagster.tables import frame
+from argus_dagster.tables import COSTS, frame
 from argus_dagster.vlm import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -35,8 +35,9 @@ from .candidates import _cache_write_errors, _vlm_metadata, video_label
 from .partitions import task_and_model, task_model_partitions, task_partitions
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
+# An input's planner cost (the cost ledger's FIRM checklist stage) is on its first row, zeros on the others.
 FIRM_CHECKLISTS = {"task": S, "input_id": S, "dimension": S, "item_id": S, "target": S, "aspect": S, "question": S,
-                   "importance": I, "weight": F, "checklist_hash": S, "maker": S, "dropped": S, "error": S}
+                   "importance": I, "weight": F, "checklist_hash": S, "maker": S, "dropped": S, "error": S, **COSTS}
 FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "sample": S, "dimension": S, "item_id": S, "verdict": S, "verifiable": B,
                  "evidence": S, "checklist_hash": S, "target": S, "aspect": S, "question": S, "importance": I}
 # ``if_unverifiable`` / ``wc_unverifiable``: answers the verifier could not give from the frames (IF: counted
@@ -44,7 +45,7 @@ FIRM_VERDICTS = {"task": S, "model": S, "input_id": S, "sample": S, "dimension":
 FIRM_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "if_score": F, "if_rating": I, "if_rationale": S, "if_reason": S,
                "if_unverifiable": I, "wc_score": F, "wc_rating": I, "wc_rationale": S, "wc_reason": S,
                "wc_unverifiable": I, "wc_scene": S, "pq_rating": I, "pq_rationale": S, "pq_reason": S, "pq_source": S,
-               "frames": pl.List(S)}
+               "frames": pl.List(S), **COSTS}
 BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
 # The measurable PQ defects without a VLM: the CPU tools' records (checklist.pq_offline reads them).
 PQ_TOOLS = ("flicker_probe", "motion_probe", "aesthetic")
@@ -96,8 +97,10 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
     planned = 0
     if prompts:
         evaluator = fc.FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
+        spent: dict[str, dict] = {}
         with request_priority(stage=STAGE_RUBRICS):
-            items, checklists = fc.plan_checklists(evaluator, prompts, references=refs, max_workers=vlm.workers())
+            items, checklists = fc.plan_checklists(evaluator, prompts, references=refs, max_workers=vlm.workers(),
+                                                   costs=spent)
         rows += [{"task": task, **i} for i in items]
         for iid, c in checklists.items():
             if isinstance(c, str):
@@ -105,6 +108,11 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
                 rows.append({**base, "input_id": iid, "error": c})
             else:
                 planned += 1
+        costed: set[str] = set()
+        for r in rows:  # each input's planner cost once, on its first row
+            if r.get("input_id") in spent and r["input_id"] not in costed:
+                costed.add(r["input_id"])
+                r.update(spent[r["input_id"]])
     df = frame(rows, FIRM_CHECKLISTS).sort("input_id", "item_id")
     errors = df.filter(pl.col("error").is_not_null())
     dropped = df.filter(pl.col("dropped").is_not_null())
@@ -227,7 +235,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                                          .to_list()),
                     metadata={"n_verdicts": vdf.height, "n_videos": sdf.height})
     yield dg.Output(sdf, output_name="firm_scores",
-                    data_version=_digest(sdf.drop("frames").select(pl.concat_str(pl.all().cast(pl.String).fill_null("")))
+                    data_version=_digest(sdf.drop("frames", *COSTS).select(pl.concat_str(pl.all().cast(pl.String).fill_null("")))
                                          .to_series().to_list()),
                     metadata={"n_videos": sdf.height, **means,
                               **{f"n_{d}_scored": sdf[f"{d}_rating"].drop_nulls().len() for d in ("if", "wc", "pq")},

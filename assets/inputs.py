@@ -11,7 +11,7 @@ from argus_dagster import bench as bench_lib
 from argus_dagster.instances import InputInstance
 from argus_dagster.rubric.schema import RubricError
 from argus_dagster.rubric.store import resolve_rubric
-from argus_dagster.vlm import STAGE_RUBRICS, CallStats, request_pool, request_priority
+from argus_dagster.vlm import STAGE_RUBRICS, CallStats, cost_ledger, request_pool, request_priority
 from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
 from argus_dagster.storage import is_remote, join
 from resources.bench import BenchResource
@@ -95,15 +95,21 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         if r["error"]:
             return {**base, "error": f"input invalid: {r['error']}"}
         inst = InputInstance.from_row(r)
-        try:
-            rubric, source, log, load_log = resolve_rubric(inst, task, readable_bench, frozen, generator, generate,
-                                                           freeze_in_bench=freeze_in_bench,
-                                                           storage=storage.storage())
-        except RubricError as exc:
-            context.log.warning(f"{task} input {inst.id}: {exc}")
-            return {**base, "error": str(exc)}
+        # What generating this input's rubric cost (a failed generation too), on its row: the ledger's
+        # rubric stage (none for a rubric loaded from its frozen file).
+        with cost_ledger() as spent:
+            try:
+                rubric, source, log, load_log = resolve_rubric(inst, task, readable_bench, frozen, generator, generate,
+                                                               freeze_in_bench=freeze_in_bench,
+                                                               storage=storage.storage())
+            except RubricError as exc:
+                rubric = None
+                context.log.warning(f"{task} input {inst.id}: {exc}")
+                failed = {**base, "error": str(exc)}
+        if rubric is None:
+            return {**failed, **spent.costs()}
         g = rubric.generator
-        return {**base, "rubric_hash": rubric.content_hash(),
+        return {**base, **spent.costs(), "rubric_hash": rubric.content_hash(),
                 "rubric_json": json.dumps(rubric.model_dump(mode="json")), "source": source,
                 "generator_backend": g.get("backend", "unknown"), "generator_model": g.get("model", "unknown"),
                 "prompt_version": g.get("prompt_version", "unknown"), "n_criteria": len(rubric.criteria),

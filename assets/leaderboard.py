@@ -13,7 +13,8 @@ import polars as pl
 
 from argus_dagster.export import write_exports
 from argus_dagster.files import WriteError
-from argus_dagster.leaderboard import build_leaderboard, cost_summary, cost_table, format_costs, format_leaderboard
+from argus_dagster.leaderboard import (build_leaderboard, cost_summary, format_costs, format_leaderboard,
+                                       stored_cost_table)
 from argus_dagster.report import leaderboard_png
 from argus_dagster.storage import Storage, join
 from argus_dagster.tables import VIDEO_SCORES, frame, stored_table
@@ -57,9 +58,8 @@ def export_metadata(tables: dict[str, pl.DataFrame], reports_dir: Path | str, st
     return {f"export_{name}": dg.MetadataValue.url(store.link(path, reports_dir)) for name, path in paths.items()}
 
 
-def cost_metadata(scores: pl.DataFrame) -> dict:
-    """The evaluation's cost ledger: the ``costs`` table (per task x model) and its totals."""
-    costs = cost_table(scores)
+def cost_metadata(costs: pl.DataFrame) -> dict:
+    """The evaluation's cost ledger: the ``costs`` table (per stage, task and model) and its totals."""
     total = cost_summary(costs)
     share = total["cached_share"]
     per_video = total["prompt_tokens_per_video"]
@@ -67,6 +67,7 @@ def cost_metadata(scores: pl.DataFrame) -> dict:
             "costs_prompt_tokens": total["prompt_tokens"], "costs_cached_tokens": total["cached_tokens"],
             "costs_completion_tokens": total["completion_tokens"], "costs_images_sent": total["images_sent"],
             "costs_cached_share": None if share is None else round(share, 4),
+            "costs_vlm_requests": total["vlm_requests"], "costs_request_seconds": round(total["request_seconds"], 3),
             "costs_prompt_tokens_per_video": None if per_video is None else round(per_video, 1)}
 
 
@@ -83,16 +84,18 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
     # The stored criterion scores (written with these video scores) name the dimensions no score judged.
     criteria = stored_table(bench.storage_path(), "criterion_scores", storage.storage())
     lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name(), criteria=criteria)
+    # Every stage's stored costs (rubrics, FIRM, VEFX) beside these video scores: the whole ledger.
+    costs = stored_cost_table(bench.storage_path(), storage.storage(), video_scores=scores)
     flat = lb.with_columns(pl.col("needs_vlm").list.join(","))  # CSV holds no lists
     version = dg.DataVersion(hashlib.sha256(flat.write_csv().encode()).hexdigest()[:16])
     return dg.Output(lb, data_version=version, metadata={
         "bench": bench.bench_name(), "profile": bench.profile_name(), "bench_dir": str(bench.bench_path()),
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
-        **cost_metadata(scores),
+        **cost_metadata(costs),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
-        **export_metadata({"leaderboard": lb, "videos": scores, "costs": cost_table(scores)}, bench.reports_path(),
+        **export_metadata({"leaderboard": lb, "videos": scores, "costs": costs}, bench.reports_path(),
                           storage.storage()),
         **overview_metadata(context, bench, storage.storage(), leaderboard=lb),
     })

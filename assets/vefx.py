@@ -14,8 +14,8 @@ from argus_dagster import vefx
 from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.instances import InputInstance
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
-from argus_dagster.tables import frame
-from argus_dagster.vlm import STAGE_JUDGMENTS, CallStats, request_pool, request_priority
+from argus_dagster.tables import COSTS, frame
+from argus_dagster.vlm import STAGE_JUDGMENTS, CallStats, cost_ledger, request_pool, request_priority
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
@@ -26,7 +26,7 @@ from .partitions import task_and_model, task_model_partitions
 S, F, I = pl.String, pl.Float64, pl.Int64
 VEFX_SCORES = {"task": S, "model": S, "input_id": S, "sample": S,
                **{f"{s}_{c}": t for s in ("if", "rq", "ee") for c, t in (("score", I), ("evidence", S), ("reason", S))},
-               "overall": F, "overall_reason": S, "judge": S}
+               "overall": F, "overall_reason": S, "judge": S, **COSTS}
 
 
 def _digest(rows: pl.DataFrame) -> dg.DataVersion:
@@ -76,7 +76,9 @@ def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFram
             job = _job(inst, cand, storage.storage())
         except (MediaError, OSError) as exc:
             return {**base, **vefx.unscored_row(inst.id, f"media: {exc} (fix the file)")}
-        return {**base, **vefx.score_row(inst.id, judge.evaluate(job)), "judge": f"{judge.client.backend}:"
+        with cost_ledger() as spent:  # the video's judgments (none taken from the cache): its row's cost
+            judged = judge.evaluate(job)
+        return {**base, **vefx.score_row(inst.id, judged), **spent.costs(), "judge": f"{judge.client.backend}:"
                 f"{judge.client.model} ({vefx.PROMPT_VERSION})"}
 
     if todo:
@@ -88,7 +90,8 @@ def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFram
                             f"{r['if_reason'] or r['rq_reason'] or r['ee_reason']}")
     means = {f"mean_{s}": (float(df[f"{s}_score"].mean()) if df[f"{s}_score"].drop_nulls().len() else None)
              for s in ("if", "rq", "ee")}
-    return dg.Output(df, data_version=_digest(df), metadata={
+    # what the judgments cost in this run leaves the data version as it is
+    return dg.Output(df, data_version=_digest(df.drop(*COSTS)), metadata={
         "n_videos": df.height, "n_scored": df["overall"].drop_nulls().len(), **means,
         "mean_overall": float(df["overall"].mean()) if df["overall"].drop_nulls().len() else None,
         "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),

@@ -156,10 +156,14 @@ def test_the_costs_of_each_task_and_model_and_the_evaluations_tokens_per_video_a
                                 image_bytes_sent=pl.Series([4_000_000, 2_400_000, 4_000_000, 0]))
     page = render_overview(reports, _lb(), criterion_scores=criteria, video_scores=costs)
     # 9000 prompt tokens over 4 videos, 6900 of them cached
-    assert "prompt tokens per video 2250, share cached 77%" in page.split("<nav>")[0]
+    assert ("prompt tokens per video 2250, share cached <b data-cost=\"cached_share\">77%</b>"
+            in page.split("<nav>")[0])
     t2v = page.split('data-task="T2V"')[1].split("</section>")[0].split('<table class="costs">')[1]
-    good = t2v.split('<tr data-model="good">')[1].split("</tr>")[0]
-    assert good == "<td>good</td><td>2</td><td>3000</td><td>75%</td><td>1000</td><td>20</td><td>1</td><td>0</td><td>160</td><td>8.0</td>"
+    good = t2v.split('<tr data-stage="videoargus" data-model="good">')[1].split("</tr>")[0]
+    # stage, model, videos, requests, request-seconds, prompt tokens, per video, share cached, completion
+    # tokens, retries, parse retries, images, image MB
+    assert good == ("<td>videoargus</td><td>good</td><td>2</td><td>20</td><td>0.0</td><td>6000</td><td>3000</td>"
+                    "<td>75%</td><td>1000</td><td>1</td><td>0</td><td>160</td><td>8.0</td>")
     assert "&lt;script&gt;" in t2v and "<script>" not in t2v  # a model name is text, never markup
     assert page.count("<script>") == 1  # the page's own sorting script only
     assert "no VLM calls recorded" in page.split('data-task="TV2V"')[1]
