@@ -1,15 +1,10 @@
 """Content-addressed store of what the evaluation computed, so nothing is paid for twice.
 
-Two namespaces use it:
-
-- ``evidence``: one record per tool step, keyed by the tool's name and version, its normalized
-  arguments, the content hash of every medium it reads (a crop: the key of the step that cut it) and
-  the sampling policies. Criteria that run the same step on the same video share one record.
-- ``judgments``: one score and rationale per criterion, keyed by the judge's backend, model and
-  prompt version, the criterion as the judge sees it, the evidence it was given and, for a judge that
-  looks at frames, the video's hash and the sampling policies.
-
-A key is the sha256 of those parts, so a change to any of them is a miss and nothing else is. Each
+Its namespaces: ``evidence`` (one record per tool step: criteria that run the same step on the same
+video share it), ``judgments`` (one score and rationale per criterion), ``vefx`` and ``firm`` (the
+protocol judges' calls). Each key is :func:`argus_dagster.identities.record_key` of the computation's
+identity record (:mod:`argus_dagster.identities`: everything that can change the answer, and nothing
+declared irrelevant such as an endpoint or a key), so a change to any of it is a miss and nothing else is. Each
 entry is one JSON object written whole (a temporary name, then a rename; a single PUT on S3), as
 soon as it is computed: a run that is interrupted keeps what it finished and a rerun resumes there.
 The location is a local folder or ``s3://bucket/prefix`` (read and written through the storage

@@ -71,7 +71,8 @@ from typing import Any, Callable, Iterable, Sequence
 import polars as pl
 
 from .audio_requirements import audio_reason
-from .cache import ContentCache, cache_key
+from .cache import ContentCache
+from .identities import FirmCallIdentity, record_key, vlm_call
 from .media import SAMPLING_ID
 from .vlm import CallStats, ParseError, VlmError, chat_json, extract_json, scored_object
 
@@ -596,6 +597,22 @@ def _identity(client: Any, version: str) -> dict:
     return {"backend": client.backend, "model": client.model, "prompt_version": version}
 
 
+ASK_MAX_TOKENS = 1500
+RATIONALE_MAX_TOKENS = 600
+
+
+def firm_call(step: str) -> tuple[str, str, int]:
+    """``(prompt version, system text, max tokens)`` of one FIRM-Video call (read when asked, so the
+    module's constants are the truth)."""
+    return {"if_plan": (IF_PLAN_VERSION, IF_PLAN_SYSTEM, ASK_MAX_TOKENS),
+            "if_verify": (IF_VERIFY_VERSION, IF_VERIFY_SYSTEM, ASK_MAX_TOKENS),
+            "wc_ground": (WC_GROUND_VERSION, WC_GROUND_SYSTEM, ASK_MAX_TOKENS),
+            "wc_questions": (WC_QUESTIONS_VERSION, WC_QUESTIONS_SYSTEM, ASK_MAX_TOKENS),
+            "wc_verify": (WC_VERIFY_VERSION, WC_VERIFY_SYSTEM, ASK_MAX_TOKENS),
+            "pq": (PQ_VERSION, PQ_SYSTEM, ASK_MAX_TOKENS),
+            "rationale": (RATIONALE_VERSION, RATIONALE_SYSTEM, RATIONALE_MAX_TOKENS)}[step]
+
+
 def _checklist_json(items: Sequence[ChecklistItem]) -> str:
     # Only id and question: the verifiers never see importance (nor, for WC, the target's weight).
     return json.dumps([{"id": i.id, "question": i.question} for i in items], indent=1)
@@ -614,7 +631,14 @@ class FirmEvaluator:
         self.parse_retries = parse_retries
         self.word_rationales = word_rationales
 
-    def _ask(self, system: str, parts: list[Any], parse, max_tokens: int = 1500):
+    def call_identity(self, step: str, **inputs: Any) -> FirmCallIdentity:
+        """What one call of the protocol depends on: which step, the request on this client (model,
+        the step's prompt version and text, budget) and what the step is given (``inputs``)."""
+        version, system, max_tokens = firm_call(step)
+        return FirmCallIdentity(step=step, call=vlm_call(self.client, prompt_version=version, prompt=system,
+                                                         max_tokens=max_tokens, thinking=None), inputs=inputs)
+
+    def _ask(self, system: str, parts: list[Any], parse, max_tokens: int = ASK_MAX_TOKENS):
         msgs = [{"role": "system", "content": [system]}, {"role": "user", "content": parts}]
         value, _ = chat_json(self.client, msgs, parse, parse_retries=self.parse_retries, max_tokens=max_tokens,
                              stats=self.stats)
@@ -626,7 +650,7 @@ class FirmEvaluator:
         """The output-blind IF checklist of one input. Raises :class:`ParseError` / :class:`VlmError`
         (the caller records the input's reason); a stored checklist is returned without a call."""
         maker = _identity(self.client, IF_PLAN_VERSION)
-        key = cache_key(kind="firm_if_plan", prompt=prompt, references=reference_digests or {}, **maker)
+        key = record_key(self.call_identity("if_plan", prompt=prompt, references=reference_digests or {}))
 
         def compute() -> dict:
             parts = [f"Prompt: {prompt}", *_ref_parts(references),
@@ -641,9 +665,9 @@ class FirmEvaluator:
                   references: dict[str, Any] | None = None,
                   reference_digests: dict[str, str] | None = None) -> DimensionResult:
         res = DimensionResult(IF, checklist_hash=checklist.content_hash)
-        key = cache_key(kind="firm_if_verify", checklist=checklist.content_hash, prompt=prompt, video=video_digest,
-                        references=reference_digests or {}, sampling=SAMPLING_ID,
-                        **_identity(self.client, IF_VERIFY_VERSION))
+        key = record_key(self.call_identity("if_verify", checklist=checklist.content_hash, prompt=prompt,
+                                            video=video_digest, references=reference_digests or {},
+                                            sampling=SAMPLING_ID))
         ids = [i.id for i in checklist.items]
 
         def compute() -> list[dict]:
@@ -662,8 +686,7 @@ class FirmEvaluator:
     # -- WC -------------------------------------------------------------------------------------------
     def ground_wc(self, frames: Any, *, video_digest: str = "") -> dict:
         """Scene summary and targets of the video, without the prompt."""
-        key = cache_key(kind="firm_wc_ground", video=video_digest, sampling=SAMPLING_ID,
-                        **_identity(self.client, WC_GROUND_VERSION))
+        key = record_key(self.call_identity("wc_ground", video=video_digest, sampling=SAMPLING_ID))
 
         def compute() -> dict:
             parts = [*_frame_parts("video", frames), "Ground this video now."]
@@ -675,7 +698,7 @@ class FirmEvaluator:
         """Verification questions per grounded target; targets left without questions are asked for
         once more (the seed's coverage check), and any still missing are recorded in ``dropped``."""
         maker = _identity(self.client, WC_QUESTIONS_VERSION)
-        key = cache_key(kind="firm_wc_questions", grounding=grounding, prompt=prompt, **maker)
+        key = record_key(self.call_identity("wc_questions", grounding=grounding, prompt=prompt))
 
         def compute() -> dict:
             targets = grounding["targets"]
@@ -715,9 +738,8 @@ class FirmEvaluator:
             return res
         res.checklist_hash = checklist.content_hash
         ids = [i.id for i in checklist.items]
-        key = cache_key(kind="firm_wc_verify", checklist=checklist.content_hash, video=video_digest,
-                        sampling=SAMPLING_ID,
-                        **_identity(self.client, WC_VERIFY_VERSION))
+        key = record_key(self.call_identity("wc_verify", checklist=checklist.content_hash, video=video_digest,
+                                            sampling=SAMPLING_ID))
 
         def compute() -> list[dict]:
             # Neither the prompt nor any importance reaches this verifier.
@@ -739,8 +761,8 @@ class FirmEvaluator:
     # -- PQ -------------------------------------------------------------------------------------------
     def evaluate_pq(self, prompt: str, frames: Any, *, video_digest: str = "") -> DimensionResult:
         res = DimensionResult(PQ)
-        key = cache_key(kind="firm_pq", prompt=prompt, video=video_digest, checklist=PQ_CHECKLIST, sampling=SAMPLING_ID,
-                        **_identity(self.client, PQ_VERSION))
+        key = record_key(self.call_identity("pq", prompt=prompt, video=video_digest, checklist=PQ_CHECKLIST,
+                                            sampling=SAMPLING_ID))
         listing = json.dumps([{"id": d, "defect": text} for d, text in PQ_CHECKLIST], indent=1)
 
         def compute() -> dict:
@@ -784,13 +806,12 @@ class FirmEvaluator:
         result's score and rating are not touched; a failed call keeps the template and says so."""
         template = result.rationale
         decisions = template.rsplit(" Importance-weighted", 1)[0]  # the decisions, without the numbers
-        key = cache_key(kind="firm_rationale", dimension=result.dimension, decisions=decisions,
-                        **_identity(self.client, RATIONALE_VERSION))
+        key = record_key(self.call_identity("rationale", dimension=result.dimension, decisions=decisions))
 
         def compute() -> str:
             parts = [f"Dimension: {result.dimension}", "Verified decisions:\n" + decisions,
                      "Write the rationale now."]
-            return self._ask(RATIONALE_SYSTEM, parts, parse_rationale, max_tokens=600)
+            return self._ask(RATIONALE_SYSTEM, parts, parse_rationale, max_tokens=RATIONALE_MAX_TOKENS)
 
         try:
             text, _ = self.cache.get_or_compute(key, compute)

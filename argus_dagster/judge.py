@@ -67,6 +67,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .evidence.tools.measures import dino_sim_measure, sam_track_measure, spatial_relation_measure
+from .identities import EvidenceJudgeIdentity, VlmCall, vlm_call
 from .rubric.schema import Criterion
 
 
@@ -202,6 +203,10 @@ class EvidenceOnlyJudge:
     def identity(self) -> str:
         return f"{self.name}/{self.version}"
 
+    @property
+    def cache_identity(self) -> EvidenceJudgeIdentity:
+        return EvidenceJudgeIdentity(name=self.name, version=self.version)
+
     def judge(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> Judgment:
         measured: list[tuple[float, str]] = []
         skipped: list[str] = []
@@ -236,6 +241,7 @@ class EvidenceOnlyJudge:
 # ------------------------------------------------------------------------------------- VLM judge
 
 JUDGE_PROMPT_VERSION = "judge-4"  # the instructions follow the video's frames (video_prompt)
+JUDGE_MAX_TOKENS = 400
 _EVIDENCE_CHARS = 6000
 
 # Method §7: the judge weighs the tool evidence and the frames together; a measurement is evidence,
@@ -333,6 +339,15 @@ class VlmJudge:
     def identity(self) -> str:
         return vlm_judge_identity(self.client.backend, self.client.model)
 
+    @property
+    def cache_identity(self) -> VlmCall:
+        """The judge's part of a judgment's identity: the model, the instructions (the video's shared
+        system text included) and the request's budget."""
+        from .video_prompt import VIDEO_SYSTEM
+
+        return vlm_call(self.client, prompt_version=JUDGE_PROMPT_VERSION,
+                        prompt=(VIDEO_SYSTEM, JUDGE_INSTRUCTIONS), max_tokens=JUDGE_MAX_TOKENS, thinking=False)
+
     def messages(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> list[dict]:
         """The video's shared opening (system text and frames), then the instructions, the criterion,
         the evidence and the request to score: what differs between criteria comes last."""
@@ -351,7 +366,7 @@ class VlmJudge:
         msgs = self.messages(view, evidence, frames)
         try:
             (score, rationale), reply = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
-                                                  max_tokens=400, stats=self.stats, thinking=False)
+                                                  max_tokens=JUDGE_MAX_TOKENS, stats=self.stats, thinking=False)
         except ParseError as exc:
             return Judgment(None, f"unscored: {exc}", self.identity)
         except VlmError as exc:

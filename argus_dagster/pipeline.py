@@ -16,11 +16,12 @@ import time
 from concurrent.futures import Executor
 from typing import Any, Callable
 
-from .cache import ContentCache, cache_key
+from .cache import ContentCache
 from .evidence.executor import run_plan
 from .evidence.media_store import MediaStore
 from .evidence.plan import normalize_plan
 from .evidence.tools.registry import ToolSuite
+from .identities import JudgmentIdentity, record_key
 from .instances import InputInstance
 from .judge import judge_view, judgment_evidence
 from .media import JUDGE_POLICY, SAMPLING_ID, Frames, MediaError, file_digest
@@ -82,12 +83,18 @@ def collect_evidence(inst: InputInstance, rubric: Rubric, video_uri: str, suite:
             for c in rubric.criteria]
 
 
-def judgment_key(judge, view: dict[str, Any], evidence: list[dict[str, Any]], video_sha256: str) -> str:
-    """Everything a judgment depends on: the judge (backend, model, prompt version), the criterion as
-    the judge sees it, the evidence, and for a judge that looks, the video and the sampling policies."""
+def judgment_identity(judge, view: dict[str, Any], evidence: list[dict[str, Any]],
+                      video_sha256: str) -> JudgmentIdentity:
+    """Everything a judgment depends on: the judge (its record: backend, model, prompt version and
+    text, token budget), the criterion as the judge sees it, the evidence, and for a judge that looks,
+    the video and the sampling policies."""
     looks = bool(getattr(judge, "needs_frames", False))
-    return cache_key(kind="judgment", judge=judge.identity, view=view, evidence=evidence,
-                     video=video_sha256 if looks else None, sampling=SAMPLING_ID if looks else None)
+    return JudgmentIdentity(judge=judge.cache_identity, view=view, evidence=evidence,
+                            video=video_sha256 if looks else None, sampling=SAMPLING_ID if looks else None)
+
+
+def judgment_key(judge, view: dict[str, Any], evidence: list[dict[str, Any]], video_sha256: str) -> str:
+    return record_key(judgment_identity(judge, view, evidence, video_sha256))
 
 
 def judge_criteria(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, *,

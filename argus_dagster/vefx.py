@@ -26,7 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
-from .cache import ContentCache, cache_key
+from .cache import ContentCache
+from .identities import VefxJudgmentIdentity, record_key, vlm_call
 from .media import SAMPLING_ID
 from .vlm import CallStats, ParseError, VlmError, chat_json, scored_object
 
@@ -65,6 +66,7 @@ DEFINITIONS = {
           1: "the video is largely re-generated: most of what should be kept is changed or lost"}),
 }
 PROMPT_VERSION = "vefx-judge-1"
+JUDGE_MAX_TOKENS = 800
 
 
 def _rubric_text(dimension: str) -> str:
@@ -146,9 +148,16 @@ class VefxJudge:
     def identity(self) -> dict:
         return {"backend": self.client.backend, "model": self.client.model, "prompt_version": PROMPT_VERSION}
 
+    def judgment_identity(self, job: EditJob, dimension: str) -> VefxJudgmentIdentity:
+        """What one judgment depends on: the request (model, the rubric's text, budget), the dimension,
+        the instruction, the media's content hashes and the sampling policies."""
+        return VefxJudgmentIdentity(
+            call=vlm_call(self.client, prompt_version=PROMPT_VERSION, prompt=SYSTEM, max_tokens=JUDGE_MAX_TOKENS,
+                          thinking=None),
+            dimension=dimension, instruction=job.instruction, media=dict(job.digests), sampling=SAMPLING_ID)
+
     def judge(self, job: EditJob, dimension: str) -> Judgment:
-        key = cache_key(kind="vefx_judge", dimension=dimension, instruction=job.instruction, media=job.digests,
-                        sampling=SAMPLING_ID, **self.identity)
+        key = record_key(self.judgment_identity(job, dimension))
         parts = [f"Editing instruction: {job.instruction}"]
         for label in ("source_video", "subject_image", "output_video"):
             if label in job.frames:
@@ -159,7 +168,7 @@ class VefxJudge:
         def compute() -> dict:
             msgs = [{"role": "system", "content": [SYSTEM]}, {"role": "user", "content": parts}]
             value, _ = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,
-                                 max_tokens=800, stats=self.stats)
+                                 max_tokens=JUDGE_MAX_TOKENS, stats=self.stats)
             return value
 
         try:

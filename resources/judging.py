@@ -6,11 +6,13 @@ judge is never used.
 """
 
 
+from types import SimpleNamespace
+
 import dagster as dg
 
 from argus_dagster.instances import InputInstance
 from argus_dagster.judge import EvidenceOnlyJudge, VlmJudge, vlm_judge_identity
-from argus_dagster.rubric.generate import generate_with_vlm, generator_identity
+from argus_dagster.rubric.generate import generate_with_vlm, generator_identity, rubric_request
 from argus_dagster.rubric.offline import GENERATOR, generate_offline
 from argus_dagster.rubric.schema import Rubric
 from argus_dagster.scoring import DEFAULT_ALPHA
@@ -34,7 +36,10 @@ class RubricGeneratorResource(dg.ConfigurableResource):
 
     def identity(self, vlm: VlmResource) -> dict:
         if _uses_vlm(self.backend, vlm, "rubric generator", "offline"):
-            return generator_identity(vlm.backend, vlm.model_name())
+            # The request as the client would make it, without building one (a local model loads).
+            answers = SimpleNamespace(backend=vlm.backend, model=vlm.model_name(),
+                                      max_answer_chars=vlm.max_answer_chars, max_new_tokens=vlm.max_new_tokens)
+            return generator_identity(vlm.backend, vlm.model_name(), rubric_request(answers))
         return dict(GENERATOR)
 
     def generate(self, inst: InputInstance, vlm: VlmResource, stats: CallStats | None = None,

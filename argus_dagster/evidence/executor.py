@@ -16,7 +16,8 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
-from ..cache import ContentCache, cache_key
+from ..cache import ContentCache
+from ..identities import StepIdentity, record_key
 from ..media import SAMPLING_ID, MediaError
 from .media_store import MediaStore
 from .plan import NormalizedPlan
@@ -129,19 +130,37 @@ def run_plan(plan: NormalizedPlan, media: MediaStore, tools: ToolSuite, cache: C
     return records
 
 
-def step_key(step: dict[str, Any], media: MediaStore, tools: ToolSuite, dep_keys: list[str | None]) -> str | None:
-    """The content key of one step, or None when a medium it reads has no content hash."""
+def step_identity(step: dict[str, Any], media: MediaStore, tools: ToolSuite,
+                  dep_keys: list[str | None]) -> StepIdentity | None:
+    """The identity of one step, or None when a medium it reads has no content hash. A tool whose
+    request shows more media than its arguments name (``vlm_qa`` opens with the output video's
+    frames) says which (``also_reads``); their hashes are part of it too."""
     if any(k is None for k in dep_keys):
         return None
+    tool = tools.get(step["tool"])
+    reads = [(a, step["args"].get(a)) for a in TOOL_SPECS[step["tool"]].media_args]
+    also = getattr(tool, "also_reads", None)
+    reads += [(f"shown:{m}", m) for m in (also(step["args"], media) if also else ())]
     digests = {}
-    for a in TOOL_SPECS[step["tool"]].media_args:
-        m = step["args"].get(a)
+    for a, m in reads:
         if m is None or (m in DERIVED_MEDIA and media.stands_for(m) is None):
             continue  # a crop or a retrieved reference: the key of the step that made it stands for it
         d = media.digest(m)
         if d is None:
             return None
         digests[a] = d
-    tool = tools.get(step["tool"])
-    return cache_key(kind="step", tool=step["tool"], version=getattr(tool, "version", ""), args=step["args"],
-                     media=digests, after=dep_keys, sampling=SAMPLING_ID)
+    return StepIdentity(tool=step["tool"], tool_version=str(getattr(tool, "version", "")),
+                        tool_config=tool_config(tool), args=step["args"], media=digests,
+                        after=tuple(dep_keys), sampling=SAMPLING_ID)
+
+
+def tool_config(tool: Any) -> dict[str, Any]:
+    """What a tool is configured with beyond its version (thresholds, the model behind it, a
+    request's identity): its ``config``, when it has one."""
+    return dict(getattr(tool, "config", None) or {})
+
+
+def step_key(step: dict[str, Any], media: MediaStore, tools: ToolSuite, dep_keys: list[str | None]) -> str | None:
+    """The content key of one step (:func:`step_identity`), or None when it has none."""
+    ident = step_identity(step, media, tools, dep_keys)
+    return None if ident is None else record_key(ident)

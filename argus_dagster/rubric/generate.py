@@ -10,11 +10,13 @@ post-processed (§4) by the rubric store like every other rubric.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ..evidence.vocabulary import TOOL_SPECS
+from ..identities import RubricIdentity, VlmCall, record_key, vlm_call
 from ..instances import InputInstance
-from ..media import RUBRIC_POLICY, MediaError, VideoReader, load_image
+from ..media import RUBRIC_POLICY, SAMPLING_ID, MediaError, VideoReader, load_image
 from ..vlm import CallStats, ParseError, VlmClient, VlmError, chat_json, extract_json
 from .lenient import read_rubric
 from .schema import Rubric, RubricError, parse_rubric
@@ -296,16 +298,35 @@ def generate_with_vlm(inst: InputInstance, client: VlmClient, *, stats: CallStat
     except VlmError as exc:
         raise RubricError([f"rubric generation failed: {exc}"], f"input {inst.id!r}") from None
     rubric.generator = {"backend": client.backend, "model": client.model, "prompt_version": PROMPT_VERSION,
-                        "input_hash": inst.content_hash, "instruction": messages[0]["content"][0],
+                        "input_hash": inst.content_hash,
+                        "identity": record_key(rubric_identity(inst, rubric_request(client, max_tokens))),
+                        "instruction": messages[0]["content"][0],
                         "request": request_text(messages[1:])}
     if validate.accepted_problems:
         rubric.generator["rule_problems"] = validate.accepted_problems
     return rubric
 
 
-def generator_identity(client_backend: str, model: str) -> dict[str, str]:
-    return {"backend": client_backend, "model": model, "prompt_version": PROMPT_VERSION}
+def rubric_request(client: Any, max_tokens: int = MAX_OUTPUT_TOKENS) -> VlmCall:
+    """The generator's request on ``client`` (anything with the client's ``backend``, ``model`` and
+    answer limits): model, instructions, budget."""
+    return vlm_call(client, prompt_version=PROMPT_VERSION, prompt=system_prompt(), max_tokens=max_tokens,
+                    thinking=None)
+
+
+def rubric_identity(inst: InputInstance, request: VlmCall) -> RubricIdentity:
+    """What a generated rubric depends on: the input's content and the generator's request."""
+    return RubricIdentity(input_hash=inst.content_hash, call=request, sampling=SAMPLING_ID)
+
+
+def generator_identity(client_backend: str, model: str, request: VlmCall | None = None) -> dict[str, Any]:
+    """Who writes rubrics; with ``request``, a frozen rubric whose ``identity`` differs from this
+    input's :func:`rubric_identity` under it is written again."""
+    out: dict[str, Any] = {"backend": client_backend, "model": model, "prompt_version": PROMPT_VERSION}
+    if request is not None:
+        out["call"] = asdict(request)
+    return out
 
 
 __all__ = ["MAX_OUTPUT_TOKENS", "PROMPT_VERSION", "generate_with_vlm", "generator_identity", "input_message",
-           "request_text", "rule_problems", "system_prompt"]
+           "request_text", "rubric_identity", "rubric_request", "rule_problems", "system_prompt"]

@@ -31,6 +31,11 @@ def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
     g = rubric.generator
     if "input_hash" not in g:  # a released or hand-written rubric: frozen for good
         return False
+    if generator.get("call") is not None:  # a VLM generator: the rubric's identity record decides
+        from ..identities import VlmCall, record_key
+        from .generate import rubric_identity
+
+        return g.get("identity") != record_key(rubric_identity(inst, VlmCall(**generator["call"])))
     return (g.get("input_hash") != inst.content_hash
             or g.get("backend") != generator.get("backend")
             or g.get("model") != generator.get("model")

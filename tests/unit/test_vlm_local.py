@@ -154,8 +154,11 @@ def test_the_resources_wire_the_local_model_into_the_judge(tiny_vlm, monkeypatch
     assert vlm.backend == "transformers" and vlm.workers() == 1
     judge = JudgeResource().judge(vlm)
     assert isinstance(judge, VlmJudge) and judge.identity == f"vlm/transformers/tiny-llava/{JUDGE_PROMPT_VERSION}"
-    assert RubricGeneratorResource().identity(vlm) == {"backend": "transformers", "model": "tiny-llava",
-                                                      "prompt_version": PROMPT_VERSION}
+    generator = RubricGeneratorResource().identity(vlm)
+    assert {k: generator[k] for k in ("backend", "model", "prompt_version")} == {
+        "backend": "transformers", "model": "tiny-llava", "prompt_version": PROMPT_VERSION}
+    # The request its rubrics are keyed by: the local model's answer ceiling, not an endpoint's.
+    assert (generator["call"]["model"], generator["call"]["max_new_tokens"]) == ("tiny-llava", vlm.max_new_tokens)
     # Without a VLM, the embedded default stays.
     monkeypatch.delenv("ARGUS_VLM_PATH")
     none = vlm_from_env("ARGUS_VLM")

@@ -74,6 +74,7 @@ class DepthProbe:
         self.depth = depth
         self.localizer = localizer
         self.version = depth.version + (f"+{localizer.version}" if localizer else "")
+        self.config = {"localizer": localizer.config if localizer else None}
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         on = args.get("on", "output_video")

@@ -33,6 +33,7 @@ class FallbackTool:
         self.name = tool.name
         self.version = tool.version
         self.reason = reason
+        self.config = getattr(tool, "config", None)
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         return {**self.tool.run(args, media), "fallback": self.reason}

@@ -23,6 +23,7 @@ class NoVlmQa:
 
 
 QA_PROMPT_VERSION = "qa-3"  # asked without thinking (method §7); the question follows the video's frames
+QA_MAX_TOKENS = 300
 QA_INSTRUCTIONS = (
     "You answer one question about the frames of a video or image, for an evaluation. Describe only what "
     "is visible; say so when it cannot be seen. Be specific and short (at most three sentences)."
@@ -64,6 +65,22 @@ class VlmQa:
         self.parse_retries = parse_retries
         self.version = qa_version(client.backend, client.model)
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """Part of a step's identity: the request (model, instructions, budget), never the endpoints."""
+        from dataclasses import asdict
+
+        from ...identities import vlm_call
+        from ...video_prompt import VIDEO_SYSTEM
+
+        return asdict(vlm_call(self.client, prompt_version=QA_PROMPT_VERSION, prompt=(VIDEO_SYSTEM, QA_INSTRUCTIONS),
+                               max_tokens=QA_MAX_TOKENS, thinking=False))
+
+    def also_reads(self, args: dict[str, Any], media: MediaStore) -> tuple[str, ...]:
+        """A question about other media still opens with the output video's frames (the shared prefix)."""
+        on = args.get("on") or "output_video"
+        return ("output_video",) if on != "output_video" and media.has("output_video") else ()
+
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         from ...media import JUDGE_POLICY, MediaError
         from ...video_prompt import frames_label, video_messages
@@ -85,7 +102,7 @@ class VlmQa:
         messages = video_messages(shared, [QA_INSTRUCTIONS, f"Question (about [{on}]): {question}"], extra=extra)
         try:
             answer, _ = chat_json(self.client, messages, _answer, parse_retries=self.parse_retries,
-                                  max_tokens=300, stats=self.stats, thinking=False)
+                                  max_tokens=QA_MAX_TOKENS, stats=self.stats, thinking=False)
         except (ParseError, VlmError) as exc:
             return {"ok": False, "error": f"vlm_qa: {exc}", "question": question, "on": on}
         return {"ok": True, "question": question, "on": on, "answer": answer, "n_frames": len(frames.array)}
