@@ -56,6 +56,7 @@ def _plan(settings, tasks, models) -> int:
     """``argus evaluate --plan``: what Dagster would have run first, asset by asset (nothing runs)."""
     from .runner import plan_now
 
+    _print(f"evaluation {settings.evaluation}: bench {settings.bench!r}, profile {settings.profile!r}")
     requested = plan_now(tasks, models, progress=_print, settings=settings)
     if not requested:
         _print("nothing to run: every selected partition is up to date")
@@ -354,6 +355,102 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
            f"profile {settings.profile!r}\n")
     _print(format_leaderboard(_only(lb, args.task)))
     return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Read-only: every materialization of an asset (oldest first): time, run, partition, data version,
+    why it ran, and whether its table is still kept."""
+    from .history import materializations
+    from .runner import evaluation_storage, local_instance
+
+    settings = _read_only_evaluation(args)
+    if settings is None:
+        return 1
+    rows = materializations(local_instance(settings), args.asset, args.partition)
+    if not rows:
+        _print(f"no materialization of {args.asset!r} in {settings.evaluation}")
+        return 1
+    storage = evaluation_storage(settings)
+    _print(f"History of {args.asset} in {settings.evaluation} ({len(rows)} materializations, oldest first)")
+    _print(f"{'time (UTC)':19}  {'pass':12}  {'run':8}  {'partition':18}  {'data version':16}  {'judge':24}  "
+           f"{'table':6}  reason")
+    newest = {r.partition: r.storage_id for r in rows}
+    for r in rows[-args.limit:] if args.limit else rows:
+        kept = "kept" if r.table and (r.kept or newest[r.partition] == r.storage_id) and storage.exists(r.table) else "gone"
+        judge = r.tags.get("argus/evaluator") or "-"
+        _print(f"{r.time:19}  {r.command[:12]:12}  {r.run_id[:8]:8}  {(r.partition or '-'):18}  "
+               f"{(r.data_version or '-')[:16]:16}  {judge[:24]:24}  {kept:6}  {r.reason or '-'}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Read-only: two passes of an asset compared (default: the latest two of ``video_scores``)."""
+    from .history import diff
+    from .runner import evaluation_storage, local_instance
+
+    settings = _read_only_evaluation(args)
+    if settings is None:
+        return 1
+    asset, passes = args.asset, list(args.passes)
+    if asset not in ("video_scores", "criterion_scores"):  # `argus diff A B`: the passes of video_scores
+        asset, passes = "video_scores", [asset] + passes
+    if len(passes) > 2:
+        _print(f"argus diff: at most two passes, got {len(passes)}")
+        return 2
+    try:
+        d = diff(local_instance(settings), evaluation_storage(settings), asset, *(passes + [None, None])[:2])
+    except ValueError as exc:
+        _print(f"argus diff: {exc}")
+        return 1
+    _print(format_diff(d))
+    return 0
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def format_diff(d) -> str:
+    """A diff as a person reads it: the passes, the evaluators, per model before and after, what moved."""
+    from .history import evaluator_label
+
+    def named(judges: list[str]) -> str:
+        return ", ".join(f"{evaluator_label(j)} ({j})" for j in judges) or "none"
+
+    lines = [f"{d.asset}: before = pass {d.before} ({d.before_time} UTC), after = pass {d.after} ({d.after_time} UTC)",
+             f"judge before: {named(d.judges[0])}", f"judge after: {named(d.judges[1])}"]
+    if d.models.height:
+        lines.append("\nper model: mean final score [95% interval] before -> after")
+        lines.append(f"  {'task':5} {'model':16} {'before':>22}    {'after':>22}  {'change':>7}")
+        for r in d.models.iter_rows(named=True):
+            b, a = r["mean_final_before"], r["mean_final_after"]
+            change = f"{a - b:+.2f}" if a is not None and b is not None else "-"
+            lines.append(f"  {r['task']:5} {r['model']:16} {_num(b):>6} [{_num(r['ci_low_before'])}, {_num(r['ci_high_before'])}]"
+                         f" -> {_num(a):>6} [{_num(r['ci_low_after'])}, {_num(r['ci_high_after'])}]  {change:>7}")
+    if d.videos.height:
+        lines.append("\nvideos that moved most (final score):")
+        for r in d.videos.iter_rows(named=True):
+            sample = f"#{r['sample']}" if r["sample"] else ""
+            delta = f"{r['delta']:+.2f}" if r["delta"] is not None else r["change"]
+            lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample}: {_num(r['final_before'])} -> "
+                         f"{_num(r['final_after'])} ({delta})")
+    if d.criteria.height:
+        lines.append("\ncriteria that moved most:")
+        for r in d.criteria.iter_rows(named=True):
+            sample = f"#{r['sample']}" if r["sample"] else ""
+            delta = f"{r['delta']:+.2f}" if r["delta"] is not None else r["change"]
+            lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample} {r['criterion_id']}: "
+                         f"{_num(r['before'])} -> {_num(r['after'])} ({delta})")
+    lines.append("\nwhat changed between them:")
+    lines.append(f"  evaluator: {named(d.judges[0])} -> {named(d.judges[1])}"
+                 if d.judges[0] != d.judges[1] else f"  evaluator: the same, {named(d.judges[1])}")
+    lines.append(f"  rubrics: {len(d.rubrics_changed)} input{'s' if len(d.rubrics_changed) != 1 else ''} got another rubric"
+                 + (f" ({', '.join(f'{t}/{i}' for t, i in d.rubrics_changed[:8])})" if d.rubrics_changed else ""))
+    lines.append("  inputs: " + (", ".join(f"{k} ({n} partition{'s' if n != 1 else ''})"
+                                           for k, n in sorted(d.inputs_changed.items())) or "none moved"))
+    if d.missing:
+        lines.append(f"  not kept any more (retention, ARGUS_KEEP_VERSIONS): {', '.join(d.missing)}")
+    return "\n".join(lines)
 
 
 def cmd_robustness(args: argparse.Namespace) -> int:
@@ -731,6 +828,20 @@ def main(argv: list[str] | None = None) -> int:
     lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
     _evaluation_options(lb)
     lb.set_defaults(func=cmd_leaderboard)
+    hi = sub.add_parser("history", help="every materialization of an asset: time, run, data version, why it ran")
+    hi.add_argument("asset", nargs="?", default="video_scores", help="the asset (default video_scores)")
+    hi.add_argument("--partition", help="only this partition (a task, or model|TASK)")
+    hi.add_argument("--limit", type=int, default=0, help="only the latest N")
+    _evaluation_options(hi)
+    hi.set_defaults(func=cmd_history)
+    df = sub.add_parser("diff", help="two passes of an asset compared: per model before and after, what moved "
+                        "and what changed (default: the latest two of video_scores)")
+    df.add_argument("asset", nargs="?", default="video_scores", help="video_scores (default) or criterion_scores")
+    df.add_argument("passes", nargs="*", default=[], metavar="A B",
+                    help="the passes to compare, each a pass, run id or data version (or their start) as "
+                         "argus history lists them; B defaults to the latest")
+    _evaluation_options(df)
+    df.set_defaults(func=cmd_diff)
     op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
                         "and print the URL")
     op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")

@@ -474,7 +474,7 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     if not sections:
         sections.append('<p class="muted">no leaderboard yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    evaluation = _evaluation_line(lb, bench)
+    evaluation = _evaluation_line(lb, bench, judges_of(criterion_scores))
     total = cost_summary(costs)
     per_video = ("" if total["prompt_tokens_per_video"] is None
                  else f'prompt tokens per video {total["prompt_tokens_per_video"]:.0f}, ')
@@ -492,14 +492,26 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
             f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}<script>{SORT_SCRIPT}</script></body></html>\n")
 
 
-def _evaluation_line(lb: pl.DataFrame, bench: str | None = None) -> str:
+def judges_of(criterion_scores: pl.DataFrame | None) -> list[str]:
+    """The evaluators that scored the stored criteria (each partition's latest materialization), by
+    name: ``openai:Qwen2.5-VL-7B``, ``evidence-only``."""
+    from .history import evaluator_label
+
+    if criterion_scores is None or "judge" not in criterion_scores.columns:
+        return []
+    return sorted({evaluator_label(j) for j in criterion_scores["judge"].drop_nulls().unique().to_list() if j})
+
+
+def _evaluation_line(lb: pl.DataFrame, bench: str | None = None, evaluators: list[str] | None = None) -> str:
     """Bench, profile and judge once, in the header (the leaderboard table carries them per row);
     ``bench``: how the caller names the bench (and its profile), in their place."""
     def values(col: str) -> list[str]:
         return sorted({str(v) for v in lb[col].drop_nulls().to_list()}) if col in lb.columns else []
 
     named = [("bench", [bench])] if bench else [("bench", values("bench")), ("profile", values("profile"))]
-    facts = named + [("judge", values("judge"))]
+    # the evaluator by name (``openai:Qwen2.5-VL-7B``) where the judge's kind does not already say it
+    named_evaluators = [] if sorted(evaluators or []) == values("judge") else list(evaluators or [])
+    facts = named + [("judge", values("judge")), ("evaluator", named_evaluators)]
     shown = [f"{label} <b>{esc(', '.join(v))}</b>" for label, v in facts if v]
     return f'<div class="facts">{" · ".join(shown)}</div>' if shown else ""
 
@@ -559,6 +571,7 @@ def render_evaluations_index(root: Path) -> str:
             continue
         folder = record_file.parent
         lb = stored_table(folder / "storage", "leaderboard")
+        evaluators = judges_of(stored_table(folder / "storage", "criterion_scores"))
         overview = folder / "reports" / "index.html"
         name = f"{rec.get('bench', folder.parent.name)} / {rec.get('profile', folder.name)}"
         link = (f'<a href="{href(folder.parent.name, folder.name, "reports", "index.html")}">{esc(name)}</a>'
@@ -578,10 +591,12 @@ def render_evaluations_index(root: Path) -> str:
             leaders, covers, facts = "", [], "no leaderboard yet"
         rows.append(f'<tr data-bench="{esc(rec.get("bench", ""))}" data-profile="{esc(rec.get("profile", ""))}">'
                     f"<td>{link}</td><td>{esc(when)}</td><td>{esc(facts)}</td>"
-                    f"<td>{'<br>'.join(esc(c) for c in covers[:3])}</td><td>{leaders}</td>"
+                    f"<td>{'<br>'.join(esc(c) for c in covers[:3])}</td><td>{esc(', '.join(evaluators)) or '-'}</td>"
+                    f"<td>{leaders}</td>"
                     f'<td class="muted">{esc(str(rec.get("bench_dir", "")))}</td></tr>')
     table = ('<table class="leaderboard"><tr><th>bench / profile</th><th>last evaluated</th><th>what</th>'
-             "<th>scores cover</th><th>leading model per task (mean final 0-10)</th><th>bench folder</th></tr>"
+             "<th>scores cover</th><th>evaluator</th><th>leading model per task (mean final 0-10)</th>"
+             "<th>bench folder</th></tr>"
              + "".join(rows) + "</table>") if rows else (
         '<p class="muted">no evaluation yet: run <code>argus demo</code> or <code>argus evaluate</code></p>')
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -162,8 +162,9 @@ def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[tup
     (missing), new code, the inputs that moved, an input requested in the same run, the work its
     last run left to retry."""
     from .definitions import changed_inputs, latest_records
+    from .history import Labels, change_text
 
-    graph, records = defs.resolve_asset_graph(), latest_records(instance)
+    graph, records, labels = defs.resolve_asset_graph(), latest_records(instance), Labels(instance)
     out: dict[tuple[str, str | None], list[str]] = {}
 
     def add(asset: str, keys: set, text: str) -> None:
@@ -179,9 +180,16 @@ def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[tup
         elif keys and name == "new_code":
             add(asset, keys, "new code")
         elif keys and name == "inputs_changed":
-            moved = changed_inputs(graph, r.key, graph.get(r.key).partitions_def, records)
+            pdef = graph.get(r.key).partitions_def
+            moved = changed_inputs(graph, r.key, pdef, records)
+            mine = records.latest(r.key, partitioned=pdef is not None)
             for k in keys:
-                add(asset, {k}, ", ".join(moved.get(str(k) if k is not None else None, [])) + " changed")
+                p = str(k) if k is not None else None
+                for dep in moved.get(p, []):
+                    source = graph.get(dg.AssetKey(dep))
+                    latest = records.latest(dg.AssetKey(dep), observed=source.is_observable and not source.is_materializable,
+                                            partitioned=source.partitions_def is not None).get(None)
+                    add(asset, {k}, change_text(dep, p, mine.get(p), latest, labels))
         elif keys and label == "an input will be requested":
             add(asset, keys, "an input runs first")
         elif keys and name == "retryable_work_left":
@@ -399,7 +407,19 @@ def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, pr
     the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
     if the_plan.waiting:
         progress(the_plan.waiting)
+    _say_reasons(the_plan, ev.n_videos, progress)
     return {a: sorted(p for p in parts if p is not None) for a, parts in the_plan.requested.items()}
+
+
+def _say_reasons(the_plan: Plan, n_videos: dict, progress: Callable[[str], None], prefix: str = "") -> None:
+    """Why the plan runs what it runs, each reason with what it touches (:func:`~.history.reason_lines`)."""
+    from .history import reason_lines
+
+    lines = reason_lines(the_plan.why, the_plan.requested, n_videos)
+    if lines:
+        progress(f"{prefix}why (what changed: what it runs again):")
+        for line in lines:
+            progress(f"{prefix}  {line}")
 
 
 def _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed) -> None:
@@ -421,15 +441,19 @@ RUN_PHASE = {"task": "rubrics", "partition": "evidence", "leaderboard": "reports
 
 
 def _run_and_say(kind: str, selection: list[str], keys: list, instance, resources, progress, elapsed,
-                 the_plan: Plan | None = None) -> None:
+                 the_plan: Plan | None = None, tags: dict | None = None) -> None:
     """Execute one run of the plan and say what it did (and why, as the conditions said); a failed run
-    stops the command."""
+    stops the command. ``tags``: the command's (:func:`command_tags`); the run's reasons are added."""
     from .definitions import task_model_partitions
+    from .history import MAX_TAG, REASON_TAG
 
     the_plan = the_plan or Plan({})
     PROGRESS.phase(RUN_PHASE.get(kind, "reports"))  # the progress line's phase, from this run on
     t0 = time.perf_counter()
-    result = _execute(instance, resources, selection, keys, {JUDGE_TAG: "1"} if kind == "partition" else None)
+    reason = "; ".join(dict.fromkeys(w for k in (keys or [None]) for a in selection for w in the_plan.why.get((a, k), [])))
+    run_tags = {**(tags or {}), **({JUDGE_TAG: "1"} if kind == "partition" else {}),
+                **({REASON_TAG: reason[:MAX_TAG]} if reason else {})}
+    result = _execute(instance, resources, selection, keys, run_tags or None)
     if not result.success:
         raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (argus ui) for its logs; "
                          "argus evaluate again resumes from what was stored")
@@ -502,6 +526,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
         leaderboard_due = False
         ran_any = False
+        tags = command_tags(resources)
         # As the daemon's ticks do: ask, run what is requested, ask again (a task's new rubrics make
         # its candidate partitions' inputs updated: the next question requests them), until nothing is.
         while True:
@@ -517,15 +542,16 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 break
             if not ran_any:
                 _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed)
+                _say_reasons(the_plan, n_videos, progress, f"{elapsed()} ")
             ran_any = True
             for kind, selection, keys in runs:
-                _run_and_say(kind, selection, keys, instance, resources, progress, elapsed, the_plan)
+                _run_and_say(kind, selection, keys, instance, resources, progress, elapsed, the_plan, tags)
                 done |= {(a, k) for a in selection for k in (keys or [None])}
                 leaderboard_due &= kind != "leaderboard"
             if not _feeds_automated(defs, {a for _, selection, _ in runs for a in selection}):
                 break  # what ran updates no automated asset: asking again would request nothing new
         if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
-            _run_and_say("leaderboard", ["leaderboard"], [], instance, resources, progress, elapsed)
+            _run_and_say("leaderboard", ["leaderboard"], [], instance, resources, progress, elapsed, tags=tags)
         board = load_stored(instance, "leaderboard", storage=ev.storage)
         if not ran_any:
             _say_up_to_date([], task_list, partitions, n_videos, progress, elapsed)
@@ -564,6 +590,17 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 
 
 JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
+
+
+def command_tags(resources: dict) -> dict[str, str]:
+    """The tags of every run of one command: its id (its runs are one pass, :mod:`~.history`) and the
+    judge it evaluates with."""
+    import uuid
+
+    from .history import COMMAND_TAG, EVALUATOR_TAG, evaluator_label
+
+    return {COMMAND_TAG: uuid.uuid4().hex[:12],
+            EVALUATOR_TAG: evaluator_label(resources["judge"].identity(resources["vlm"]))}
 
 
 def _vefx_all(instance, resources, task_list, partitions, progress, elapsed) -> None:

@@ -124,6 +124,19 @@ def evaluator_versions(rubric_generator: RubricGeneratorResource, rubric_vlm: Vl
             "aggregation_config": digest({"cap_alpha": scoring.cap_alpha})}
 
 
+def evaluator_labels(rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
+                     vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource) -> dict[str, str]:
+    """Each part of the evaluator in a person's words (recorded with its observation as ``evaluator``:
+    a plan says "judge: evidence-only -> openai:Qwen2.5-VL-7B" from them)."""
+    from argus_dagster.history import evaluator_label
+
+    qa = f" + vlm_qa by {evaluator_label(judge.identity(vlm))}" if vlm.configured else ""
+    return {"rubric_generator_config": evaluator_label(rubric_generator.identity(rubric_vlm)),
+            "tool_suite_config": f"{'vlm-only' if tools.vlm_only else 'tools'}{qa}",
+            "judge_config": evaluator_label(judge.identity(vlm)),
+            "aggregation_config": f"cap alpha {scoring.cap_alpha:g}"}
+
+
 # ---------------------------------------------------------------- the source assets
 
 def _observe_task_files(version_of) -> dg.DataVersionsByPartition:
@@ -196,10 +209,12 @@ class Observed:
     asset: str
     partition: str | None
     version: str
+    label: str = ""  # an evaluator part in words (evaluator_labels)
 
     def event(self) -> dg.AssetObservation:
         return dg.AssetObservation(asset_key=self.asset, partition=self.partition,
-                                   tags={DATA_VERSION_TAG: self.version})
+                                   tags={DATA_VERSION_TAG: self.version},
+                                   metadata={"evaluator": self.label} if self.label else None)
 
 
 def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[tuple[str, str]],
@@ -216,9 +231,9 @@ def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[
     for task, model in sorted(set(partitions)):
         out.append(Observed("candidate_files", str(dg.MultiPartitionKey({"task": task, "model": model})),
                             candidate_files_version(partition_hashes(known, task, model))))
-    parts = evaluator_versions(**{k: resources[k] for k in ("rubric_generator", "rubric_vlm", "tools", "vlm",
-                                                            "judge", "scoring")})
-    out += [Observed(name, None, version) for name, version in parts.items()]
+    evaluator = {k: resources[k] for k in ("rubric_generator", "rubric_vlm", "tools", "vlm", "judge", "scoring")}
+    labels = evaluator_labels(**evaluator)
+    out += [Observed(name, None, version, labels[name]) for name, version in evaluator_versions(**evaluator).items()]
     return out
 
 

@@ -1,0 +1,139 @@
+"""An evaluation never changes evaluator silently, and nothing it stored is overwritten: a judge switch
+(no VLM, then the loopback VLM) is stated by `argus evaluate --plan` before it runs, recorded on its
+runs, listed by `argus history` and readable afterwards through `argus diff`, each evaluator named
+and every model's score before and after as stored."""
+
+import io
+import os
+import re
+from html.parser import HTMLParser
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster import cli
+from argus_dagster.media import write_video
+from tests.servers.openai_server import FakeVlmServer
+
+from .helpers import pattern_clip, t2v_bench
+
+pytestmark = pytest.mark.integration
+
+
+class _Rows(HTMLParser):
+    """The rows of a page's first table, each the text of its cells."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self._cell, self._done = [], None, False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr" and not self._done:
+            self.rows.append([])
+        elif tag in ("td", "th") and not self._done:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "table":
+            self._done = True
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _cell(page: str, row: str, column: str) -> str:
+    parser = _Rows()
+    parser.feed(page)
+    head, rows = parser.rows[0], parser.rows[1:]
+    found = [r for r in rows if r[0] == row]
+    assert len(found) == 1, parser.rows
+    return found[0][head.index(column)]
+
+
+def _mean_of(path: str) -> float:
+    df = pl.read_parquet(io.BytesIO(open(path, "rb").read()))
+    return float(df["final_score"].drop_nulls().mean())
+
+
+def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, capsys):
+    from argus_dagster.history import materializations
+    from argus_dagster.runner import local_instance
+    from argus_dagster.settings import load_settings
+
+    bench, cands = t2v_bench(tmp_path, n_inputs=2, model="m")
+    for i in range(2):
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i), 12)
+    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    where = ["--bench", str(bench), "--candidates", str(cands)]
+
+    assert cli.main(["evaluate", *where]) == 0  # the evidence-only judge
+    capsys.readouterr()
+    with FakeVlmServer() as srv:
+        monkeypatch.setenv("ARGUS_VLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("ARGUS_VLM_MODEL", "judge")
+        assert cli.main(["evaluate", "--plan", *where]) == 0
+        plan = capsys.readouterr().out.splitlines()
+        assert plan[0].startswith("evaluation bench/default: bench 'bench', profile 'default'"), plan
+        judge = [line.strip() for line in plan if line.strip().startswith("judge: ")]
+        assert judge == ["judge: evidence-only -> openai:judge: 2 partitions, 4 videos"], plan
+        assert len(srv.requests) == 0  # the plan ran nothing
+        assert cli.main(["evaluate", *where]) == 0
+        out = capsys.readouterr().out
+        assert "judge: evidence-only -> openai:judge: 2 partitions, 4 videos" in out, out
+
+    settings = load_settings()
+    history = materializations(local_instance(settings), "video_scores")
+    assert len(history) == 4
+    first, second = history[:2], history[2:]
+    assert {h.partition for h in first} == {h.partition for h in second} == {"m|T2V", "n|T2V"}
+    assert all(h.tags.get("argus/evaluator") == "evidence-only" for h in first)
+    assert all(h.tags.get("argus/evaluator") == "openai:judge" for h in second)
+    assert all("judge: evidence-only -> openai:judge" in h.reason for h in second), [h.reason for h in second]
+
+    # argus history: a row per materialization, oldest first, each with its judge, table and reason
+    assert cli.main(["history"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [re.split(r"\s{2,}", line) for line in lines[2:]]
+    assert len(rows) == 4, lines
+    header = re.split(r"\s{2,}", lines[1])
+    col = {name: i for i, name in enumerate(header)}
+    assert [r[col["judge"]] for r in rows] == ["evidence-only"] * 2 + ["openai:judge"] * 2, rows
+    assert [r[col["table"]] for r in rows] == ["kept"] * 4, rows
+    assert [r[col["data version"]] for r in rows] == [h.data_version[:16] for h in history]
+    assert [r[col["run"]] for r in rows] == [h.run_id[:8] for h in history]
+    assert all("judge: evidence-only -> openai:judge" in r[col["reason"]] for r in rows[2:]), rows
+
+    # argus diff: both evaluators named; every model's mean before and after, as the kept tables hold them
+    assert cli.main(["diff"]) == 0
+    text = capsys.readouterr().out
+    said = dict(line.split(": ", 1) for line in text.splitlines() if line.startswith(("judge before", "judge after")))
+    assert said["judge before"].startswith("evidence-only (evidence-only/"), text
+    assert said["judge after"].startswith("openai:judge (vlm/openai/judge/"), text
+    per_model = {}
+    for line in text.splitlines():
+        m = re.match(r"\s+T2V\s+(\S+)\s+([\d.]+) \[([\d.]+), ([\d.]+)\] -> \s*([\d.]+) \[([\d.]+), ([\d.]+)\]", line)
+        if m:
+            per_model[m.group(1)] = [float(x) for x in m.groups()[1:]]
+    assert set(per_model) == {"m", "n"}, text
+    for h_before, h_after in zip(sorted(first, key=lambda h: h.partition), sorted(second, key=lambda h: h.partition)):
+        model = h_before.partition.split("|")[0]
+        before, lo_b, hi_b, after, lo_a, hi_a = per_model[model]
+        assert before == pytest.approx(_mean_of(h_before.table), abs=0.006)
+        assert after == pytest.approx(_mean_of(h_after.table), abs=0.006)
+        assert lo_b <= before <= hi_b and lo_a <= after <= hi_a
+    assert before != after  # the judges score differently: a diff that says nothing moved reads nothing
+    assert "judge_config (2 partitions)" in text, text
+
+    # the home page and the overview name the evaluator of the latest materialization
+    home = (tmp_path / "home" / "benches" / "index.html").read_text()
+    assert _cell(home, "bench / default", "evaluator") == "openai:judge"
+    overview = (settings.reports_dir / "index.html").read_text()
+    facts = re.search(r'<div class="facts">(.*?)</div>', overview).group(1)
+    assert dict(re.findall(r"(\w+) <b>([^<]*)</b>", facts))["evaluator"] == "openai:judge", facts
