@@ -50,7 +50,7 @@ def tables(page: str) -> dict[str, list[list[str]]]:
 
 
 def cell(rows: list[list[str]], row: str, column: str) -> str:
-    """The value in the row whose first cell... or whose model cell is ``row``, in column ``column``."""
+    """The value in column ``column`` of the row named ``row`` (by its model cell, else its first cell)."""
     head = rows[0]
     j = head.index(column)
     key = head.index("model") if "model" in head else 0
