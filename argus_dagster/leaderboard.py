@@ -51,8 +51,8 @@ def input_bootstrap(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 200
     n_inputs = sums.shape[1]
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_inputs, size=(n_resamples, n_inputs))
-    times = np.zeros((n_resamples, n_inputs))
-    np.add.at(times, (np.repeat(np.arange(n_resamples), n_inputs), draws.ravel()), 1.0)
+    flat = (np.arange(n_resamples)[:, None] * n_inputs + draws).ravel()  # how often each resample drew each input
+    times = np.bincount(flat, minlength=n_resamples * n_inputs).reshape(n_resamples, n_inputs).astype(float)
     total, videos = times @ sums.T, times @ counts.T
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(videos > 0, total / videos, np.nan)
