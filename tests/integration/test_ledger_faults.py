@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from argus_dagster.vlm import CallStats, OpenAICompatibleClient, chat_json, cost_ledger
-from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
+from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url, request_text
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +56,33 @@ def test_a_refused_connection_is_no_request():
             _client([dead, srv.base_url], exclude_after=1).chat(HELLO, stats=CallStats())
         assert ledger.requests == srv.served["requests"] == 1
         assert ledger.unsent == ledger.errors.get("connection_error", 0) == ledger.by_endpoint.get(dead, 0) == 1
+
+
+def test_rubric_generation_is_in_the_ledger_failed_generation_included(tmp_path):
+    """The rubrics asset on a loopback generator: each row carries what its rubric cost; an input whose
+    generation failed (every attempt answered 500) carries its failed requests."""
+    import dagster as dg
+    import polars as pl
+
+    from assets import TASK_ASSETS
+    from resources import VlmResource
+    from tests.integration.helpers import graph_resources, load, t2v_bench
+
+    bench, cands = t2v_bench(tmp_path, n_inputs=2)  # prompts "..., take 0." and "..., take 1."
+
+    def fault(body: dict):  # the first input's rubric is never made
+        return Scripted(status=500, raw=b"{}") if "take 0." in request_text(body) else None
+
+    with FakeVlmServer(fault=fault) as srv:
+        rubric_vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="rubric-model", max_retries=1)
+        resources = graph_resources(bench, cands, tmp_path / "home", rubric_vlm=rubric_vlm)
+        with dg.instance_for_test() as instance:
+            assert dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources).success
+            rubrics = load("rubrics", resources, instance, "T2V")
+    failed = rubrics.filter(pl.col("error").is_not_null())
+    assert failed.height == 1 and failed["vlm_requests"].item() == 2  # one try and one retry, both 500
+    made = rubrics.filter(pl.col("error").is_null())
+    assert made.height == 1 and made["vlm_requests"].item() >= 1 and made["prompt_tokens"].item() > 0
+    assert int(rubrics["vlm_requests"].sum()) == srv.served["requests"] == 2 + made["vlm_requests"].item()
+    assert int(rubrics["prompt_tokens"].sum()) == srv.served["prompt_tokens"]
+    assert int(rubrics["images_sent"].sum()) == srv.served["images"]
