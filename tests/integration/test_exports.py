@@ -113,3 +113,54 @@ def test_the_leaderboard_materialization_links_the_same_tables(evaluated, capsys
     assert exported.read_text() == out.read_text()  # what argus export writes, byte for byte
     videos = pl.read_json(settings.reports_dir / "exports" / "videos.json")
     assert videos.height == 4 and set(videos["model"]) == {"moving", "still"}
+
+
+_OWN_DEV = """set -e
+d="$1"; python="$2"; script="$3"
+mount -t tmpfs -o mode=755 tmpfs "$d"
+for n in 'null 1 3' 'zero 1 5' 'full 1 7' 'random 1 8' 'urandom 1 9'; do set -- $n; mknod -m 666 "$d/$1" c $2 $3; done
+ln -s /proc/self/fd "$d/fd"; ln -s /proc/self/fd/1 "$d/stdout"; ln -s /proc/self/fd/2 "$d/stderr"
+mkdir "$d/shm" && mount --rbind /dev/shm "$d/shm"
+mount --move "$d" /dev
+"$python" -c "$script" /dev/full /dev/null /dev/stdout || true
+stat -c '%n: %F' /dev/full /dev/null /dev/stdout
+"""
+
+_EXPORT_EACH = """import sys
+from argus_dagster import cli
+for out in sys.argv[1:]:
+    print(f"rc {out}", cli.main(["export", "videos", "--out", out]), flush=True)
+"""
+
+
+def test_export_to_a_device_is_refused_and_the_device_stays(evaluated, tmp_path):
+    """`--out /dev/full`, `/dev/null` and `/dev/stdout` as root, in a mount namespace of the test's own
+    whose /dev is a tmpfs of real device nodes (so a write that renamed over them harms no other process)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from .helpers import ROOT
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1): device nodes in a mount namespace of the test's own")
+    scratch = tmp_path / "dev"
+    scratch.mkdir()
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _OWN_DEV, "sh", str(scratch),
+                           sys.executable, _EXPORT_EACH], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    if "mount:" in done.stderr and "rc /dev/full" not in done.stdout:
+        pytest.skip(f"this machine does not let the test mount: {done.stderr.strip()}")
+    lines = done.stdout.strip().splitlines()
+    said = {line.split(": ")[1].split(" ")[-1]: line for line in lines if line.startswith("argus export")}
+    assert said.keys() == {"/dev/full", "/dev/null", "/dev/stdout"}, done.stdout + done.stderr
+    assert lines[-3:] == ["/dev/full: character special file", "/dev/null: character special file",
+                          "/dev/stdout: symbolic link"], done.stdout + done.stderr
+    assert [line for line in lines if line.startswith("rc ")] == ["rc /dev/full 2", "rc /dev/null 2",
+                                                                  "rc /dev/stdout 2"], done.stdout + done.stderr
+    assert said["/dev/full"] == ("argus export videos: cannot write /dev/full: a character device is there, not a "
+                                 "regular file; give the path of a file (it is created or replaced)")
+    assert "cannot write /dev/null: a character device is there" in said["/dev/null"]
+    assert "cannot write /dev/stdout: a FIFO (named pipe) is there" in said["/dev/stdout"]  # the pipe it names
+    assert not any("wrote " in line for line in lines)
