@@ -1,7 +1,8 @@
 """Listing the candidate store (``<TASK>/<model>/<input_id>.<ext>``, and samples as
 ``<input_id>__<k>.<ext>`` or ``<input_id>/<k>.<ext>``) and detecting what changed.
 
-A store lists entries with a *cheap change token* (local files: size and mtime; S3: the ETag and
+A store lists entries with a *cheap change token* (local files: :func:`~.media.change_token`, which
+moves with every edit, a second one in the same second included; S3: the ETag and
 size) and gives a *content hash* on demand: the sha256 of the bytes, for both (on S3 remembered per
 key, ETag and size, :meth:`~argus_dagster.storage.Storage.sha256`), the hash ``candidate_videos`` records.
 :func:`scan` hashes only entries whose token moved since the previous scan, so a scan of an
@@ -47,6 +48,8 @@ class LocalCandidateStore:
         self.root = Path(root)
 
     def entries(self) -> Iterator[CandidateEntry]:
+        from .media import change_token
+
         for task in Task:
             d = task_dir(self.root, task.value)
             if d is None:
@@ -58,12 +61,11 @@ class LocalCandidateStore:
                     for name, f in files:
                         if f.suffix.lower() not in VIDEO_SUFFIXES or not f.is_file():
                             continue
-                        st = f.stat()
                         yield CandidateEntry(task.value, model_dir.name, name, f.relative_to(self.root).as_posix(),
-                                             f"{st.st_size}:{st.st_mtime_ns}")
+                                             change_token(f.stat()))
 
     def content_hash(self, entry: CandidateEntry) -> str:
-        # The same sha256 candidate_videos records, remembered per process by path, size and mtime, so
+        # The same sha256 candidate_videos records, remembered per process by path and stamp, so
         # a video that argus evaluate checks for staleness is not read again by the run that scores it.
         from .media import file_digest
 

@@ -15,6 +15,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -338,13 +339,44 @@ def sha256_file(uri: str, storage=None) -> str:
     return digest.hexdigest()
 
 
-_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS: dict[tuple, str] = {}
 _DIGESTS_LOCK = threading.Lock()
+
+# A file's timestamps tick coarsely (a clock tick of a few milliseconds on Linux; a second or two on file
+# systems that keep whole seconds), and a tool may set the modification time back: two edits of the same
+# size can leave size and times as they were. A file's stamp identifies its content only once it has not
+# changed for longer than a tick; until then it is read again every time (git's "racily clean" entries).
+SETTLE_NS = 100_000_000
+SETTLE_WHOLE_SECONDS_NS = 2_000_000_000
+
+
+def file_stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What moves when a file is written: its size, modification and change times (a modification
+    time set back still moves the change time), inode and device (a file replaced by another)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
+def settled(st: os.stat_result, now_ns: int | None = None) -> bool:
+    """Whether the file last changed longer ago than its file system's timestamps tick
+    (:data:`SETTLE_NS`, or :data:`SETTLE_WHOLE_SECONDS_NS` where they hold whole seconds): only then
+    does its stamp say that its content is the one read before."""
+    now = time.time_ns() if now_ns is None else now_ns
+    changed = max(st.st_mtime_ns, st.st_ctime_ns)
+    whole_seconds = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+    return now - changed > (SETTLE_WHOLE_SECONDS_NS if whole_seconds else SETTLE_NS)
+
+
+def change_token(st: os.stat_result) -> str:
+    """A cheap token that differs whenever the file's content may differ from when the token was
+    last taken: its :func:`file_stamp`, and for a file that has not :func:`settled` the time it was
+    taken, so that the next look reads the file again."""
+    token = ":".join(str(v) for v in file_stamp(st))
+    return token if settled(st) else f"{token}:unsettled@{time.time_ns()}"
 
 
 def file_digest(uri: str, storage=None) -> str:
-    """The sha256 of a medium's bytes: a file's remembered per process by path, size and modification
-    time; an object's per key, ETag and size (:meth:`.storage.Storage.sha256` of ``storage``, the
+    """The sha256 of a medium's bytes: a file's remembered per process by path and :func:`file_stamp`
+    once it has :func:`settled`; an object's per key, ETag and size (:meth:`.storage.Storage.sha256` of ``storage``, the
     storage resource's)."""
     if str(uri).startswith("s3://"):
         from .storage import LOCAL
@@ -355,13 +387,14 @@ def file_digest(uri: str, storage=None) -> str:
             raise MediaError(f"{uri}: file not found") from None
     path = regular_file(uri, local_path(uri))
     st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
+    key = (path, *file_stamp(st))
     with _DIGESTS_LOCK:
         if key in _DIGESTS:
             return _DIGESTS[key]
     digest = sha256_file(path)
-    with _DIGESTS_LOCK:
-        _DIGESTS[key] = digest
+    if settled(st):  # a file changed just now may change again without its stamp moving: read it again
+        with _DIGESTS_LOCK:
+            _DIGESTS[key] = digest
     return digest
 
 

@@ -8,8 +8,6 @@ dimension of its name when the ratings have it, else with every dimension). The 
 one ``argus align`` runs (:func:`argus_dagster.ratings.alignment_report`).
 """
 
-import hashlib
-
 import dagster as dg
 import polars as pl
 
@@ -20,6 +18,7 @@ from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
 from argus_dagster.instances import ALL_TASKS
 from argus_dagster.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
 from argus_dagster.storage import join
+from argus_dagster.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
@@ -53,7 +52,11 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
     return EvaluatorScores(firm_evaluator_scores(firm_scores, dims), dict(FIRM_RANGES))
 
 
-@dg.asset(code_version="4", group_name="reports", kinds={"polars"},
+# What the data version leaves out (argus_dagster.versions): none of its columns.
+HUMAN_ALIGNMENT_VOLATILE: tuple[str, ...] = ()
+
+
+@dg.asset(code_version="4", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(HUMAN_ALIGNMENT_VOLATILE),
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
@@ -106,8 +109,7 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
                             "input_id, model, score[, dimension][, rater]")
     for p in problems[:20]:
         context.log.warning(p)
-    digest = hashlib.sha256(out.write_csv().encode()).hexdigest()[:16]
-    return dg.Output(out, data_version=dg.DataVersion(digest), metadata={
+    return dg.Output(out, data_version=content_version(out, HUMAN_ALIGNMENT_VOLATILE), metadata={
         "n_rows": out.height, "tasks": ", ".join(found) or "none", "human_dir": str(human_dir),
         "skipped": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
         **metadata,

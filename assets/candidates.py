@@ -2,7 +2,6 @@
 
 
 import contextvars
-import hashlib
 import json
 import os
 import threading
@@ -24,6 +23,7 @@ from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, cached_share, request_pool, request_priority,
                                video_group)
 from argus_dagster.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
+from argus_dagster.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.judging import JudgeResource, ScoringResource
@@ -67,13 +67,19 @@ def video_label(input_id: str, sample: str | None) -> str:
     return f"{input_id}#{sample}" if sample else input_id
 
 
-def _version(df: pl.DataFrame, cols: list[str]) -> dg.DataVersion:
-    text = df.select(cols).sort(cols[:3]).write_csv()
-    return dg.DataVersion(hashlib.sha256(text.encode()).hexdigest()[:16])
+# What each asset's data version leaves out (argus_dagster.versions): what differs between two runs
+# that wrote the same content, never what a downstream asset reads.
+CANDIDATE_VIDEOS_VOLATILE: tuple[str, ...] = ()
+# The evidence's timing, its cache use and what its VLM calls cost in this run.
+CRITERION_EVIDENCE_VOLATILE = ("seconds", "n_cached", "cache_hit", *COSTS)
+# The judgment's cache use and what its calls cost in this run.
+CRITERION_SCORES_VOLATILE = ("cache_hit", *COSTS)
+# What the video's calls cost in this run.
+VIDEO_SCORES_VOLATILE = tuple(COSTS)
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="2", group_name="candidates", kinds={"polars"},
-          deps=[candidate_files], automation_condition=UP_TO_DATE)
+          deps=[candidate_files], automation_condition=UP_TO_DATE, metadata=volatile_metadata(CANDIDATE_VIDEOS_VOLATILE))
 @each_partition
 def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.DataFrame,
                      bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
@@ -108,7 +114,7 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
             rows.append(row)
     df = frame(rows, CANDIDATE_VIDEOS)
     errors = df.filter(pl.col("error").is_not_null())
-    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "sha256", "error"]), metadata={
+    return dg.Output(df, data_version=content_version(df, CANDIDATE_VIDEOS_VOLATILE), metadata={
         "n_videos": df.height, "n_errors": errors.height, "n_inputs": df["input_id"].n_unique(),
         "errors": dg.MetadataValue.md("\n".join(f"- `{video_label(r['input_id'], r['sample'])}`: {r['error']}"
                                                 for r in errors.iter_rows(named=True)) or "none"),
@@ -135,7 +141,7 @@ GPU_QUEUE = "gpu"
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="candidates", kinds={"polars"}, pool="gpu",
           op_tags={"dagster-k8s/config": GPU_STEP_K8S_CONFIG, "dagster-celery/queue": GPU_QUEUE}, deps=[tool_suite_config],
-          automation_condition=UP_TO_DATE)
+          automation_condition=UP_TO_DATE, metadata=volatile_metadata(CRITERION_EVIDENCE_VOLATILE))
 @each_partition
 def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, rubrics: pl.DataFrame,
                        input_instances: pl.DataFrame, tools: ToolsResource, vlm: VlmResource, judge: JudgeResource,
@@ -216,7 +222,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     n_steps = int(df["tools"].list.len().sum()) if df.height else 0
     n_cached = int(df["n_cached"].sum()) if df.height else 0
     n_failed = sum(r.get("n_failed", 0) for r in rows)
-    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "rubric_hash", "video_sha256", "evidence"]),
+    return dg.Output(df, data_version=content_version(df, CRITERION_EVIDENCE_VOLATILE),
                      metadata={
                          "n_rows": df.height, "seconds": round(time.perf_counter() - t0, 2),
                          "tool_steps": n_steps, "tool_steps_run": n_steps - n_cached, "tool_steps_cached": n_cached,
@@ -336,7 +342,7 @@ def _judges_ahead(context, judge: JudgeResource, vlm: VlmResource, tools: ToolsR
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="6", group_name="candidates", kinds={"polars"},
-          deps=[judge_config], automation_condition=UP_TO_DATE)
+          deps=[judge_config], automation_condition=UP_TO_DATE, metadata=volatile_metadata(CRITERION_SCORES_VOLATILE))
 @each_partition
 def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.DataFrame, rubrics: pl.DataFrame,
                      candidate_videos: pl.DataFrame, judge: JudgeResource, vlm: VlmResource,
@@ -385,7 +391,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     n_ahead = sum(1 for r in rows if r["judged_ahead"])
     reasons = (unscored.with_columns(pl.col("rationale").str.slice(0, 90)).group_by("rationale").len()
                .sort("len", descending=True).head(8).to_dicts()) if unscored.height else []
-    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "criterion_id", "score", "judge"]), metadata={
+    return dg.Output(df, data_version=content_version(df, CRITERION_SCORES_VOLATILE), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
         "n_unscored_retryable": n_retry, RETRY_ROUND: retry_round(context, n_retry),
         "mean_score": float(scored["score"].mean()) if scored.height else None,
@@ -402,7 +408,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="4", group_name="candidates", kinds={"polars"},
-          deps=[aggregation_config], automation_condition=UP_TO_DATE)
+          deps=[aggregation_config], automation_condition=UP_TO_DATE, metadata=volatile_metadata(VIDEO_SCORES_VOLATILE))
 @each_partition
 def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, criterion_scores: pl.DataFrame,
                  scoring: ScoringResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
@@ -426,7 +432,7 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
         rows.append(row)
     df = frame(rows, VIDEO_SCORES)
     finals = df["final_score"].drop_nulls()
-    return dg.Output(df, data_version=_version(df, ["input_id", "sample", "final_score", "error"]), metadata={
+    return dg.Output(df, data_version=content_version(df, VIDEO_SCORES_VOLATILE), metadata={
         "n_videos": df.height, "n_scored": finals.len(), "n_errors": df.filter(pl.col("error").is_not_null()).height,
         "mean_final": float(finals.mean()) if finals.len() else None,
         **video_delta_metadata(context, df, storage.storage()),

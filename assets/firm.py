@@ -10,7 +10,6 @@ candidate of every input by a chosen evaluator. These assets run only when asked
 (``argus evaluate --protocol firm|both``, or the UI): the default evaluation does not touch them.
 """
 
-import hashlib
 from pathlib import Path
 
 import dagster as dg
@@ -25,6 +24,7 @@ from argus_dagster.instances import ALL_TASKS, InputInstance
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.ratings import read_human
 from argus_dagster.tables import COSTS, frame
+from argus_dagster.versions import content_version, volatile_metadata
 from argus_dagster.vlm import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -51,8 +51,12 @@ BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
 PQ_TOOLS = ("flicker_probe", "motion_probe", "aesthetic")
 
 
-def _digest(values) -> dg.DataVersion:
-    return dg.DataVersion(hashlib.sha256("\n".join(sorted(str(v) for v in values)).encode()).hexdigest()[:16])
+# What each asset's data version leaves out (argus_dagster.versions): what the checklists' and the
+# scores' VLM calls cost in this run (the cost ledger's FIRM stages); none of the verdicts' columns.
+FIRM_CHECKLISTS_VOLATILE: tuple[str, ...] = tuple(COSTS)
+FIRM_VERDICTS_VOLATILE: tuple[str, ...] = ()
+FIRM_SCORES_VOLATILE: tuple[str, ...] = tuple(COSTS)
+BEST_OF_N_VOLATILE: tuple[str, ...] = ()
 
 
 def _references(inst: InputInstance, storage) -> tuple[dict, dict] | None:
@@ -65,7 +69,8 @@ def _references(inst: InputInstance, storage) -> tuple[dict, dict] | None:
     return {m: store.frames(m, JUDGE_POLICY) for m in media}, digests
 
 
-@dg.asset(partitions_def=task_partitions, code_version="3", group_name="firm", kinds={"polars"})
+@dg.asset(partitions_def=task_partitions, code_version="3", group_name="firm", kinds={"polars"},
+          metadata=volatile_metadata(FIRM_CHECKLISTS_VOLATILE))
 def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, vlm: VlmResource,
                     tools: ToolsResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per IF checklist item of every input (output-blind, frozen), one per requirement the
@@ -116,8 +121,7 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
     df = frame(rows, FIRM_CHECKLISTS).sort("input_id", "item_id")
     errors = df.filter(pl.col("error").is_not_null())
     dropped = df.filter(pl.col("dropped").is_not_null())
-    return dg.Output(df, data_version=_digest(df["checklist_hash"].to_list() + df["error"].to_list()
-                                              + df["dropped"].to_list()), metadata={
+    return dg.Output(df, data_version=content_version(df, FIRM_CHECKLISTS_VOLATILE), metadata={
         "n_inputs": input_instances.height, "n_checklists": planned,
         "n_items": df.height - errors.height - dropped.height, "n_errors": errors.height,
         "n_dropped": dropped.height,
@@ -162,9 +166,9 @@ def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dic
 
 @dg.multi_asset(
     partitions_def=task_model_partitions, group_name="firm", code_version="4", can_subset=False,
-    outs={"firm_verdicts": dg.AssetOut(kinds={"polars"}, description="One row per checklist item and video: the "
+    outs={"firm_verdicts": dg.AssetOut(kinds={"polars"}, metadata=volatile_metadata(FIRM_VERDICTS_VOLATILE), description="One row per checklist item and video: the "
                                        "verdict (IF yes = satisfied, WC yes = violation), its evidence and the item."),
-          "firm_scores": dg.AssetOut(kinds={"polars"}, description="One row per video: IF and WC scores and "
+          "firm_scores": dg.AssetOut(kinds={"polars"}, metadata=volatile_metadata(FIRM_SCORES_VOLATILE), description="One row per video: IF and WC scores and "
                                      "ratings, the PQ rating, rationales, and why a dimension is unscored.")})
 def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, firm_checklists: pl.DataFrame,
                     input_instances: pl.DataFrame, vlm: VlmResource, tools: ToolsResource,
@@ -231,12 +235,10 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
     means = {f"mean_{d}_rating": (float(sdf[f"{d}_rating"].mean()) if sdf[f"{d}_rating"].drop_nulls().len() else None)
              for d in ("if", "wc", "pq")}
     yield dg.Output(vdf, output_name="firm_verdicts",
-                    data_version=_digest(vdf.select(pl.concat_str(pl.all().cast(pl.String).fill_null(""))).to_series()
-                                         .to_list()),
+                    data_version=content_version(vdf, FIRM_VERDICTS_VOLATILE),
                     metadata={"n_verdicts": vdf.height, "n_videos": sdf.height})
     yield dg.Output(sdf, output_name="firm_scores",
-                    data_version=_digest(sdf.drop("frames", *COSTS).select(pl.concat_str(pl.all().cast(pl.String).fill_null("")))
-                                         .to_series().to_list()),
+                    data_version=content_version(sdf, FIRM_SCORES_VOLATILE),
                     metadata={"n_videos": sdf.height, **means,
                               **{f"n_{d}_scored": sdf[f"{d}_rating"].drop_nulls().len() for d in ("if", "wc", "pq")},
                               **{f"n_{d}_unverifiable": int(sdf[f"{d}_unverifiable"].sum() or 0) for d in ("if", "wc")},
@@ -366,7 +368,7 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
     return (pl.concat(tables) if tables else pl.DataFrame(schema=BEST_OF_N)), texts
 
 
-@dg.asset(code_version="2", group_name="reports", kinds={"polars"},
+@dg.asset(code_version="2", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(BEST_OF_N_VOLATILE),
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_scores: dict[str, pl.DataFrame],
@@ -382,7 +384,7 @@ def best_of_n(context: dg.AssetExecutionContext, config: BestOfNConfig, video_sc
                                      tie_tolerance=config.tie_tolerance, n_boot=config.n_boot, seed=config.seed)
     except ValueError as exc:
         raise dg.Failure(f"best_of_n config by={config.by!r} weights={config.weights}: {exc}") from None
-    return dg.Output(df, data_version=_digest(df.write_ndjson().splitlines()), metadata={
+    return dg.Output(df, data_version=content_version(df, BEST_OF_N_VOLATILE), metadata={
         "n_inputs": df.height, "evaluator": df["evaluator"][0] if df.height else str(by),
         "n_ties": int((df["n_tied"] > 0).sum()) if df.height else 0,
         **{f"{t} best of N": dg.MetadataValue.md("```\n" + text + "\n```") for t, text in texts.items()}})

@@ -1,6 +1,5 @@
 """Output-blind assets, partitioned by task: input instances and their frozen rubrics."""
 
-import hashlib
 import json
 import time
 
@@ -12,7 +11,8 @@ from argus_dagster.instances import InputInstance
 from argus_dagster.rubric.schema import RubricError
 from argus_dagster.rubric.store import resolve_rubric
 from argus_dagster.vlm import STAGE_RUBRICS, CallStats, cost_ledger, request_pool, request_priority
-from argus_dagster.tables import INPUT_INSTANCES, RUBRICS, frame
+from argus_dagster.tables import COSTS, INPUT_INSTANCES, RUBRICS, frame
+from argus_dagster.versions import content_version, volatile_metadata
 from argus_dagster.storage import is_remote, join
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -25,12 +25,15 @@ from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .sources import bench_files, generator_folder, rubric_files, rubric_generator_config
 
 
-def _version(values) -> dg.DataVersion:
-    return dg.DataVersion(hashlib.sha256("\n".join(sorted(v or "" for v in values)).encode()).hexdigest()[:16])
+# What each asset's data version leaves out (argus_dagster.versions): nothing of an input.
+INPUT_INSTANCES_VOLATILE: tuple[str, ...] = ()
+# How this run got each rubric ("generated" once, "loaded" from its frozen file on every later run):
+# the rubric itself is the same; and what generating it cost in this run (the cost ledger's rubric stage).
+RUBRICS_VOLATILE = ("source", *COSTS)
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="1", group_name="inputs", kinds={"polars"},
-          deps=[bench_files], automation_condition=UP_TO_DATE)
+          deps=[bench_files], automation_condition=UP_TO_DATE, metadata=volatile_metadata(INPUT_INSTANCES_VOLATILE))
 @each_partition
 def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
                     storage: StorageResource) -> dg.Output[pl.DataFrame]:
@@ -42,7 +45,7 @@ def input_instances(context: dg.AssetExecutionContext, bench: BenchResource,
     errors = df.filter(pl.col("error").is_not_null())
     for r in errors.iter_rows(named=True):
         context.log.warning(f"{task} input {r['input_id']}: {r['error']}")
-    return dg.Output(df, data_version=_version(df["content_hash"].to_list() + df["error"].to_list()), metadata={
+    return dg.Output(df, data_version=content_version(df, INPUT_INSTANCES_VOLATILE), metadata={
         "bench": str(bench.bench_path()), "n_inputs": df.height, "n_errors": errors.height,
         "errors": dg.MetadataValue.md("\n".join(f"- `{r['input_id']}`: {r['error']}" for r in errors.iter_rows(named=True)) or "none"),
     })
@@ -62,7 +65,8 @@ def _frozen_in(new: list[str], task: str, bench_dir, frozen, started: float) -> 
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_partitions, code_version="3", group_name="inputs", kinds={"polars"},
-          deps=[rubric_files, rubric_generator_config], automation_condition=UP_TO_DATE)
+          deps=[rubric_files, rubric_generator_config], automation_condition=UP_TO_DATE,
+          metadata=volatile_metadata(RUBRICS_VOLATILE))
 @each_partition
 def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, bench: BenchResource,
             rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource,
@@ -123,7 +127,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
     df = frame(rows, RUBRICS)
     ok = df.filter(pl.col("error").is_null())
     new = ok.filter(pl.col("source") == "generated")["input_id"].to_list()
-    return dg.Output(df, data_version=_version(df["rubric_hash"].to_list() + df["error"].to_list()), metadata={
+    return dg.Output(df, data_version=content_version(df, RUBRICS_VOLATILE), metadata={
         "n_rubrics": ok.height, "n_errors": df.height - ok.height,
         # Rubrics that could not be made for a valid input (a generator that failed): tried again.
         "n_retryable": len(failed_generation), RETRY_ROUND: retry_round(context, len(failed_generation)),

@@ -5,7 +5,6 @@ It follows ``video_scores`` by declarative automation: a re-scored partition upd
 
 
 import base64
-import hashlib
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +17,7 @@ from argus_dagster.leaderboard import (build_leaderboard, cost_summary, format_c
 from argus_dagster.report import leaderboard_png
 from argus_dagster.storage import Storage, join
 from argus_dagster.tables import VIDEO_SCORES, frame, stored_table
+from argus_dagster.versions import content_version, volatile_metadata
 
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -71,7 +71,11 @@ def cost_metadata(costs: pl.DataFrame) -> dict:
             "costs_prompt_tokens_per_video": None if per_video is None else round(per_video, 1)}
 
 
-@dg.asset(code_version="7", group_name="reports", kinds={"polars"},
+# What the leaderboard's data version leaves out (argus_dagster.versions): none of its columns.
+LEADERBOARD_VOLATILE: tuple[str, ...] = ()
+
+
+@dg.asset(code_version="7", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
@@ -86,9 +90,7 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
     lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name(), criteria=criteria)
     # Every stage's stored costs (rubrics, FIRM, VEFX) beside these video scores: the whole ledger.
     costs = stored_cost_table(bench.storage_path(), storage.storage(), video_scores=scores)
-    flat = lb.with_columns(pl.col("needs_vlm").list.join(","))  # CSV holds no lists
-    version = dg.DataVersion(hashlib.sha256(flat.write_csv().encode()).hexdigest()[:16])
-    return dg.Output(lb, data_version=version, metadata={
+    return dg.Output(lb, data_version=content_version(lb, LEADERBOARD_VOLATILE), metadata={
         "bench": bench.bench_name(), "profile": bench.profile_name(), "bench_dir": str(bench.bench_path()),
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import hashlib
 import inspect
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,6 +21,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.instances import ALL_TASKS
+from argus_dagster.versions import content_version
 
 task_partitions = dg.StaticPartitionsDefinition(list(ALL_TASKS))
 model_partitions = dg.DynamicPartitionsDefinition(name="candidate_models")
@@ -111,9 +111,8 @@ def _table_for(value, key) -> Any:
 
 def _combined_version(versions: dict[str, dg.DataVersion | None]) -> dg.DataVersion:
     """One data version for the partitions of a run (Dagster records one per output): it changes when
-    any of theirs does."""
-    text = "\n".join(f"{k}={v.value if v else ''}" for k, v in sorted(versions.items()))
-    return dg.DataVersion(hashlib.sha256(text.encode()).hexdigest()[:16])
+    any of theirs does (each partition's own is its table's, :func:`~argus_dagster.versions.content_version`)."""
+    return content_version(versions)
 
 
 def each_partition(body):

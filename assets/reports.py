@@ -31,6 +31,7 @@ from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.rubric.schema import parse_rubric
 from argus_dagster.storage import Storage, join
+from argus_dagster.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
@@ -38,7 +39,11 @@ from .automation import UP_TO_DATE
 from .candidates import video_label
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
 
-REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "sample": pl.String, "path": pl.String, "error": pl.String}
+# ``page_sha256``: the report page's content (what it says, frames included), null where none was written.
+REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "sample": pl.String, "path": pl.String,
+           "page_sha256": pl.String, "error": pl.String}
+# What the data version leaves out (argus_dagster.versions): none of its columns.
+DIAGNOSTIC_REPORTS_VOLATILE: tuple[str, ...] = ()
 
 
 def safe_name(text: str) -> str:
@@ -142,7 +147,7 @@ def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: 
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="reports", kinds={"html"},
-          automation_condition=UP_TO_DATE)
+          automation_condition=UP_TO_DATE, metadata=volatile_metadata(DIAGNOSTIC_REPORTS_VOLATILE))
 @each_partition
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
                        candidate_videos: pl.DataFrame, criterion_evidence: pl.DataFrame,
@@ -160,7 +165,6 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     rubric_rows = {r["input_id"]: r for r in rubrics.iter_rows(named=True)}
     cands = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
     rows, index_rows = [], []
-    content = hashlib.sha256()  # the data version: what the pages say, frames included
     media = MediaFolder(reports_dir, task, store)  # the task's playable copies, listed once for these pages
     # Each video's evidence and scores, split once (a filter per video would read the whole table each time).
     by_video = {name: dict(table.partition_by("input_id", "sample", as_dict=True)) if table.height else {}
@@ -195,7 +199,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                                        compare_href=f"../compare/{quote(safe_name(iid))}.html",
                                        rubric_generator=generator, video_src=video_src, source_src=source_src)
             store.write_bytes(join(out_dir, name), page)
-            content.update(name.encode() + b"\0" + page.encode() + b"\0")
+            page_sha256 = hashlib.sha256(page.encode()).hexdigest()
             card = {"model": video_label(model, sample), "final_score": v["final_score"], "base_score": v["base_score"],
                     **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{quote(safe_name(model))}/{quote(name)}",
@@ -207,7 +211,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             with _COMPARISON_PAGES:  # a range's partitions run in threads: each page lists the cards after its own
                 write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions, source_src)
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": join(out_dir, name),
-                         "error": None})
+                         "page_sha256": page_sha256, "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row
             context.log.warning(f"{task}/{model}/{label}: report not written: {exc}")
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": None,
@@ -228,7 +232,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     ok = df.filter(pl.col("error").is_null())
     written = [r["path"] for r in rows if r["path"]]  # every page is in out_dir
     links = dict(zip(written, store.links_in(out_dir, [p.rsplit("/", 1)[-1] for p in written], reports_dir)))
-    return dg.Output(df, data_version=dg.DataVersion(content.hexdigest()[:16]), metadata={
+    return dg.Output(df, data_version=content_version(df, DIAGNOSTIC_REPORTS_VOLATILE), metadata={
         "n_reports": ok.height, "n_errors": df.height - ok.height,
         **({"index_error": index_error} if index_error else {}),
         "index": dg.MetadataValue.path(str(index)),

@@ -6,12 +6,11 @@ rank agreement of the model leaderboards, per-criterion score agreement and the 
 (:mod:`argus_dagster.robustness`). ``argus robustness`` prints the same.
 """
 
-import hashlib
-
 import dagster as dg
 import polars as pl
 
 from argus_dagster import robustness as rb
+from argus_dagster.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
@@ -38,7 +37,12 @@ def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "cri
     return ranks, moves, crit, rb.format_robustness(ranks, moves, crit), missing
 
 
-@dg.asset(code_version="2", group_name="reports", kinds={"polars"})
+# What the data version leaves out (argus_dagster.versions): none of the columns of the rank agreement,
+# nor of the criterion agreement the version covers with it.
+BACKBONE_ROBUSTNESS_VOLATILE: tuple[str, ...] = ()
+
+
+@dg.asset(code_version="2", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(BACKBONE_ROBUSTNESS_VOLATILE))
 def backbone_robustness(context: dg.AssetExecutionContext, config: RobustnessConfig,
                         bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Per task and pair of evaluator profiles of this bench: Kendall tau and Spearman between their
@@ -49,7 +53,7 @@ def backbone_robustness(context: dg.AssetExecutionContext, config: RobustnessCon
         raise dg.Failure(str(exc)) from None
     if missing:
         context.log.warning(f"no scores stored for profile(s) {missing}: left out")
-    version = dg.DataVersion(hashlib.sha256(ranks.write_csv().encode() + crit.write_csv().encode()).hexdigest()[:16])
+    version = content_version({"ranks": ranks, "criteria": crit}, BACKBONE_ROBUSTNESS_VOLATILE)
     overall = crit.filter(pl.col("criterion") == rb.ALL)
     return dg.Output(ranks, data_version=version, metadata={
         "bench": bench.bench_name(), "profiles": dg.MetadataValue.json(sorted(set(ranks["profile_a"]) | set(ranks["profile_b"]))),

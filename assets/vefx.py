@@ -5,8 +5,6 @@ Exclusivity (1-4) with the overall (their mean), through the judge's VLM and the
 asked (``argus evaluate --protocol vefx``, or the UI): the default evaluation does not touch them.
 """
 
-import hashlib
-
 import dagster as dg
 import polars as pl
 
@@ -15,6 +13,7 @@ from argus_dagster.evidence.media_store import MediaStore
 from argus_dagster.instances import InputInstance
 from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.tables import COSTS, frame
+from argus_dagster.versions import content_version, volatile_metadata
 from argus_dagster.vlm import STAGE_JUDGMENTS, CallStats, cost_ledger, request_pool, request_priority
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
@@ -29,9 +28,10 @@ VEFX_SCORES = {"task": S, "model": S, "input_id": S, "sample": S,
                "overall": F, "overall_reason": S, "judge": S, **COSTS}
 
 
-def _digest(rows: pl.DataFrame) -> dg.DataVersion:
-    text = rows.select(pl.concat_str(pl.all().cast(pl.String).fill_null(""))).to_series().to_list()
-    return dg.DataVersion(hashlib.sha256("\n".join(sorted(text)).encode()).hexdigest()[:16])
+# What each asset's data version leaves out (argus_dagster.versions): what a video's judgment cost in
+# this run (the cost ledger's vefx stage); none of the leaderboard's columns.
+VEFX_SCORES_VOLATILE: tuple[str, ...] = tuple(COSTS)
+VEFX_LEADERBOARD_VOLATILE: tuple[str, ...] = ()
 
 
 def _job(inst: InputInstance, cand: dict, storage) -> vefx.EditJob:
@@ -43,7 +43,8 @@ def _job(inst: InputInstance, cand: dict, storage) -> vefx.EditJob:
     return vefx.EditJob(inst.id, inst.prompt, {k: store.frames(k, JUDGE_POLICY) for k in uris}, digests)
 
 
-@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="vefx", kinds={"polars"})
+@dg.asset(partitions_def=task_model_partitions, code_version="1", group_name="vefx", kinds={"polars"},
+          metadata=volatile_metadata(VEFX_SCORES_VOLATILE))
 def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, input_instances: pl.DataFrame,
                 vlm: VlmResource, tools: ToolsResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """One row per edited video: IF, RQ and EE on VEFX's 1-4 rubrics with the judge's evidence, the
@@ -90,8 +91,7 @@ def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFram
                             f"{r['if_reason'] or r['rq_reason'] or r['ee_reason']}")
     means = {f"mean_{s}": (float(df[f"{s}_score"].mean()) if df[f"{s}_score"].drop_nulls().len() else None)
              for s in ("if", "rq", "ee")}
-    # what the judgments cost in this run leaves the data version as it is
-    return dg.Output(df, data_version=_digest(df.drop(*COSTS)), metadata={
+    return dg.Output(df, data_version=content_version(df, VEFX_SCORES_VOLATILE), metadata={
         "n_videos": df.height, "n_scored": df["overall"].drop_nulls().len(), **means,
         "mean_overall": float(df["overall"].mean()) if df["overall"].drop_nulls().len() else None,
         "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
@@ -109,7 +109,7 @@ def vefx_scores_valid(vefx_scores: pl.DataFrame) -> dg.AssetCheckResult:
         "problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none")})
 
 
-@dg.asset(code_version="1", group_name="vefx", kinds={"polars"},
+@dg.asset(code_version="1", group_name="vefx", kinds={"polars"}, metadata=volatile_metadata(VEFX_LEADERBOARD_VOLATILE),
           ins={"vefx_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def vefx_leaderboard(vefx_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Per task, model and dimension (IF, RQ, EE, overall): the mean 1-4 score with a bootstrap 95%
@@ -117,7 +117,7 @@ def vefx_leaderboard(vefx_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataF
     parts = [df for df in vefx_scores.values() if df is not None and df.height]
     scores = pl.concat(parts, how="diagonal_relaxed") if parts else frame([], VEFX_SCORES)
     lb = vefx.leaderboard(scores.filter(pl.col("task").is_in(list(vefx.EDIT_TASKS))))
-    return dg.Output(lb, data_version=_digest(lb), metadata={
+    return dg.Output(lb, data_version=content_version(lb, VEFX_LEADERBOARD_VOLATILE), metadata={
         "n_partitions": len(parts), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + vefx.format_leaderboard(lb) + "\n```")})
 

@@ -110,6 +110,23 @@ BREAKS = (
             "if held is None or at != max_storage_id:"),),
           ("tests/unit/test_latest_records.py",)),
     # -- data versions --
+    Break("version-drops-a-column", "a data version leaves one column of the table out (its last by name)",
+          (("argus_dagster/versions.py", "cols = sorted(c for c in df.columns if c not in volatile)",
+            "cols = sorted(c for c in df.columns if c not in volatile)[:-1]"),),
+          ("tests/unit/test_versions.py",)),
+    Break("video-version-hand-picked", "video_scores' data version hashes its ids, final score and error only: "
+          "a rubric that gains criteria leaves the leaderboard's coverage and its \"needs a VLM\" list as they were",
+          (("assets/candidates.py", "VIDEO_SCORES_VOLATILE = tuple(COSTS)",
+            'VIDEO_SCORES_VOLATILE = tuple(c for c in VIDEO_SCORES if c not in ("input_id", "sample", "final_score", "error"))'),),
+          ("tests/integration/test_data_versions.py",)),
+    Break("version-rows-unsorted", "a data version hashes the rows in the order they were produced",
+          (("argus_dagster/versions.py", "rows = sorted(_dump(list(r)) for r in", "rows = list(_dump(list(r)) for r in"),),
+          ("tests/unit/test_versions.py",)),
+    Break("source-misses-second-edit", "a file's digest is remembered by path, size and modification time alone, "
+          "also just after it changed: a second edit of the same size and time is not seen",
+          (("argus_dagster/media.py", "    key = (path, *file_stamp(st))\n", "    key = (path, st.st_size, st.st_mtime_ns)\n"),
+           ("argus_dagster/media.py", "    if settled(st):  # a file changed just now", "    if True:  # a file changed just now")),
+          ("tests/unit/test_versions.py",)),
     # -- cache identities --
     # -- evaluations and history --
     Break("table-version-overwritten", "the IO manager writes every materialization's kept table under one name: "

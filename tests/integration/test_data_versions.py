@@ -1,0 +1,165 @@
+"""Data versions from content, on a real evaluation (`argus evaluate` of a two-prompt T2V bench):
+
+* the walk: every asset that recorded a data version of its own recorded the one
+  :func:`~argus_dagster.versions.content_version` gives its stored output with the volatile columns it
+  declares (``data_version_ignores``); a change of any other cell, one at a time, gives a new version, a
+  change of a volatile one or the rows in another order the same;
+* the user's scenario: a prompt edited so its rubric gains criteria, `argus evaluate` again, and the
+  stored leaderboard says the new coverage after that same second evaluate.
+"""
+
+import json
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster.cli import main
+from argus_dagster.versions import VOLATILE_KEY, content_version
+
+from argus_dagster.media import write_video
+
+from .helpers import pattern_clip, t2v_bench
+
+pytestmark = pytest.mark.integration
+
+USER_PROVIDED = "dagster/data_version_is_user_provided"
+VERSION = "dagster/data_version"
+EDITED_PROMPT = "A textured pattern slides to the left, take 0. Two red cats appear on the right and wave."
+
+
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory):
+    """A two-prompt T2V bench with two models (``m``, and ``n``: the clips mirrored), evaluated by
+    `argus evaluate` in its own home."""
+    root = tmp_path_factory.mktemp("versions")
+    bench, cands = t2v_bench(root, n_inputs=2, n_frames=16)
+    for i in range(2):
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(i, 16)[:, :, ::-1], 12)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ARGUS_HOME", str(root / "home"))
+        yield {"bench": bench, "cands": cands, "mp": mp, "evaluate": lambda: main(
+            ["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V"])}
+
+
+def _stored(asset: str, partition: str | None):
+    """The latest materialization record of an asset partition and the table it stored."""
+    from argus_dagster.runner import evaluation_storage, local_instance
+    from argus_dagster.settings import load_settings
+    from assets.lineage import latest_record, stored_table
+
+    settings = load_settings()
+    record = latest_record(local_instance(settings), asset, partition)
+    return record, (stored_table(record, evaluation_storage(settings)) if record else None)
+
+
+def _other(value, dtype):
+    """A value of ``dtype`` unlike ``value``."""
+    if isinstance(dtype, pl.List):
+        inner = dtype.inner
+        return (value or []) + [_other(None, inner)] if not value else value[:-1] + [_other(value[-1], inner)]
+    if isinstance(dtype, pl.Struct):
+        first = dtype.fields[0]
+        value = dict(value or {f.name: None for f in dtype.fields})
+        value[first.name] = _other(value.get(first.name), first.dtype)
+        return value
+    if dtype == pl.String:
+        return "x" if value is None else value + "·"
+    if dtype == pl.Boolean:
+        return True if value is None else not value
+    if dtype.is_integer():
+        return 0 if value is None else value + 1
+    if dtype.is_float():
+        return 0.0 if value is None or value != value else value + 0.5
+    raise AssertionError(f"no other value for dtype {dtype}")
+
+
+def _with_cell(df: pl.DataFrame, column: str, row: int, value) -> pl.DataFrame:
+    values = df[column].to_list()
+    values[row] = value
+    return df.with_columns(pl.Series(column, values, dtype=df.schema[column]))
+
+
+def _declared() -> dict[str, list[str] | None]:
+    """Every asset's declared volatile columns (None where it declares none)."""
+    from assets import ALL_ASSETS
+
+    out = {}
+    for a in ALL_ASSETS:
+        for spec in a.specs:
+            meta = spec.metadata.get(VOLATILE_KEY)
+            out[spec.key.to_user_string()] = None if meta is None else list(meta.data)
+    return out
+
+
+def test_every_assets_version_is_its_whole_output_but_the_volatile_columns(evaluation):
+    assert evaluation["evaluate"]() == 0
+    from argus_dagster.runner import local_instance
+
+    declared = _declared()
+    assert all(v is not None for v in declared.values()), {k for k, v in declared.items() if v is None}
+    instance = local_instance()
+    walked: dict[str, int] = {}
+    for asset, volatile in declared.items():
+        keys = instance.get_materialized_partitions(dg.AssetKey(asset)) or {None}
+        runs: dict[str, dict] = {}  # the partitions each run materialized: {run: {partition: (recorded, version)}}
+        for partition in sorted(keys, key=str):
+            record, table = _stored(asset, partition)
+            if record is None or record.asset_materialization.tags.get(USER_PROVIDED) != "true":
+                continue
+            assert table is not None and table.height >= 2, (asset, partition)
+            base = content_version(table, volatile)
+            runs.setdefault(record.run_id, {})[str(partition)] = (record.asset_materialization.tags[VERSION], base)
+            assert content_version(table.reverse(), volatile) == base, (asset, "rows reversed")
+            assert content_version(table.sample(fraction=1.0, shuffle=True, seed=7), volatile) == base, asset
+            for column in table.columns:
+                dtype = table.schema[column]
+                if column in volatile:
+                    changed = table.with_columns(pl.Series(column, [_other(v, dtype) for v in table[column].to_list()],
+                                                           dtype=dtype))
+                    assert content_version(changed, volatile) == base, (asset, column, "volatile")
+                    continue
+                cells = table[column].to_list()
+                for row in range(table.height):
+                    changed = _with_cell(table, column, row, _other(cells[row], dtype))
+                    assert content_version(changed, volatile) != base, (asset, partition, column, row)
+            walked[asset] = table.width - len(set(volatile) & set(table.columns))
+        # Each partition recorded the version of what it stored, with the columns its asset declares
+        # volatile; a run of many partitions records for each the version of them all together.
+        for run, parts in runs.items():
+            versions = {p: version for p, (_, version) in parts.items()}
+            expected = next(iter(versions.values())) if len(parts) == 1 else content_version(versions)
+            assert {recorded for recorded, _ in parts.values()} == {expected.value}, (asset, run, parts)
+    expected = {"input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
+                "video_scores", "diagnostic_reports", "leaderboard"}
+    assert expected <= set(walked), walked
+    print(f"data version walk: {len(walked)} assets, {sum(walked.values())} non-volatile columns: {walked}")
+
+
+def test_a_prompt_that_gains_criteria_updates_the_leaderboards_coverage_in_the_same_evaluate(evaluation):
+    bench = evaluation["bench"]
+    _, before = _stored("leaderboard", None)
+    if before is None:  # the walk did not run first
+        assert evaluation["evaluate"]() == 0
+        _, before = _stored("leaderboard", None)
+    _, rubrics = _stored("rubrics", "T2V")
+    n_before = dict(zip(rubrics["input_id"], rubrics["n_criteria"]))
+
+    manifest = bench / "T2V" / "manifest.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["prompt"] = EDITED_PROMPT
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert evaluation["evaluate"]() == 0
+
+    _, rubrics = _stored("rubrics", "T2V")
+    n_after = dict(zip(rubrics["input_id"], rubrics["n_criteria"]))
+    assert n_after["p0"] > n_before["p0"] and n_after["p1"] == n_before["p1"], (n_before, n_after)
+    _, videos = _stored("video_scores", str(dg.MultiPartitionKey({"task": "T2V", "model": "m"})))
+    assert dict(zip(videos["input_id"], videos["n_criteria"])) == n_after
+    _, after = _stored("leaderboard", None)
+    row = after.filter((pl.col("task") == "T2V") & (pl.col("model") == "m")).row(0, named=True)
+    assert row["n_criteria"] == pytest.approx(sum(n_after.values()) / 2)  # both videos scored, none in error
+    assert row["n_scored"] == pytest.approx(videos["n_scored"].mean())
+    assert sorted(row["needs_vlm"]) == sorted({c for cs in videos["needs_vlm"] for c in cs})
+    was = before.filter((pl.col("task") == "T2V") & (pl.col("model") == "m")).row(0, named=True)
+    assert row["n_criteria"] > was["n_criteria"]

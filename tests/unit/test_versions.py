@@ -1,0 +1,98 @@
+"""Data versions from content (argus_dagster/versions.py), and the sources' versions of a file edited
+again and again (assets/sources.py): what a downstream asset reads can never change without a new
+version."""
+
+import json
+import os
+
+import polars as pl
+
+from argus_dagster.candidate_store import LocalCandidateStore, partition_hashes, scan
+from argus_dagster.media import file_digest
+from argus_dagster.storage import Storage
+from argus_dagster.versions import content_version
+from assets.sources import bench_files_version, candidate_files_version
+
+SCORES = pl.DataFrame(
+    {"input_id": ["p0", "p1", "p1"], "sample": ["", "1", "2"], "final_score": [7.5, None, 3.0],
+     "n_criteria": [6, 9, 9], "needs_vlm": [["a"], [], ["b", "c"]], "seconds": [0.1, 0.2, 0.3],
+     "plan": [{"tool": "ocr", "k": 1}, {"tool": "flow", "k": None}, {"tool": "ocr", "k": 2}]})
+
+
+def test_every_column_is_in_the_version_but_the_volatile_ones():
+    base = content_version(SCORES, volatile=["seconds"])
+    moved = {
+        "input_id": SCORES.with_columns(pl.Series("input_id", ["p0", "p1", "p2"])),
+        "sample": SCORES.with_columns(pl.Series("sample", ["", "1", "3"])),
+        "final_score": SCORES.with_columns(pl.Series("final_score", [7.5, 0.0, 3.0])),  # null is not 0
+        "n_criteria": SCORES.with_columns(pl.Series("n_criteria", [6, 9, 10])),
+        "needs_vlm": SCORES.with_columns(pl.Series("needs_vlm", [["a"], [], ["c", "b"]])),  # a list keeps its order
+        "plan": SCORES.with_columns(pl.Series("plan", [{"tool": "ocr", "k": 1}, {"tool": "flow", "k": 0},
+                                                         {"tool": "ocr", "k": 2}])),
+        "a dtype": SCORES.with_columns(pl.col("n_criteria").cast(pl.Float64)),
+        "a column's name": SCORES.rename({"n_criteria": "n_criterion"}),
+        "a duplicated row": pl.concat([SCORES, SCORES.head(1)]),
+    }
+    for what, df in moved.items():
+        assert content_version(df, volatile=["seconds"]) != base, what
+    assert content_version(SCORES.with_columns(pl.col("seconds") * 10), volatile=["seconds"]) == base
+    assert content_version(SCORES) != base  # seconds counts where not declared volatile
+
+
+def test_rows_and_columns_in_another_order_have_the_same_version():
+    base = content_version(SCORES)
+    assert content_version(SCORES.reverse()) == base
+    assert content_version(SCORES.sample(fraction=1.0, shuffle=True, seed=3)) == base
+    assert content_version(SCORES.select(list(reversed(SCORES.columns)))) == base
+
+
+def test_values_that_print_alike_have_different_versions():
+    """The canonical form says each value exactly: a null is not an empty string, a string "1" is not
+    the number 1, two cells are not their concatenation."""
+    assert content_version(pl.DataFrame({"a": [None]}, schema={"a": pl.String})) != \
+        content_version(pl.DataFrame({"a": [""]}))
+    assert content_version(pl.DataFrame({"a": ["ab"], "b": [""]})) != content_version(pl.DataFrame({"a": ["a"], "b": ["b"]}))
+    assert content_version({"x": 1}) != content_version({"x": "1"})
+
+
+def test_a_mapping_of_tables_goes_through_the_same_function():
+    """A run of many partitions (``{partition: table}``) or an asset that writes two tables."""
+    both = {"m|T2V": SCORES, "n|T2V": SCORES.head(1)}
+    base = content_version(both, volatile=["seconds"])
+    assert content_version({"n|T2V": SCORES.head(1), "m|T2V": SCORES.reverse()}, volatile=["seconds"]) == base
+    assert content_version({**both, "n|T2V": SCORES.tail(1)}, volatile=["seconds"]) != base
+    assert content_version({"m|T2V": SCORES.head(1), "n|T2V": SCORES}, volatile=["seconds"]) != base  # keys matter
+
+
+def _edit(path, text: str, when: int) -> None:
+    """Write ``text`` and set the modification time back to ``when`` (as ``cp -p``, ``rsync -t`` or a
+    tool that keeps times do), so size and mtime stay what they were."""
+    path.write_text(text)
+    os.utime(path, ns=(when, when))
+
+
+def test_a_bench_file_edited_twice_in_the_same_second_has_three_versions(tmp_path):
+    storage = Storage(lambda: None, cache_dir=tmp_path / "cache")
+    manifest = tmp_path / "bench" / "T2V" / "manifest.jsonl"
+    manifest.parent.mkdir(parents=True)
+    when = 1_700_000_000_000_000_000
+    rows = [json.dumps({"id": "p0", "prompt": f"A dog runs, take {k}."}) + "\n" for k in range(3)]
+    assert len({len(r) for r in rows}) == 1  # the same size every time
+    versions = []
+    for row in rows:
+        _edit(manifest, row, when)
+        versions.append(bench_files_version(tmp_path / "bench", "T2V", storage))
+    assert len(set(versions)) == 3, versions
+    assert file_digest(str(manifest)) == file_digest(str(manifest))  # and reads the same content alike
+
+
+def test_a_candidate_video_edited_twice_in_the_same_second_has_three_versions(tmp_path):
+    video = tmp_path / "T2V" / "m" / "p0.mp4"
+    video.parent.mkdir(parents=True)
+    when = 1_700_000_000_000_000_000
+    store, known, versions = LocalCandidateStore(tmp_path), None, []
+    for body in ("AAAA", "BBBB", "CCCC"):
+        _edit(video, body, when)
+        known = scan(store, known).known
+        versions.append(candidate_files_version(partition_hashes(known, "T2V", "m")))
+    assert len(set(versions)) == 3, versions
