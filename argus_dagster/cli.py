@@ -853,7 +853,8 @@ def main(argv: list[str] | None = None) -> int:
                         "reports server beside it (Ctrl-C stops both)")
     ui.add_argument("--bench", help="a recorded bench's name (default ARGUS_BENCH, else the demo; see argus evaluations)")
     ui.add_argument("--profile", help="its evaluator profile (default ARGUS_PROFILE, else default)")
-    ui.add_argument("--host", default="127.0.0.1", help="the Dagster UI's address (default 127.0.0.1)")
+    ui.add_argument("--host", default="127.0.0.1", help="the Dagster UI's address (default 127.0.0.1); it answers "
+                    "requests whose Host is this name or loopback only")
     ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
     ui.add_argument("--reports-port", type=int, help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
     ui.set_defaults(func=cmd_ui)
