@@ -128,6 +128,34 @@ BREAKS = (
            ("argus_dagster/media.py", "    if settled(st):  # a file changed just now", "    if True:  # a file changed just now")),
           ("tests/unit/test_versions.py",)),
     # -- cache identities --
+    Break("vefx-identity-forgets-model", "a VEFX judgment's identity leaves the judge model out: another model's "
+          "scores are taken from the cache",
+          (("argus_dagster/vefx.py", "call=vlm_call(self.client, prompt_version=PROMPT_VERSION,",
+            'call=vlm_call(type("C", (), {"backend": self.client.backend, "model": ""}), prompt_version=PROMPT_VERSION,'),),
+          ("tests/unit/test_identities.py",)),
+    Break("firm-identity-forgets-model", "a FIRM-Video call's identity (planner, verifiers) leaves the model out",
+          (("argus_dagster/checklist.py", "call=vlm_call(self.client, prompt_version=version,",
+            'call=vlm_call(type("C", (), {"backend": self.client.backend, "model": ""}), prompt_version=version,'),),
+          ("tests/unit/test_identities.py",)),
+    Break("judge-identity-forgets-prompt-version", "the criterion judge's identity leaves its prompt version out: "
+          "judgments made under the old instructions are reused",
+          (("argus_dagster/judge.py", "return vlm_call(self.client, prompt_version=JUDGE_PROMPT_VERSION,",
+            'return vlm_call(self.client, prompt_version="",'),),
+          ("tests/unit/test_identities.py",)),
+    Break("tool-identity-forgets-config", "the detector-backed tools' identity leaves out how often the detector "
+          "runs along a clip: tracks made with other settings are reused",
+          (("argus_dagster/evidence/tools/detection.py", '"threshold": threshold, "detect_every": detect_every}',
+            '"threshold": threshold}'),),
+          ("tests/unit/test_identities.py",)),
+    Break("step-identity-forgets-tool-config", "a tool step's identity leaves the tool's configuration out "
+          "(vlm_qa's model and prompt, the detector's settings)",
+          (("argus_dagster/evidence/executor.py", "tool_config=tool_config(tool),", "tool_config={},"),),
+          ("tests/unit/test_identities.py",)),
+    Break("vlm-qa-forgets-output-frames", "a vlm_qa question about the source video leaves out the content hash "
+          "of the output video whose frames open its request: another candidate's answer is reused",
+          (("argus_dagster/evidence/tools/vlm_qa.py",
+            'return ("output_video",) if on != "output_video" and media.has("output_video") else ()', "return ()"),),
+          ("tests/unit/test_identities.py",)),
     # -- evaluations and history --
     Break("table-version-overwritten", "the IO manager writes every materialization's kept table under one name: "
           "the next one overwrites the previous version",
