@@ -5,7 +5,10 @@ A requirement is audio when its yes/no answer turns on something heard: a sound 
 or silence, a voice, the words spoken or their topic, music or a song as heard, a tune. What is
 seen stays, also when it relates to sound: a musician or an instrument being played, a band, a
 person speaking, singing, shouting or giving a speech (the visible act), a dog barking, a
-loudspeaker, a studio, musical notes drawn somewhere, a sign whose text names a sound. The same
+loudspeaker, a studio, musical notes drawn somewhere, a sign whose text names a sound, a sound
+source asked about as seen (a narrator visible on screen, a choir on the steps, a sound engineer at
+the desk). A narrator asked about without a word of sight ("does a narrator describe the market")
+is the voice, heard. The same
 visible act qualified by how it sounds ("barks loudly", "in a deep voice", "whistles a tune") or
 by what is said ("says 'thank you'", "talks about the weather") is audio.
 
@@ -33,6 +36,15 @@ _NOISE = re.compile(r"\b(?<!visual )(?<!image )(?<!digital )(?<!film )(?<!sensor
 _TUNE = re.compile(r"\b(a|the|his|her|their|its|in|out of|whistl\w*|hum\w*)\s+(\w+\s+)?tunes?\b", re.IGNORECASE)
 # "sound" as heard; a place name ("Puget Sound"), capitals (a sign's SOUND) and "sound asleep" are not.
 _SOUND = re.compile(r"\b[sS]ound(s|ed|ing)?\b")
+# A person or thing named after sound, seen: a sound engineer at the desk, a sound system on a stage.
+_SOUND_SEEN_AFTER = re.compile(r"\s+(engineers?|technicians?|recordists?|crew|systems?|desks?|boards?|booths?|"
+                               r"stages?|waves?|mixers?|equipment|gear|panels?|barriers?)\b", re.IGNORECASE)
+# A source of sound that is also a person in the picture (a narrator), and the words that ask about
+# it as seen: a narrator visible on screen, standing, wearing something, is asked about as seen.
+_SOURCE_PERSON = re.compile(r"narrators?", re.IGNORECASE)
+_SEEN = re.compile(r"\b(visible|on[- ]screen|on camera|in (the )?(frame|shot|picture)|in view|shown|show|shows|"
+                   r"showing|seen|appear\w*|depicted|pictured|stand\w*|sit|sits|sitting|sat|wear\w*|hold\w*|"
+                   r"walk\w*|dressed|gestur\w*|point\w*|fac(e|es|ing) the camera)\b", re.IGNORECASE)
 _MUSIC = re.compile(r"\bmusic\b", re.IGNORECASE)
 _MUSIC_SEEN_AFTER = re.compile(r"\s+(studio|studios|store|shop|stand|stands|hall|room|school|class|video|festival|"
                                r"notes?|book|box|sheet)\b", re.IGNORECASE)
@@ -65,8 +77,10 @@ def audio_reason(question: str) -> str:
         return ""
     quoted = bool(_QUOTED.search(question))
     q = _QUOTED.sub(" ", question)
-    m = _HEARD.search(q)
-    if m:
+    seen = bool(_SEEN.search(q))
+    for m in _HEARD.finditer(q):
+        if seen and _SOURCE_PERSON.fullmatch(m.group(0)):
+            continue  # the narrator as a person in the picture
         return f"asks what is heard ({m.group(0)!r})"
     m = _NOISE.search(q)
     if m:
@@ -80,6 +94,8 @@ def audio_reason(question: str) -> str:
             continue  # a sign's capitals, or a name ("Puget Sound")
         if re.match(r"\s+asleep\b", q[m.end():]) or re.search(r"\bsafe and\s+$", q[:m.start()]):
             continue
+        if not m.group(1) and _SOUND_SEEN_AFTER.match(q[m.end():]):
+            continue  # a sound engineer, a sound system: seen
         return f"asks what is heard ({word!r})"
     for m in _MUSIC.finditer(q):
         if _MUSIC_SEEN_AFTER.match(q[m.end():]) or _MUSIC_AS_OBJECT.search(q[:m.start()]):

@@ -100,3 +100,49 @@ def test_the_issue_cases():
     assert audio_reason("Is a woman giving a speech at a podium?") == ""
     assert audio_reason("Does a sign read 'SOUND CITY'?") == ""
     assert audio_reason("Does the dog bark loudly?") != ""
+
+
+# Someone or something that makes sound, asked about as seen (kept), beside the same sources asked
+# about as heard (left out). Every row must be right: the seed leaves out only what is heard.
+SOUND_SOURCES = [
+    # seen: the source is in the picture
+    ("Is the narrator visible on screen?", False),
+    ("Does the narrator appear on camera?", False),
+    ("Is the narrator standing in front of the castle?", False),
+    ("Does the video show a narrator at a desk?", False),
+    ("Are the two narrators sitting side by side?", False),
+    ("Is the speaker standing at the lectern?", False),
+    ("Is the speaker wearing a grey suit?", False),
+    ("Is a choir standing on the church steps?", False),
+    ("Is the choir dressed in red robes?", False),
+    ("Is the choir shown singing in the cathedral?", False),
+    ("Is a barking dog shown behind the fence?", False),
+    ("Is the barking dog on a leash?", False),
+    ("Is the dog barking at the mailman?", False),
+    ("Is the sound engineer adjusting the mixing board?", False),
+    ("Is a sound technician holding a boom microphone?", False),
+    ("Is there a sound system on the stage?", False),
+    ("Are sound waves drawn on the screen?", False),
+    ("Is a rooster crowing on the fence?", False),
+    ("Is the orchestra conductor raising a baton?", False),
+    # heard: what the source sounds like, or that it is heard at all
+    ("Is the narration calm and slow?", True),
+    ("Does a narrator describe the market?", True),
+    ("Is the narrator heard but never seen?", True),
+    ("Is the narrator's voice deep?", True),
+    ("Is the speaker speaking in French?", True),
+    ("Is the speaker talking about climate change?", True),
+    ("Does the choir sing loudly?", True),
+    ("Is the choir's singing audible?", True),
+    ("Can the dog be heard barking?", True),
+    ("Is the dog's bark loud?", True),
+    ("Does the sound engineer's music fill the room?", True),
+    ("Is the sound of the crowd muffled?", True),
+    ("Does the rooster's crow echo across the farm?", True),
+]
+
+
+@pytest.mark.parametrize("question, heard", SOUND_SOURCES)
+def test_a_sound_source_seen_is_kept_what_it_sounds_like_is_left_out(question, heard):
+    reason = audio_reason(question)
+    assert bool(reason) == heard, f"{question!r}: {'left out' if reason else 'kept'} ({reason!r})"
