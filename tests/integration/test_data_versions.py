@@ -1,4 +1,5 @@
-"""Data versions from content, on a real evaluation (`argus evaluate` of a two-prompt T2V bench):
+"""Data versions from content, on a real evaluation (`argus evaluate --protocol both` of a two-prompt
+T2V bench, two models):
 
 * the walk: every asset that recorded a data version of its own recorded the one
   :func:`~argus_dagster.versions.content_version` gives its stored output with the volatile columns it
@@ -38,8 +39,8 @@ def evaluation(tmp_path_factory):
         write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(i, 16)[:, :, ::-1], 12)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ARGUS_HOME", str(root / "home"))
-        yield {"bench": bench, "cands": cands, "mp": mp, "evaluate": lambda: main(
-            ["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V"])}
+        yield {"bench": bench, "cands": cands, "evaluate": lambda *more: main(
+            ["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V", *more])}
 
 
 def _stored(asset: str, partition: str | None):
@@ -93,13 +94,14 @@ def _declared() -> dict[str, list[str] | None]:
 
 
 def test_every_assets_version_is_its_whole_output_but_the_volatile_columns(evaluation):
-    assert evaluation["evaluate"]() == 0
+    assert evaluation["evaluate"]("--protocol", "both") == 0  # FIRM-Video's assets after VideoArgus's
     from argus_dagster.runner import local_instance
 
     declared = _declared()
     assert all(v is not None for v in declared.values()), {k for k, v in declared.items() if v is None}
     instance = local_instance()
     walked: dict[str, int] = {}
+    rows: dict[str, int] = {}  # the fewest rows a walked asset's partition has
     for asset, volatile in declared.items():
         keys = instance.get_materialized_partitions(dg.AssetKey(asset)) or {None}
         runs: dict[str, dict] = {}  # the partitions each run materialized: {run: {partition: (recorded, version)}}
@@ -107,7 +109,8 @@ def test_every_assets_version_is_its_whole_output_but_the_volatile_columns(evalu
             record, table = _stored(asset, partition)
             if record is None or record.asset_materialization.tags.get(USER_PROVIDED) != "true":
                 continue
-            assert table is not None and table.height >= 2, (asset, partition)
+            assert table is not None, (asset, partition)
+            rows[asset] = min(rows.get(asset, table.height), table.height)
             base = content_version(table, volatile)
             runs.setdefault(record.run_id, {})[str(partition)] = (record.asset_materialization.tags[VERSION], base)
             assert content_version(table.reverse(), volatile) == base, (asset, "rows reversed")
@@ -123,7 +126,8 @@ def test_every_assets_version_is_its_whole_output_but_the_volatile_columns(evalu
                 for row in range(table.height):
                     changed = _with_cell(table, column, row, _other(cells[row], dtype))
                     assert content_version(changed, volatile) != base, (asset, partition, column, row)
-            walked[asset] = table.width - len(set(volatile) & set(table.columns))
+            if table.height:  # a table without rows (FIRM's verdicts with no VLM) has no cell to change
+                walked[asset] = table.width - len(set(volatile) & set(table.columns))
         # Each partition recorded the version of what it stored, with the columns its asset declares
         # volatile; a run of many partitions records for each the version of them all together.
         for run, parts in runs.items():
@@ -131,9 +135,10 @@ def test_every_assets_version_is_its_whole_output_but_the_volatile_columns(evalu
             expected = next(iter(versions.values())) if len(parts) == 1 else content_version(versions)
             assert {recorded for recorded, _ in parts.values()} == {expected.value}, (asset, run, parts)
     expected = {"input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
-                "video_scores", "diagnostic_reports", "leaderboard"}
-    assert expected <= set(walked), walked
-    print(f"data version walk: {len(walked)} assets, {sum(walked.values())} non-volatile columns: {walked}")
+                "video_scores", "diagnostic_reports", "leaderboard", "firm_checklists", "firm_scores"}
+    assert expected <= set(walked) and all(rows[a] >= 2 for a in expected), (walked, rows)
+    print(f"data version walk: versions of {len(rows)} assets checked, the cells of {len(walked)} changed "
+          f"({sum(walked.values())} non-volatile columns): {walked}; fewest rows {rows}")
 
 
 def test_a_prompt_that_gains_criteria_updates_the_leaderboards_coverage_in_the_same_evaluate(evaluation):
