@@ -17,6 +17,7 @@ import pytest
 from argus_dagster import checklist as fc
 from argus_dagster.media import write_video
 from argus_dagster.runner import _firm_run, export_firm, firm_summary
+from argus_dagster.tables import COSTS
 from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
@@ -85,7 +86,9 @@ def test_checklists_are_planned_once_and_frozen_across_models_and_runs(online):
         assert log[model].count("firm_if_verify") == len(PROMPTS)
     assert log["again"] == []  # the content cache answers the re-materialization
     again = load("firm_checklists", online["res"], online["instance"], "T2V")
-    assert again.equals(online["first"])
+    assert again.drop(*COSTS).equals(online["first"].drop(*COSTS))
+    # the planner's requests are the first run's cost (the cost ledger); the cache's answers cost nothing
+    assert int(online["first"]["vlm_requests"].sum()) == len(PROMPTS) and int(again["vlm_requests"].sum()) == 0
     rows = online["first"]
     assert rows["error"].null_count() == rows.height and set(rows["input_id"]) == set(PROMPTS)
     assert set(rows["dimension"]) == {fc.IF} and rows["importance"].is_between(1, 5).all()
