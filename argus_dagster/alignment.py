@@ -129,13 +129,16 @@ class Calibration:
     params: tuple[float, ...]
 
 
-def fit_logistic4(pred: np.ndarray, human: np.ndarray) -> Calibration:
+def fit_logistic4(pred: np.ndarray, human: np.ndarray,
+                  starts: list[tuple[float, float, float, float]] | None = None) -> Calibration:
     """Least-squares fit of :func:`logistic4` from raw predictions to human scores.
 
-    Starts at the usual values (asymptotes at the human max/min, oriented by the sign of the rank
-    correlation; midpoint at the mean prediction; slope scale at the predictions' std). Where the fit
-    does not converge or is worse than a straight line (a handful of points), the least-squares line is
-    used and the method says so; constant predictions can only be mapped to the human mean.
+    The sum of squares has several local optima on real ratings (a broad curve and a steep one at a
+    jump in the ratings), so the fit starts from each of ``starts`` (default :func:`logistic_starts`)
+    and keeps the one with the smallest sum of squares, ties going to the smaller parameters: the
+    result depends on the set of starts, never on their order. Where no start gives a finite fit, or
+    the best is worse than a straight line (a handful of points), the least-squares line is used and
+    the method says so; constant predictions can only be mapped to the human mean.
     """
     x = np.asarray(pred, dtype=float)
     y = np.asarray(human, dtype=float)
@@ -147,23 +150,37 @@ def fit_logistic4(pred: np.ndarray, human: np.ndarray) -> Calibration:
     linear = Calibration(slope * x + intercept, "linear", (float(slope), float(intercept)))
     if len(x) < 5:  # four parameters need more points than that to mean anything
         return linear
-    from scipy.optimize import curve_fit
+    from scipy.optimize import leastsq
 
-    rho = spearman(x, y)
-    hi, lo = float(y.max()), float(y.min())
-    p0 = [hi, lo, float(x.mean()), float(x.std()) or 1.0]
-    if rho < 0:
-        p0[0], p0[1] = lo, hi
-    try:
+    fits = []
+    for p0 in (logistic_starts(x, y) if starts is None else starts):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            params, _ = curve_fit(logistic4, x, y, p0=p0, maxfev=20000)
-    except (RuntimeError, ValueError):
+            try:  # MINPACK's Levenberg-Marquardt, as curve_fit; at maxfev it returns where it got to
+                found, _ = leastsq(lambda p: logistic4(x, *p) - y, np.asarray(p0, dtype=float), maxfev=2000)
+            except (ValueError, TypeError):
+                continue
+        fitted = logistic4(x, *found)
+        if np.all(np.isfinite(fitted)):
+            fits.append((_sse(fitted, y), tuple(float(p) for p in found), fitted))
+    if not fits:
         return linear
-    fitted = logistic4(x, *params)
-    if not np.all(np.isfinite(fitted)) or _sse(fitted, y) > _sse(linear.fitted, y) + 1e-12:
+    sse, params, fitted = min(fits, key=lambda f: (f[0], f[1]))
+    if sse > _sse(linear.fitted, y) + 1e-12:
         return linear
     return Calibration(fitted, "logistic4", tuple(float(p) for p in params))
+
+
+def logistic_starts(pred: np.ndarray, human: np.ndarray) -> list[tuple[float, float, float, float]]:
+    """Where :func:`fit_logistic4` starts: the asymptotes at the human max and min in both orders
+    (an increasing and a decreasing curve), the midpoint at the predictions' quartiles and mean, the
+    slope scale at a quarter, one and four times their std (the usual single start is among them)."""
+    x = np.asarray(pred, dtype=float)
+    y = np.asarray(human, dtype=float)
+    hi, lo = float(y.max()), float(y.min())
+    spread = float(x.std()) or 1.0
+    mids = sorted({float(v) for v in np.quantile(x, [0.25, 0.5, 0.75])} | {float(x.mean())})
+    return [(a, b, m, k * spread) for a, b in ((hi, lo), (lo, hi)) for m in mids for k in (0.25, 1.0, 4.0)]
 
 
 def _sse(a: np.ndarray, b: np.ndarray) -> float:
