@@ -352,12 +352,34 @@ def change_text(dep: str, partition: str | None, record, latest_dep, labels: Lab
     return f"{dep} of {place} changed" if place else f"{dep} changed"
 
 
+def input_changes(task: str, before: list[dict] | None, now: list[dict]) -> list[tuple[str, str]]:
+    """``(reason, input_id)`` for each input of a task whose manifest row moved between the stored
+    ``input_instances`` rows (``before``) and the bench's rows now: "prompt of T2V/apple changed",
+    "conditions of T2V/apple changed" (its media), "input T2V/apple added" or "removed"."""
+    if before is None:
+        return []
+    was, is_ = {r["input_id"]: r for r in before}, {r["input_id"]: r for r in now}
+    out = []
+    for i in sorted(set(was) | set(is_), key=str):
+        if i not in was:
+            out.append((f"input {task}/{i} added", i))
+        elif i not in is_:
+            out.append((f"input {task}/{i} removed", i))
+        elif (was[i].get("content_hash"), was[i].get("error")) != (is_[i].get("content_hash"), is_[i].get("error")):
+            what = "prompt" if was[i].get("prompt") != is_[i].get("prompt") else "conditions"
+            out.append((f"{what} of {task}/{i} changed", i))
+    return out
+
+
 def reason_lines(why: dict[tuple[str, str | None], list[str]], requested: dict[str, set],
-                 n_videos: dict[tuple[str, str], int]) -> list[str]:
+                 n_videos: dict[tuple[str, str], int], inputs_of: dict[str, set] | None = None,
+                 per_input: dict[tuple[str, str], int] | None = None) -> list[str]:
     """Each reason a plan gives, with what it touches: ``judge: evidence-only -> openai:X: 9 partitions,
     32 videos`` (``why``: per (asset, partition) its reasons; ``requested``: the plan's partitions per
-    asset; ``n_videos``: per (task, model) its videos). The lookahead ("an input runs first") is
-    not a reason of its own."""
+    asset; ``n_videos``: per (task, model) its videos). A reason about inputs (``inputs_of``: its
+    ``(task, input_id)``s) counts them and their videos (``per_input``): ``prompt of T2V/apple
+    changed: 1 input, 5 videos``. The lookahead ("an input runs first") is not a reason of its own."""
+    inputs_of, per_input = inputs_of or {}, per_input or {}
     touched: dict[str, tuple[set, set]] = {}
     for asset, parts in requested.items():
         for p in parts:
@@ -371,6 +393,11 @@ def reason_lines(why: dict[tuple[str, str | None], list[str]], requested: dict[s
                 (keys if model else tasks).add((task, model) if model else task)
     lines = []
     for text, (tasks, keys) in touched.items():
+        if text in inputs_of:
+            n = sum(per_input.get(k, 0) for k in inputs_of[text])
+            k = len(inputs_of[text])
+            lines.append(f"{text}: {k} input{'s' if k != 1 else ''}, {n} video{'s' if n != 1 else ''}")
+            continue
         videos = {k for k in n_videos if k in keys or k[0] in tasks}
         counts = ([f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}"] if tasks else []) + (
             [f"{len(keys)} partition{'s' if len(keys) != 1 else ''}"] if keys else [])

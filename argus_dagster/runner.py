@@ -80,9 +80,11 @@ class Plan:
     """What Dagster's automation conditions requested, as argus evaluate executes it: by asset key,
     the partitions to materialize (``None`` for the unpartitioned leaderboard)."""
 
-    def __init__(self, requested: dict[str, set], why: dict | None = None, waiting: str = ""):
+    def __init__(self, requested: dict[str, set], why: dict | None = None, waiting: str = "",
+                 inputs_of: dict | None = None):
         self.requested = requested
         self.why = why or {}  # (asset, partition) -> the conditions that requested it, in words
+        self.inputs_of = inputs_of or {}  # a reason about inputs -> its (task, input_id)s
         self.waiting = waiting  # the retries the automation sensor holds back now (retry_wait_text)
 
     def reasons(self, selection: list[str], key) -> str:
@@ -124,7 +126,8 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]),
         evaluation_time=datetime.fromtimestamp(at, timezone.utc))
     requested = {}
-    why = _why(result, instance, defs)
+    inputs_of: dict[str, set] = {}
+    why = _why(result, instance, defs, inputs_of)
     for a in AUTOMATED_ASSETS:
         name = a.key.to_user_string()
         got = {str(p) if p is not None else None for p in result.get_requested_partitions(a.key)}
@@ -132,7 +135,7 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         wanted = got & (set(tasks) if a in TASK_ASSETS else keys if a in CANDIDATE_ASSETS else {None})
         if wanted:
             requested[name] = wanted
-    return Plan(requested, why, retry_wait_text(waiting))
+    return Plan(requested, why, retry_wait_text(waiting), inputs_of)
 
 
 RETRIED = {"rubrics": "rubrics the generator failed to make", "criterion_evidence": "failed tool steps",
@@ -157,7 +160,24 @@ def _keys_of(subset) -> set:
         {None} if subset.get_internal_bool_value() else set())
 
 
-def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[tuple[str, str | None], list[str]]:
+def _input_reasons(instance: dg.DagsterInstance, defs: dg.Definitions, task: str) -> list[tuple[str, str]]:
+    """The inputs of ``task`` whose manifest row moved since ``input_instances`` stored them, in words
+    (:func:`~.history.input_changes`); empty when that cannot be said."""
+    from .bench import read_task_at
+    from .definitions import latest_record, stored_table
+    from .history import input_changes
+
+    storage = defs.resources["storage"].storage()
+    stored = stored_table(latest_record(instance, "input_instances", task), storage)
+    try:
+        now = read_task_at(defs.resources["bench"].bench_path(), task, storage)
+    except Exception:  # the bench unreadable now: the run that reads it says why, on its rows
+        return []
+    return input_changes(task, stored.to_dicts() if stored is not None else None, now)
+
+
+def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions,
+         inputs_of: dict[str, set] | None = None) -> dict[tuple[str, str | None], list[str]]:
     """Per requested (asset, partition), which of its condition's parts were true, in words: new
     (missing), new code, the inputs that moved, an input requested in the same run, the work its
     last run left to retry."""
@@ -186,6 +206,13 @@ def _why(result, instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[tup
             for k in keys:
                 p = str(k) if k is not None else None
                 for dep in moved.get(p, []):
+                    if dep == "bench_files" and p is not None and "|" not in p and inputs_of is not None:
+                        said = _input_reasons(instance, defs, p)
+                        for text, input_id in said:
+                            add(asset, {k}, text)
+                            inputs_of.setdefault(text, set()).add((p, input_id))
+                        if said:
+                            continue
                     source = graph.get(dg.AssetKey(dep))
                     latest = records.latest(dg.AssetKey(dep), observed=source.is_observable and not source.is_materializable,
                                             partitioned=source.partitions_def is not None).get(None)
@@ -394,7 +421,7 @@ def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions |
     store = scan(open_store(str(settings.candidates_dir), storage), None)
     report(instance, changed_observations(instance, source_versions(resources, task_list, partitions, store.known)))
     return _Evaluation(settings=settings, instance=instance, defs=defs, storage=storage, tasks=task_list,
-                       partitions=partitions,
+                       partitions=partitions, known=store.known,
                        n_videos={(t, m): _count_videos(settings.candidates_dir, t, m, storage) for t, m in partitions})
 
 
@@ -407,15 +434,23 @@ def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, pr
     the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
     if the_plan.waiting:
         progress(the_plan.waiting)
-    _say_reasons(the_plan, ev.n_videos, progress)
+    _say_reasons(the_plan, ev.n_videos, progress, known=ev.known)
     return {a: sorted(p for p in parts if p is not None) for a, parts in the_plan.requested.items()}
 
 
-def _say_reasons(the_plan: Plan, n_videos: dict, progress: Callable[[str], None], prefix: str = "") -> None:
-    """Why the plan runs what it runs, each reason with what it touches (:func:`~.history.reason_lines`)."""
+def _say_reasons(the_plan: Plan, n_videos: dict, progress: Callable[[str], None], prefix: str = "",
+                 known: dict | None = None) -> None:
+    """Why the plan runs what it runs, each reason with what it touches (:func:`~.history.reason_lines`);
+    ``known``: the candidate store's scan, for the videos of each input a reason names."""
+    from .candidate_store import partition_hashes, video_hashes
     from .history import reason_lines
 
-    lines = reason_lines(the_plan.why, the_plan.requested, n_videos)
+    per_input: dict[tuple[str, str], int] = {}
+    for task, input_id in {x for ids in the_plan.inputs_of.values() for x in ids}:
+        per_input[(task, input_id)] = sum(1 for t, m in n_videos if t == task
+                                          for i, _ in video_hashes(partition_hashes(known or {}, task, m), [input_id])
+                                          if i == input_id)
+    lines = reason_lines(the_plan.why, the_plan.requested, n_videos, the_plan.inputs_of, per_input)
     if lines:
         progress(f"{prefix}why (what changed: what it runs again):")
         for line in lines:
@@ -542,7 +577,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
                 break
             if not ran_any:
                 _say_up_to_date(runs, task_list, partitions, n_videos, progress, elapsed)
-                _say_reasons(the_plan, n_videos, progress, f"{elapsed()} ")
+                _say_reasons(the_plan, n_videos, progress, f"{elapsed()} ", ev.known)
             ran_any = True
             for kind, selection, keys in runs:
                 _run_and_say(kind, selection, keys, instance, resources, progress, elapsed, the_plan, tags)

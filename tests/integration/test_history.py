@@ -137,3 +137,10 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     overview = (settings.reports_dir / "index.html").read_text()
     facts = re.search(r'<div class="facts">(.*?)</div>', overview).group(1)
     assert dict(re.findall(r"(\w+) <b>([^<]*)</b>", facts))["evaluator"] == "openai:judge", facts
+
+    # an edited prompt: the plan names the input, and counts its videos (one per model)
+    manifest = bench / "T2V" / "manifest.jsonl"
+    manifest.write_text(manifest.read_text().replace("take 0.", "take zero."))
+    assert cli.main(["evaluate", "--plan", *where]) == 0
+    plan = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    assert "prompt of T2V/p0 changed: 1 input, 2 videos" in plan, plan

@@ -26,3 +26,26 @@ def test_each_reason_counts_the_partitions_and_videos_it_touches():
     assert lines == {judge: "3 partitions, 9 videos",
                      "rubric generator: offline -> openai:judge": "1 task, 5 videos",  # every video of the task
                      "videos of TI2V x m changed": "1 partition, 4 videos"}
+
+
+def test_an_edited_input_is_named_with_its_own_videos():
+    from argus_dagster.history import input_changes
+
+    before = [{"input_id": "apple", "prompt": "An apple.", "content_hash": "a1", "error": None},
+              {"input_id": "pear", "prompt": "A pear.", "content_hash": "p1", "error": None},
+              {"input_id": "plum", "prompt": "A plum.", "content_hash": "u1", "error": None},
+              {"input_id": "gone", "prompt": "Gone.", "content_hash": "g1", "error": None}]
+    now = [{"input_id": "apple", "prompt": "An apple falls.", "content_hash": "a2", "error": None},
+           {"input_id": "pear", "prompt": "A pear.", "content_hash": "p2", "error": None},  # its image replaced
+           {"input_id": "plum", "prompt": "A plum.", "content_hash": "u1", "error": None},
+           {"input_id": "new", "prompt": "New.", "content_hash": "n1", "error": None}]
+    said = input_changes("T2V", before, now)
+    assert said == [("prompt of T2V/apple changed", "apple"), ("input T2V/gone removed", "gone"),
+                    ("input T2V/new added", "new"), ("conditions of T2V/pear changed", "pear")]
+    assert input_changes("T2V", None, now) == []  # nothing stored to compare with: said otherwise
+    why = {("input_instances", "T2V"): [t for t, _ in said]}
+    inputs_of = {t: {("T2V", i)} for t, i in said}
+    lines = reason_lines(why, {"input_instances": {"T2V"}}, {("T2V", "m"): 9, ("T2V", "n"): 9}, inputs_of,
+                         {("T2V", "apple"): 5, ("T2V", "gone"): 0, ("T2V", "new"): 2, ("T2V", "pear"): 1})
+    assert lines == ["prompt of T2V/apple changed: 1 input, 5 videos", "input T2V/gone removed: 1 input, 0 videos",
+                     "input T2V/new added: 1 input, 2 videos", "conditions of T2V/pear changed: 1 input, 1 video"]
