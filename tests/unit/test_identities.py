@@ -35,7 +35,7 @@ from argus_dagster.evidence.plan import NormalizedPlan
 from argus_dagster.evidence.tools import vlm_qa as vlm_qa_mod
 from argus_dagster.evidence.tools.detection import CropCompare, Localizer, SamTrack
 from argus_dagster.evidence.tools.models import ModelStore
-from argus_dagster.evidence.tools.random_models import build_models
+from argus_dagster.evidence.tools.random_models import BUILDERS, build_models
 from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
 from argus_dagster.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.identities import RECORDS, VLM_IRRELEVANT, VlmCall, record_key
@@ -271,6 +271,24 @@ def detector_store(tmp_path_factory) -> ModelStore:
     return ModelStore(build_models(tmp_path_factory.mktemp("models"), which=("detector",)))
 
 
+@pytest.fixture(scope="module")
+def other_detector(tmp_path_factory) -> ModelStore:
+    import torch
+
+    root = tmp_path_factory.mktemp("retrained")
+    torch.manual_seed(1)
+    (root / "detector").mkdir()
+    BUILDERS["detector"](root / "detector", "tiny")
+    return ModelStore(root)
+
+
+@pytest.fixture(scope="module")
+def moved_detector(tmp_path_factory, detector_store) -> ModelStore:
+    root = tmp_path_factory.mktemp("moved")
+    shutil.copytree(detector_store.root / "detector", root / "detector")
+    return ModelStore(root)
+
+
 def _suite(**tools) -> ToolSuite:
     return ToolSuite({**embedded_suite().tools, **tools})
 
@@ -352,7 +370,7 @@ def test_vlm_qa_about_the_source_changes_with_the_output_it_opens_with(clients, 
     assert record_key(a) != record_key(b)
 
 
-def test_a_model_tool_step_key_is_its_record(clips, detector_store):
+def test_a_model_tool_step_key_is_its_record(clips, detector_store, other_detector, moved_detector):
     step = {"tool": "sam_track", "args": {"query": "red square", "on": "output_video"}}
 
     def suite(**localizer):
@@ -365,6 +383,15 @@ def test_a_model_tool_step_key_is_its_record(clips, detector_store):
     threshold = (step_identity(step, media(clips), suite(threshold=0.1), []),
                  step_identity(step, media(clips), suite(threshold=0.3), []))
     assert record_key(threshold[0]) != record_key(threshold[1])
+    # Another checkpoint of the same architecture (other weights) is another tool; the same
+    # checkpoint in another folder is the same one.
+    def on(store):
+        loc = Localizer(store)
+        return step_identity(step, media(clips), _suite(sam_track=SamTrack(loc), crop_compare=CropCompare(loc)), [])
+
+    base, retrained, moved = on(detector_store), on(other_detector), on(moved_detector)
+    assert base.tool_version == retrained.tool_version and record_key(base) != record_key(retrained)
+    assert record_key(base) == record_key(moved)
     check("step sam_track", step_identity(step, media(clips), suite(), []), varies, _step_irrelevant(step, suite, clips))
 
 

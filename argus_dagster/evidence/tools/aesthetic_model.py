@@ -83,6 +83,7 @@ class LearnedAesthetic:
         self.model, self.head = store.get(AESTHETIC_FOLDER, load, required=HEAD_FILES)
         self.classical = ClassicalAesthetic()
         self.version = f"learned-{self.model.model_type}-{len(self.head.layers)}L"
+        self.config = {"weights": store.weights(AESTHETIC_FOLDER)}
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         on = args.get("on", "output_video")

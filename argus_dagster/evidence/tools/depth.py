@@ -32,6 +32,7 @@ class DepthModel:
         # Relative models predict inverse depth (disparity); metric ones metres.
         self.larger_is_closer = getattr(cfg, "depth_estimation_type", "relative") != "metric"
         self.version = f"{self.vm.model_type}-{'relative' if self.larger_is_closer else 'metric'}"
+        self.config = {"weights": store.weights(DEPTH_FOLDER)}
 
     def maps(self, frames: Sequence[np.ndarray], batch_size: int = 4) -> list[np.ndarray]:
         import torch
@@ -74,7 +75,7 @@ class DepthProbe:
         self.depth = depth
         self.localizer = localizer
         self.version = depth.version + (f"+{localizer.version}" if localizer else "")
-        self.config = {"localizer": localizer.config if localizer else None}
+        self.config = {"depth": getattr(depth, "config", None), "localizer": getattr(localizer, "config", None)}
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         on = args.get("on", "output_video")

@@ -191,7 +191,8 @@ class Localizer:
         self.detect_every = detect_every
         self.version = f"{self.detector.model_type}-t{threshold}"
         # Part of the identity of every step that uses it: each setting changes the tracks found.
-        self.config = {"detector": self.detector.model_type, "threshold": threshold, "detect_every": detect_every}
+        self.config = {"detector": self.detector.model_type, "weights": store.weights(DETECTOR_FOLDER),
+                       "threshold": threshold, "detect_every": detect_every}
         self._tracks: weakref.WeakKeyDictionary[MediaStore, dict[tuple[str, str], Track]] = weakref.WeakKeyDictionary()
         self._tracks_lock = threading.Lock()  # candidates may run in parallel threads
 
@@ -231,7 +232,7 @@ class SamTrack:
     def __init__(self, localizer: Localizer):
         self.localizer = localizer
         self.version = localizer.version
-        self.config = {"localizer": localizer.config}
+        self.config = {"localizer": getattr(localizer, "config", None)}
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         on, query = args.get("on", "output_video"), str(args.get("query") or "").strip()
@@ -276,7 +277,7 @@ class CropCompare:
     def __init__(self, localizer: Localizer):
         self.localizer = localizer
         self.version = localizer.version
-        self.config = {"localizer": localizer.config}
+        self.config = {"localizer": getattr(localizer, "config", None)}
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         source = args.get("crop_from", "output_video")

@@ -36,6 +36,7 @@ class DinoSim:
         self.store = store
         self.model = store.get(DINO_FOLDER, lambda folder, device: VisionModel(folder, device))
         self.version = f"{self.model.model_type}-{self.model.model.config.hidden_size}"
+        self.config = {"weights": store.weights(DINO_FOLDER)}
 
     def embed(self, media: MediaStore, media_id: str) -> tuple[np.ndarray, tuple[float, ...]]:
         fr = media.frames(media_id, JUDGE_POLICY)

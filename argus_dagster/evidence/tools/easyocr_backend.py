@@ -88,6 +88,7 @@ class EasyOcr:
         self.store = store
         self.engine: EasyOcrEngine = store.get(EASYOCR_FOLDER, EasyOcrEngine, required=())
         self.version = self.engine.version
+        self.config = {"weights": store.weights(EASYOCR_FOLDER)}
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         fr = media.frames(args.get("on", "output_video"), JUDGE_POLICY)

@@ -10,6 +10,7 @@ so that concurrent criteria never run two forward passes on the same GPU at once
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,7 @@ class ModelStore:
         self.root = Path(root) if root else None
         self.device = device
         self._models: dict[str, Any] = {}
+        self._digests: dict[str, str] = {}
         self._load_lock = threading.Lock()
         self._device_lock = threading.Lock()
 
@@ -68,6 +70,23 @@ class ModelStore:
 
     def loaded(self) -> list[str]:
         return sorted(self._models)
+
+    def weights(self, name: str) -> str:
+        """The content hash of the checkpoint under ``name`` (every file's relative path and bytes),
+        computed once: part of the identity of every tool step the model answers, so another
+        checkpoint of the same architecture is a new identity. Where the folder lies does not count."""
+        with self._load_lock:
+            if f"weights:{name}" not in self._digests:
+                folder = self.folder(name, ())
+                h = hashlib.sha256()
+                for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    h.update(f"{f.relative_to(folder).as_posix()}\n".encode())
+                    with open(f, "rb") as fh:
+                        for chunk in iter(lambda: fh.read(1 << 22), b""):
+                            h.update(chunk)
+                    h.update(b"\n")
+                self._digests[f"weights:{name}"] = h.hexdigest()
+            return self._digests[f"weights:{name}"]
 
     @contextmanager
     def on_device(self) -> Iterator[None]:

@@ -43,7 +43,7 @@ class SpatialRelation:
         self.localizer = localizer
         self.depth = depth
         self.version = localizer.version + (f"+{depth.version}" if depth else "")
-        self.config = {"localizer": localizer.config}
+        self.config = {"localizer": getattr(localizer, "config", None), "depth": getattr(depth, "config", None)}
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         on = args.get("on", "output_video")
