@@ -147,6 +147,10 @@ BREAKS = (
           (("argus_dagster/evidence/tools/detection.py", '"threshold": threshold, "detect_every": detect_every}',
             '"threshold": threshold}'),),
           ("tests/unit/test_identities.py",)),
+    Break("tool-identity-forgets-weights", "the detector-backed tools' identity names the detector's architecture "
+          "but not its checkpoint: another checkpoint's tracks are reused",
+          (("argus_dagster/evidence/tools/detection.py", '"weights": store.weights(DETECTOR_FOLDER),', ""),),
+          ("tests/unit/test_identities.py",)),
     Break("step-identity-forgets-tool-config", "a tool step's identity leaves the tool's configuration out "
           "(vlm_qa's model and prompt, the detector's settings)",
           (("argus_dagster/evidence/executor.py", "tool_config=tool_config(tool),", "tool_config={},"),),
