@@ -197,3 +197,29 @@ def test_argus_export_costs_writes_the_whole_ledger_per_stage_task_and_model(eva
     assert [(r["stage"], r["model"] or "") for r in linked.iter_rows(named=True)] == (
         [("rubrics", "")] + [("videoargus", m) for m in MODELS] + [(TOTAL, "")])
     assert linked.filter(pl.col("stage") == TOTAL)["vlm_requests"].item() == evaluated["at_leaderboard"]["both"]["requests"]
+
+
+@pytest.fixture(scope="module")
+def vlm_only(evaluated):
+    """The same bench under the ``vlm-only`` profile (every plan one ``vlm_qa``), evaluated after the
+    tests above read the default one: what both servers received for it, and its ledger."""
+    from argus_dagster.cli import main
+
+    servers = (evaluated["judge"], evaluated["rubric_server"])
+    before = both(*servers)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ARGUS_PROFILE", "vlm-only")
+        run_all(tasks=["T2V"], models=MODELS, progress=lambda m: None)
+    after = both(*servers)
+    return {"served": {k: after[k] - before[k] for k in SERVED}, "main": main}
+
+
+def test_the_vlm_only_profiles_ledger_equals_what_the_servers_received_for_it(vlm_only, tmp_path):
+    out = tmp_path / "costs.csv"
+    assert vlm_only["main"](["export", "costs", "--profile", "vlm-only", "--out", str(out)]) == 0
+    costs = pl.read_csv(out, schema_overrides={"model": pl.String, "task": pl.String})
+    assert set(costs["stage"]) == {"rubrics", "videoargus", TOTAL}  # the profile's own evaluation only
+    total = costs.filter(pl.col("stage") == TOTAL).row(0, named=True)
+    for k, col in LEDGER_OF.items():
+        assert total[col] == vlm_only["served"][k], k
+    assert total["vlm_requests"] > 0
