@@ -299,6 +299,33 @@ def test_comparison_page_shows_conditions_then_every_model(site, browser, tmp_pa
     page.close()
 
 
+def test_a_video_on_a_comparison_page_can_be_sought(site, browser, tmp_path):
+    """Chromium seeks a video only where the server answers its ``Range`` request (206): a video sent
+    whole (200) is not seekable, and a seek to its middle lands back at 0."""
+    overview, _ = _open(browser, site["base"] + "index.html", tmp_path, "overview-seek")
+    url = urljoin(overview.url, overview.locator('section[data-task="T2V"] a.compare').first.get_attribute("href"))
+    overview.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    answered: list[int] = []
+    page.on("response", lambda r: answered.append(r.status) if r.request.resource_type == "media" else None)
+    assert page.goto(url, wait_until="load").status == 200
+    page.wait_for_function("Array.from(document.querySelectorAll('video')).every(v => v.readyState >= 1)",
+                           timeout=90_000)
+    sought = page.evaluate("""async () => {
+        const v = document.querySelector('video');
+        const target = Math.round(v.duration * 50) / 100;
+        const seeked = new Promise(r => v.addEventListener('seeked', () => r(true), {once: true}));
+        v.currentTime = target;
+        const done = await Promise.race([seeked, new Promise(r => setTimeout(() => r(false), 20000))]);
+        return {seekable: v.seekable.length ? v.seekable.end(0) : 0, duration: v.duration, target: target,
+                at: v.currentTime, done: done};
+    }""")
+    assert sought["done"] and sought["target"] > 0, sought
+    assert sought["seekable"] == sought["duration"] and abs(sought["at"] - sought["target"]) < 0.05, sought
+    assert answered and set(answered) == {206}, answered  # every video request answered with its range
+    page.close()
+
+
 def test_report_page_from_the_overview(site, browser, tmp_path):
     overview, _ = _open(browser, site["base"] + "index.html", tmp_path, "overview")
     cell = overview.locator('section[data-task="TI2V"] a.report').first
