@@ -727,8 +727,11 @@ def cmd_align(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         _print(f"argus align: {exc}")
         return 2
-    for problem in (human.problems + scores.problems)[:20]:
+    problems = human.problems + scores.problems
+    for problem in problems[:20]:
         _print(f"skipped: {problem}")
+    if len(problems) > 20:
+        _print(f"skipped: {len(problems) - 20} more lines like these")
     _print(format_alignment(table))
     if table.height:
         _print("\n" + ALIGNMENT_LEGEND)

@@ -63,10 +63,18 @@ class HumanRatings:
     scales: dict[str, tuple[float, float]] = field(default_factory=dict)
     """The rating scale each dimension declares (a file's ``scale_min``/``scale_max`` columns, or the
     published scale of an imported set); see :func:`human_scales`."""
+    origins: list[str] = field(default_factory=list)
+    """Where each row of ``ratings`` was read (``ratings.csv row 3``), in the same order; empty for
+    ratings built in code, which are then named by their video."""
 
     def averaged(self) -> pl.DataFrame:
-        """One row per video and dimension: the mean over raters, and how many ratings it averages."""
+        """One row per video and dimension: the mean over raters (a rater's repeated ratings of a video
+        count once, as their mean), and how many ratings it averages."""
         return average_raters(self.ratings)
+
+    def origin(self, k: int) -> str:
+        r = self.ratings.row(k, named=True)
+        return self.origins[k] if len(self.origins) == self.ratings.height else f"rating of {r['input_id']}/{r['model']}"
 
 
 @dataclass
@@ -93,7 +101,7 @@ def read_human(path: str | Path, dimension: str | None = None, source: str | Non
         raise FileNotFoundError(f"human ratings {name}: no such file")
     suffix = p.suffix.lower()
     if suffix == ".json":
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is not content
         if isinstance(data, dict) and "data_list" in data:
             return aigve_ratings(data, source=name)
         if isinstance(data, dict) and data and all(isinstance(v, dict) and "models" in v for v in data.values()):
@@ -108,11 +116,11 @@ def read_human(path: str | Path, dimension: str | None = None, source: str | Non
 def _read_records(p: Path, name: str) -> list[dict[str, Any]]:
     suffix = p.suffix.lower()
     if suffix == ".csv":
-        with p.open(newline="", encoding="utf-8") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:  # a spreadsheet's byte-order mark is not a column name
             return list(csv.DictReader(fh))
     if suffix in (".jsonl", ".ndjson"):
         out = []
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(p.read_text(encoding="utf-8-sig").splitlines(), start=1):
             if line.strip():
                 try:
                     out.append(json.loads(line))
@@ -156,7 +164,7 @@ def ratings_from_records(records: list[dict[str, Any]], source: str, dimension: 
         return HumanRatings(pl.DataFrame(schema=RATINGS_SCHEMA), problems or [f"{source}: no ratings"])
     cols = _resolve_columns({k for r in records for k in r}, source, ("input_id", "model", "score"),
                             ("dimension", "rater", "scale_min", "scale_max"))
-    rows = []
+    rows, origins = [], []
     declared: dict[str, set[tuple[float, float]]] = {}
     for n, r in enumerate(records, start=1):
         where = f"{source} row {n}"
@@ -173,6 +181,7 @@ def ratings_from_records(records: list[dict[str, Any]], source: str, dimension: 
         dim_name = str(dim) if dim not in (None, "") else (dimension or DEFAULT_DIMENSION)
         rows.append({"input_id": _id(iid), "model": str(model), "dimension": dim_name,
                      "rater": str(rater) if rater not in (None, "") else None, "score": score})
+        origins.append(where)
         if "scale_min" in cols and "scale_max" in cols:
             lo, hi = _number(r.get(cols["scale_min"])), _number(r.get(cols["scale_max"]))
             if lo is not None and hi is not None:
@@ -185,7 +194,7 @@ def ratings_from_records(records: list[dict[str, Any]], source: str, dimension: 
                             "with scale_min < scale_max is needed, so none is taken from the file")
             continue
         scales[dim_name] = (lo, hi)
-    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems, scales)
+    return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems, scales, origins)
 
 
 def _id(value: Any) -> str:
@@ -198,8 +207,10 @@ def _id(value: Any) -> str:
 def average_raters(ratings: pl.DataFrame) -> pl.DataFrame:
     if ratings.height == 0:
         return pl.DataFrame(schema=HUMAN_SCHEMA)
-    return (ratings.group_by(["input_id", "model", "dimension"])
-            .agg(pl.col("score").mean(), pl.len().cast(pl.Int64).alias("n_ratings"))
+    per_rater = (ratings.group_by(["input_id", "model", "dimension", "rater"])
+                 .agg(pl.col("score").mean(), pl.len().cast(pl.Int64).alias("n_ratings")))
+    return (per_rater.group_by(["input_id", "model", "dimension"])
+            .agg(pl.col("score").mean(), pl.col("n_ratings").sum().cast(pl.Int64))
             .select(list(HUMAN_SCHEMA)).sort(["dimension", "input_id", "model"]))
 
 
@@ -461,6 +472,62 @@ def human_scales(human: HumanRatings, dimensions: Iterable[str],
     return out, problems
 
 
+def _rows(origins: list[str]) -> str:
+    """``h.csv rows 1, 2`` for rows of one file, else the origins listed."""
+    parts = [o.rpartition(" row ") for o in origins]
+    if all(sep and num.isdigit() for _, sep, num in parts) and len({src for src, _, _ in parts}) == 1:
+        return f"{parts[0][0]} rows {', '.join(num for _, _, num in parts)}"
+    return "; ".join(origins)
+
+
+def screen_ratings(human: HumanRatings, scales: dict[str, tuple[float, float]], *, given: bool = False,
+                   limit: int = 20) -> None:
+    """Refuses the ratings outside their dimension's scale and reports the videos rated more than once.
+
+    A rating off its scale (a 9 on a 1-4 scale: the wrong column, or a file on another scale) is left
+    out of ``human.ratings``, its row named in ``human.problems`` with the scale and where it comes
+    from; the rest is used. A video rated more than once in a dimension by one rater, or several times
+    with no rater named, is kept and reported with how its ratings combine (:func:`average_raters`).
+    """
+    r = human.ratings
+    if r.height == 0:
+        return
+    origins = [human.origin(k) for k in range(r.height)]
+    keep, problems = [], []
+    for k, row in enumerate(r.iter_rows(named=True)):
+        scale = scales.get(row["dimension"])
+        if scale is not None and not (scale[0] - 1e-9 <= row["score"] <= scale[1] + 1e-9):
+            whose = ("the scale given for the run" if given else "the scale the file declares"
+                     if row["dimension"] in human.scales else "the dimension's nominal scale")
+            problems.append(f"{origins[k]} ({row['input_id']}/{row['model']}, {row['dimension']}): rating "
+                            f"{row['score']:g} is outside {row['dimension']}'s scale {scale[0]:g}-{scale[1]:g} "
+                            f"({whose}); rating refused")
+            continue
+        keep.append(k)
+    groups: dict[tuple, list[int]] = {}
+    for k in keep:
+        row = r.row(k, named=True)
+        groups.setdefault((row["input_id"], row["model"], row["dimension"], row["rater"]), []).append(k)
+    repeated = [(key, ks) for key, ks in groups.items() if len(ks) > 1]
+    for (iid, model, dim, rater), ks in repeated[:limit]:
+        scores = [r["score"][k] for k in ks]
+        listed, mean = ", ".join(f"{x:g}" for x in scores), sum(scores) / len(scores)
+        where = _rows([origins[k] for k in ks])
+        if rater is None:
+            problems.append(f"{where}: {iid}/{model} {dim}: {len(ks)} ratings and no rater named ({listed}); "
+                            f"averaged to {mean:g}")
+        else:
+            problems.append(f"{where}: {iid}/{model} {dim}: rated {len(ks)} times by rater {rater!r} ({listed}); "
+                            f"those count once, averaged to {mean:g}, before the mean over raters")
+    if len(repeated) > limit:
+        problems.append(f"{len(repeated) - limit} more videos rated more than once by one rater (or with no rater "
+                        "named); each averaged the same way")
+    if len(keep) < r.height:
+        human.ratings = r[keep]
+        human.origins = [origins[k] for k in keep] if len(human.origins) == r.height else []
+    human.problems.extend(p for p in problems if p not in human.problems)
+
+
 SCALE_METRICS = ("mae", "std_abs_err", "accuracy", "relaxed_accuracy", "preference_acc")
 
 
@@ -475,13 +542,20 @@ def alignment_report(human: HumanRatings, scores: EvaluatorScores, *, dimensions
     scores, 1-4 for VEFX's, 1-5 for FIRM-Video's), else its observed range. Where the ratings hold
     VEFX's IF, RQ and EE but no overall, the human overall is their mean (the card's definition).
     """
+    from . import vefx
     from .alignment import alignment_table, inter_rater_agreement
-    from .vefx import human_overall
 
-    averaged = human_overall(human.averaged())
-    dims = averaged["dimension"].unique().to_list()
-    ranges, problems = human_scales(human, dims, human_scale)
+    held, problems = human_scales(human, human.ratings["dimension"].unique().to_list(), human_scale)
     human.problems.extend(p for p in problems if p not in human.problems)
+    screen_ratings(human, held, given=human_scale is not None)
+    averaged = vefx.human_overall(human.averaged())
+    dims = averaged["dimension"].unique().to_list()
+    ranges = dict(held)
+    if vefx.OVERALL in held:  # an annotated overall is read on the scale its file gives it
+        ranges[vefx.OVERALL_ANNOTATED] = ranges.pop(vefx.OVERALL)
+    if vefx.OVERALL in dims:  # the card's overall, the mean of the three, is on their scale
+        three = {held.get(d) for d in vefx.DIMENSIONS}
+        ranges[vefx.OVERALL] = three.pop() if len(three) == 1 and None not in three else vefx.SCALE
     table = alignment_table(averaged, scores.scores, dimensions=dimensions, evaluator_ranges=scores.ranges,
                             human_ranges=ranges, rater_agreement=inter_rater_agreement(human.ratings),
                             n_boot=n_boot, seed=seed)
@@ -497,8 +571,11 @@ def merge_human(parts: list[HumanRatings]) -> HumanRatings:
     scales: dict[str, tuple[float, float]] = {}
     for h in parts:
         scales.update(h.scales)
+    origins = [o for h in parts if h.ratings.height for o in
+               (h.origins if len(h.origins) == h.ratings.height else
+                [f"rating of {i}/{m}" for i, m in h.ratings.select("input_id", "model").iter_rows()])]
     return HumanRatings(pl.concat(frames) if frames else pl.DataFrame(schema=RATINGS_SCHEMA),
-                        [p for h in parts for p in h.problems], scales)
+                        [p for h in parts for p in h.problems], scales, origins)
 
 
 def merge_scores(parts: list[EvaluatorScores]) -> EvaluatorScores:

@@ -33,6 +33,8 @@ from .vlm import CallStats, ParseError, VlmError, chat_json, scored_object
 
 IF, RQ, EE = "vefx_instruction_following", "vefx_rendering_quality", "vefx_edit_exclusivity"
 OVERALL = "vefx_overall"
+# An overall that people annotated themselves: kept as a dimension of its own, never the card's overall.
+OVERALL_ANNOTATED = "vefx_overall_annotated"
 DIMENSIONS = (IF, RQ, EE)
 SHORT = {IF: "if", RQ: "rq", EE: "ee"}
 SCALE = (1.0, 4.0)
@@ -40,7 +42,7 @@ EDIT_TASKS = ("TV2V", "TSV2V")
 # Evaluator names in alignment tables, and the human dimension each is compared with.
 EVALUATORS = {"vefx_if": IF, "vefx_rq": RQ, "vefx_ee": EE, "vefx_overall": OVERALL}
 RANGES = {name: SCALE for name in EVALUATORS}
-NOMINAL_SCALES = {d: SCALE for d in (*DIMENSIONS, OVERALL)}
+NOMINAL_SCALES = {d: SCALE for d in (*DIMENSIONS, OVERALL, OVERALL_ANNOTATED)}
 
 DEFINITIONS = {
     IF: ("Instruction Following",
@@ -282,11 +284,15 @@ def evaluator_scores(vefx_scores: pl.DataFrame) -> pl.DataFrame:
 
 
 def human_overall(averaged: pl.DataFrame) -> pl.DataFrame:
-    """The card's human overall where the ratings have IF, RQ and EE but no overall of their own: the
-    arithmetic mean of the three per video (videos missing one get none). ``averaged``: one row per
-    video and dimension (``input_id, model, dimension, score``, raters averaged)."""
+    """The card's human overall: "the arithmetic mean of IF, RQ, and EE scores, not a separately
+    annotated dimension", per video (videos missing one get none). An overall the ratings annotate
+    themselves is kept apart as :data:`OVERALL_ANNOTATED`, compared like any other dimension and never
+    taken for the card's. ``averaged``: one row per video and dimension (``input_id, model,
+    dimension, score``, raters averaged)."""
+    averaged = averaged.with_columns(pl.when(pl.col("dimension") == OVERALL).then(pl.lit(OVERALL_ANNOTATED))
+                                     .otherwise(pl.col("dimension")).alias("dimension"))
     dims = set(averaged["dimension"].unique().to_list()) if averaged.height else set()
-    if not set(DIMENSIONS) <= dims or OVERALL in dims:
+    if not set(DIMENSIONS) <= dims:
         return averaged
     three = averaged.filter(pl.col("dimension").is_in(list(DIMENSIONS)))
     mean = (three.group_by("input_id", "model").agg(pl.col("score").mean(), pl.len().alias("_n"),

@@ -82,7 +82,6 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         found.append(task)
         path = join(human_dir, f"{task}.csv")  # named as the user put it (a local copy is read)
         human = read_human(files[task], source=path)
-        problems += human.problems
         scores = project_scores(_concat(video_scores, task), _concat(criterion_scores, task), task=task)
         firm = firm_as_evaluators(_concat(firm_scores, task), set(human.averaged()["dimension"].to_list()))
         if firm is not None:
@@ -91,13 +90,14 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         if edits is not None:
             scores = merge_scores([scores, EvaluatorScores(vefx.evaluator_scores(edits), dict(vefx.RANGES))])
         table = alignment_report(human, scores, human_scale=scale, n_boot=config.n_boot)
+        problems += human.problems  # what reading said, and the ratings refused off their scale
         if table.height == 0:
             problems.append(f"{task}: no video has both a human rating in {path} and a score "
                             "(are its models materialized, and do the input ids and model names match?)")
             continue
         tables.append(table.with_columns(pl.lit(task).alias("task")).select(list(ALIGNMENT_TABLE)))
         metadata[f"{task} alignment"] = dg.MetadataValue.md("```\n" + format_alignment(table) + "\n```")
-        averaged = human.averaged()
+        averaged = vefx.human_overall(human.averaged())  # the card's overall, as the table compares it
         for evaluator in table["evaluator"].unique(maintain_order=True).to_list():
             png = join(bench.reports_path(), "alignment", task, f"{slug(evaluator)}.png")
             scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}", storage=store)

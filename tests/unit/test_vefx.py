@@ -131,6 +131,29 @@ def test_the_human_overall_is_the_mean_of_the_three():
     assert overall.select("input_id", "score").rows() == [("e1", 3.0)]  # e2 lacks EE: no overall
 
 
+def test_an_annotated_overall_is_kept_apart_never_the_human_overall():
+    """The card: the overall is "the arithmetic mean of IF, RQ, and EE scores, not a separately annotated
+    dimension". People also gave an overall of their own here, the reverse of the mean's order: the
+    human overall stays the mean (1, 2, 8/3, 4), the annotated one is a dimension of its own."""
+    three = {"e0": (1, 1, 1), "e1": (1, 2, 3), "e2": (3, 3, 2), "e3": (4, 4, 4)}
+    annotated = {"e0": 4, "e1": 3, "e2": 2, "e3": 1}
+    human = _human([(e, "m", d, s) for e, v in three.items() for d, s in zip(vefx.DIMENSIONS, v)]
+                   + [(e, "m", vefx.OVERALL, s) for e, s in annotated.items()])
+    scores = _scores([(e, "m", "vefx_overall", vefx.OVERALL, p) for e, p in zip(three, (1.0, 2.0, 2.5, 4.0))]
+                     + [(e, "m", "plain", None, p) for e, p in zip(three, (1.0, 2.0, 2.5, 4.0))])
+    scores.ranges["plain"] = (1.0, 4.0)
+    table = rt.alignment_report(human, scores, n_boot=10)
+    got = {(r["evaluator"], r["dimension"]): r for r in table.iter_rows(named=True)}
+    assert got[("vefx_overall", vefx.OVERALL)]["n_videos"] == 4
+    assert got[("vefx_overall", vefx.OVERALL)]["srcc"] == pytest.approx(1.0)  # the mean's order, not -1
+    assert got[("plain", vefx.OVERALL_ANNOTATED)]["srcc"] == pytest.approx(-1.0)  # the annotated one, apart
+    assert got[("plain", vefx.OVERALL)]["srcc"] == pytest.approx(1.0)
+    avg = vefx.human_overall(human.averaged())
+    by = {(r["dimension"], r["input_id"]): r["score"] for r in avg.iter_rows(named=True)}
+    assert [by[(vefx.OVERALL, e)] for e in three] == pytest.approx([1.0, 2.0, 8 / 3, 4.0])
+    assert [by[(vefx.OVERALL_ANNOTATED, e)] for e in three] == [4.0, 3.0, 2.0, 1.0]
+
+
 def test_stored_vefx_scores_read_as_evaluators(tmp_path):
     df = pl.DataFrame({"task": ["TV2V"] * 2, "model": ["m", "m"], "input_id": ["e1", "e2"], "sample": ["", ""],
                        "if_score": [4, None], "rq_score": [3, 2], "ee_score": [2, 2], "overall": [3.0, None]})
