@@ -229,6 +229,31 @@ BREAKS = (
            ("argus_dagster/leaderboard.py", 'np.percentile(col, 97.5, method="higher")', 'np.percentile(col, 75, method="higher")')),
           ("tests/unit/test_ranks.py",)),
     # -- protocols and ratings --
+    Break("vefx-overall-from-annotated", "an overall the ratings annotate replaces VEFX's human overall, the mean "
+          "of IF, RQ and EE",
+          (("argus_dagster/vefx.py", "    if not set(DIMENSIONS) <= dims:\n        return averaged\n",
+            "    if not set(DIMENSIONS) <= dims or OVERALL_ANNOTATED in dims:\n"
+            "        return averaged.with_columns(pl.col(\"dimension\").replace(OVERALL_ANNOTATED, OVERALL))\n"),),
+          ("tests/unit/test_vefx.py",)),
+    Break("audio-drops-visible-sources", "FIRM-Video's audio filter leaves out a narrator on screen and a sound "
+          "engineer at the desk, sources of sound that are seen",
+          (("argus_dagster/audio_requirements.py",
+            "        if seen and _SOURCE_PERSON.fullmatch(m.group(0)):\n"
+            "            continue  # the narrator as a person in the picture\n", ""),
+           ("argus_dagster/audio_requirements.py",
+            "        if not m.group(1) and _SOUND_SEEN_AFTER.match(q[m.end():]):\n"
+            "            continue  # a sound engineer, a sound system: seen\n", "")),
+          ("tests/unit/test_audio_requirements.py",)),
+    Break("logistic-one-start", "the four-parameter logistic fit starts once, at the usual values, and keeps "
+          "whatever optimum that start lands in",
+          (("argus_dagster/alignment.py", "    for p0 in (logistic_starts(x, y) if starts is None else starts):\n",
+            "    for p0 in [(float(y.max()), float(y.min()), float(x.mean()), float(x.std()))]:\n"),),
+          ("tests/unit/test_logistic_starts.py",)),
+    Break("ratings-accept-off-scale", "human ratings outside their dimension's scale are used (a 9 on VEFX's 1-4)",
+          (("argus_dagster/ratings.py",
+            "        if scale is not None and not (scale[0] - 1e-9 <= row[\"score\"] <= scale[1] + 1e-9):\n",
+            "        if False and scale is not None:\n"),),
+          ("tests/unit/test_ratings_read.py",)),
     # -- writes, exports and bad input --
     Break("write-replaces-devices", "a write renames its file over whatever is at the path: a device node, a FIFO "
           "or a link to one becomes a regular file",
