@@ -96,3 +96,60 @@ def test_a_candidate_video_edited_twice_in_the_same_second_has_three_versions(tm
         known = scan(store, known).known
         versions.append(candidate_files_version(partition_hashes(known, "T2V", "m")))
     assert len(set(versions)) == 3, versions
+
+
+def _schemas() -> dict[str, dict]:
+    """Every asset's stored table schema (the backbone robustness asset's version covers its rank
+    and criterion tables: both, as one table each)."""
+    from argus_dagster import robustness, vefx
+    from argus_dagster.tables import (CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, INPUT_INSTANCES,
+                                      LEADERBOARD, RUBRICS, VIDEO_SCORES)
+    from assets.alignment import ALIGNMENT_TABLE
+    from assets.firm import BEST_OF_N, FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS
+    from assets.reports import REPORTS
+    from assets.vefx import VEFX_SCORES
+
+    return {"input_instances": INPUT_INSTANCES, "rubrics": RUBRICS, "candidate_videos": CANDIDATE_VIDEOS,
+            "criterion_evidence": CRITERION_EVIDENCE, "criterion_scores": CRITERION_SCORES,
+            "video_scores": VIDEO_SCORES, "diagnostic_reports": REPORTS, "leaderboard": LEADERBOARD,
+            "human_alignment": ALIGNMENT_TABLE, "backbone_robustness": robustness.RANK_SCHEMA,
+            "backbone_robustness criteria": robustness.CRITERION_SCHEMA, "firm_checklists": FIRM_CHECKLISTS,
+            "firm_verdicts": FIRM_VERDICTS, "firm_scores": FIRM_SCORES, "best_of_n": BEST_OF_N,
+            "vefx_scores": VEFX_SCORES, "vefx_leaderboard": vefx.LEADERBOARD_SCHEMA}
+
+
+def _cell(dtype, column: str, i: int):
+    """Row ``i``'s value of a column: distinct per row, a null in the last row."""
+    if i == 2:
+        return None
+    if isinstance(dtype, pl.List):
+        return [_cell(dtype.inner, column, i)] * (i + 1)
+    if dtype == pl.String:
+        return f"{column} {i}"
+    if dtype == pl.Boolean:
+        return i == 0
+    return i + (0.25 if dtype.is_float() else 0)
+
+
+def test_every_asset_declares_its_volatile_columns_among_its_own_and_the_rest_counts():
+    """Every asset's schema, as a table of three rows, walked as the integration walk walks a real
+    output (tests/integration/test_data_versions.py): the assets a small evaluation does not reach
+    (VEFX, best-of-N, human alignment, backbone robustness) too. A volatile column a schema does not
+    have (a typo) would leave the real one counted."""
+    from assets import ALL_ASSETS
+    from argus_dagster.versions import VOLATILE_KEY
+    from tests.versions_walk import walk
+
+    declared = {s.key.to_user_string(): s.metadata.get(VOLATILE_KEY) for a in ALL_ASSETS for s in a.specs}
+    assert all(v is not None for v in declared.values()), declared
+    schemas = _schemas()
+    assert {k.split()[0] for k in schemas} == set(declared)
+    covered = {}
+    for name, schema in schemas.items():
+        volatile = list(declared[name.split()[0]].data)
+        assert set(volatile) <= set(schema), (name, sorted(set(volatile) - set(schema)))
+        table = pl.DataFrame([{c: _cell(t, c, i) for c, t in schema.items()} for i in range(3)], schema=schema,
+                             orient="row")
+        covered[name] = walk(table, volatile, name)
+        assert covered[name] == len(schema) - len(volatile)
+    print(f"schema walk: {len(declared)} assets, {len(covered)} tables, {sum(covered.values())} non-volatile columns")
