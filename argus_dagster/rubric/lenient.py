@@ -5,8 +5,9 @@ Released and hand-written rubrics spell fields loosely: a cap ``"6"``, an import
 schema. Strict validation would take such an input out of every model's scores for one field, so a
 loaded rubric goes through :func:`coerce_rubric` first: what has one obvious meaning is coerced, what
 is missing gets the schema's default, and each change is logged (the ``rubrics`` table keeps the log).
-Only what cannot be read is rejected: a file that is not JSON, a rubric without criteria, and, one at
-a time, a criterion without text (the others stand).
+Only what cannot be read is rejected: a file that is not JSON (or nested deeper than a rubric nests), a
+rubric without criteria, and, one at a time, a criterion without text or with more than
+:data:`MAX_CRITERION_TEXT` characters of it (the others stand).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ _REFERENCE = {"subject": "subject_image", "subject_image": "subject_image", "sub
               "web_search": "web_search", "web search": "web_search", "web": "web_search", "search": "web_search",
               "none": "none", "": "none", "null": "none"}
 _TEXT_ALIASES = ("criterion", "description", "requirement", "text", "question")
+# A criterion's text is one requirement; a longer one is rejected (the others stand), so it never
+# reaches a judge's request or a page whole.
+MAX_CRITERION_TEXT = 4_000
 _DIMENSION_NAMES = {v.lower(): k for k, v in DIMENSIONS.items()}
 DEFAULT_SCORING_RULE = ("10: the criterion is fully met in every sampled frame. 5: partly met, or met only in "
                         "some frames. 0: not met at all. Integer 0-10.")
@@ -156,6 +160,9 @@ def _criterion(raw: dict[str, Any], n: int, log: _Log) -> dict[str, Any]:
             raise ValueError(f"{where} field 'criterion': no text saying what to verify (add a 'criterion' sentence)")
         c["criterion"] = c[alias].strip()
         log(where, "criterion", None, c["criterion"], f"read from {alias!r}")
+    if len(c["criterion"]) > MAX_CRITERION_TEXT:
+        raise ValueError(f"{where} field 'criterion': {len(c['criterion']):,} characters (at most "
+                         f"{MAX_CRITERION_TEXT:,}: one requirement, said in a sentence or two)")
     if cid in (None, ""):
         c["id"] = f"criterion_{n}"
         log(where, "id", cid, c["id"], "missing")

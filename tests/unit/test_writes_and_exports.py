@@ -324,3 +324,22 @@ def test_the_error_summary_groups_by_kind():
     assert lines[2] == "  2000 x input … is listed again (first on line N)"
     assert lines[6] == "      ... and 1997 more"
     assert lines[7] == "  1 x not UTF-8 text (byte N of the line)" and len(lines) == 9
+
+
+def test_a_criterion_text_of_megabytes_is_rejected_and_the_others_stand(tmp_path):
+    from argus_dagster.rubric.lenient import MAX_CRITERION_TEXT, read_rubric_file
+    from argus_dagster.rubric.schema import RubricError
+
+    def crit(cid, text):
+        return {"id": cid, "dimension": 1, "criterion": text, "type": "soft", "importance": "high",
+                "scoring_rule": "10: met"}
+
+    path = tmp_path / "p0.json"
+    path.write_text(json.dumps({"criteria": [crit("huge", "The kite is red. " * 500_000), crit("ok", "A red kite")]}))
+    rubric, log = read_rubric_file(str(path))
+    assert [c.id for c in rubric.criteria] == ["ok"]
+    assert [line for line in log if line.startswith("rejected")] == [f"rejected criterion 'huge' field 'criterion': 8,500,000 characters (at most {MAX_CRITERION_TEXT:,}: "
+                   "one requirement, said in a sentence or two)"]
+    path.write_text(json.dumps({"criteria": [crit("huge", "x" * (MAX_CRITERION_TEXT + 1))]}))
+    with pytest.raises(RubricError, match="no readable criterion: criterion 'huge' field 'criterion': 4,001 characters"):
+        read_rubric_file(str(path))
