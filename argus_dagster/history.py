@@ -184,7 +184,7 @@ def _judges(tables: dict) -> list[str]:
     return sorted(out)
 
 
-def _provenance_moves(before: dict, after: dict, into: dict[str, int]) -> None:
+def _provenance_moves(before: dict, after: dict, into: dict[str, set]) -> None:
     for p, a in after.items():
         b = before.get(p)
         if b is None or b.storage_id == a.storage_id:
@@ -194,7 +194,7 @@ def _provenance_moves(before: dict, after: dict, into: dict[str, int]) -> None:
             continue
         for dep, v in pa.input_data_versions.items():
             if pb.input_data_versions.get(dep) != v:
-                into[dep.to_user_string()] = into.get(dep.to_user_string(), 0) + 1
+                into.setdefault(dep.to_user_string(), set()).add(p)
 
 
 def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_scores", a: str | None = None,
@@ -272,13 +272,14 @@ def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_sco
         new = {r["input_id"]: r["rubric_hash"] for r in rb.iter_rows(named=True)}
         rubrics_changed += [(task, i) for i in sorted(set(old) | set(new)) if old.get(i) != new.get(i)]
 
-    inputs_changed: dict[str, int] = {}
-    for name in ("candidate_videos", "criterion_evidence", "criterion_scores", "video_scores"):
+    moved: dict[str, set] = {}  # an input -> the partitions (of any asset) whose recorded version of it moved
+    for name in ("input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
+                 "video_scores"):
         h = history if name == asset else crit_history if name == "criterion_scores" else materializations(instance, name)
         if not h:
             continue
-        _provenance_moves(state_after(h, bound_a), state_after(h, bound_b), inputs_changed)
-    inputs_changed = {k: v for k, v in inputs_changed.items() if k in SOURCE_INPUTS}
+        _provenance_moves(state_after(h, bound_a), state_after(h, bound_b), moved)
+    inputs_changed = {k: len(v) for k, v in moved.items() if k in SOURCE_INPUTS}
 
     time_of = {s.command: s.time for s in history}
     return Diff(asset, a, b, time_of.get(a, ""), time_of.get(b, ""), models, video_moves, crit_moves,
