@@ -728,10 +728,10 @@ def cmd_align(args: argparse.Namespace) -> int:
         _print(f"argus align: {exc}")
         return 2
     problems = human.problems + scores.problems
-    for problem in problems[:20]:
-        _print(f"skipped: {problem}")
+    for problem in problems[:20]:  # each says what became of its rows: skipped, refused or combined
+        _print(f"note: {problem}")
     if len(problems) > 20:
-        _print(f"skipped: {len(problems) - 20} more lines like these")
+        _print(f"note: {len(problems) - 20} more lines like these")
     _print(format_alignment(table))
     if table.height:
         _print("\n" + ALIGNMENT_LEGEND)
