@@ -117,7 +117,7 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         requested = {a.key.to_user_string(): set(tasks) for a in TASK_ASSETS}
         requested.update({a.key.to_user_string(): set(keys) for a in CANDIDATE_ASSETS})
         requested["leaderboard"] = {None}
-        return Plan(requested)
+        return Plan(requested, {(a, k): ["forced (--force)"] for a, keys in requested.items() for k in keys})
     now = time.time()
     waiting = {(a, p): due for (a, p), due in retries_waiting(instance, now).items()
                if (a, p) not in done and (p in tasks or p in keys)}
