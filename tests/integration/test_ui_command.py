@@ -175,13 +175,14 @@ def test_argus_ui_ended_any_way_ends_everything_it_started(tmp_path, ending):
     reports server end with it, and both ports are free again."""
     ui_port, reports_port = free_port(), free_port()
     proc = _start_ui(tmp_path, ui_port, reports_port)
+    started: set[int] = set()
     try:
         said = lambda: (tmp_path / "ui.log").read_text()[-4000:]  # noqa: E731
         wait_until(lambda: proc.poll() is not None or (_answers(f"http://127.0.0.1:{ui_port}/server_info")
                                                        and _listening(reports_port)),
                    timeout_s=180, what="the Dagster UI's webserver through argus ui")
         assert proc.poll() is None, said()
-        started = _descendants(proc.pid)
+        started |= _descendants(proc.pid)
         assert len(started) >= 4, started  # the reports server, dagster dev, its webserver and daemon (and a watcher)
         os.kill(proc.pid, ending)
         proc.wait(timeout=120)
@@ -189,10 +190,17 @@ def test_argus_ui_ended_any_way_ends_everything_it_started(tmp_path, ending):
                    what="every process argus ui started to end")
         assert not _listening(ui_port) and not _listening(reports_port)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in _descendants(proc.pid):
+        _kill_all(proc, started)
+
+
+def _kill_all(proc: subprocess.Popen, started: set[int]) -> None:
+    """What a failed test leaves: `argus ui` and every process it started."""
+    left = started | _descendants(proc.pid)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in left:
+        if _alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -206,9 +214,7 @@ def test_a_taken_port_is_said_at_once(tmp_path):
             try:
                 assert proc.wait(timeout=60) == 2
             finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+                _kill_all(proc, set())
         lines = (tmp_path / taken / "ui.log").read_text().strip().splitlines()
         port = ui_port if taken == "ui" else reports_port
         assert len(lines) == 1 and f"port {port} on 127.0.0.1 is taken" in lines[0], lines
