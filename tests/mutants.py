@@ -171,6 +171,10 @@ BREAKS = (
           (("resources/storage.py", "kept[:max(0, len(kept) - self.keep_versions)]",
             "kept[:max(0, len(kept) - self.keep_versions + 1)]"),),
           ("tests/unit/test_table_versions.py",)),
+    Break("plan-reason-without-evaluator", "a plan says the judge changed without naming the evaluators before and after",
+          (("argus_dagster/history.py", 'return f"{EVALUATOR_PARTS[dep]}: {before} -> {after}"',
+            'return f"{EVALUATOR_PARTS[dep]} changed"'),),
+          ("tests/integration/test_history.py",)),
     # -- ledger --
     Break("ledger-misses-timed-out-request", "a request that timed out on the client's side is not counted, "
           "though the server received it",
@@ -264,10 +268,6 @@ BREAKS = (
           (("argus_dagster/firm_export.py", "    if foreign and not force:", "    if False:"),),
           ("tests/unit/test_writes_and_exports.py",)),
     Break("csv-cells-run-as-formulas", "CSV exports write text cells that start with = + - @ as they are",
-    Break("plan-reason-without-evaluator", "a plan says the judge changed without naming the evaluators before and after",
-          (("argus_dagster/history.py", 'return f"{EVALUATOR_PARTS[dep]}: {before} -> {after}"',
-            'return f"{EVALUATOR_PARTS[dep]} changed"'),),
-          ("tests/integration/test_history.py",)),
           (("argus_dagster/export.py", "return spreadsheet_safe(flatten_for_csv(df)).write_csv()",
             "return flatten_for_csv(df).write_csv()"),),
           ("tests/unit/test_writes_and_exports.py",)),
