@@ -94,7 +94,9 @@ def test_two_benches_evaluated_at_once_both_succeed(tmp_path):
         out = subprocess.run([argus, "leaderboard", "--bench", name], env=env, capture_output=True, text=True,
                              check=True).stdout
         assert out.startswith(f"Leaderboard of {name}/default")
-        shown = {line.split()[1] for line in out.splitlines() if line.strip()[:1].isdigit()}
+        lines = out.splitlines()
+        at = next(line for line in lines if " model " in line).index(" model ") + 1  # the model column, as read
+        shown = {line[at:].split()[0] for line in lines if line.strip()[:1].isdigit()}
         assert shown == models, out
         table = pl.read_parquet(home / "benches" / name / "default" / "storage" / "leaderboard.parquet")
         assert set(table["model"]) == models and set(table["bench"]) == {name}
