@@ -11,8 +11,8 @@ its inputs, and :func:`record_key` (the canonical JSON of the record, then sha25
   questions and verifier, the PQ evaluator, a reworded rationale);
 - :class:`RubricIdentity`: one generated rubric (the frozen rubric records its key).
 
-A VLM call's part is a :class:`VlmCall`: the backend and model, the client settings that shape an
-answer, the prompt's version and the sha256 of its fixed text, the answer's token budget and the
+A VLM call's part is a :class:`VlmCall`: the backend and model (a local model's checkpoint by its
+content, :func:`checkpoint_sha256`), the client settings that shape an answer, the prompt's version and the sha256 of its fixed text, the answer's token budget and the
 thinking switch. What cannot change an answer is declared beside the record (``IRRELEVANT``: the
 names of the configuration fields the factory leaves out, such as the endpoint URL, the API key,
 timeouts, retry counts and concurrency), so moving to another server of the same model, or a new
@@ -67,8 +67,28 @@ class VlmCall:
     prompt_sha256: str
     max_tokens: int
     thinking: bool | None
+    weights: str | None = None  # a local model's checkpoint (checkpoint_sha256); a server's model is its name
 
     IRRELEVANT: ClassVar[tuple[str, ...]] = VLM_IRRELEVANT
+
+
+def checkpoint_sha256(folder: Any) -> str | None:
+    """The content hash of a local model's checkpoint folder: every file's relative path and sha256,
+    each file's remembered per process by its stamp (:func:`argus_dagster.media.file_digest`), so a
+    process reads a checkpoint once. Another checkpoint saved under the same model name is another
+    identity; where the folder lies does not count. None where there is no such folder (the client
+    then says which path is missing)."""
+    from pathlib import Path
+
+    from .media import file_digest
+
+    root = Path(folder) if folder else None
+    if root is None or not root.is_dir():
+        return None
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(root).as_posix()}\0{file_digest(str(f))}\n".encode())
+    return h.hexdigest()
 
 
 def vlm_call(client: Any, *, prompt_version: str, prompt: str | tuple[str, ...], max_tokens: int,
@@ -81,7 +101,8 @@ def vlm_call(client: Any, *, prompt_version: str, prompt: str | tuple[str, ...],
                    max_new_tokens=getattr(client, "max_new_tokens", None) if backend == "transformers" else None,
                    prompt_version=prompt_version,
                    prompt_sha256=text_sha256(*((prompt,) if isinstance(prompt, str) else prompt)),
-                   max_tokens=max_tokens, thinking=thinking)
+                   max_tokens=max_tokens, thinking=thinking,
+                   weights=getattr(client, "weights", None) if backend == "transformers" else None)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import functools
 import hashlib
 import heapq
 import itertools
@@ -955,6 +956,14 @@ class TransformersClient:
         self.net = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True).to(device).eval()
         self._torch = torch
         self._lock = threading.Lock()
+
+    @functools.cached_property
+    def weights(self) -> str | None:
+        """The checkpoint's content hash (:func:`~argus_dagster.identities.checkpoint_sha256`): part of
+        every cache identity this client's answers have, so new weights under the same name are asked again."""
+        from .identities import checkpoint_sha256
+
+        return checkpoint_sha256(self.path)
 
     def chat(self, messages: list[dict], *, max_tokens: int = 1024, temperature: float = 0.0,
              stats: CallStats | None = None, thinking: bool | None = None) -> Reply:

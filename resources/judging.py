@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import dagster as dg
 
+from argus_dagster.identities import checkpoint_sha256
 from argus_dagster.instances import InputInstance
 from argus_dagster.judge import EvidenceOnlyJudge, VlmJudge, vlm_judge_identity
 from argus_dagster.rubric.generate import generate_with_vlm, generator_identity, rubric_request
@@ -38,7 +39,8 @@ class RubricGeneratorResource(dg.ConfigurableResource):
         if _uses_vlm(self.backend, vlm, "rubric generator", "offline"):
             # The request as the client would make it, without building one (a local model loads).
             answers = SimpleNamespace(backend=vlm.backend, model=vlm.model_name(),
-                                      max_answer_chars=vlm.max_answer_chars, max_new_tokens=vlm.max_new_tokens)
+                                      max_answer_chars=vlm.max_answer_chars, max_new_tokens=vlm.max_new_tokens,
+                                      weights=checkpoint_sha256(vlm.model_path) if vlm.backend == "transformers" else None)
             return generator_identity(vlm.backend, vlm.model_name(), rubric_request(answers))
         return dict(GENERATOR)
 

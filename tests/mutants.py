@@ -160,6 +160,12 @@ BREAKS = (
           (("argus_dagster/evidence/tools/vlm_qa.py",
             'return ("output_video",) if on != "output_video" and media.has("output_video") else ()', "return ()"),),
           ("tests/unit/test_identities.py",)),
+    Break("local-vlm-identity-forgets-weights", "a local model's requests are known by its name alone: new weights "
+          "under the same name reuse the old answers",
+          (("argus_dagster/identities.py",
+            'weights=getattr(client, "weights", None) if backend == "transformers" else None)',
+            'weights=None)'),),
+          ("tests/unit/test_identities.py",)),
     # -- evaluations and history --
     Break("table-version-overwritten", "the IO manager writes every materialization's kept table under one name: "
           "the next one overwrites the previous version",

@@ -140,11 +140,28 @@ def tiny_vlm(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def retrained_vlm(tiny_vlm, tmp_path_factory) -> Path:
+    """The same model under the same name with other weights (one parameter moved), saved as
+    ``save_pretrained`` saves it."""
+    import torch
+    from transformers import LlavaForConditionalGeneration
+
+    folder = tmp_path_factory.mktemp("tiny_llava_retrained")
+    shutil.copytree(tiny_vlm, folder, dirs_exist_ok=True)
+    net = LlavaForConditionalGeneration.from_pretrained(str(tiny_vlm), local_files_only=True)
+    with torch.no_grad():
+        next(net.parameters()).add_(0.01)
+    net.save_pretrained(folder)
+    return folder
+
+
 class Clients:
     """The clients the VLM resource builds from a configuration (as the graph's resources do)."""
 
-    def __init__(self, tiny_vlm: Path, slots: Path):
+    def __init__(self, tiny_vlm: Path, slots: Path, retrained_vlm: Path | None = None):
         self.tiny_vlm = tiny_vlm
+        self.retrained_vlm = retrained_vlm
         self.other = {**OTHER_CONFIG, "slots_dir": str(slots)}
 
     def config(self, **over: Any) -> dict[str, Any]:
@@ -154,7 +171,7 @@ class Clients:
         return VlmResource(**self.config(**over)).client()
 
     def local(self, **over: Any):
-        return VlmResource(backend="transformers", model_path=str(self.tiny_vlm), model=MODEL, **over).client()
+        return VlmResource(**{"backend": "transformers", "model_path": str(self.tiny_vlm), "model": MODEL, **over}).client()
 
     def irrelevant(self, build: Callable[[VlmResource], Any]) -> dict[str, Pair]:
         """Per irrelevant resource field, the record under the base configuration and under another value."""
@@ -175,6 +192,7 @@ class Clients:
             prefix + ("model",): lambda: (build(self.openai()), build(self.openai(model="other-model"))),
             prefix + ("max_answer_chars",): lambda: (build(self.openai()), build(self.openai(max_answer_chars=777))),
             prefix + ("max_new_tokens",): lambda: (build(self.local()), build(self.local(max_new_tokens=64))),
+            prefix + ("weights",): lambda: (build(self.local()), build(self.local(model_path=str(self.retrained_vlm)))),
             prefix + ("prompt_version",): lambda: under(module, version, "changed-version", lambda: build(self.openai())),
             prefix + ("prompt_sha256",): lambda: under(module, prompt, "Changed instructions.", lambda: build(self.openai())),
         }
@@ -184,8 +202,8 @@ class Clients:
 
 
 @pytest.fixture(scope="module")
-def clients(tiny_vlm, tmp_path_factory) -> Clients:
-    return Clients(tiny_vlm, tmp_path_factory.mktemp("slots"))
+def clients(tiny_vlm, retrained_vlm, tmp_path_factory) -> Clients:
+    return Clients(tiny_vlm, tmp_path_factory.mktemp("slots"), retrained_vlm)
 
 
 @pytest.fixture(scope="module")
@@ -524,6 +542,20 @@ def test_a_frozen_rubric_is_written_again_when_its_identity_changes(clients, tmp
     assert resolve(VlmResource(**clients.config())) == "generated"
     assert resolve(VlmResource(**clients.config(api_key="another", base_urls="http://127.0.0.5:9/v1"))) == "loaded"
     assert resolve(VlmResource(**clients.config(max_answer_chars=999))) == "generated"
+
+
+def test_a_local_checkpoint_is_known_by_its_content_not_its_folder(clients, tmp_path):
+    """The same checkpoint copied to another folder (the same model name) keeps every key; the
+    rubric generator's expected request (from the configuration) holds the same weights as the client's."""
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(clients.tiny_vlm, moved)
+    here, there = clients.local(), clients.local(model_path=str(moved))
+    request = lambda client: generate.rubric_request(client)  # noqa: E731
+    assert here.weights and here.weights == there.weights
+    assert record_key(request(here)) == record_key(request(there))
+    assert clients.local(model_path=str(clients.retrained_vlm)).weights != here.weights
+    res = VlmResource(backend="transformers", model_path=str(clients.retrained_vlm), model=MODEL)
+    assert RubricGeneratorResource(backend="vlm").identity(res)["call"]["weights"] == res.client().weights
 
 
 def test_record_key_is_the_canonical_json_of_the_record():
