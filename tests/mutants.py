@@ -283,6 +283,10 @@ BREAKS = (
             "    depth = 0\n    return False\n    for piece in _JSON_STRING.split(text):"),),
           ("tests/unit/test_writes_and_exports.py",)),
     # -- servers and argus ui --
+    Break("reports-backlog-of-five", "the reports server listens with the standard library's backlog of 5: "
+          "connections beyond it are dropped and retried a second later",
+          (("argus_dagster/serve.py", "    request_queue_size = 256\n", "    request_queue_size = 5\n"),),
+          ("tests/unit/test_serve_media.py",)),
     Break("range-ignored", "the reports server answers a Range request with the whole video, so it cannot be sought",
           (("argus_dagster/serve.py", 'if ranged is None or self.headers.get("If-Range") is not None or os.path.isdir(path):',
             'if True:'),),

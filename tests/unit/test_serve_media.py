@@ -19,7 +19,7 @@ import pytest
 
 from argus_dagster.media import write_video
 from argus_dagster.page_media import serve_webm, webm_copy
-from argus_dagster.serve import REPORTS_ONLY, serve_in_thread
+from argus_dagster.serve import REPORTS_ONLY, make_server, serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 MEDIA = "/b/default/reports/T2V/_media/"
@@ -149,20 +149,17 @@ def _wait(cond, timeout_s: float) -> bool:
     return False
 
 
-def test_three_hundred_clients_at_once_are_all_answered_without_a_dropped_connection(served):
-    """A backlog of 5 drops the connections beyond it: their SYN is sent again a second later (the
-    kernel's retransmission), so about 90 of 300 waited over a second; a team's backlog drops none."""
+def test_three_hundred_clients_at_once_are_all_answered(served):
     server, _ = served
-    took: list[float] = []
+    answered: list[int] = []
 
     def one():
-        t0 = time.monotonic()
-        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=60)
         try:
             conn.request("GET", "/b/default/reports/index.html")
             resp = conn.getresponse()
             assert (resp.status, resp.read()) == (200, b"<p>overview</p>")
-            took.append(time.monotonic() - t0)
+            answered.append(1)
         finally:
             conn.close()
 
@@ -170,10 +167,38 @@ def test_three_hundred_clients_at_once_are_all_answered_without_a_dropped_connec
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
-    assert len(took) == 300
-    retransmitted = [round(t, 2) for t in took if t >= 1.0]
-    assert len(retransmitted) <= 5, retransmitted  # a slow moment of a busy machine, never a dropped SYN
+        t.join(90)
+    assert len(answered) == 300
+
+
+def test_the_listen_backlog_holds_a_team_s_connections(home):
+    """A backlog of 5 drops the connections beyond it (their SYN is sent again a second later, the
+    kernel's retransmission): with nobody accepting, the kernel completes the handshake of at most
+    backlog + 1 connections. A team's backlog completes hundreds, however busy the machine."""
+    import select
+
+    server = make_server(home[0], 0, REPORTS_ONLY)  # listening, not accepting
+    socks = []
+    try:
+        for _ in range(300):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            s.connect_ex(server.server_address)
+            socks.append(s)
+        poller = select.poll()
+        for s in socks:
+            poller.register(s, select.POLLOUT)
+        by_fd = {s.fileno(): s for s in socks}
+        connected: set[int] = set()
+        deadline = time.monotonic() + 10
+        while len(connected) < 200 and time.monotonic() < deadline:
+            connected |= {fd for fd, ev in poller.poll(200)
+                          if ev & select.POLLOUT and by_fd[fd].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0}
+        assert len(connected) >= 200, f"{len(connected)} of 300 connections completed with nobody accepting"
+    finally:
+        for s in socks:
+            s.close()
+        server.server_close()
 
 
 def test_an_idle_connection_is_closed(served):
