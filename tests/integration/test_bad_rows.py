@@ -98,4 +98,4 @@ def test_duplicate_lines_make_no_pages_and_a_short_summary(evaluated):
     assert len(summary) < 20, "\n".join(summary[:40])
     kinds = [line.strip() for line in summary if line.startswith("  ") and not line.startswith("      ")]
     assert f"{N_DUPLICATES} x input … is listed again (first on line N)" in kinds
-    assert f"{N_DUPLICATES - 3}" in out and f"... and {N_DUPLICATES - 3} more" in out
+    assert any(line.strip().startswith(f"... and {N_DUPLICATES - 3} more") for line in summary), "\n".join(summary)

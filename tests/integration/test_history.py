@@ -86,7 +86,9 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
         assert len(srv.requests) == 0  # the plan ran nothing
         assert cli.main(["evaluate", *where]) == 0
         out = capsys.readouterr().out
-        assert "judge: evidence-only -> openai:judge: 2 partitions, 4 videos" in out, out
+        lines = [re.sub(r"^\[\s*[\d.]+s\]", "", line).strip() for line in out.splitlines()]  # less the elapsed time
+        said = [line for line in lines if line.startswith("judge: ")]
+        assert said == ["judge: evidence-only -> openai:judge: 2 partitions, 4 videos"], out
 
     settings = load_settings()
     history = materializations(local_instance(settings), "video_scores")
@@ -129,7 +131,9 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
         assert after == pytest.approx(_mean_of(h_after.table), abs=0.006)
         assert lo_b <= before <= hi_b and lo_a <= after <= hi_a
     assert before != after  # the judges score differently: a diff that says nothing moved reads nothing
-    assert "judge_config (2 partitions)" in text, text
+    inputs = next(line.strip() for line in text.splitlines() if line.strip().startswith("inputs: "))
+    moved = dict(re.fullmatch(r"(\S+) \((\d+) partitions?\)", item).groups() for item in inputs[len("inputs: "):].split(", "))
+    assert moved["judge_config"] == "2", text
 
     # the home page and the overview name the evaluator of the latest materialization
     home = (tmp_path / "home" / "benches" / "index.html").read_text()
