@@ -4,7 +4,7 @@ neither ``assets`` nor ``resources``)."""
 
 import dagster as dg
 
-from argus_dagster.settings import AUTOMATION_INTERVAL_S, sensor_intervals
+from argus_dagster.infra.settings import AUTOMATION_INTERVAL_S, sensor_intervals
 from assets import (ALL_ASSETS, ALL_CHECKS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS,
                     FIRM_TASK_ASSETS, GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS,
                     VEFX_CHECKS, vefx_leaderboard)
@@ -21,8 +21,8 @@ from assets.sources import changed_observations, report, source_versions
 from resources import executor_for, resources_for, storage_for
 from resources.bench import bench_from_settings
 
-from .settings import load_settings, served_settings
-from .sqlite_sync import sync_lightly
+from argus_dagster.infra.settings import load_settings, served_settings
+from argus_dagster.infra.sqlite import sync_lightly
 
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
 # condition that retries transient failures reads materialization metadata. It is declared here,
@@ -41,7 +41,7 @@ def automation_sensor_every(seconds: int = AUTOMATION_INTERVAL_S) -> dg.Automati
 def build_definitions(settings=None) -> dg.Definitions:
     """The code location of one evaluation (``settings``, default this process's: ``ARGUS_BENCH``,
     ``ARGUS_PROFILE``, ``ARGUS_HOME``); the sensors tick at the intervals of
-    :func:`~argus_dagster.settings.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
+    :func:`~argus_dagster.infra.settings.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
     ``ARGUS_AUTOMATION_INTERVAL_S``, ``ARGUS_DEAD_RUN_INTERVAL_S``)."""
     sensor_s, automation_s, dead_run_s = sensor_intervals()
     # The evaluation's own instance (argus ui, its run workers) stores events without a disk sync each.
@@ -57,7 +57,7 @@ def build_definitions(settings=None) -> dg.Definitions:
 def defs() -> dg.Definitions:
     """The code location (``workspace.yaml``, ``dagster asset materialize -m argus_dagster.definitions``):
     the evaluation its configuration names (``ARGUS_BENCH_DIR`` or ``ARGUS_BENCH``, ``ARGUS_PROFILE``;
-    none: ``demo/default``; :func:`argus_dagster.settings.served_settings`), built when Dagster loads
+    none: ``demo/default``; :func:`argus_dagster.infra.settings.served_settings`), built when Dagster loads
     it, not when this module is imported."""
     return build_definitions(served_settings())
 

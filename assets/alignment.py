@@ -5,20 +5,20 @@ rater]``); the evaluators are this project's ``video_scores`` (final and base sc
 ``criterion_scores`` (one evaluator per taxonomy dimension), and FIRM-Video's ``firm_scores`` where
 they are materialized (``firm_if``, ``firm_wc``, ``firm_pq`` ratings on 1-5, each compared with the human
 dimension of its name when the ratings have it, else with every dimension). The computation is the
-one ``argus align`` runs (:func:`argus_dagster.ratings.alignment_report`).
+one ``argus align`` runs (:func:`argus_dagster.protocols.alignment.ratings.alignment_report`).
 """
 
 import dagster as dg
 import polars as pl
 
-from argus_dagster import vefx
-from argus_dagster.alignment import ALIGNMENT_SCHEMA, format_alignment
-from argus_dagster.alignment_plots import scatter_png, slug
-from argus_dagster.checklist import FIRM_RANGES, firm_evaluator_scores
-from argus_dagster.instances import ALL_TASKS
-from argus_dagster.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
-from argus_dagster.storage import join
-from argus_dagster.versions import content_version, volatile_metadata
+from argus_dagster.protocols import vefx
+from argus_dagster.protocols.alignment.metrics import ALIGNMENT_SCHEMA, format_alignment
+from argus_dagster.protocols.alignment.plots import scatter_png, slug
+from argus_dagster.protocols.firm.checklist import FIRM_RANGES, firm_evaluator_scores
+from argus_dagster.method.inputs import ALL_TASKS
+from argus_dagster.protocols.alignment.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
+from argus_dagster.infra.storage import join
+from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
@@ -52,7 +52,7 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
     return EvaluatorScores(firm_evaluator_scores(firm_scores, dims), dict(FIRM_RANGES))
 
 
-# What the data version leaves out (argus_dagster.versions): none of its columns.
+# What the data version leaves out (assets.versions): none of its columns.
 HUMAN_ALIGNMENT_VOLATILE: tuple[str, ...] = ()
 
 

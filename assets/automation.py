@@ -11,14 +11,14 @@ A partition of the VideoArgus graph is run when
   failed to make, a tool step that raised, a judgment the VLM did not answer) and its **back-off is
   over**: the materialization's time plus the wait of its ``retry_round`` (the number of its
   partition's materializations in a row that left work, :func:`retry_round`;
-  :class:`~argus_dagster.settings.Backoff`) is not after the evaluation's time. A row with a
+  :class:`~argus_dagster.infra.settings.Backoff`) is not after the evaluation's time. A row with a
   permanent error (an invalid manifest line, a 2-frame clip, a missing video) leaves nothing to
   retry: rerunning would give the same error, so it does not make its partition run again.
 
 and nothing it reads is missing or in flight; an upstream partition requested in the same run brings
 its downstream along. Each part reads the instance's latest records, so the answer is a state, not a
 transition: the automation sensor (``argus ui``) and ``argus evaluate`` (``dg.evaluate_automation_conditions``,
-:mod:`argus_dagster.runner`) get the same one without sharing a cursor, and it agrees with the UI's
+:mod:`argus_dagster.client.runner`) get the same one without sharing a cursor, and it agrees with the UI's
 stale status. The back-off reads the evaluation's time: ``argus evaluate`` asks as of the end of every
 back-off (:func:`retries_waiting`), so a person asking now retries at once.
 """
@@ -29,7 +29,7 @@ import weakref
 
 import dagster as dg
 
-from argus_dagster.settings import Backoff, retry_backoff
+from argus_dagster.infra.settings import Backoff, retry_backoff
 
 AC = dg.AutomationCondition
 

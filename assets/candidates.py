@@ -10,20 +10,20 @@ import time
 import dagster as dg
 import polars as pl
 
-from argus_dagster import bench as bench_lib
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.tools.registry import ToolSuite
-from argus_dagster.evidence.tools.vlm_qa import VlmQa
-from argus_dagster.instances import InputInstance
-from argus_dagster.media import MediaError, file_digest, probe_video
-from argus_dagster.leaderboard import coverage_text
-from argus_dagster.progress import StageLog
-from argus_dagster.pipeline import candidate_media, criterion_evidence_row, judge_video, score_video
-from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, cached_share, request_pool, request_priority,
+from argus_dagster.infra import bench as bench_lib
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.tools.registry import ToolSuite
+from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.infra.media import MediaError, file_digest, probe_video
+from argus_dagster.method.leaderboard import coverage_text
+from argus_dagster.infra.progress import StageLog
+from argus_dagster.method.stages import candidate_media, criterion_evidence_row, judge_video, score_video
+from argus_dagster.method.rubric.schema import parse_rubric
+from argus_dagster.vlm.client import (STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, cached_share, request_pool, request_priority,
                                video_group)
-from argus_dagster.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
-from argus_dagster.versions import content_version, volatile_metadata
+from argus_dagster.infra.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
+from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.judging import JudgeResource, ScoringResource
@@ -67,7 +67,7 @@ def video_label(input_id: str, sample: str | None) -> str:
     return f"{input_id}#{sample}" if sample else input_id
 
 
-# What each asset's data version leaves out (argus_dagster.versions): what differs between two runs
+# What each asset's data version leaves out (assets.versions): what differs between two runs
 # that wrote the same content, never what a downstream asset reads.
 CANDIDATE_VIDEOS_VOLATILE: tuple[str, ...] = ()
 # The evidence's timing, its cache use and what its VLM calls cost in this run.

@@ -16,8 +16,8 @@ import warnings
 import dagster as dg
 import polars as pl
 
-from argus_dagster.rubric.postprocess import postprocess
-from argus_dagster.rubric.schema import RubricError, parse_rubric
+from argus_dagster.method.rubric.postprocess import postprocess
+from argus_dagster.method.rubric.schema import RubricError, parse_rubric
 
 from .candidates import criterion_scores, video_label, video_scores
 from .inputs import rubrics

@@ -15,17 +15,17 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from argus_dagster import best_of_n as bon
-from argus_dagster import checklist as fc
-from argus_dagster.evidence.executor import run_plan
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.plan import NormalizedPlan
-from argus_dagster.instances import ALL_TASKS, InputInstance
-from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
-from argus_dagster.ratings import read_human
-from argus_dagster.tables import COSTS, frame
-from argus_dagster.versions import content_version, volatile_metadata
-from argus_dagster.vlm import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
+from argus_dagster.protocols import best_of_n as bon
+from argus_dagster.protocols.firm import checklist as fc
+from argus_dagster.method.evidence.executor import run_plan
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.plan import NormalizedPlan
+from argus_dagster.method.inputs import ALL_TASKS, InputInstance
+from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
+from argus_dagster.protocols.alignment.ratings import read_human
+from argus_dagster.infra.tables import COSTS, frame
+from assets.versions import content_version, volatile_metadata
+from argus_dagster.vlm.client import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
@@ -51,7 +51,7 @@ BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
 PQ_TOOLS = ("flicker_probe", "motion_probe", "aesthetic")
 
 
-# What each asset's data version leaves out (argus_dagster.versions): what the checklists' and the
+# What each asset's data version leaves out (assets.versions): what the checklists' and the
 # scores' VLM calls cost in this run (the cost ledger's FIRM stages); none of the verdicts' columns.
 FIRM_CHECKLISTS_VOLATILE: tuple[str, ...] = tuple(COSTS)
 FIRM_VERDICTS_VOLATILE: tuple[str, ...] = ()

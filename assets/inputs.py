@@ -6,14 +6,14 @@ import time
 import dagster as dg
 import polars as pl
 
-from argus_dagster import bench as bench_lib
-from argus_dagster.instances import InputInstance
-from argus_dagster.rubric.schema import RubricError
-from argus_dagster.rubric.store import resolve_rubric
-from argus_dagster.vlm import STAGE_RUBRICS, CallStats, cost_ledger, request_pool, request_priority
-from argus_dagster.tables import COSTS, INPUT_INSTANCES, RUBRICS, frame
-from argus_dagster.versions import content_version, volatile_metadata
-from argus_dagster.storage import is_remote, join
+from argus_dagster.infra import bench as bench_lib
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.method.rubric.schema import RubricError
+from argus_dagster.method.rubric.store import resolve_rubric
+from argus_dagster.vlm.client import STAGE_RUBRICS, CallStats, cost_ledger, request_pool, request_priority
+from argus_dagster.infra.tables import COSTS, INPUT_INSTANCES, RUBRICS, frame
+from assets.versions import content_version, volatile_metadata
+from argus_dagster.infra.storage import is_remote, join
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.judging import RubricGeneratorResource
@@ -25,7 +25,7 @@ from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .sources import bench_files, generator_folder, rubric_files, rubric_generator_config
 
 
-# What each asset's data version leaves out (argus_dagster.versions): nothing of an input.
+# What each asset's data version leaves out (assets.versions): nothing of an input.
 INPUT_INSTANCES_VOLATILE: tuple[str, ...] = ()
 # How this run got each rubric ("generated" once, "loaded" from its frozen file on every later run):
 # the rubric itself is the same; and what generating it cost in this run (the cost ledger's rubric stage).

@@ -10,14 +10,14 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from argus_dagster.export import write_exports
-from argus_dagster.files import WriteError
-from argus_dagster.leaderboard import (build_leaderboard, cost_summary, format_costs, format_leaderboard,
+from argus_dagster.outputs.export import write_exports
+from argus_dagster.infra.files import WriteError
+from argus_dagster.method.leaderboard import (build_leaderboard, cost_summary, format_costs, format_leaderboard,
                                        stored_cost_table)
-from argus_dagster.report import leaderboard_png
-from argus_dagster.storage import Storage, join
-from argus_dagster.tables import VIDEO_SCORES, frame, stored_table
-from argus_dagster.versions import content_version, volatile_metadata
+from argus_dagster.outputs.report import leaderboard_png
+from argus_dagster.infra.storage import Storage, join
+from argus_dagster.infra.tables import VIDEO_SCORES, frame, stored_table
+from assets.versions import content_version, volatile_metadata
 
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -71,7 +71,7 @@ def cost_metadata(costs: pl.DataFrame) -> dict:
             "costs_prompt_tokens_per_video": None if per_video is None else round(per_video, 1)}
 
 
-# What the leaderboard's data version leaves out (argus_dagster.versions): none of its columns.
+# What the leaderboard's data version leaves out (assets.versions): none of its columns.
 LEADERBOARD_VOLATILE: tuple[str, ...] = ()
 
 

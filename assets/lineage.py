@@ -11,8 +11,8 @@ import io
 import dagster as dg
 import polars as pl
 
-from argus_dagster.lineage import criterion_deltas, delta_summary, video_deltas
-from argus_dagster.storage import Storage
+from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
+from argus_dagster.infra.storage import Storage
 
 
 def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | None = None):

@@ -5,9 +5,9 @@ shows (``leaderboard``, ``human_alignment``) and linked from their metadata over
 import dagster as dg
 import polars as pl
 
-from argus_dagster.overview import write_evaluations_index, write_overview
-from argus_dagster.settings import evaluations_root, reports_base_url
-from argus_dagster.storage import Storage, join
+from argus_dagster.outputs.overview import write_evaluations_index, write_overview
+from argus_dagster.infra.settings import evaluations_root, reports_base_url
+from argus_dagster.infra.storage import Storage, join
 from resources.bench import BenchResource
 
 

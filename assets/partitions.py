@@ -20,8 +20,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from argus_dagster.instances import ALL_TASKS
-from argus_dagster.versions import content_version
+from argus_dagster.method.inputs import ALL_TASKS
+from assets.versions import content_version
 
 task_partitions = dg.StaticPartitionsDefinition(list(ALL_TASKS))
 model_partitions = dg.DynamicPartitionsDefinition(name="candidate_models")
@@ -111,7 +111,7 @@ def _table_for(value, key) -> Any:
 
 def _combined_version(versions: dict[str, dg.DataVersion | None]) -> dg.DataVersion:
     """One data version for the partitions of a run (Dagster records one per output): it changes when
-    any of theirs does (each partition's own is its table's, :func:`~argus_dagster.versions.content_version`)."""
+    any of theirs does (each partition's own is its table's, :func:`~assets.versions.content_version`)."""
     return content_version(versions)
 
 

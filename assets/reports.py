@@ -1,14 +1,14 @@
 """Diagnostic reports (task x model): one HTML page per video, an index per partition, and a
 comparison page per input that every model's partition refreshes. A video is an (input, sample):
 each sample of an input has its own page and card, named by
-:func:`~argus_dagster.names.sample_file_name`, and the input's comparison page shows every sample.
+:func:`~argus_dagster.infra.names.sample_file_name`, and the input's comparison page shows every sample.
 
 Pages go to the evaluation's ``reports/<TASK>/<model>/`` (a folder, or an S3 prefix in the aws
 environment: written through the storage resource, linked in the metadata by presigned URLs). For the comparison pages each partition leaves
 a small card per video (scores and a few thumbnails) under ``<TASK>/_cards/<input_id>/``; the page of
 an input is rebuilt from all cards present, so it never needs another partition's tables. Every
-folder and file name made from an id or a model name is its :func:`~argus_dagster.names.file_name`;
-every file is written whole (:func:`~argus_dagster.files.write_atomic`), and a write that fails is
+folder and file name made from an id or a model name is its :func:`~argus_dagster.infra.names.file_name`;
+every file is written whole (:func:`~argus_dagster.infra.files.write_atomic`), and a write that fails is
 one line on its row.
 """
 
@@ -23,15 +23,15 @@ from urllib.parse import quote
 import dagster as dg
 import polars as pl
 
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.files import WriteError
-from argus_dagster.names import ERROR_ROW_MARK, file_name, sample_file_name
-from argus_dagster.page_media import MediaFolder, page_video
-from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
-from argus_dagster.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
-from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.storage import Storage, join
-from argus_dagster.versions import content_version, volatile_metadata
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.infra.files import WriteError
+from argus_dagster.infra.names import ERROR_ROW_MARK, file_name, sample_file_name
+from argus_dagster.outputs.page_media import MediaFolder, page_video
+from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
+from argus_dagster.outputs.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
+from argus_dagster.method.rubric.schema import parse_rubric
+from argus_dagster.infra.storage import Storage, join
+from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
@@ -42,12 +42,12 @@ from .partitions import BACKFILL, each_partition, task_and_model, task_model_par
 # ``page_sha256``: the report page's content (what it says, frames included), null where none was written.
 REPORTS = {"task": pl.String, "model": pl.String, "input_id": pl.String, "sample": pl.String, "path": pl.String,
            "page_sha256": pl.String, "error": pl.String}
-# What the data version leaves out (argus_dagster.versions): none of its columns.
+# What the data version leaves out (assets.versions): none of its columns.
 DIAGNOSTIC_REPORTS_VOLATILE: tuple[str, ...] = ()
 
 
 def safe_name(text: str) -> str:
-    """The file name of an id or model name: injective (:func:`argus_dagster.names.file_name`), so
+    """The file name of an id or model name: injective (:func:`argus_dagster.infra.names.file_name`), so
     ``猫 cat`` and ``犬 cat``, or ``good model`` and ``good_model``, never share a page."""
     return file_name(text)
 

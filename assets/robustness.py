@@ -3,14 +3,14 @@
 Each profile is an evaluation of its own (``argus evaluate --profile ...``); this asset reads the
 ``video_scores`` and ``criterion_scores`` each stored, and reports per task and pair of profiles the
 rank agreement of the model leaderboards, per-criterion score agreement and the models that move most
-(:mod:`argus_dagster.robustness`). ``argus robustness`` prints the same.
+(:mod:`argus_dagster.protocols.robustness`). ``argus robustness`` prints the same.
 """
 
 import dagster as dg
 import polars as pl
 
-from argus_dagster import robustness as rb
-from argus_dagster.versions import content_version, volatile_metadata
+from argus_dagster.protocols import robustness as rb
+from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
@@ -37,7 +37,7 @@ def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "cri
     return ranks, moves, crit, rb.format_robustness(ranks, moves, crit), missing
 
 
-# What the data version leaves out (argus_dagster.versions): none of the columns of the rank agreement,
+# What the data version leaves out (assets.versions): none of the columns of the rank agreement,
 # nor of the criterion agreement the version covers with it.
 BACKBONE_ROBUSTNESS_VOLATILE: tuple[str, ...] = ()
 

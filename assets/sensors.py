@@ -2,7 +2,7 @@
 and the dead-run sensor: runs whose process is gone are failed and free their pool slots.
 
 Each tick lists ``<TASK>/<model>/<id>.<ext>`` (and samples) in the candidate store, hashing only the
-entries whose change token moved since the cursor (:mod:`argus_dagster.candidate_store`), so an
+entries whose change token moved since the cursor (:mod:`argus_dagster.infra.candidate_store`), so an
 unchanged store costs one directory walk. It then
 
 * adds every model not yet in ``candidate_models`` as a partition, and
@@ -21,9 +21,9 @@ import time
 
 import dagster as dg
 
-from argus_dagster.candidate_store import open_store as open_candidate_store, scan
-from argus_dagster.run_processes import fail_dead_runs
-from argus_dagster.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S, load_settings
+from argus_dagster.infra.candidate_store import open_store as open_candidate_store, scan
+from argus_dagster.client.processes import fail_dead_runs
+from argus_dagster.infra.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S, load_settings
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource
@@ -84,7 +84,7 @@ def candidate_store_tick(context: dg.SensorEvaluationContext, bench: BenchResour
 
 def candidate_store_sensor_every(seconds: int = SENSOR_INTERVAL_S) -> dg.SensorDefinition:
     """The candidate-store sensor, ticking at most every ``seconds`` (the code location reads
-    ``ARGUS_SENSOR_INTERVAL_S``: :func:`~argus_dagster.settings.sensor_intervals`)."""
+    ``ARGUS_SENSOR_INTERVAL_S``: :func:`~argus_dagster.infra.settings.sensor_intervals`)."""
     return dg.sensor(name="candidate_store_sensor", minimum_interval_seconds=seconds,
                      default_status=dg.DefaultSensorStatus.RUNNING,
                      description="Adds new models as partitions and observes the sources that changed (videos, bench "
@@ -97,7 +97,7 @@ candidate_store_sensor = candidate_store_sensor_every()
 
 def dead_run_tick(context: dg.SensorEvaluationContext) -> dg.SkipReason:
     """Runs left started by a process of this machine that is gone (a killed ``argus evaluate``) are
-    marked failed and give back their concurrency-pool slots (:mod:`argus_dagster.run_processes`). It
+    marked failed and give back their concurrency-pool slots (:mod:`argus_dagster.client.processes`). It
     requests nothing: what those runs left undone is missing or stale, and the automation sensor asks
     for it again."""
     lines = fail_dead_runs(context.instance)

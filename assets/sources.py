@@ -29,13 +29,13 @@ from typing import Iterable
 
 import dagster as dg
 
-from argus_dagster.bench import task_location
-from argus_dagster.candidate_store import partition_hashes
-from argus_dagster.instances import ALL_TASKS
-from argus_dagster.media import SAMPLING_ID, MediaError, file_digest, regular_file
-from argus_dagster.names import file_name
-from argus_dagster.rubric.frozen import written_as_generated
-from argus_dagster.storage import Storage, is_remote, join
+from argus_dagster.infra.bench import task_location
+from argus_dagster.infra.candidate_store import partition_hashes
+from argus_dagster.method.inputs import ALL_TASKS
+from argus_dagster.infra.media import SAMPLING_ID, MediaError, file_digest, regular_file
+from argus_dagster.infra.names import file_name
+from argus_dagster.method.rubric.frozen import written_as_generated
+from argus_dagster.infra.storage import Storage, is_remote, join
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource
@@ -104,14 +104,14 @@ def rubric_files_version(bench_dir, frozen_dir, task: str, storage: Storage) -> 
 
 
 def candidate_files_version(hashes: dict[str, str]) -> str:
-    """A partition's videos, ``{name: sha256}`` (:func:`~argus_dagster.candidate_store.partition_hashes`)."""
+    """A partition's videos, ``{name: sha256}`` (:func:`~argus_dagster.infra.candidate_store.partition_hashes`)."""
     return digest(sorted(hashes.items()))
 
 
 def evaluator_versions(rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
                        vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource) -> dict[str, str]:
     """The version of each part of the evaluator, as the configured resources describe it."""
-    from argus_dagster.evidence.tools.vlm_qa import qa_version
+    from argus_dagster.method.evidence.tools.vlm_qa import qa_version
 
     tool_versions = dict(tools.suite().versions())
     if vlm.configured:
@@ -128,7 +128,7 @@ def evaluator_labels(rubric_generator: RubricGeneratorResource, rubric_vlm: VlmR
                      vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource) -> dict[str, str]:
     """Each part of the evaluator in a person's words (recorded with its observation as ``evaluator``:
     a plan says "judge: evidence-only -> openai:Qwen2.5-VL-7B" from them)."""
-    from argus_dagster.history import evaluator_label
+    from argus_dagster.client.history import evaluator_label
 
     qa = f" + vlm_qa by {evaluator_label(judge.identity(vlm))}" if vlm.configured else ""
     return {"rubric_generator_config": evaluator_label(rubric_generator.identity(rubric_vlm)),
@@ -160,7 +160,7 @@ def rubric_files(bench: BenchResource, storage: StorageResource, rubric_generato
 @dg.observable_source_asset(partitions_def=task_model_partitions, group_name=GROUP,
                             description="A model's candidate videos for a task (name and sha256 of each).")
 def candidate_files(context, bench: BenchResource, storage: StorageResource) -> dg.DataVersionsByPartition:
-    from argus_dagster.candidate_store import open_store, scan
+    from argus_dagster.infra.candidate_store import open_store, scan
 
     result = scan(open_store(str(bench.candidates_path()), storage.storage()), None)
     known = set(context.instance.get_dynamic_partitions("candidate_models"))
@@ -220,7 +220,7 @@ class Observed:
 def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[tuple[str, str]],
                     known: dict) -> list[Observed]:
     """The versions of the sources of ``tasks`` and of the ``(task, model)`` partitions, with the
-    evaluation's resources (``known``: a candidate-store scan's state, :func:`~argus_dagster.candidate_store.scan`)."""
+    evaluation's resources (``known``: a candidate-store scan's state, :func:`~argus_dagster.infra.candidate_store.scan`)."""
     bench, storage = resources["bench"], resources["storage"].storage()
     frozen = generator_folder(bench.frozen_rubrics_path(),
                               resources["rubric_generator"].identity(resources["rubric_vlm"]))

@@ -1,4 +1,4 @@
-"""VEFX-Bench's edit protocol (``argus_dagster/vefx.py``) as assets: ``vefx_scores`` (task x model)
+"""VEFX-Bench's edit protocol (``argus_dagster/protocols/vefx.py``) as assets: ``vefx_scores`` (task x model)
 scores every edited video of TV2V and TSV2V on Instruction Following, Rendering Quality and Edit
 Exclusivity (1-4) with the overall (their mean), through the judge's VLM and the content cache
 (namespace ``vefx``); ``vefx_leaderboard`` ranks the models per task and dimension. They run only when
@@ -8,13 +8,13 @@ asked (``argus evaluate --protocol vefx``, or the UI): the default evaluation do
 import dagster as dg
 import polars as pl
 
-from argus_dagster import vefx
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.instances import InputInstance
-from argus_dagster.media import JUDGE_POLICY, MediaError, file_digest
-from argus_dagster.tables import COSTS, frame
-from argus_dagster.versions import content_version, volatile_metadata
-from argus_dagster.vlm import STAGE_JUDGMENTS, CallStats, cost_ledger, request_pool, request_priority
+from argus_dagster.protocols import vefx
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
+from argus_dagster.infra.tables import COSTS, frame
+from assets.versions import content_version, volatile_metadata
+from argus_dagster.vlm.client import STAGE_JUDGMENTS, CallStats, cost_ledger, request_pool, request_priority
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
@@ -28,7 +28,7 @@ VEFX_SCORES = {"task": S, "model": S, "input_id": S, "sample": S,
                "overall": F, "overall_reason": S, "judge": S, **COSTS}
 
 
-# What each asset's data version leaves out (argus_dagster.versions): what a video's judgment cost in
+# What each asset's data version leaves out (assets.versions): what a video's judgment cost in
 # this run (the cost ledger's vefx stage); none of the leaderboard's columns.
 VEFX_SCORES_VOLATILE: tuple[str, ...] = tuple(COSTS)
 VEFX_LEADERBOARD_VOLATILE: tuple[str, ...] = ()

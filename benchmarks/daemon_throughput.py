@@ -45,8 +45,8 @@ TASKS = ["T2V", "TI2V", "TS2V", "TV2V", "TSV2V"]
 def build_bench(root: Path, n_inputs: int, n_models: int) -> tuple[Path, Path]:
     """``benchmarks.scale``'s bench with one faithful model, then ``n_models`` models ``m00``.. made
     from its videos by the demo's degradations with a seed per model (distinct content per model)."""
-    from argus_dagster import demo
-    from argus_dagster.media import VideoReader, write_video
+    from argus_dagster.client import demo
+    from argus_dagster.infra.media import VideoReader, write_video
     from benchmarks.scale import build_scale_bench
 
     bench, cands = build_scale_bench(root, 5 * n_inputs, 1)

@@ -13,7 +13,7 @@ the sources' observations. Compare it with the judge-latency bound of the bench
 
 Two columns, the processes alternated: the instance as Dagster opens it by default, and as ``argus``
 opens an evaluation's (its SQLite files without a disk sync per event,
-:mod:`argus_dagster.sqlite_sync`).
+:mod:`argus_dagster.infra.sqlite`).
 
     .venv/bin/python -m benchmarks.dagster_floor [--repeat 3]
 """
@@ -71,7 +71,7 @@ def _one(home: str, light: bool) -> dict:
     everything = task_assets + pair_assets + [leaderboard] + [c for cs in checks.values() for c in cs]
     t1 = time.perf_counter()
     if light:
-        from argus_dagster.sqlite_sync import sync_lightly
+        from argus_dagster.infra.sqlite import sync_lightly
 
         sync_lightly(home)
     instance = dg.DagsterInstance.get()

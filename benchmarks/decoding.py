@@ -1,6 +1,6 @@
 """Decoding: frames per second of the project's sampling against decord's raw decode of the same frames.
 
-For each video and sampling policy, ``project`` is :meth:`argus_dagster.media.VideoReader.sample`
+For each video and sampling policy, ``project`` is :meth:`argus_dagster.infra.media.VideoReader.sample`
 (probe the geometry, open, decode the policy's frames with decord scaling them to at most 768 px) and
 ``raw`` is
 ``decord.VideoReader(path).get_batch(indices)`` on the same indices, with no resizing (both open the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def default_videos() -> list[Path]:
-    from argus_dagster.demo import clip_path
+    from argus_dagster.client.demo import clip_path
 
     videos = [clip_path("bigbuckbunny.mp4"), clip_path("bikes.mp4"), clip_path("carphone_pristine.mp4")]
     shared = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "videophy" / "examples"
@@ -37,7 +37,7 @@ def main() -> None:
 
     import decord
 
-    from argus_dagster.media import POLICIES, FramePool, VideoReader, sample_indices
+    from argus_dagster.infra.media import POLICIES, FramePool, VideoReader, sample_indices
 
     videos = args.videos or default_videos()
     print(f"{'video':<34}{'size':>11}{'policy':>8}{'frames':>8}{'raw fps':>10}{'project fps':>13}"

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import polars as pl
 
-from argus_dagster.evidence.tools.registry import embedded_suite
-from argus_dagster.instances import InputInstance
-from argus_dagster.judge import EvidenceOnlyJudge
-from argus_dagster.pipeline import collect_evidence, judge_criteria, score_video
-from argus_dagster.ratings import aigve_ratings, write_human_csv
-from argus_dagster.rubric.offline import generate_offline
-from argus_dagster.tables import CRITERION_SCORES, VIDEO_SCORES, frame
+from argus_dagster.method.evidence.tools.registry import embedded_suite
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.method.judge import EvidenceOnlyJudge
+from argus_dagster.method.stages import collect_evidence, judge_criteria, score_video
+from argus_dagster.protocols.alignment.ratings import aigve_ratings, write_human_csv
+from argus_dagster.method.rubric.offline import generate_offline
+from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
 
 DATA = Path(os.environ.get("ARGUS_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 
@@ -96,7 +96,7 @@ SHOWN = {"aigve": [("argus:final", "overall"), ("argus:final", "technical_qualit
 
 def spearman_table(folder: Path, dataset: str) -> dict[tuple[str, str], str]:
     """``argus align``'s Spearman (and bootstrap interval) of the tables in ``folder``."""
-    from argus_dagster.ratings import alignment_report, merge_scores, read_human, read_scores
+    from argus_dagster.protocols.alignment.ratings import alignment_report, merge_scores, read_human, read_scores
 
     scores = merge_scores([read_scores(folder / f"{dataset}_video_scores.parquet"),
                            read_scores(folder / f"{dataset}_criterion_scores.parquet")])

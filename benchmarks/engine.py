@@ -47,7 +47,7 @@ def _env(home: Path, base_url: str, concurrency: int, bench: Path, cands: Path) 
     env.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(dagster_home), ARGUS_VLM_BASE_URL=base_url,
                ARGUS_VLM_MODEL="bench-model", ARGUS_VLM_CONCURRENCY=str(concurrency),
                ARGUS_BENCH_DIR=str(bench), ARGUS_CANDIDATES_DIR=str(cands), PYTHONPATH=str(ROOT))
-    from argus_dagster.runner import ensure_instance_yaml
+    from argus_dagster.client.runner import ensure_instance_yaml
 
     ensure_instance_yaml(dagster_home)  # the instance argus evaluate makes: its run queue allows 4 runs at once
     return env
@@ -61,8 +61,8 @@ def _cli(env: dict, bench: Path, cands: Path) -> float:
 
 
 def _dagster(env: dict, cands: Path, parallel: int) -> float:
-    from argus_dagster.candidate_store import discover
-    from argus_dagster.instances import ALL_TASKS
+    from argus_dagster.infra.candidate_store import discover
+    from argus_dagster.method.inputs import ALL_TASKS
 
     dagster = str(Path(sys.executable).parent / "dagster")
 
@@ -100,8 +100,8 @@ def _ui(env: dict, cands: Path, root: Path) -> float:
     """A backfill of every partition as the UI launches it, on a running webserver and daemon."""
     from dagster import DagsterInstance, DagsterRunStatus, MultiPartitionKey, RunsFilter
 
-    from argus_dagster.candidate_store import discover
-    from argus_dagster.instances import ALL_TASKS
+    from argus_dagster.infra.candidate_store import discover
+    from argus_dagster.method.inputs import ALL_TASKS
     from tests.integration.helpers import start_webserver, stop, stop_sensors
 
     found = discover(cands).models

@@ -80,7 +80,7 @@ def prefix_share(bodies: list[dict]) -> dict:
 
 def _bench(kind: str, root: Path, videos: int) -> tuple[Path, Path]:
     if kind == "demo":
-        from argus_dagster.demo import build_demo_bench
+        from argus_dagster.client.demo import build_demo_bench
 
         return build_demo_bench(root, progress=lambda m: None)
     from benchmarks.scale import build_scale_bench

@@ -30,10 +30,10 @@ def main() -> None:
         os.environ.pop(k, None)
     with FakeVlmServer(latency_s=0.0) as srv:
         os.environ.update(ARGUS_VLM_BASE_URL=srv.base_url, ARGUS_VLM_MODEL="bench-judge")
-        from argus_dagster.cli import main as argus
-        from argus_dagster.demo import build_demo_bench
-        from argus_dagster.runner import run_all
-        from argus_dagster.settings import evaluation_settings, record_evaluation
+        from argus_dagster.client.cli import main as argus
+        from argus_dagster.client.demo import build_demo_bench
+        from argus_dagster.client.runner import run_all
+        from argus_dagster.infra.settings import evaluation_settings, record_evaluation
 
         bench, cands = build_demo_bench(home, progress=lambda m: None)
         for profile in ("default", "vlm-only"):

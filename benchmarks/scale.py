@@ -38,8 +38,8 @@ MODELS = ("faithful", "flicker", "blurry", "frozen")
 
 def build_scale_bench(home: Path, n_videos: int, n_models: int) -> tuple[Path, Path]:
     """``<home>/bench`` and ``<home>/candidates``: five tasks x k inputs x ``n_models`` models >= N videos."""
-    from argus_dagster import demo
-    from argus_dagster.media import VideoReader, write_video
+    from argus_dagster.client import demo
+    from argus_dagster.infra.media import VideoReader, write_video
 
     models = MODELS[:n_models]
     per_task = math.ceil(n_videos / (5 * len(models)))
@@ -168,8 +168,8 @@ def main() -> None:
         with serving(args.latency) as (conn, base_url):
             os.environ.update(ARGUS_VLM_BASE_URL=base_url, ARGUS_VLM_MODEL="bench-model",
                               ARGUS_VLM_CONCURRENCY=str(args.concurrency))
-            from argus_dagster.runner import local_instance, run_all
-            from argus_dagster.settings import record_bench
+            from argus_dagster.client.runner import local_instance, run_all
+            from argus_dagster.infra.settings import record_bench
 
             t0 = time.perf_counter()
             bench, cands = build_scale_bench(home, args.videos, args.models)

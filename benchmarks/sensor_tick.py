@@ -15,7 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from argus_dagster.instances import ALL_TASKS
+from argus_dagster.method.inputs import ALL_TASKS
 
 
 def main() -> None:

@@ -49,15 +49,15 @@ def main() -> None:
         del os.environ[k]
     os.environ.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster_home"))
     try:
-        from argus_dagster.runner import run_all
-        from argus_dagster.settings import record_bench
+        from argus_dagster.client.runner import run_all
+        from argus_dagster.infra.settings import record_bench
 
         if args.videos:
             from benchmarks.scale import build_scale_bench
 
             bench, cands = build_scale_bench(home, args.videos, args.models)
         else:
-            from argus_dagster.demo import build_demo_bench
+            from argus_dagster.client.demo import build_demo_bench
 
             bench, cands = build_demo_bench(home, progress=lambda _: None)
         settings = record_bench(bench, cands)
@@ -71,7 +71,7 @@ def main() -> None:
             run_all(progress=lambda _: None, settings=settings)  # the judge switched: every partition again
         t2 = time.perf_counter()
 
-        from argus_dagster.tables import stored_table
+        from argus_dagster.infra.tables import stored_table
 
         scores = stored_table(settings.storage_dir, "video_scores")
         n_videos = scores.height if scores is not None else 0

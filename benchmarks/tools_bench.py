@@ -55,9 +55,9 @@ def one(tool: str, models: str, device: str, repeat: int, ocr_backend: str, vide
     """Runs in the child process: load, decode, run; returns the figures."""
     import torch
 
-    from argus_dagster.evidence.media_store import MediaStore
-    from argus_dagster.evidence.tools.registry import model_suite
-    from argus_dagster.media import DENSE_POLICY, JUDGE_POLICY
+    from argus_dagster.method.evidence.media_store import MediaStore
+    from argus_dagster.method.evidence.tools.registry import model_suite
+    from argus_dagster.infra.media import DENSE_POLICY, JUDGE_POLICY
 
     name = "spatial_relation" if tool == "spatial_count" else tool
     t0 = time.perf_counter()
@@ -112,7 +112,7 @@ def main() -> None:
     ap.add_argument("--one", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not (args.video and args.image):
-        from argus_dagster.demo import clip_path, still_path
+        from argus_dagster.client.demo import clip_path, still_path
 
         args.video = args.video or str(clip_path("bikes.mp4"))
         args.image = args.image or str(still_path("astronaut.png"))
@@ -122,7 +122,7 @@ def main() -> None:
 
     models = args.models
     if not models:
-        from argus_dagster.evidence.tools.random_models import build_models
+        from argus_dagster.method.evidence.tools.random_models import build_models
 
         models = tempfile.mkdtemp(prefix=f"argus_models_{args.size}_")
         t0 = time.perf_counter()
@@ -161,7 +161,7 @@ def _build_easyocr(folder: Path) -> None:
     from easyocr.craft import CRAFT
     from easyocr.model.vgg_model import Model
 
-    from argus_dagster.evidence.tools.easyocr_backend import easyocr_files
+    from argus_dagster.method.evidence.tools.easyocr_backend import easyocr_files
 
     folder.mkdir(parents=True, exist_ok=True)
     files = easyocr_files()

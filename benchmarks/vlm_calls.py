@@ -34,9 +34,9 @@ def main() -> None:
                           ARGUS_VLM_CONCURRENCY=str(args.concurrency))
         import dagster as dg
 
-        from argus_dagster.demo import build_demo_bench
-        from argus_dagster.runner import local_instance, run_all
-        from argus_dagster.settings import record_bench
+        from argus_dagster.client.demo import build_demo_bench
+        from argus_dagster.client.runner import local_instance, run_all
+        from argus_dagster.infra.settings import record_bench
         from assets import ALL_ASSETS
         from resources import resources_for
 

@@ -41,7 +41,7 @@ def _fixture_overview() -> str:
     """The overview page of a fixed two-model evaluation, as the current code renders it."""
     import polars as pl
 
-    from argus_dagster.overview import render_overview
+    from argus_dagster.outputs.overview import render_overview
 
     lb = pl.DataFrame({"task": ["T2V", "T2V"], "model": ["faithful", "frozen"], "mean_final": [8.1, 3.2],
                        "ci_low": [7.5, 2.4], "ci_high": [8.6, 4.0], "n_videos": [3, 3], "n_errors": [0, 0],
@@ -60,7 +60,7 @@ def _fixture_overview() -> str:
 
 def _fixture_comparison() -> str:
     """The comparison page of a fixed input and two models, as the current code renders it."""
-    from argus_dagster.report import FrameRow, render_comparison
+    from argus_dagster.outputs.report import FrameRow, render_comparison
 
     frame = b"\xff\xd8fixture"  # embedded as it is: the page is the subject here, not the frame
     models = [{"model": m, "final_score": s, "base_score": s, "caps_fired": [], "error": None, "frames": [frame],
@@ -100,7 +100,7 @@ def _evaluated_demo(home: Path) -> None:
     env = {**os.environ, "ARGUS_HOME": str(home), "PYTHONPATH": str(ROOT)}
     for name in ("ARGUS_BENCH", "ARGUS_BENCH_DIR", "ARGUS_CANDIDATES_DIR", "ARGUS_PROFILE"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, "-m", "argus_dagster.cli", "demo"], cwd=home, env=env,
+    done = subprocess.run([sys.executable, "-m", "argus_dagster.client.cli", "demo"], cwd=home, env=env,
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"argus demo failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
@@ -110,8 +110,8 @@ def take(home: Path, out: Path = IMG) -> dict:
     """The two screenshots of ``home``'s demo evaluation into ``out``, and their record."""
     from playwright.sync_api import sync_playwright
 
-    from argus_dagster.files import write_atomic
-    from argus_dagster.serve import REPORTS_ONLY, serve_in_thread, url_of
+    from argus_dagster.infra.files import write_atomic
+    from argus_dagster.outputs.serve import REPORTS_ONLY, serve_in_thread, url_of
 
     chromium = os.environ.get("ARGUS_CHROMIUM") or "/usr/bin/chromium"
     server = serve_in_thread(home / "benches", 0, REPORTS_ONLY)

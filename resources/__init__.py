@@ -13,9 +13,9 @@ import enum
 
 import dagster as dg
 
-from argus_dagster import storage as storage_lib
-from argus_dagster.names import folder_name
-from argus_dagster.settings import Settings, SettingError, environment, load_settings, parse_profile
+from argus_dagster.infra import storage as storage_lib
+from argus_dagster.infra.names import folder_name
+from argus_dagster.infra.settings import Settings, SettingError, environment, load_settings, parse_profile
 
 from .bench import BenchResource, bench_from_settings
 from .storage import DEFAULT_KEEP_VERSIONS, StorageIOManager, StorageResource
@@ -60,7 +60,7 @@ def storage_for(env: str | None = None, settings: Settings | None = None
 
 def resources_for(env: str | None = None, settings: Settings | None = None) -> dict:
     """The resources of one environment for one evaluation (default: this process's, see
-    :func:`argus_dagster.settings.load_settings`). The evaluation's profile sets the VLM-only
+    :func:`argus_dagster.infra.settings.load_settings`). The evaluation's profile sets the VLM-only
     ablation and the judge's and rubric generator's model names; its folders are the bench
     resource's config and the IO manager's base."""
     variables = environment()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from argus_dagster.settings import load_settings
+from argus_dagster.infra.settings import load_settings
 
 
 def _location(value: str) -> Path | str:
@@ -20,7 +20,7 @@ class BenchResource(dg.ConfigurableResource):
 
     :func:`resources.resources_for` fills each field from the evaluation, so the UI's resource view
     and each run's config show them; an empty field resolves at run time from
-    :mod:`argus_dagster.settings` (a resource built by hand in a test or notebook).
+    :mod:`argus_dagster.infra.settings` (a resource built by hand in a test or notebook).
     """
 
     bench: str = ""
@@ -60,7 +60,7 @@ class BenchResource(dg.ConfigurableResource):
     def profile_storage(self, profile: str) -> Path | str:
         """Where another profile of this bench stores its tables (``benches/<bench>/<profile>/storage``,
         a folder or an ``s3://`` prefix as this one's)."""
-        from argus_dagster.names import folder_name
+        from argus_dagster.infra.names import folder_name
 
         mine = self.storage_path()
         if isinstance(mine, str):
@@ -73,8 +73,8 @@ class BenchResource(dg.ConfigurableResource):
         folder of the bench's prefix with ``video_scores`` stored, which every machine sees alike."""
         import json
 
-        from argus_dagster.names import folder_name
-        from argus_dagster.settings import argus_home
+        from argus_dagster.infra.names import folder_name
+        from argus_dagster.infra.settings import argus_home
 
         mine = self.storage_path()
         if isinstance(mine, str) and store is not None:
@@ -97,7 +97,7 @@ class BenchResource(dg.ConfigurableResource):
 
         import polars as pl
 
-        from argus_dagster.storage import join
+        from argus_dagster.infra.storage import join
 
         out = []
         for folder in store.folders(bench_home):
@@ -124,8 +124,8 @@ class BenchResource(dg.ConfigurableResource):
     def human_files(self, store, human_dir: Path | str | None = None) -> dict[str, Path]:
         """By task, a local file with the ratings of ``<TASK>.csv`` in ``human_dir`` (default: the
         bench's), read through ``store`` (an object on S3 is fetched into the media cache)."""
-        from argus_dagster.instances import ALL_TASKS
-        from argus_dagster.storage import join
+        from argus_dagster.method.inputs import ALL_TASKS
+        from argus_dagster.infra.storage import join
 
         folder = self.human_path() if human_dir in (None, "") else human_dir
         out = {}

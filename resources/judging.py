@@ -10,14 +10,14 @@ from types import SimpleNamespace
 
 import dagster as dg
 
-from argus_dagster.identities import checkpoint_sha256
-from argus_dagster.instances import InputInstance
-from argus_dagster.judge import EvidenceOnlyJudge, VlmJudge, vlm_judge_identity
-from argus_dagster.rubric.generate import generate_with_vlm, generator_identity, rubric_request
-from argus_dagster.rubric.offline import GENERATOR, generate_offline
-from argus_dagster.rubric.schema import Rubric
-from argus_dagster.scoring import DEFAULT_ALPHA
-from argus_dagster.vlm import CallStats
+from argus_dagster.infra.identities import checkpoint_sha256
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.method.judge import EvidenceOnlyJudge, VlmJudge, vlm_judge_identity
+from argus_dagster.method.rubric.generate import generate_with_vlm, generator_identity, rubric_request
+from argus_dagster.method.rubric.offline import GENERATOR, generate_offline
+from argus_dagster.method.rubric.schema import Rubric
+from argus_dagster.method.scoring import DEFAULT_ALPHA
+from argus_dagster.vlm.client import CallStats
 
 from .vlm import VlmResource
 

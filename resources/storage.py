@@ -5,7 +5,7 @@ region, credentials from the standard AWS variables or the config), makes its S3
 class when an ``s3://`` URI is first used (so a process that never touches S3, such as every run of
 the ``local`` environment, does not import dagster-aws: about 0.8 s of each run's start), and adds
 what the project asks of storage
-(:class:`argus_dagster.storage.Storage`): read, write, list, fetch to the media cache, a sha256 per
+(:class:`argus_dagster.infra.storage.Storage`): read, write, list, fetch to the media cache, a sha256 per
 object remembered by ETag, and a link a person can open (a presigned URL for an object). It is the
 only place an S3 client is made. :class:`StorageIOManager` stores the tables as parquet files through
 it, at a folder or an S3 prefix alike, and keeps every materialization's table readable (a copy
@@ -23,8 +23,8 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from argus_dagster import storage as storage_lib
-from argus_dagster.names import file_name
+from argus_dagster.infra import storage as storage_lib
+from argus_dagster.infra.names import file_name
 
 _STORAGES: dict[str, storage_lib.Storage] = {}
 _S3_FIELDS = ("use_unsigned_session", "region_name", "endpoint_url", "max_attempts", "profile_name", "use_ssl",
@@ -33,7 +33,7 @@ _LOCK = threading.Lock()
 
 
 class StorageResource(dg.ConfigurableResource):
-    """Local paths and ``s3://bucket/prefix`` URIs alike (see :mod:`argus_dagster.storage`).
+    """Local paths and ``s3://bucket/prefix`` URIs alike (see :mod:`argus_dagster.infra.storage`).
 
     The S3 fields are :class:`~dagster_aws.s3.S3Resource`'s, passed to it to make the client
     (``endpoint_url`` for MinIO or a test server, ``region_name``; credentials from
@@ -65,7 +65,7 @@ class StorageResource(dg.ConfigurableResource):
         return S3Resource(**{k: getattr(self, k) for k in _S3_FIELDS}).get_client()
 
     def storage(self) -> storage_lib.Storage:
-        """This configuration's :class:`~argus_dagster.storage.Storage`, one per process (its S3 client
+        """This configuration's :class:`~argus_dagster.infra.storage.Storage`, one per process (its S3 client
         and its remembered hashes are shared by every step and thread)."""
         key = self.model_dump_json()
         with _LOCK:

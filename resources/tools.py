@@ -11,10 +11,10 @@ limit the pool constrains nothing, so CPU runs are unaffected).
 
 import dagster as dg
 
-from argus_dagster.memo import once_per_key
-from argus_dagster.cache import ContentCache
-from argus_dagster.evidence.tools.registry import OCR_BACKENDS, ToolSuite, model_suite
-from argus_dagster.settings import environment, load_settings
+from argus_dagster.infra.memo import once_per_key
+from argus_dagster.infra.cache import ContentCache
+from argus_dagster.method.evidence.tools.registry import OCR_BACKENDS, ToolSuite, model_suite
+from argus_dagster.infra.settings import environment, load_settings
 
 
 @once_per_key(maxsize=4)

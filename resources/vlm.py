@@ -10,10 +10,10 @@ import os
 
 import dagster as dg
 
-from argus_dagster.memo import once_per_key
-from argus_dagster.settings import environment
-from argus_dagster.redact import redact_urls
-from argus_dagster.vlm import DEFAULT_MAX_ANSWER_CHARS, OpenAICompatibleClient, TransformersClient, VlmClient
+from argus_dagster.infra.memo import once_per_key
+from argus_dagster.infra.settings import environment
+from argus_dagster.infra.redact import redact_urls
+from argus_dagster.vlm.client import DEFAULT_MAX_ANSWER_CHARS, OpenAICompatibleClient, TransformersClient, VlmClient
 
 BACKENDS = ("none", "openai", "transformers")
 

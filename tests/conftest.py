@@ -75,7 +75,7 @@ def demo_bench_in(tmp_path_factory):
     """``demo_bench_in(home)`` puts the demo bench (``bench/``, ``candidates/`` and their stamp, as
     ``build_demo_bench`` writes them) into ``home``, from one build per test run shared by every file
     that evaluates the demo; ``build_demo_bench(home)`` then finds it there and returns its folders."""
-    from argus_dagster.demo import build_demo_bench
+    from argus_dagster.client.demo import build_demo_bench
 
     built = shared_across_workers(tmp_path_factory, "demo_bench",
                                   lambda folder: build_demo_bench(folder, progress=lambda m: None))

@@ -1,10 +1,10 @@
-"""The property walk of a data version (argus_dagster/versions.py) over one table: every cell that is not
+"""The property walk of a data version (assets/versions.py) over one table: every cell that is not
 volatile, changed in turn, gives a new version; the volatile columns changed, or the rows in another
 order, give the same."""
 
 import polars as pl
 
-from argus_dagster.versions import content_version
+from assets.versions import content_version
 
 
 def other(value, dtype):

@@ -93,8 +93,8 @@ def local_t2v_run(tmp_path_factory):
     videos) and its local run as `argus evaluate` makes it (``run_all`` on the embedded default, on a
     copy of the bench: a run freezes its new rubrics into the bench folder), made once per test run:
     ``{"bench", "cands", "storage"}``, the last the local evaluation's storage folder."""
-    from argus_dagster.runner import run_all
-    from argus_dagster.settings import evaluation_settings
+    from argus_dagster.client.runner import run_all
+    from argus_dagster.infra.settings import evaluation_settings
 
     from .helpers import t2v_bench
 
@@ -114,8 +114,8 @@ def local_t2v_run(tmp_path_factory):
 # returned and every progress line it printed are kept beside the home.
 _EVALUATE_DEMO = """
 import json, sys
-from argus_dagster.runner import run_all
-from argus_dagster.settings import record_bench
+from argus_dagster.client.runner import run_all
+from argus_dagster.infra.settings import record_bench
 bench, cands, board, progress = sys.argv[1:]
 record_bench(bench, cands, name="demo")
 lines = []
@@ -152,7 +152,7 @@ def evaluated_demo(tmp_path_factory, demo_bench_in):
     "returned", "progress"}``: ``returned`` is the leaderboard ``run_all`` returned (a parquet file),
     ``progress`` its progress lines. Read it in place; a test that writes (a run, a server that
     encodes pages' videos) works on a copy of ``home``."""
-    from argus_dagster.demo import BEST_MODEL
+    from argus_dagster.client.demo import BEST_MODEL
 
     def build(folder: Path) -> None:
         home = folder / "argus"

@@ -57,7 +57,7 @@ def t2v_bench(root: Path, n_inputs: int = 3, model: str = "m", n_frames: int = 2
     """``root/bench`` (a T2V manifest of ``n_inputs`` prompts) and ``root/cands`` with ``model``'s videos."""
     import json
 
-    from argus_dagster.media import write_video
+    from argus_dagster.infra.media import write_video
 
     bench, cands = root / "bench", root / "cands"
     (bench / "T2V").mkdir(parents=True)
@@ -226,7 +226,7 @@ def partitions_by_asset(task: str, keys: list[str], assets: dict[str, list[str]]
 def evaluation_in(monkeypatch, home: Path, bench: Path, cands: Path):
     """The settings of ``bench`` evaluated in the ARGUS_HOME ``home`` (set in the environment, as a
     user's shell would)."""
-    from argus_dagster.settings import load_settings
+    from argus_dagster.infra.settings import load_settings
 
     for k, v in {"ARGUS_HOME": str(home), "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}.items():
         monkeypatch.setenv(k, v)

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from argus_dagster.alignment import format_alignment
-from argus_dagster.ratings import AIGVE_ASPECTS, aigve_bench, write_human_csv
+from argus_dagster.protocols.alignment.metrics import format_alignment
+from argus_dagster.protocols.alignment.ratings import AIGVE_ASPECTS, aigve_bench, write_human_csv
 from assets import ALL_ASSETS, ALL_CHECKS
 from assets.alignment import human_alignment
 
@@ -94,7 +94,7 @@ def test_scatter_per_evaluator_and_the_range_check(aigve_run):
 
 def test_cli_on_the_stored_scores_matches_the_asset(aigve_run, tmp_path):
     """The same code: `argus align` on the stored video_scores gives the asset's numbers."""
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     home, _, result, _ = aigve_run
     out = tmp_path / "cli.csv"

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from argus_dagster.tables import CRITERION_SCORES, VIDEO_SCORES, frame
+from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
 from assets.alignment import HumanAlignmentConfig, human_alignment, human_alignment_in_range
 from resources.bench import BenchResource
 from resources.storage import StorageResource
@@ -92,8 +92,7 @@ def test_firm_ratings_are_evaluators_on_their_own_dimension(tmp_path):
 def test_vefx_scores_are_evaluators_read_on_vefxs_1_4_scale(tmp_path):
     """People rated rendering quality 2, 3, 4, 4 on VEFX's 1-4 scale; the judge said 1, 2, 3, 4. On 1-4 the
     absolute errors are 1, 1, 1, 0 (MAE 0.75); the observed 2-4 range would have given 0.25."""
-    from argus_dagster import vefx
-
+    from argus_dagster.protocols import vefx
     (tmp_path / "TV2V.csv").write_text("input_id,model,dimension,score\n" + "".join(
         f"e{i},a,{vefx.RQ},{h}\n" for i, h in enumerate([2, 3, 4, 4])))
     fs = pl.DataFrame({"task": ["TV2V"] * 4, "model": ["a"] * 4, "input_id": [f"e{i}" for i in range(4)],

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from argus_dagster.cli import main
+from argus_dagster.client.cli import main
 
 METRICS = ["CLIP Score", "X-CLIP Score", "BLIP-BLEU", "T2VScore-A (GPT-4V)"]
 

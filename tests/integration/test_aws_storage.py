@@ -11,9 +11,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster import storage as storage_lib
-from argus_dagster.candidate_store import open_store, scan
-from argus_dagster.overview import stored_table
+from argus_dagster.infra import storage as storage_lib
+from argus_dagster.infra.candidate_store import open_store, scan
+from argus_dagster.outputs.overview import stored_table
 from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from assets.leaderboard import leaderboard
 from assets.lineage import latest_record
@@ -111,8 +111,8 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         overview = latest_record(instance, "leaderboard").asset_materialization.metadata["overview_url"].value
         with urllib.request.urlopen(overview, timeout=10) as resp:
             assert 'data-task="T2V"' in resp.read().decode("utf-8")
-        from argus_dagster.cli import _stored_overview
-        from argus_dagster.settings import load_settings
+        from argus_dagster.client.cli import _stored_overview
+        from argus_dagster.infra.settings import load_settings
 
         with urllib.request.urlopen(_stored_overview(load_settings()), timeout=10) as resp:  # what argus open prints
             assert 'data-task="T2V"' in resp.read().decode("utf-8")
@@ -129,7 +129,7 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         assert daemon.tick() == {} and "no change among 2" in daemon.last.skip_reason.skip_message
 
         # argus evaluate asks the same question: nothing to run.
-        from argus_dagster.runner import run_all
+        from argus_dagster.client.runner import run_all
 
         said: list[str] = []
         assert run_all(tasks=["T2V"], instance=instance, progress=said.append) is not None
@@ -186,7 +186,7 @@ def test_on_s3_a_machine_with_an_empty_home_finds_the_profiles_and_ratings(tmp_p
 
     import polars as pl
 
-    from argus_dagster.names import folder_name
+    from argus_dagster.infra.names import folder_name
     from resources.bench import BenchResource
     from resources.storage import StorageResource
 
@@ -220,7 +220,7 @@ def test_on_s3_a_machine_with_an_empty_home_finds_the_profiles_and_ratings(tmp_p
     assert list(files) == ["T2V"] and tmp_path / "media" in files["T2V"].parents
     assert files["T2V"].read_text() == "input_id,model,score\np0,m,4\np1,m,bad\n"
     # Its problems name the object, not the machine's copy of it.
-    from argus_dagster.ratings import read_human
+    from argus_dagster.protocols.alignment.ratings import read_human
 
     problems = read_human(files["T2V"], source=f"{home}/human/T2V.csv").problems
     assert problems and all(f"{home}/human/T2V.csv" in p and str(tmp_path) not in p for p in problems), problems

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.media import write_video
+from argus_dagster.infra.media import write_video
 
 from .helpers import graph_resources, load, materialize_task
 
@@ -106,11 +106,11 @@ def test_rerun_resumes_from_stored_evidence(bad_bench):
 
 def test_failed_evidence_is_not_cached(tmp_path):
     """A tool failure (here: a source the output cannot be compared with) is retried on the next run."""
-    from argus_dagster.cache import ContentCache
-    from argus_dagster.evidence.tools.registry import embedded_suite
-    from argus_dagster.instances import InputInstance
-    from argus_dagster.pipeline import collect_evidence
-    from argus_dagster.rubric.schema import parse_rubric
+    from argus_dagster.infra.cache import ContentCache
+    from argus_dagster.method.evidence.tools.registry import embedded_suite
+    from argus_dagster.method.inputs import InputInstance
+    from argus_dagster.method.stages import collect_evidence
+    from argus_dagster.method.rubric.schema import parse_rubric
 
     write_video(tmp_path / "out.mp4", _clip(1), 12)
     (tmp_path / "src.mp4").write_bytes(b"corrupt")
@@ -129,7 +129,7 @@ def test_failed_evidence_is_not_cached(tmp_path):
 
 
 def test_the_cli_ends_with_a_summary_of_row_errors_and_fails_only_when_nothing_is_scored(tmp_path, monkeypatch, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     bench, cands = tmp_path / "bench", tmp_path / "cands"
     (bench / "T2V").mkdir(parents=True)
@@ -160,8 +160,8 @@ def test_the_cli_ends_with_a_summary_of_row_errors_and_fails_only_when_nothing_i
 def test_an_evaluate_that_scores_nothing_leaves_the_default_evaluation_as_it_was(tmp_path, monkeypatch, capsys):
     import json as _json
 
-    from argus_dagster.cli import main
-    from argus_dagster.settings import load_settings, record_bench, recorded_evaluations
+    from argus_dagster.client.cli import main
+    from argus_dagster.infra.settings import load_settings, record_bench, recorded_evaluations
 
     bench, cands = tmp_path / "bench", tmp_path / "cands"
     (bench / "T2V").mkdir(parents=True)

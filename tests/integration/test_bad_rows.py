@@ -9,8 +9,8 @@ import time
 import polars as pl
 import pytest
 
-from argus_dagster.bench import MAX_MANIFEST_LINE, MAX_PROMPT
-from argus_dagster.rubric.schema import MAX_JSON_DEPTH
+from argus_dagster.infra.bench import MAX_MANIFEST_LINE, MAX_PROMPT
+from argus_dagster.method.rubric.schema import MAX_JSON_DEPTH
 
 from .helpers import t2v_bench
 
@@ -23,7 +23,7 @@ HUGE_PROMPT = 1_040_000  # characters: under MAX_MANIFEST_LINE, over spaCy's max
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     root = tmp_path_factory.mktemp("bad_rows")
     bench, cands = t2v_bench(root, n_inputs=4)
@@ -51,7 +51,7 @@ def evaluated(tmp_path_factory):
             t0 = time.perf_counter()
             rc = main(["evaluate", "--bench", str(bench), "--candidates", str(cands)])
         print(f"argus evaluate: {time.perf_counter() - t0:.1f} s")
-        from argus_dagster.settings import load_settings
+        from argus_dagster.infra.settings import load_settings
 
         yield {"rc": rc, "out": out.getvalue(), "settings": load_settings(), "bench": bench}
     finally:
@@ -59,7 +59,7 @@ def evaluated(tmp_path_factory):
 
 
 def _table(asset, settings):
-    from argus_dagster.runner import stored_partitions
+    from argus_dagster.client.runner import stored_partitions
 
     (df,) = stored_partitions(asset, settings=settings).values()  # one task, one model
     return {r["input_id"]: r for r in df.iter_rows(named=True)}

@@ -25,8 +25,8 @@ from urllib.parse import urljoin, urlsplit
 import polars as pl
 import pytest
 
-from argus_dagster.demo import BEST_MODEL, KNOWN_BAD
-from argus_dagster.instances import ALL_TASKS
+from argus_dagster.client.demo import BEST_MODEL, KNOWN_BAD
+from argus_dagster.method.inputs import ALL_TASKS
 
 from .helpers import DEMO_ODD_MODEL as ODD_MODEL
 
@@ -93,7 +93,7 @@ def site(tmp_path_factory, browser, evaluated_demo):
     base = served + "demo/default/reports/"  # this evaluation's reports
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "ARGUS_HOME": str(home),
            "ARGUS_REPORTS_URL": served, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, "-m", "argus_dagster.cli", "open", "--port", str(port)], cwd=root,
+    server = subprocess.Popen([sys.executable, "-m", "argus_dagster.client.cli", "open", "--port", str(port)], cwd=root,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         line = server.stdout.readline()
@@ -429,7 +429,7 @@ def test_dagster_ui_leaderboard_asset_links_to_the_reports_over_http(site, brows
 
 def test_cli_leaderboard_is_quiet(site):
     """`argus leaderboard` prints the tables and nothing of Dagster's DEBUG logging."""
-    out = subprocess.run([sys.executable, "-m", "argus_dagster.cli", "leaderboard"], cwd=site["root"],
+    out = subprocess.run([sys.executable, "-m", "argus_dagster.client.cli", "leaderboard"], cwd=site["root"],
                          env=site["env"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "DEBUG" not in out.stdout + out.stderr, out.stdout + out.stderr

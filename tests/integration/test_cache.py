@@ -17,12 +17,12 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.cache import ContentCache
-from argus_dagster.evidence.executor import run_plan
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.plan import NormalizedPlan
-from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
-from argus_dagster.media import write_video
+from argus_dagster.infra.cache import ContentCache
+from argus_dagster.method.evidence.executor import run_plan
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.plan import NormalizedPlan
+from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_suite
+from argus_dagster.infra.media import write_video
 from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
@@ -148,13 +148,13 @@ def test_a_changed_judge_model_or_prompt_recomputes_what_it_answered(graph, monk
     assert (got["judge"], got["qa"], got["rubric"]) == (15, _qa_steps(ev), 0)
     assert got["steps_run"] == _qa_steps(ev)  # the weight-free tools are not rerun
 
-    import argus_dagster.judge as judge_mod
+    import argus_dagster.method.judge as judge_mod
 
     monkeypatch.setattr(judge_mod, "JUDGE_PROMPT_VERSION", "judge-test")
     got = graph.run()
     assert (got["judge"], got["qa"], got["steps_run"]) == (15, 0, 0)
 
-    import argus_dagster.evidence.tools.vlm_qa as qa_mod
+    import argus_dagster.method.evidence.tools.vlm_qa as qa_mod
 
     monkeypatch.setattr(qa_mod, "QA_PROMPT_VERSION", "qa-test")
     got = graph.run()
@@ -192,7 +192,7 @@ def test_a_changed_tool_version_or_sampling_recomputes_that_step(tmp_path, monke
     assert run("1") == (1, [False, False])
     assert run("1") == (0, [True, True])
     assert run("2") == (1, [False, True])  # only the step whose tool changed
-    import argus_dagster.evidence.executor as executor
+    import argus_dagster.method.evidence.executor as executor
 
     monkeypatch.setattr(executor, "SAMPLING_ID", "other-policies")
     assert run("2") == (1, [False, False])
@@ -229,7 +229,7 @@ def test_a_miss_read_just_before_another_thread_publishes_is_not_computed_again(
     computes, publishes and leaves the in-flight table, then B goes on. B must use A's value."""
     import threading
 
-    from argus_dagster.cache import LocalStore
+    from argus_dagster.infra.cache import LocalStore
 
     b_missed, a_done = threading.Event(), threading.Event()
 
@@ -304,7 +304,7 @@ def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
 
 _RUN = """
 import sys
-from argus_dagster.runner import run_all
+from argus_dagster.client.runner import run_all
 run_all(progress=lambda m: print(m, flush=True))
 """
 
@@ -331,7 +331,7 @@ def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path, m
     """The first run is killed (SIGKILL) while the server holds every request after the 20th; the
     rerun (`argus evaluate`'s run_all again, in this process: what the killed one left is on disk)
     asks nothing that the first run had been answered."""
-    from argus_dagster.runner import run_all
+    from argus_dagster.client.runner import run_all
 
     bench, cands = _bench(tmp_path, n_inputs=4)
     env = {**os.environ, "ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
@@ -377,7 +377,7 @@ def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path, m
 
 
 def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_own(tmp_path, monkeypatch):
-    from argus_dagster.runner import local_instance, run_all
+    from argus_dagster.client.runner import local_instance, run_all
 
     bench, cands = _bench(tmp_path, n_inputs=2)
     for i in range(2):
@@ -414,7 +414,7 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
 def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatch):
     """The VLM is down while a model is added: its partition records the failures and is run again
     by the next `argus evaluate`, which asks only for what failed."""
-    from argus_dagster.runner import plan_now, run_all
+    from argus_dagster.client.runner import plan_now, run_all
 
     bench, cands = _bench(tmp_path, n_inputs=2)
     with FakeVlmServer() as srv:
@@ -455,11 +455,11 @@ def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatc
 def test_a_frame_is_decoded_and_encoded_once_for_every_criterion_of_its_video(tmp_path, monkeypatch):
     """Five criteria judged on one video: one decode, eight JPEG encodings (one per frame), and every
     request carries the same eight images."""
-    import argus_dagster.media as media_mod
-    from argus_dagster.judge import VlmJudge
-    from argus_dagster.pipeline import judge_criteria, output_frames
-    from argus_dagster.rubric.schema import parse_rubric
-    from argus_dagster.vlm import OpenAICompatibleClient
+    import argus_dagster.infra.media as media_mod
+    from argus_dagster.method.judge import VlmJudge
+    from argus_dagster.method.stages import judge_criteria, output_frames
+    from argus_dagster.method.rubric.schema import parse_rubric
+    from argus_dagster.vlm.client import OpenAICompatibleClient
 
     encoded = []
     real = media_mod.encode_jpeg
@@ -488,7 +488,7 @@ def test_partition_runs_share_one_client_and_its_bound(tmp_path, monkeypatch):
     """The runs of an evaluation (three tasks, two models), and the many criteria each run judges at
     once, build one VLM client between them: the server never sees more requests in flight than the
     configured concurrency, and sees that many."""
-    from argus_dagster.runner import run_all
+    from argus_dagster.client.runner import run_all
     from resources.vlm import _client
 
     bench, cands = tmp_path / "bench", tmp_path / "cands"
@@ -514,7 +514,7 @@ def test_partition_runs_share_one_client_and_its_bound(tmp_path, monkeypatch):
             for i in range(2):
                 write_video(cands / task / model / f"{task.lower()}{i}.mp4", _clip(10 * t + i + (model == "n")), 12)
     _client.cache_clear()  # a client built by another test would hide the first-build race
-    from argus_dagster.vlm import OpenAICompatibleClient
+    from argus_dagster.vlm.client import OpenAICompatibleClient
 
     real_init = OpenAICompatibleClient.__init__
 

@@ -25,7 +25,7 @@ import polars as pl
 import pytest
 import yaml
 
-from argus_dagster.overview import stored_table
+from argus_dagster.outputs.overview import stored_table
 
 from ..servers.openai_server import FakeVlmServer, kind_of
 from ..waiting import wait_until
@@ -54,7 +54,7 @@ def write_bench(root: Path) -> tuple[Path, Path]:
     """Two prompts each of T2V and TI2V (a first frame from the clip), four models' videos."""
     from PIL import Image
 
-    from argus_dagster.media import write_video
+    from argus_dagster.infra.media import write_video
 
     bench, cands = root / "bench", root / "cands"
     for task in TASKS:
@@ -217,8 +217,8 @@ def cluster(tmp_path_factory, redis_url, postgres_server):
     aws = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
     with pytest.MonkeyPatch.context() as mp, FakeVlmServer() as reference_judge, FakeVlmServer() as judge:
         # The local run of the same bench, with the same (deterministic) judge: the reference.
-        from argus_dagster.runner import run_all
-        from argus_dagster.settings import evaluation_settings
+        from argus_dagster.client.runner import run_all
+        from argus_dagster.infra.settings import evaluation_settings
 
         for k, v in {"ARGUS_HOME": str(root / "local"), "ARGUS_VLM_BASE_URL": reference_judge.base_url,
                      "ARGUS_VLM_MODEL": "fake", **aws}.items():
@@ -491,7 +491,7 @@ def test_the_workers_celery_config_is_the_one_runs_send(monkeypatch):
 
     monkeypatch.setenv("ARGUS_ENV", "celery")
     from argus_dagster.definitions import build_definitions
-    from argus_dagster.settings import load_settings
+    from argus_dagster.infra.settings import load_settings
 
     defs = build_definitions(load_settings())
     job = defs.resolve_implicit_global_asset_job_def()

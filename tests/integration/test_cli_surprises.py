@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster import cli
-from argus_dagster.progress import PHASES
+from argus_dagster.client import cli
+from argus_dagster.infra.progress import PHASES
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
 from .helpers import t2v_bench
@@ -33,7 +33,7 @@ def test_vlm_only_without_a_vlm_fails_at_once_naming_the_setting(tmp_path):
     bench, cands = t2v_bench(tmp_path, n_inputs=1)
     home = tmp_path / "home"
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "argus_dagster.cli", "evaluate", "--bench", str(bench),
+    proc = subprocess.run([sys.executable, "-m", "argus_dagster.client.cli", "evaluate", "--bench", str(bench),
                            "--candidates", str(cands), "--profile", "vlm-only"],
                           env=_no_vlm_env(home), capture_output=True, text=True, timeout=120)
     took = time.monotonic() - t0
@@ -116,7 +116,7 @@ def test_rubrics_in_home_leave_the_bench_alone_and_a_rerun_reuses_them(tmp_path)
     bench, cands = t2v_bench(tmp_path, n_inputs=2)
     home = tmp_path / "home"
     before = _tree(bench)
-    cmd = [sys.executable, "-m", "argus_dagster.cli", "evaluate", "--bench", str(bench), "--candidates", str(cands),
+    cmd = [sys.executable, "-m", "argus_dagster.client.cli", "evaluate", "--bench", str(bench), "--candidates", str(cands),
            "--rubrics-in", "home"]
     with FakeVlmServer() as srv:
         env = {**_no_vlm_env(home), "ARGUS_RUBRIC_BASE_URL": srv.base_url, "ARGUS_RUBRIC_MODEL": "rubric-model"}

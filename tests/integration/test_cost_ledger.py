@@ -15,11 +15,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.demo import build_demo_bench
-from argus_dagster.leaderboard import TOTAL
-from argus_dagster.runner import local_instance, run_all
-from argus_dagster.settings import record_bench
-from argus_dagster.tables import COSTS
+from argus_dagster.client.demo import build_demo_bench
+from argus_dagster.method.leaderboard import TOTAL
+from argus_dagster.client.runner import local_instance, run_all
+from argus_dagster.infra.settings import record_bench
+from argus_dagster.infra.tables import COSTS
 from assets import ALL_ASSETS
 from resources import resources_for
 from tests.servers.openai_server import FakeVlmServer, Scripted, kind_of
@@ -141,7 +141,7 @@ def test_each_stage_reports_its_costs_in_metadata(evaluated):
 
 
 def test_the_leaderboard_and_argus_evaluations_show_the_evaluations_costs(evaluated, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     then = evaluated["at_leaderboard"]["both"]  # the rubric generator's requests and the judge's
     [record] = evaluated["instance"].fetch_materializations(dg.AssetKey("leaderboard"), limit=1).records
@@ -165,8 +165,8 @@ def test_the_leaderboard_and_argus_evaluations_show_the_evaluations_costs(evalua
 
 
 def test_argus_export_costs_writes_the_whole_ledger_per_stage_task_and_model(evaluated, tmp_path, capsys):
-    from argus_dagster.cli import main
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.cli import main
+    from argus_dagster.infra.settings import load_settings
 
     served, videos = evaluated["served"], evaluated["tables"]["video_scores"]
     out = tmp_path / "costs.csv"
@@ -203,7 +203,7 @@ def test_argus_export_costs_writes_the_whole_ledger_per_stage_task_and_model(eva
 def vlm_only(evaluated):
     """The same bench under the ``vlm-only`` profile (every plan one ``vlm_qa``), evaluated after the
     tests above read the default one: what both servers received for it, and its ledger."""
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     servers = (evaluated["judge"], evaluated["rubric_server"])
     before = both(*servers)

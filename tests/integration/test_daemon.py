@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.media import write_video
+from argus_dagster.infra.media import write_video
 
 from .helpers import FAST_SENSORS, pattern_clip, stop, t2v_bench
 
@@ -28,8 +28,8 @@ def _leaderboard(instance: dg.DagsterInstance) -> pl.DataFrame | None:
 
 
 def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monkeypatch):
-    from argus_dagster.runner import local_instance, run_all
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.runner import local_instance, run_all
+    from argus_dagster.infra.settings import load_settings
 
     home = tmp_path / "home"
     bench, cands = t2v_bench(tmp_path, n_inputs=2)

@@ -2,7 +2,7 @@
 T2V bench, two models):
 
 * the walk: every asset that recorded a data version of its own recorded the one
-  :func:`~argus_dagster.versions.content_version` gives its stored output with the volatile columns it
+  :func:`~assets.versions.content_version` gives its stored output with the volatile columns it
   declares (``data_version_ignores``); a change of any other cell, one at a time, gives a new version, a
   change of a volatile one or the rows in another order the same;
 * the user's scenario: a prompt edited so its rubric gains criteria, `argus evaluate` again, and the
@@ -15,9 +15,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.cli import main
-from argus_dagster.media import write_video
-from argus_dagster.versions import VOLATILE_KEY, content_version
+from argus_dagster.client.cli import main
+from argus_dagster.infra.media import write_video
+from assets.versions import VOLATILE_KEY, content_version
 from tests.versions_walk import walk
 
 from .helpers import pattern_clip, t2v_bench
@@ -45,8 +45,8 @@ def evaluation(tmp_path_factory):
 
 def _stored(asset: str, partition: str | None):
     """The latest materialization record of an asset partition and the table it stored."""
-    from argus_dagster.runner import evaluation_storage, local_instance
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.runner import evaluation_storage, local_instance
+    from argus_dagster.infra.settings import load_settings
     from assets.lineage import latest_record, stored_table
 
     settings = load_settings()
@@ -68,7 +68,7 @@ def _declared() -> dict[str, list[str] | None]:
 
 def test_every_assets_version_is_its_whole_output_but_the_volatile_columns(evaluation):
     assert evaluation["evaluate"]("--protocol", "both") == 0  # FIRM-Video's assets after VideoArgus's
-    from argus_dagster.runner import local_instance
+    from argus_dagster.client.runner import local_instance
 
     declared = _declared()
     assert all(v is not None for v in declared.values()), {k for k, v in declared.items() if v is None}

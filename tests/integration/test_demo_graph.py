@@ -8,11 +8,11 @@ import shutil
 import polars as pl
 import pytest
 
-from argus_dagster import tables
-from argus_dagster.demo import BEST_MODEL, KNOWN_BAD
-from argus_dagster.instances import ALL_TASKS
-from argus_dagster.runner import current_leaderboard, local_instance
-from argus_dagster.settings import load_settings
+from argus_dagster.infra import tables
+from argus_dagster.client.demo import BEST_MODEL, KNOWN_BAD
+from argus_dagster.method.inputs import ALL_TASKS
+from argus_dagster.client.runner import current_leaderboard, local_instance
+from argus_dagster.infra.settings import load_settings
 
 from .helpers import DEMO_HUMAN_T2V, DEMO_ODD_MODEL
 
@@ -106,7 +106,7 @@ def test_rubrics_are_frozen_and_reused(demo_run, tmp_path, monkeypatch):
 
 
 def test_leaderboard_command_reads_the_stored_table(demo_run, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     assert main(["leaderboard", "--task", "TI2V"]) == 0
     out = capsys.readouterr().out
@@ -141,8 +141,8 @@ def test_cli_runs_execute_the_partition_checks_and_they_pass(demo_run):
 
 
 def test_leaderboard_finds_the_home_like_git_and_creates_nothing_elsewhere(demo_run, capsys, tmp_path, monkeypatch):
-    from argus_dagster.cli import main
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.cli import main
+    from argus_dagster.infra.settings import load_settings
 
     home = load_settings().home
     # A project folder whose .argus is the demo's home, run from a subfolder: found.
@@ -167,7 +167,7 @@ def test_leaderboard_finds_the_home_like_git_and_creates_nothing_elsewhere(demo_
 def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monkeypatch):
     import yaml
 
-    from argus_dagster.runner import local_instance
+    from argus_dagster.client.runner import local_instance
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))  # local_instance points it at the evaluation's
@@ -181,8 +181,8 @@ def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monk
 
 
 def test_align_explains_every_column(demo_run, capsys, tmp_path):
-    from argus_dagster.cli import main
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.cli import main
+    from argus_dagster.infra.settings import load_settings
 
     ids = [json.loads(line)["id"] for line in (load_settings().bench_dir / "T2V" / "manifest.jsonl").read_text().splitlines()]
     human = tmp_path / "human.csv"

@@ -11,9 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.media import write_video
-from argus_dagster.runner import current_leaderboard, run_all
-from argus_dagster.settings import SettingError, evaluation_settings, load_settings, record_evaluation
+from argus_dagster.infra.media import write_video
+from argus_dagster.client.runner import current_leaderboard, run_all
+from argus_dagster.infra.settings import SettingError, evaluation_settings, load_settings, record_evaluation
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import json
 import polars as pl
 import pytest
 
-from argus_dagster import cli
-from argus_dagster.runner import current_leaderboard, stored_partitions
+from argus_dagster.client import cli
+from argus_dagster.client.runner import current_leaderboard, stored_partitions
 
 from .helpers import pattern_clip
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
     """A T2V bench of two inputs and two models, evaluated by `argus evaluate` in its own ARGUS_HOME."""
-    from argus_dagster.media import write_video
+    from argus_dagster.infra.media import write_video
 
     root = tmp_path_factory.mktemp("exports")
     bench, cands = root / "bench", root / "cands"
@@ -98,8 +98,8 @@ def test_default_file_is_named_after_the_evaluation(evaluated, monkeypatch, caps
 def test_the_leaderboard_materialization_links_the_same_tables(evaluated, capsys):
     import dagster as dg
 
-    from argus_dagster.runner import local_instance
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.runner import local_instance
+    from argus_dagster.infra.settings import load_settings
 
     settings = load_settings()
     record = local_instance(settings).get_latest_materialization_event(dg.AssetKey("leaderboard"))
@@ -127,7 +127,7 @@ stat -c '%n: %F' /dev/full /dev/null /dev/stdout
 """
 
 _EXPORT_EACH = """import sys
-from argus_dagster import cli
+from argus_dagster.client import cli
 for out in sys.argv[1:]:
     print(f"rc {out}", cli.main(["export", "videos", "--out", out]), flush=True)
 """

@@ -8,10 +8,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster import cli
-from argus_dagster.demo import BEST_MODEL
-from argus_dagster.runner import best_of_n_report, local_instance, stored_partitions
-from argus_dagster.settings import evaluation_settings
+from argus_dagster.client import cli
+from argus_dagster.client.demo import BEST_MODEL
+from argus_dagster.client.runner import best_of_n_report, local_instance, stored_partitions
+from argus_dagster.infra.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
 
 pytestmark = pytest.mark.integration

@@ -14,10 +14,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster import checklist as fc
-from argus_dagster.media import write_video
-from argus_dagster.runner import _firm_run, export_firm, firm_summary
-from argus_dagster.tables import COSTS
+from argus_dagster.protocols.firm import checklist as fc
+from argus_dagster.infra.media import write_video
+from argus_dagster.client.runner import _firm_run, export_firm, firm_summary
+from argus_dagster.infra.tables import COSTS
 from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
@@ -133,7 +133,7 @@ def test_scores_recompute_from_the_stored_items_and_verdicts(online):
 def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
     from PIL import Image
 
-    from argus_dagster.firm_export import JSONL, if_reasoning
+    from argus_dagster.protocols.firm.export import JSONL, if_reasoning
 
     out = tmp_path / "firm"
     res = export_firm(out, instance=online["instance"])

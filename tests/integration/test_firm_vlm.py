@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from argus_dagster import checklist as fc
-from argus_dagster.cache import ContentCache
-from argus_dagster.checklist import IF, PQ, WC, FirmEvaluator
-from argus_dagster.media import Frames
-from argus_dagster.vlm import CallStats, OpenAICompatibleClient, ParseError
+from argus_dagster.protocols.firm import checklist as fc
+from argus_dagster.infra.cache import ContentCache
+from argus_dagster.protocols.firm.checklist import IF, PQ, WC, FirmEvaluator
+from argus_dagster.infra.media import Frames
+from argus_dagster.vlm.client import CallStats, OpenAICompatibleClient, ParseError
 from tests.servers.openai_server import FakeVlmServer, Scripted, n_images, request_text
 
 pytestmark = pytest.mark.integration
@@ -192,7 +192,7 @@ def test_condition_references_reach_planner_and_verifier_and_the_key(server, cli
 
 
 def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path):
-    from argus_dagster.media import MediaError
+    from argus_dagster.infra.media import MediaError
 
     ev = FirmEvaluator(client, cache=ContentCache(tmp_path / "cache", "firm"))
     server.queue(*[Scripted(content="{nope") for _ in range(3)])  # the first input's planner fails

@@ -12,8 +12,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster import cli
-from argus_dagster.media import write_video
+from argus_dagster.client import cli
+from argus_dagster.infra.media import write_video
 from tests.servers.openai_server import FakeVlmServer
 
 from .helpers import pattern_clip, t2v_bench
@@ -61,9 +61,9 @@ def _mean_of(path: str) -> float:
 
 
 def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, capsys):
-    from argus_dagster.history import materializations
-    from argus_dagster.runner import local_instance
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.history import materializations
+    from argus_dagster.client.runner import local_instance
+    from argus_dagster.infra.settings import load_settings
 
     bench, cands = t2v_bench(tmp_path, n_inputs=2, model="m")
     for i in range(2):

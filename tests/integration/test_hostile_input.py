@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.files import part_path
-from argus_dagster.media import write_video
-from argus_dagster.names import file_name
+from argus_dagster.infra.files import part_path
+from argus_dagster.infra.media import write_video
+from argus_dagster.infra.names import file_name
 
 from .helpers import graph_resources, load, materialize_task
 from .test_cache import s3_endpoint  # noqa: F401  (a fixture)
@@ -194,7 +194,7 @@ def test_a_full_disk_is_one_line_on_each_report_row_and_leaves_old_pages_whole(h
 def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypatch, capsys):
     """`a|b` is Dagster's key separator, `model[1]` and `m*` globs to polars: each is skipped with a
     message, the sensor adds only the good model, and `argus evaluate` still makes the leaderboard."""
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
     from assets.sensors import candidate_store_sensor
 
     bench, cands, home = tmp_path / "bench", tmp_path / "cands", tmp_path / "home"
@@ -210,12 +210,12 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dh"))
     (home / "dh").mkdir(parents=True)
     assert main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V"]) == 0
-    from argus_dagster.runner import current_leaderboard
+    from argus_dagster.client.runner import current_leaderboard
 
     lb = current_leaderboard()
     assert lb.filter(pl.col("task") == "T2V")["model"].to_list() == ["m"]
 
-    from argus_dagster.candidate_store import discover
+    from argus_dagster.infra.candidate_store import discover
 
     found = discover(cands, bench)
     assert found.models == {"m": ["T2V"]}  # TV2V: no bench manifest, said below
@@ -261,8 +261,8 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
     """The judge's URL carries a password and a query key: the run's events, metadata, tables, the
     run database (its job snapshots included) and the CLI's output show the endpoint without them,
     and the calls still reach the server."""
-    from argus_dagster.cli import _backbones
-    from argus_dagster.settings import load_settings
+    from argus_dagster.client.cli import _backbones
+    from argus_dagster.infra.settings import load_settings
     from resources import VlmResource
     from tests.servers.openai_server import FakeVlmServer
 
@@ -304,7 +304,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
 
 def test_s3_keys_never_write_outside_the_media_cache(tmp_path, s3_endpoint):
     """``s3://bkt/../../../x`` and keys that start with ``/`` are fetched into the cache folder."""
-    from argus_dagster.media import local_path
+    from argus_dagster.infra.media import local_path
     from resources.storage import StorageResource
 
     storage = StorageResource(endpoint_url=s3_endpoint).storage()
@@ -326,7 +326,7 @@ def test_s3_keys_never_write_outside_the_media_cache(tmp_path, s3_endpoint):
 
 
 def test_align_names_the_file_it_cannot_read(tmp_path, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     human = tmp_path / "human.csv"
     human.write_text("input_id,model,score\np0,m,3\np1,m,4\n")

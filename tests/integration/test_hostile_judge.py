@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.media import write_video
+from argus_dagster.infra.media import write_video
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, default_answer, kind_of, request_text
 

@@ -6,8 +6,8 @@ import json
 import polars as pl
 import pytest
 
-from argus_dagster.bench import MAX_MANIFEST_LINE, read_task
-from argus_dagster.media import write_video
+from argus_dagster.infra.bench import MAX_MANIFEST_LINE, read_task
+from argus_dagster.infra.media import write_video
 
 from .helpers import pattern_clip
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_bad_line_is_an_error_of_that_line_alone_and_never_takes_a_valid_key(tmp_path, monkeypatch, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     bench, cands, home = tmp_path / "bench", tmp_path / "cands", tmp_path / "home"
     (bench / "T2V").mkdir(parents=True)
@@ -43,7 +43,7 @@ def test_a_bad_line_is_an_error_of_that_line_alone_and_never_takes_a_valid_key(t
     assert main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V"]) == 0
     out = capsys.readouterr().out
     assert "line 2: not UTF-8 text" in out and "line 4: longer than" in out
-    from argus_dagster.runner import current_leaderboard
+    from argus_dagster.client.runner import current_leaderboard
 
     lb = current_leaderboard()
     row = lb.filter(pl.col("task") == "T2V").to_dicts()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster.media import write_video
+from argus_dagster.infra.media import write_video
 
 from .helpers import ROOT, pattern_clip
 
@@ -22,7 +22,7 @@ def _argus(args: list[str], home: Path, timeout: float = 240) -> subprocess.Comp
     for name in ("ARGUS_VLM_BASE_URL", "ARGUS_VLM_PATH", "ARGUS_RUBRIC_BASE_URL", "ARGUS_RUBRIC_PATH",
                  "ARGUS_BENCH_DIR", "ARGUS_CANDIDATES_DIR", "ARGUS_BENCH", "ARGUS_PROFILE", "DAGSTER_HOME"):
         env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "argus_dagster.cli", *args], cwd=ROOT, env=env, text=True,
+    return subprocess.run([sys.executable, "-m", "argus_dagster.client.cli", *args], cwd=ROOT, env=env, text=True,
                           capture_output=True, timeout=timeout)
 
 

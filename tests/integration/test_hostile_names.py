@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_bench_json_name_with_shell_text_is_refused_where_it_enters(tmp_path, monkeypatch, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     bench, cands = t2v_bench(tmp_path, n_inputs=1)
     (bench / "bench.json").write_text(json.dumps({"name": "x; touch pwned #"}))
@@ -29,7 +29,7 @@ def test_a_bench_json_name_with_shell_text_is_refused_where_it_enters(tmp_path, 
 
 def test_every_printed_command_is_shell_quoted(tmp_path, monkeypatch, capsys):
     """A bench folder's own name is the bench's name; whatever it holds, the hints parse back to it."""
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     root = tmp_path / "my bench; touch pwned #"
     root.mkdir()

@@ -29,7 +29,7 @@ def _argus_in(mount: str, home: Path, args: list[str], timeout: float = 300) -> 
     """``argus args`` with ARGUS_HOME=home, after ``mount`` (a shell command) in a mount namespace of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGUS_", "DAGSTER_"))}
     env.update(ARGUS_HOME=str(home), PYTHONPATH=str(ROOT))
-    cli = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "argus_dagster.cli", *args])
+    cli = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "argus_dagster.client.cli", *args])
     return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mount} && exec {cli}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -42,7 +42,7 @@ def mountable(tmp_path):
 
 
 def test_a_read_only_home_is_read_and_never_a_traceback(mountable, monkeypatch):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     bench, cands = t2v_bench(mountable, n_inputs=2)
     home = mountable / "home"
@@ -64,7 +64,7 @@ def test_a_read_only_home_is_read_and_never_a_traceback(mountable, monkeypatch):
     # argus open serves until it is stopped: 8 s of it, then its output.
     opened = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                              f"{read_only} && ARGUS_HOME={h} PYTHONPATH={shlex.quote(str(ROOT))} timeout 8 "
-                             f"{shlex.quote(sys.executable)} -m argus_dagster.cli open --port 0"],
+                             f"{shlex.quote(sys.executable)} -m argus_dagster.client.cli open --port 0"],
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     out = opened.stdout + opened.stderr
     assert opened.returncode == 124 and "serving bench/default's reports" in out and "Traceback" not in out

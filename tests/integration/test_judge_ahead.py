@@ -7,9 +7,9 @@ import dagster as dg
 import pytest
 
 from argus_dagster.definitions import ALL_ASSETS, SOURCES, build_definitions
-from argus_dagster.demo import build_demo_bench
-from argus_dagster.runner import QUIET, local_instance, run_all
-from argus_dagster.settings import record_bench
+from argus_dagster.client.demo import build_demo_bench
+from argus_dagster.client.runner import QUIET, local_instance, run_all
+from argus_dagster.infra.settings import record_bench
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
 pytestmark = pytest.mark.integration

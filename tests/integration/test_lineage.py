@@ -7,7 +7,7 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from argus_dagster.media import write_video
+from argus_dagster.infra.media import write_video
 from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, OBSERVE_JOBS, SOURCES, TASK_ASSETS
 from assets.schedules import nightly_reconcile
 
@@ -114,7 +114,7 @@ def test_changed_rubric_shows_in_rubrics_and_score_deltas(scored):
 
 
 def test_rule_violations_are_named():
-    from argus_dagster.rubric.schema import parse_rubric
+    from argus_dagster.method.rubric.schema import parse_rubric
     from assets.checks import rubric_problems
 
     crit = {"dimension": 9, "criterion": "moves", "importance": "high", "scoring_rule": "0-10"}

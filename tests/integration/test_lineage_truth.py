@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster.media import write_video
+from argus_dagster.infra.media import write_video
 
 from .helpers import ROOT, pattern_clip, start_webserver, stop, t2v_bench
 
@@ -65,11 +65,11 @@ class World:
         return done.stdout
 
     def evaluate(self) -> str:
-        return self.run("-m", "argus_dagster.cli", "evaluate", "--bench", str(self.bench),
+        return self.run("-m", "argus_dagster.client.cli", "evaluate", "--bench", str(self.bench),
                         "--candidates", str(self.cands))
 
     def plan(self) -> dict[str, list[str]]:
-        out = self.run("-m", "argus_dagster.cli", "evaluate", "--plan", "--bench", str(self.bench),
+        out = self.run("-m", "argus_dagster.client.cli", "evaluate", "--plan", "--bench", str(self.bench),
                        "--candidates", str(self.cands))
         asked = {}
         for line in out.splitlines():

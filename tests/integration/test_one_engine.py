@@ -11,8 +11,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.media import write_video
-from argus_dagster.runner import local_instance, run_all
+from argus_dagster.infra.media import write_video
+from argus_dagster.client.runner import local_instance, run_all
 
 from .helpers import evaluation_in, pattern_clip, sensor_then_automation, t2v_bench
 
@@ -22,7 +22,7 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 
 def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
-    from argus_dagster.storage import LOCAL
+    from argus_dagster.infra.storage import LOCAL
     from assets.lineage import latest_record, stored_table  # a run of one partition or of a range alike
 
     return stored_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")

@@ -4,7 +4,7 @@ is said in the metadata without failing it."""
 import dagster as dg
 import polars as pl
 
-from argus_dagster.storage import LOCAL
+from argus_dagster.infra.storage import LOCAL
 from assets.overview import overview_metadata
 from resources.bench import BenchResource
 

@@ -7,7 +7,7 @@ import shutil
 import polars as pl
 import pytest
 
-from argus_dagster.cli import main
+from argus_dagster.client.cli import main
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def test_evaluate_ranks_a_real_edit_above_doing_nothing(vefx_layout, monkeypatch
     out = capsys.readouterr().out
     assert "TV2V" in out and "editor" in out and "did-nothing" in out
 
-    from argus_dagster.runner import current_leaderboard, local_instance
+    from argus_dagster.client.runner import current_leaderboard, local_instance
     import dagster as dg
     from assets import ALL_ASSETS
     from resources import resources_for

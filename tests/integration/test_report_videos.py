@@ -12,11 +12,11 @@ from urllib.parse import urljoin
 import cv2
 import pytest
 
-from argus_dagster import cli
-from argus_dagster.media import write_video
-from argus_dagster.page_media import PLAYABLE, codec
-from argus_dagster.serve import REPORTS_ONLY, serve_in_thread, url_of
-from argus_dagster.settings import evaluations_root, load_settings, served_prefix
+from argus_dagster.client import cli
+from argus_dagster.infra.media import write_video
+from argus_dagster.outputs.page_media import PLAYABLE, codec
+from argus_dagster.outputs.serve import REPORTS_ONLY, serve_in_thread, url_of
+from argus_dagster.infra.settings import evaluations_root, load_settings, served_prefix
 
 from .helpers import pattern_clip
 
@@ -125,7 +125,7 @@ def test_the_comparison_page_plays_every_model(edited):
 
 def test_a_playable_video_is_linked_as_it_is(tmp_path):
     """An H.264/VP8 candidate needs no copy in another codec: the page plays the file itself."""
-    from argus_dagster.page_media import page_video, webm_copy
+    from argus_dagster.outputs.page_media import page_video, webm_copy
 
     write_video(tmp_path / "a.mp4", pattern_clip(1), 12)
     webm_copy(tmp_path / "a.mp4", tmp_path / "a.webm")
@@ -141,8 +141,8 @@ def test_pages_on_s3_find_their_videos_with_one_listing_not_a_head_request_per_n
     videos (eight HEAD requests per video looked the copies up one name at a time); counted at the client."""
     import boto3
 
-    from argus_dagster.page_media import page_video
-    from argus_dagster.storage import Storage
+    from argus_dagster.outputs.page_media import page_video
+    from argus_dagster.infra.storage import Storage
 
     sent: list[tuple[str, str]] = []
 
@@ -171,7 +171,7 @@ def test_pages_on_s3_find_their_videos_with_one_listing_not_a_head_request_per_n
     media_url = f"{moto_endpoint}/reports-bucket/reports/T2V/_media"
     assert all(s.startswith(f"{media_url}/{sha[:24]}.webm?") for s, (_, sha) in zip(first, videos))
     assert [op for op, _ in asked if op == "HeadObject"] == [], asked
-    from argus_dagster.page_media import MediaFolder
+    from argus_dagster.outputs.page_media import MediaFolder
 
     # A partition's pages, once more: the copies are found in one listing.
     again, asked = media_requests(MediaFolder("s3://reports-bucket/reports", "T2V", store))

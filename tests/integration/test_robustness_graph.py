@@ -5,9 +5,9 @@ comparing them."""
 import dagster as dg
 import pytest
 
-from argus_dagster.media import write_video
-from argus_dagster.runner import local_instance, run_all
-from argus_dagster.settings import evaluation_settings, record_evaluation
+from argus_dagster.infra.media import write_video
+from argus_dagster.client.runner import local_instance, run_all
+from argus_dagster.infra.settings import evaluation_settings, record_evaluation
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
 from .helpers import pattern_clip, t2v_bench
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_default_and_vlm_only_profiles_compared(tmp_path, monkeypatch, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
     from assets.robustness import backbone_robustness
     from resources import resources_for
 

@@ -14,9 +14,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.candidate_store import LocalCandidateStore, partition_hashes, scan
-from argus_dagster.media import write_video
-from argus_dagster.runner import _firm_run
+from argus_dagster.infra.candidate_store import LocalCandidateStore, partition_hashes, scan
+from argus_dagster.infra.media import write_video
+from argus_dagster.client.runner import _firm_run
 from assets.firm import best_of_n_tables
 
 from .helpers import graph_resources, load, materialize_task, pattern_clip

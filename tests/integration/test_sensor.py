@@ -9,8 +9,8 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from argus_dagster.candidate_store import LocalCandidateStore, scan
-from argus_dagster.media import SETTLE_NS, write_video
+from argus_dagster.infra.candidate_store import LocalCandidateStore, scan
+from argus_dagster.infra.media import SETTLE_NS, write_video
 from assets import ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, SOURCES, TASK_ASSETS
 from assets.sensors import candidate_store_sensor
 
@@ -177,7 +177,7 @@ def test_a_new_tasks_inputs_run_first_and_its_partitions_after(store):
 def test_runs_take_ranges_of_a_tasks_neighbouring_models():
     """argus evaluate's runs: per task, a range over models next to each other in the partitions'
     order; a partition that needs fewer assets runs apart."""
-    from argus_dagster.runner import Plan, _runs
+    from argus_dagster.client.runner import Plan, _runs
 
     every = {a.key.to_user_string(): {"a|T2V", "b|T2V", "d|T2V", "a|TI2V"} for a in CANDIDATE_ASSETS}
     every["criterion_scores"] |= {"c|T2V"}
@@ -216,7 +216,7 @@ def test_the_same_scan_works_on_an_s3_prefix():
 
     from moto.server import ThreadedMotoServer
 
-    from argus_dagster.candidate_store import S3CandidateStore
+    from argus_dagster.infra.candidate_store import S3CandidateStore
     from resources.storage import StorageResource
 
     with socket.socket() as s:

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from argus_dagster.media import write_video
-from argus_dagster.runner import run_all
-from argus_dagster.settings import load_settings
+from argus_dagster.infra.media import write_video
+from argus_dagster.client.runner import run_all
+from argus_dagster.infra.settings import load_settings
 
 from .helpers import pattern_clip, t2v_bench
 

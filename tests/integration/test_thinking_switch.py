@@ -7,12 +7,12 @@ import cv2
 import numpy as np
 import pytest
 
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.tools.vlm_qa import VlmQa
-from argus_dagster.judge import VlmJudge, judge_view
-from argus_dagster.media import JUDGE_POLICY, write_video
-from argus_dagster.rubric.schema import parse_rubric
-from argus_dagster.vlm import CallStats, OpenAICompatibleClient, VlmError
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.method.judge import VlmJudge, judge_view
+from argus_dagster.infra.media import JUDGE_POLICY, write_video
+from argus_dagster.method.rubric.schema import parse_rubric
+from argus_dagster.vlm.client import CallStats, OpenAICompatibleClient, VlmError
 from tests.servers.openai_server import FakeVlmServer, Scripted, kind_of, rubric_for
 
 pytestmark = pytest.mark.integration

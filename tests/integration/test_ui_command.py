@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster import cli
-from argus_dagster.settings import record_bench
+from argus_dagster.client import cli
+from argus_dagster.infra.settings import record_bench
 from tests.waiting import wait_until
 
 from .helpers import GraphQL, free_port, t2v_bench
@@ -116,7 +116,7 @@ def test_argus_ui_serves_the_evaluation_asked_for_and_ctrl_c_stops_everything(tm
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "ARGUS_HOME": str(home),
            "PYTHONPATH": str(ROOT)}
     log = open(tmp_path / "ui.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "argus_dagster.cli", "ui", "--bench", "alpha", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "argus_dagster.client.cli", "ui", "--bench", "alpha", "--port",
                              str(ui_port), "--reports-port", str(reports_port)], cwd=tmp_path, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     try:
@@ -160,11 +160,11 @@ def _start_ui(tmp_path, ui_port: int, reports_port: int) -> subprocess.Popen:
     bench, cands = t2v_bench(tmp_path / "alpha", n_inputs=1)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "ARGUS_HOME": str(home),
            "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-c", "import sys; from argus_dagster.settings import record_bench; "
+    subprocess.run([sys.executable, "-c", "import sys; from argus_dagster.infra.settings import record_bench; "
                     "record_bench(sys.argv[1], sys.argv[2], name='alpha')", str(bench), str(cands)],
                    env=env, check=True)
     with open(tmp_path / "ui.log", "w") as log:
-        return subprocess.Popen([sys.executable, "-m", "argus_dagster.cli", "ui", "--bench", "alpha", "--port",
+        return subprocess.Popen([sys.executable, "-m", "argus_dagster.client.cli", "ui", "--bench", "alpha", "--port",
                                  str(ui_port), "--reports-port", str(reports_port)], cwd=tmp_path, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from argus_dagster.vlm import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, OpenAICompatibleClient,
+from argus_dagster.vlm.client import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, OpenAICompatibleClient,
                                ParseError, VlmError, chat_json, encode_image, extract_json, request_pool,
                                request_priority, strip_think, video_group, cost_ledger)
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
@@ -189,7 +189,7 @@ def test_the_bound_is_reached_when_more_requests_wait():
 _MANY = """
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from argus_dagster.vlm import OpenAICompatibleClient
+from argus_dagster.vlm.client import OpenAICompatibleClient
 c = OpenAICompatibleClient(sys.argv[1], "judge", concurrency=2, slots_dir=sys.argv[2] or None)
 with ThreadPoolExecutor(8) as pool:
     list(pool.map(lambda i: c.chat([{"role": "user", "content": ["hello"]}]), range(12)))
@@ -411,7 +411,7 @@ def test_parse_retries_are_bounded(server):
 def test_any_exception_of_a_parser_is_an_unusable_answer(server):
     """A 400-digit score overflows a float, a deeply nested answer exhausts the recursion limit: both
     are answers to ask again (and then give up on), never an error that ends the caller's run."""
-    from argus_dagster.judge import parse_judgment
+    from argus_dagster.method.judge import parse_judgment
 
     server.queue(Scripted(content='{"score": ' + "9" * 400 + "}"), Scripted(content="[" * 100_000),
                  Scripted(content='{"score": 1e999}'))

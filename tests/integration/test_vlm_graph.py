@@ -13,11 +13,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.demo import build_demo_bench
-from argus_dagster.judge import JUDGE_PROMPT_VERSION
-from argus_dagster.rubric.generate import PROMPT_VERSION, system_prompt
-from argus_dagster.runner import local_instance, run_all
-from argus_dagster.settings import record_bench
+from argus_dagster.client.demo import build_demo_bench
+from argus_dagster.method.judge import JUDGE_PROMPT_VERSION
+from argus_dagster.method.rubric.generate import PROMPT_VERSION, system_prompt
+from argus_dagster.client.runner import local_instance, run_all
+from argus_dagster.infra.settings import record_bench
 from assets import ALL_ASSETS
 from resources import resources_for
 from tests.servers.openai_server import FakeVlmServer, dead_url, kind_of

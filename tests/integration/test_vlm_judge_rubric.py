@@ -6,17 +6,17 @@ import cv2
 import numpy as np
 import pytest
 
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
-from argus_dagster.evidence.tools.vlm_qa import QA_PROMPT_VERSION, VlmQa
-from argus_dagster.instances import InputInstance
-from argus_dagster.judge import JUDGE_PROMPT_VERSION, VlmJudge, judge_view
-from argus_dagster.media import JUDGE_POLICY, write_video
-from argus_dagster.pipeline import collect_evidence, judge_criteria
-from argus_dagster.rubric.generate import PROMPT_VERSION, generate_with_vlm, system_prompt
-from argus_dagster.rubric.postprocess import postprocess
-from argus_dagster.rubric.schema import RubricError, parse_rubric
-from argus_dagster.vlm import CallStats, OpenAICompatibleClient
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_suite
+from argus_dagster.method.evidence.tools.vlm_qa import QA_PROMPT_VERSION, VlmQa
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.method.judge import JUDGE_PROMPT_VERSION, VlmJudge, judge_view
+from argus_dagster.infra.media import JUDGE_POLICY, write_video
+from argus_dagster.method.stages import collect_evidence, judge_criteria
+from argus_dagster.method.rubric.generate import PROMPT_VERSION, generate_with_vlm, system_prompt
+from argus_dagster.method.rubric.postprocess import postprocess
+from argus_dagster.method.rubric.schema import RubricError, parse_rubric
+from argus_dagster.vlm.client import CallStats, OpenAICompatibleClient
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url, kind_of, n_images, request_text, rubric_for
 
 pytestmark = pytest.mark.integration
@@ -244,8 +244,8 @@ def test_vlm_only_replaces_every_plan_with_one_vlm_qa(server, client, media):
 
 def test_a_generated_rubric_is_frozen_until_its_input_generator_or_prompt_changes(server, client, media, tmp_path,
                                                                                     monkeypatch):
-    from argus_dagster.rubric import generate as gen
-    from argus_dagster.rubric.store import resolve_rubric
+    from argus_dagster.method.rubric import generate as gen
+    from argus_dagster.method.rubric.store import resolve_rubric
 
     inst = instance("T2V", media)
 
@@ -326,7 +326,7 @@ def test_judgments_made_ahead_are_taken_once_by_the_same_run_with_their_cost(ser
     """criterion_evidence's step judges ahead (``ahead=True``) into the cache; the same run's
     criterion_scores takes each judgment with its cost and asks nothing; another run finds a hit
     costing nothing."""
-    from argus_dagster.cache import ContentCache
+    from argus_dagster.infra.cache import ContentCache
 
     rubric = parse_rubric(rubric_for("T2V"))
     cache = ContentCache(tmp_path / "cache", "judgments")
@@ -353,7 +353,7 @@ def test_judgments_made_ahead_are_taken_once_by_the_same_run_with_their_cost(ser
 def test_an_identical_video_takes_a_judgment_made_ahead_once(server, client, media, tmp_path):
     """Two samples with the same bytes share judgment keys: the first row to take one carries its
     cost, the second is a hit (the ledger counts each request once)."""
-    from argus_dagster.cache import ContentCache
+    from argus_dagster.infra.cache import ContentCache
 
     rubric = parse_rubric(rubric_for("T2V"))
     cache = ContentCache(tmp_path / "cache", "judgments")
@@ -369,7 +369,7 @@ def test_an_identical_video_takes_a_judgment_made_ahead_once(server, client, med
 
 def test_an_unscored_judgment_made_ahead_stands_in_its_run_and_is_asked_again_by_the_next(server, client, media,
                                                                                           tmp_path):
-    from argus_dagster.cache import ContentCache
+    from argus_dagster.infra.cache import ContentCache
 
     rubric = parse_rubric(rubric_for("T2V"))
     rubric.criteria[:] = rubric.criteria[:1]
@@ -391,8 +391,8 @@ def test_an_unscored_judgment_made_ahead_stands_in_its_run_and_is_asked_again_by
 def test_judge_video_says_when_the_judge_was_asked_without_frames(server, client, media, tmp_path):
     """A video that cannot be decoded: the judge asked about it saw no frames (``blind``); a step that
     takes every judgment from the cache or from its run's evidence step asks nothing and says nothing."""
-    from argus_dagster.cache import ContentCache
-    from argus_dagster.pipeline import judge_video
+    from argus_dagster.infra.cache import ContentCache
+    from argus_dagster.method.stages import judge_video
 
     rubric = parse_rubric(rubric_for("T2V"))
     broken = tmp_path / "broken.mp4"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster.demo import BEST_MODEL
+from argus_dagster.client.demo import BEST_MODEL
 
 from .helpers import GraphQL as Client
 from .helpers import REPO, start_webserver, stop
@@ -119,7 +119,7 @@ def test_graph_partitions_launch_and_metadata_through_graphql(server):
     assert crit["score_delta_summary"] == "first materialization of this partition"
 
     # The model now returns a still for one input: the re-run's metadata says which criteria moved.
-    from argus_dagster.media import VideoReader, write_video
+    from argus_dagster.infra.media import VideoReader, write_video
 
     video = home / "candidates" / "T2V" / MODEL / "bunny.mp4"
     reader = VideoReader(str(video))

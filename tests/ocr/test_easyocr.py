@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.tools.easyocr_backend import EasyOcr, EasyOcrEngine, easyocr_files
-from argus_dagster.evidence.tools.registry import FallbackTool, model_suite
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.tools.easyocr_backend import EasyOcr, EasyOcrEngine, easyocr_files
+from argus_dagster.method.evidence.tools.registry import FallbackTool, model_suite
 
 # Collected and skipped (never "no tests collected") outside the ocr venv; inside it, easyocr must import.
 if os.environ.get("ARGUS_OCR_TESTS") == "1" or importlib.util.find_spec("easyocr") is not None:

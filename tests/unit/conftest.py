@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from argus_dagster.media import write_video
+from argus_dagster.infra.media import write_video
 from unit_helpers import FPS
 
 

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from argus_dagster import alignment as al
-from argus_dagster import ratings as rt
-from argus_dagster.tables import CRITERION_SCORES, VIDEO_SCORES, frame
+from argus_dagster.protocols.alignment import metrics as al
+from argus_dagster.protocols.alignment import ratings as rt
+from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
 
 
 def _tied(rng, n, levels):
@@ -326,7 +326,7 @@ def test_external_long_and_wide_score_tables(tmp_path):
 
 
 def test_cli_align_writes_the_documented_columns(tmp_path, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     rng = np.random.default_rng(9)
     rows = [(f"p{i}", f"m{j}", float(rng.integers(1, 6))) for i in range(12) for j in range(4)]

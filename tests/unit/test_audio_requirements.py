@@ -4,7 +4,7 @@ labelled by hand: heard (left out) or seen (kept)."""
 
 import pytest
 
-from argus_dagster.audio_requirements import audio_reason
+from argus_dagster.protocols.firm.audio import audio_reason
 
 # (requirement, heard?, the prompt it comes from)
 LABELLED = [

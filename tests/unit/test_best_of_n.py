@@ -6,9 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster import best_of_n as bon
-
-
+from argus_dagster.protocols import best_of_n as bon
 def test_discover_both_sample_layouts(tmp_path):
     t = tmp_path / "T2V"
     for rel in ("model_a/p1.mp4", "model_a/p2__0.mp4", "model_a/p2__1.mp4", "model_a/clip__3.mp4",
@@ -125,7 +123,7 @@ def test_selection_table_joins_evaluators_and_splits_samples():
 
 
 def test_store_hashes_read_as_inputs_and_samples():
-    from argus_dagster.candidate_store import partition_hashes, video_hashes
+    from argus_dagster.infra.candidate_store import partition_hashes, video_hashes
 
     known = {"T2V/m/p1.mp4": ["t", "a"], "T2V/m/p2__1.mp4": ["t", "b"], "T2V/m/p3/02.mp4": ["t", "c"],
              "T2V/m/clip__3.mp4": ["t", "d"], "T2V/other/p1.mp4": ["t", "e"], "pre/TI2V/m/p1.mp4": ["t", "f"]}
@@ -138,7 +136,7 @@ def test_store_hashes_read_as_inputs_and_samples():
 
 
 def test_sample_file_names_never_meet():
-    from argus_dagster.names import file_name, is_plain, sample_file_name
+    from argus_dagster.infra.names import file_name, is_plain, sample_file_name
 
     pairs = [("x", ""), ("x", "3"), ("x__3", ""), ("x!3", ""), ("x", "03"), ("猫 cat", "1"), ("猫 cat!1", ""),
              ("~x", "1"), ("a/b", "2")]

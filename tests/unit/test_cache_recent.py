@@ -3,8 +3,8 @@ the rest comes from the store, and the memory stays within its budget."""
 
 import json
 
-from argus_dagster import cache as cache_lib
-from argus_dagster.cache import ContentCache, LocalStore
+from argus_dagster.infra import cache as cache_lib
+from argus_dagster.infra.cache import ContentCache, LocalStore
 
 
 class CountingStore(LocalStore):

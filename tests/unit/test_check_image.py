@@ -4,8 +4,8 @@ import cv2
 import numpy as np
 import pytest
 
-from argus_dagster import media
-from argus_dagster.media import MediaError, check_image
+from argus_dagster.infra import media
+from argus_dagster.infra.media import MediaError, check_image
 
 
 def test_a_content_decoded_once_is_not_decoded_again_and_a_bad_one_always_fails(tmp_path, monkeypatch):

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from argus_dagster import checklist as fc
-from argus_dagster.checklist import (IF, PQ, WC, Checklist, ChecklistError, ChecklistItem, DimensionResult, Verdict)
-from argus_dagster.vlm import ParseError
+from argus_dagster.protocols.firm import checklist as fc
+from argus_dagster.protocols.firm.checklist import (IF, PQ, WC, Checklist, ChecklistError, ChecklistItem, DimensionResult, Verdict)
+from argus_dagster.vlm.client import ParseError
 
 # ----------------------------------------------------------------------------------------- ratings
 
@@ -309,8 +309,8 @@ def test_pq_offline_counts_measured_defects():
 
 
 def test_pq_offline_from_tools(write_clip):
-    from argus_dagster.evidence.media_store import MediaStore
-    from argus_dagster.evidence.tools.classical import ClassicalAesthetic, FlickerProbe, MotionProbe
+    from argus_dagster.method.evidence.media_store import MediaStore
+    from argus_dagster.method.evidence.tools.classical import ClassicalAesthetic, FlickerProbe, MotionProbe
 
     import cv2
 
@@ -441,7 +441,7 @@ def test_evaluate_offline():
 def test_firm_scores_as_evaluators_in_alignment():
     import polars as pl
 
-    from argus_dagster.alignment import alignment_table
+    from argus_dagster.protocols.alignment.metrics import alignment_table
 
     firm = pl.DataFrame({"input_id": ["p1", "p1", "p1"], "model": ["a", "b", "c"], "if_rating": [5, 3, 1],
                          "wc_rating": [2, None, 4], "pq_rating": [4, 4, 4]})

@@ -2,7 +2,7 @@
 
 import os
 
-from argus_dagster.cli import main
+from argus_dagster.client.cli import main
 
 
 def test_open_without_a_home_creates_nothing(tmp_path, monkeypatch, capsys):

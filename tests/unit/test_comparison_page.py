@@ -3,7 +3,7 @@ what each model made of it."""
 
 import numpy as np
 
-from argus_dagster.report import FrameRow, jpeg, render_comparison
+from argus_dagster.outputs.report import FrameRow, jpeg, render_comparison
 
 
 def _jpeg(seed: int) -> bytes:

@@ -10,17 +10,17 @@ import polars as pl
 import pytest
 from skimage import data
 
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
                                                     black_tint, blockiness, blockiness_component, frame_quality,
                                                     neutral_cast, order_displacement, persistent_flow,
                                                     quality_components)
-from argus_dagster.evidence.tools.edits import parse_edit
-from argus_dagster.judge import EvidenceOnlyJudge
-from argus_dagster.leaderboard import build_leaderboard, coverage_text, format_leaderboard
-from argus_dagster.media import DENSE_POLICY, VideoInfo, runs, sample_indices, window_indices
-from argus_dagster.pipeline import score_video
-from argus_dagster.report import render_index
+from argus_dagster.method.evidence.tools.edits import parse_edit
+from argus_dagster.method.judge import EvidenceOnlyJudge
+from argus_dagster.method.leaderboard import build_leaderboard, coverage_text, format_leaderboard
+from argus_dagster.infra.media import DENSE_POLICY, VideoInfo, runs, sample_indices, window_indices
+from argus_dagster.method.stages import score_video
+from argus_dagster.outputs.report import render_index
 
 STABILITY = {"id": "temporal_stability", "dimension": 12, "aggregation": "worst of the measures"}
 
@@ -441,7 +441,7 @@ def test_leaderboard_and_pages_show_coverage_next_to_the_score():
 
 def test_scores_in_range_holds_the_vlm_judge_to_whole_numbers():
     from assets.checks import scores_in_range
-    from argus_dagster.judge import vlm_judge_identity
+    from argus_dagster.method.judge import vlm_judge_identity
 
     vlm = vlm_judge_identity("openai", "m")
     df = pl.DataFrame({"input_id": ["a", "b", "c"], "sample": ["", "", ""], "criterion_id": ["x", "y", "z"],

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster.cache import ContentCache
-from argus_dagster.files import WriteError, part_path, write_atomic
+from argus_dagster.infra.cache import ContentCache
+from argus_dagster.infra.files import WriteError, part_path, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def test_on_a_device_that_is_always_full(tmp_path):
 _ON_TMPFS = """
 import sys
 from pathlib import Path
-from argus_dagster.files import WriteError, part_path, write_atomic
+from argus_dagster.infra.files import WriteError, part_path, write_atomic
 d = Path(sys.argv[1])
 write_atomic(d / "page.html", "old")
 try:

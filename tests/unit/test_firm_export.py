@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from argus_dagster import firm_export as fx
-from argus_dagster.checklist import DIMENSIONS, IF, PQ, WC
+from argus_dagster.protocols.firm import export as fx
+from argus_dagster.protocols.firm.checklist import DIMENSIONS, IF, PQ, WC
 
 IF_ROWS = [
     {"dimension": IF, "item_id": "r1", "question": "Does the video show a red kite?", "verdict": "yes",

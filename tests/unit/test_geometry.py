@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from argus_dagster.evidence.tools.detection import Detection, crop, propagate_box, split_entities, track_boxes
-from argus_dagster.evidence.tools.geometry import (
+from argus_dagster.method.evidence.tools.detection import Detection, crop, propagate_box, split_entities, track_boxes
+from argus_dagster.method.evidence.tools.geometry import (
     box_overlap, closeness, count_instances, depth_occlusion, fraction, front_entity, horizontal_relation, iou,
     median_count, nms, region_closeness,
 )
-from argus_dagster.evidence.tools.spatial import parse_count
+from argus_dagster.method.evidence.tools.spatial import parse_count
 
 
 def test_iou_and_nms():

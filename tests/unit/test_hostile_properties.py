@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from argus_dagster.bench import bench_rubric_paths, find_candidate, find_candidates, read_task
-from argus_dagster.instances import InputInstance
-from argus_dagster.media import MediaError, s3_cache_path
-from argus_dagster.names import (file_name, folder_name, input_id_problem, is_single_component, lookup_names,
+from argus_dagster.infra.bench import bench_rubric_paths, find_candidate, find_candidates, read_task
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.infra.media import MediaError, s3_cache_path
+from argus_dagster.infra.names import (file_name, folder_name, input_id_problem, is_single_component, lookup_names,
                                  model_name_problem)
-from argus_dagster.rubric.schema import RubricError, load_rubric_file, parse_rubric
-from argus_dagster.rubric.store import resolve_rubric
+from argus_dagster.method.rubric.schema import RubricError, load_rubric_file, parse_rubric
+from argus_dagster.method.rubric.store import resolve_rubric
 
 # No example database: a run leaves nothing behind in the working tree.
 SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -90,7 +90,7 @@ def bench_rubric_paths_for(root: Path, input_id: str) -> list[Path]:
         return [root / p.relative_to(d) for p in bench_rubric_paths(d, "T2V", input_id)]
 
 
-# Model names and whether they may name a candidate folder, by the rules of argus_dagster.names
+# Model names and whether they may name a candidate folder, by the rules of argus_dagster.infra.names
 # (written out here, not asked of the function under test).
 MODEL_NAME_TABLE = [
     ("m", True), ("model-1", True), ("Qwen2.5-VL-7B", True), ("a.b", True), ("a..b", True), ("..x", True),
@@ -290,7 +290,7 @@ def test_any_rubric_file_loads_or_is_a_rubric_error(raw):
 @SETTINGS
 @given(input_id=names.filter(lambda s: input_id_problem(s) is None))
 def test_a_rubric_is_frozen_inside_the_bench_whatever_the_id(input_id):
-    from argus_dagster.rubric.offline import generate_offline
+    from argus_dagster.method.rubric.offline import generate_offline
 
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)

@@ -1,4 +1,4 @@
-"""Every cached computation's key is the key of one identity record (argus_dagster.identities).
+"""Every cached computation's key is the key of one identity record (argus_dagster.infra.identities).
 
 Per computation, the record is built from real inputs (clips written here, their content hashes, a
 real criterion, the evidence a real plan measured, the VLM clients the VLM resource builds from its
@@ -22,26 +22,26 @@ from typing import Any, Callable
 
 import pytest
 
-import argus_dagster.checklist as firm
-import argus_dagster.evidence.executor as executor
-import argus_dagster.judge as judge_mod
-import argus_dagster.pipeline as pipeline
-import argus_dagster.rubric.generate as generate
-import argus_dagster.vefx as vefx
-import argus_dagster.video_prompt as video_prompt
-from argus_dagster.evidence.executor import run_plan, step_identity
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.plan import NormalizedPlan
-from argus_dagster.evidence.tools import vlm_qa as vlm_qa_mod
-from argus_dagster.evidence.tools.detection import CropCompare, Localizer, SamTrack
-from argus_dagster.evidence.tools.models import ModelStore
-from argus_dagster.evidence.tools.random_models import BUILDERS, build_models
-from argus_dagster.evidence.tools.registry import ToolSuite, embedded_suite
-from argus_dagster.evidence.tools.vlm_qa import VlmQa
-from argus_dagster.identities import RECORDS, VLM_IRRELEVANT, VlmCall, record_key
-from argus_dagster.instances import InputInstance, instance_hash
-from argus_dagster.judge import EvidenceOnlyJudge, VlmJudge, judge_view, judgment_evidence
-from argus_dagster.media import file_digest, write_video
+import argus_dagster.protocols.firm.checklist as firm
+import argus_dagster.method.evidence.executor as executor
+import argus_dagster.method.judge as judge_mod
+import argus_dagster.method.stages as pipeline
+import argus_dagster.method.rubric.generate as generate
+import argus_dagster.protocols.vefx as vefx
+import argus_dagster.method.video_prompt as video_prompt
+from argus_dagster.method.evidence.executor import run_plan, step_identity
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.plan import NormalizedPlan
+from argus_dagster.method.evidence.tools import vlm_qa as vlm_qa_mod
+from argus_dagster.method.evidence.tools.detection import CropCompare, Localizer, SamTrack
+from argus_dagster.method.evidence.tools.models import ModelStore
+from argus_dagster.method.evidence.tools.random_models import BUILDERS, build_models
+from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_suite
+from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.infra.identities import RECORDS, VLM_IRRELEVANT, VlmCall, record_key
+from argus_dagster.method.inputs import InputInstance, instance_hash
+from argus_dagster.method.judge import EvidenceOnlyJudge, VlmJudge, judge_view, judgment_evidence
+from argus_dagster.infra.media import file_digest, write_video
 from resources.judging import JudgeResource, RubricGeneratorResource
 from resources.vlm import VlmResource
 from test_vlm_local import build_tiny_llava
@@ -522,8 +522,8 @@ def test_the_rubric_generator_expects_the_request_its_client_makes(clients, back
 
 
 def test_a_frozen_rubric_is_written_again_when_its_identity_changes(clients, tmp_path):
-    from argus_dagster.rubric.offline import generate_offline
-    from argus_dagster.rubric.store import resolve_rubric
+    from argus_dagster.method.rubric.offline import generate_offline
+    from argus_dagster.method.rubric.store import resolve_rubric
 
     inst = _inst()
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from argus_dagster.instances import InputInstance
-from argus_dagster.rubric.lenient import DEFAULT_SCORING_RULE, read_rubric
-from argus_dagster.rubric.schema import RubricError, parse_rubric
-from argus_dagster.rubric.store import resolve_rubric
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.method.rubric.lenient import DEFAULT_SCORING_RULE, read_rubric
+from argus_dagster.method.rubric.schema import RubricError, parse_rubric
+from argus_dagster.method.rubric.store import resolve_rubric
 from unit_helpers import criterion_dict, rubric_dict
 
 

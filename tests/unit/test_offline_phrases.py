@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from argus_dagster.evidence.plan import normalize_plan
-from argus_dagster.evidence.tools.registry import embedded_suite
-from argus_dagster.instances import InputInstance
-from argus_dagster.rubric.offline import generate_offline
-from argus_dagster.rubric.phrases import main_phrase, noun_phrases
+from argus_dagster.method.evidence.plan import normalize_plan
+from argus_dagster.method.evidence.tools.registry import embedded_suite
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.method.rubric.offline import generate_offline
+from argus_dagster.method.rubric.phrases import main_phrase, noun_phrases
 
 
 def _ids(rubric):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from argus_dagster.evidence.plan import normalize_plan
-from argus_dagster.instances import InputInstance, Task
-from argus_dagster.rubric.offline import generate_offline, main_entity
-from argus_dagster.rubric.postprocess import postprocess
-from argus_dagster.rubric.schema import parse_rubric
+from argus_dagster.method.evidence.plan import normalize_plan
+from argus_dagster.method.inputs import InputInstance, Task
+from argus_dagster.method.rubric.offline import generate_offline, main_entity
+from argus_dagster.method.rubric.postprocess import postprocess
+from argus_dagster.method.rubric.schema import parse_rubric
 
 # Fake paths: generation reads only which conditions are present, never the files.
 INSTANCES = {

@@ -10,12 +10,12 @@ from urllib.parse import unquote
 import polars as pl
 import pytest
 
-from argus_dagster.files import write_atomic
-from argus_dagster.names import file_name
-from argus_dagster.overview import SORT_SCRIPT, render_overview, stored_table, write_overview
+from argus_dagster.infra.files import write_atomic
+from argus_dagster.infra.names import file_name
+from argus_dagster.outputs.overview import SORT_SCRIPT, render_overview, stored_table, write_overview
 import xml.etree.ElementTree as ET
-from argus_dagster.serve import make_server, serve_in_thread, url_of
-from argus_dagster.settings import report_url
+from argus_dagster.outputs.serve import make_server, serve_in_thread, url_of
+from argus_dagster.infra.settings import report_url
 
 EVIL = '<script>alert(1)</script>'
 ODD = "猫 cat/../x"
@@ -225,7 +225,7 @@ def test_human_alignment_table_and_scatter_plots(tmp_path):
     import cv2
     import numpy as np
 
-    from argus_dagster.alignment import ALIGNMENT_SCHEMA
+    from argus_dagster.protocols.alignment.metrics import ALIGNMENT_SCHEMA
 
     reports, videos, criteria = _site(tmp_path)
     row = {c: None for c in ALIGNMENT_SCHEMA}
@@ -253,8 +253,8 @@ def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, mon
     import json
     import time
 
-    from argus_dagster.overview import write_evaluations_index
-    from argus_dagster.serve import REPORTS_ONLY
+    from argus_dagster.outputs.overview import write_evaluations_index
+    from argus_dagster.outputs.serve import REPORTS_ONLY
 
     root = tmp_path / "home" / "benches"
     evil = "<img src=x onerror=alert(1)>"  # a bench's recorded name is shown escaped
@@ -298,7 +298,7 @@ def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, mon
 
 
 def test_pairwise_win_rates_over_shared_inputs(tmp_path):
-    from argus_dagster.leaderboard import pairwise_win_rates
+    from argus_dagster.method.leaderboard import pairwise_win_rates
 
     # A above B on i1, i2, i3; a tie on i4; below on i5; i6 only A has (not shared); a B sample pair on i2
     rows = [("A", "i1", 9.0), ("A", "i2", 8.0), ("A", "i3", 7.0), ("A", "i4", 5.0), ("A", "i5", 2.0), ("A", "i6", 9.0),

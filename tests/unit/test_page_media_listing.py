@@ -4,9 +4,9 @@ a Storage that counts the calls it serves."""
 
 from pathlib import Path
 
-from argus_dagster.media import write_video
-from argus_dagster.page_media import page_video
-from argus_dagster.storage import Storage
+from argus_dagster.infra.media import write_video
+from argus_dagster.outputs.page_media import page_video
+from argus_dagster.infra.storage import Storage
 
 N_VIDEOS = 3
 
@@ -53,7 +53,7 @@ def test_a_video_is_looked_up_in_one_listing_not_by_name(tmp_path):
 
 
 def test_the_pages_of_a_partition_list_the_media_folder_once_whatever_their_number(tmp_path):
-    from argus_dagster.page_media import MediaFolder
+    from argus_dagster.outputs.page_media import MediaFolder
 
     store, reports = CountingStorage(), tmp_path / "reports"
     videos = _videos(tmp_path)

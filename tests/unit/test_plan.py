@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from argus_dagster.evidence.plan import normalize_plan
-from argus_dagster.evidence.vocabulary import TOOL_SPECS
+from argus_dagster.method.evidence.plan import normalize_plan
+from argus_dagster.method.evidence.vocabulary import TOOL_SPECS
 from unit_helpers import make_criterion
 
 T2V: frozenset[str] = frozenset()

@@ -4,8 +4,8 @@ and the run-log cadence."""
 import io
 import types
 
-from argus_dagster import progress
-from argus_dagster.progress import PROGRESS, Progress, RemainingTime, StageLog, TerminalLine
+from argus_dagster.infra import progress
+from argus_dagster.infra.progress import PROGRESS, Progress, RemainingTime, StageLog, TerminalLine
 from tests.waiting import wait_until
 
 

@@ -10,9 +10,9 @@ from html.parser import HTMLParser
 import polars as pl
 import pytest
 
-from argus_dagster.export import encode
-from argus_dagster.leaderboard import build_leaderboard, format_leaderboard
-from argus_dagster.overview import render_evaluations_index, render_overview
+from argus_dagster.outputs.export import encode
+from argus_dagster.method.leaderboard import build_leaderboard, format_leaderboard
+from argus_dagster.outputs.overview import render_evaluations_index, render_overview
 
 
 class Tables(HTMLParser):

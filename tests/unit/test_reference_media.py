@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from argus_dagster.evidence.executor import run_plan
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.plan import normalize_plan
+from argus_dagster.method.evidence.executor import run_plan
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.plan import normalize_plan
 import cv2
 
-from argus_dagster.media import JUDGE_POLICY, MediaError, VideoReader
+from argus_dagster.infra.media import JUDGE_POLICY, MediaError, VideoReader
 from unit_helpers import make_criterion, moving_frames
 
 
@@ -74,7 +74,7 @@ def test_executor_registers_the_reference_before_the_plan_runs(tmp_path):
 def test_closing_a_store_closes_its_decoders_and_a_later_use_reopens(write_clip):
     """A candidate's decoders are closed when its work is done (decord decodes ahead into buffers of
     its own: a reader left for the garbage collector holds them until it runs), every scope's at once."""
-    from argus_dagster.media import SamplingPolicy
+    from argus_dagster.infra.media import SamplingPolicy
 
     src = write_clip("out.mp4", moving_frames(5, n=25))
     store = MediaStore({"output_video": src})

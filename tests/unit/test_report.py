@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 import polars as pl
 
-from argus_dagster.lineage import criterion_deltas, delta_summary, video_deltas
-from argus_dagster.report import FrameRow, jpeg, leaderboard_png, render_comparison, render_index, render_video_report
+from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
+from argus_dagster.outputs.report import FrameRow, jpeg, leaderboard_png, render_comparison, render_index, render_video_report
 
 EVIL = '<script>alert("x")</script><b onmouseover="steal()">bold</b> & "quotes"'
 
@@ -122,7 +122,7 @@ def test_deltas_name_what_moved():
 
 
 def test_repairs_read_as_sentences_and_unscored_criteria_come_last():
-    from argus_dagster.report import repair_sentence
+    from argus_dagster.outputs.report import repair_sentence
 
     assert repair_sentence({"rule": "tool_unavailable", "detail": "dropped step 1: depth is not available in this "
                             "environment"}) == ("A tool this environment cannot run was left out: dropped step 1: "
@@ -145,7 +145,7 @@ def test_repairs_read_as_sentences_and_unscored_criteria_come_last():
 def test_a_condition_image_is_decoded_once_for_every_page_that_shows_it(tmp_path):
     """Pages of several inputs (or models, or samples) showing the same still take it from the frame
     pool by content: one decode, the same JPEG on each page; an unreadable one is its row's error."""
-    from argus_dagster.media import FRAME_POOL
+    from argus_dagster.infra.media import FRAME_POOL
     from assets.reports import condition_rows
 
     still = np.random.default_rng(7).integers(0, 255, (48, 64, 3), dtype=np.uint8)  # a content no other test has

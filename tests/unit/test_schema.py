@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from argus_dagster.rubric.schema import IMPORTANCE_WEIGHT, Rubric, RubricError, load_rubric_file, parse_rubric
+from argus_dagster.method.rubric.schema import IMPORTANCE_WEIGHT, Rubric, RubricError, load_rubric_file, parse_rubric
 from unit_helpers import criterion_dict, rubric_dict
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.leaderboard import bootstrap_ci, build_leaderboard, format_leaderboard
-from argus_dagster.scoring import DEFAULT_ALPHA, ScoredCriterion, aggregate
+from argus_dagster.method.leaderboard import bootstrap_ci, build_leaderboard, format_leaderboard
+from argus_dagster.method.scoring import DEFAULT_ALPHA, ScoredCriterion, aggregate
 
 
 def sc(cid, importance, score, type_="soft", cap=None, threshold=5.0):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from argus_dagster.serve import REPORTS_ONLY, serve_in_thread
+from argus_dagster.outputs.serve import REPORTS_ONLY, serve_in_thread
 
 
 def _get(server, path: str, host: str | None = None, method: str = "GET") -> tuple[int, bytes]:

@@ -17,9 +17,9 @@ import cv2
 import numpy as np
 import pytest
 
-from argus_dagster.media import write_video
-from argus_dagster.page_media import serve_webm, webm_copy
-from argus_dagster.serve import REPORTS_ONLY, make_server, serve_in_thread
+from argus_dagster.infra.media import write_video
+from argus_dagster.outputs.page_media import serve_webm, webm_copy
+from argus_dagster.outputs.serve import REPORTS_ONLY, make_server, serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 MEDIA = "/b/default/reports/T2V/_media/"
@@ -216,7 +216,7 @@ def test_an_idle_connection_is_closed(served):
 _FILL = """
 import sys
 from pathlib import Path
-from argus_dagster.page_media import serve_webm
+from argus_dagster.outputs.page_media import serve_webm
 media = Path(sys.argv[1])
 served = serve_webm(media / ("ab" * 12 + ".webm"))
 print("SERVED", getattr(served, "name", served))  # a path, or what an older serve_webm said

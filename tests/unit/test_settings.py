@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster.settings import VARIABLES, SettingError, environment
+from argus_dagster.infra.settings import VARIABLES, SettingError, environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ def test_only_dagsters_public_api_is_used():
 
 
 def test_a_profile_is_parsed_or_refused_by_name():
-    from argus_dagster.settings import parse_profile
+    from argus_dagster.infra.settings import parse_profile
 
     assert parse_profile("default").vlm_only is False
     p = parse_profile("judge=qwen2.5-vl-72b,vlm-only")
@@ -74,7 +74,7 @@ def test_secrets_and_credentials_are_masked_when_shown(monkeypatch):
 
 
 def test_argus_env_lists_every_setting(monkeypatch, capsys):
-    from argus_dagster.cli import main
+    from argus_dagster.client.cli import main
 
     monkeypatch.setenv("ARGUS_VLM_API_KEY", "sk-secret")
     assert main(["env"]) == 0
@@ -86,8 +86,7 @@ def test_a_full_disk_is_one_line_wherever_it_surfaces(monkeypatch, capsys, tmp_p
     import errno
     import sqlite3
 
-    from argus_dagster import cli
-
+    from argus_dagster.client import cli
     def instance_full(_args):
         try:
             raise sqlite3.OperationalError("database or disk is full")
@@ -111,7 +110,7 @@ def test_a_full_disk_is_one_line_wherever_it_surfaces(monkeypatch, capsys, tmp_p
 def test_the_code_location_serves_what_its_configuration_names_never_the_last_evaluated(tmp_path, monkeypatch):
     """Commands default to the evaluation scored last; the code location (UI, daemon, the runs they
     launch) to ARGUS_BENCH(_DIR)/ARGUS_PROFILE, else the demo, whatever ran since."""
-    from argus_dagster.settings import evaluation_settings, load_settings, record_evaluation, served_settings
+    from argus_dagster.infra.settings import evaluation_settings, load_settings, record_evaluation, served_settings
 
     for k in ("ARGUS_BENCH", "ARGUS_BENCH_DIR", "ARGUS_CANDIDATES_DIR", "ARGUS_PROFILE"):
         monkeypatch.delenv(k, raising=False)
@@ -139,7 +138,7 @@ def test_the_code_location_serves_what_its_configuration_names_never_the_last_ev
 
 
 def test_the_retry_back_off_doubles_with_each_run_in_a_row_up_to_its_cap():
-    from argus_dagster.settings import Backoff
+    from argus_dagster.infra.settings import Backoff
 
     # 1 min after the first run that left work to retry, then 2, 4, 8, 16, 32, then the 1-hour cap.
     expected = {0: 0, 1: 60, 2: 120, 3: 240, 4: 480, 5: 960, 6: 1920, 7: 3600, 8: 3600, 500: 3600}
@@ -149,7 +148,7 @@ def test_the_retry_back_off_doubles_with_each_run_in_a_row_up_to_its_cap():
 
 
 def test_the_retry_back_off_is_read_from_its_settings(monkeypatch):
-    from argus_dagster.settings import retry_backoff
+    from argus_dagster.infra.settings import retry_backoff
 
     monkeypatch.delenv("ARGUS_RETRY_BACKOFF_S", raising=False)
     monkeypatch.delenv("ARGUS_RETRY_BACKOFF_MAX_S", raising=False)

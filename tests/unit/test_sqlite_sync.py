@@ -1,4 +1,4 @@
-"""An evaluation's instance stores its events without a disk sync each (``argus_dagster.sqlite_sync``)
+"""An evaluation's instance stores its events without a disk sync each (``argus_dagster.infra.sqlite``)
 and loses nothing when its process is killed; other SQLite files are left as they are."""
 
 import os
@@ -11,14 +11,14 @@ from pathlib import Path
 import dagster as dg
 import sqlalchemy
 
-from argus_dagster.sqlite_sync import kept_files, sync_lightly
+from argus_dagster.infra.sqlite import kept_files, sync_lightly
 
 ROOT = Path(__file__).resolve().parents[2]
 
 RUN = textwrap.dedent("""
     import os, signal, sys
     import dagster as dg
-    from argus_dagster.sqlite_sync import sync_lightly
+    from argus_dagster.infra.sqlite import sync_lightly
 
     home = sys.argv[1]
     os.environ["DAGSTER_HOME"] = home

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from argus_dagster import storage as storage_lib
-from argus_dagster.media import MediaError, VideoReader, local_path
-from argus_dagster.storage import Storage, StorageError, join
+from argus_dagster.infra import storage as storage_lib
+from argus_dagster.infra.media import MediaError, VideoReader, local_path
+from argus_dagster.infra.storage import Storage, StorageError, join
 
 
 def test_join_keeps_the_scheme_and_folds_nothing():

@@ -6,10 +6,10 @@ import cv2
 import numpy as np
 import pytest
 
-from argus_dagster.evidence.executor import run_plan
-from argus_dagster.evidence.media_store import MediaStore
-from argus_dagster.evidence.plan import NormalizedPlan
-from argus_dagster.evidence.tools.classical import (
+from argus_dagster.method.evidence.executor import run_plan
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.plan import NormalizedPlan
+from argus_dagster.method.evidence.tools.classical import (
     ChangeProbe,
     ClassicalAesthetic,
     FlickerProbe,
@@ -17,9 +17,9 @@ from argus_dagster.evidence.tools.classical import (
     SsimCompare,
     ssim,
 )
-from argus_dagster.evidence.tools.ocr import RapidOcr, match_ratio
-from argus_dagster.evidence.tools.registry import embedded_suite
-from argus_dagster.judge import EvidenceOnlyJudge, judge_view
+from argus_dagster.method.evidence.tools.ocr import RapidOcr, match_ratio
+from argus_dagster.method.evidence.tools.registry import embedded_suite
+from argus_dagster.method.judge import EvidenceOnlyJudge, judge_view
 from unit_helpers import N_FRAMES, make_criterion, moving_frames, texture
 
 
@@ -86,10 +86,10 @@ def test_flicker_probe_smooth_clip_not_flagged(clips):
 
 
 def test_two_frame_clip_is_not_measurable_and_not_a_failure(write_clip, tmp_path):
-    from argus_dagster.cache import ContentCache
-    from argus_dagster.pipeline import criterion_evidence_row, judge_criteria
-    from argus_dagster.instances import InputInstance
-    from argus_dagster.rubric.offline import generate_offline
+    from argus_dagster.infra.cache import ContentCache
+    from argus_dagster.method.stages import criterion_evidence_row, judge_criteria
+    from argus_dagster.method.inputs import InputInstance
+    from argus_dagster.method.rubric.offline import generate_offline
 
     path = write_clip("two.mp4", moving_frames(n=2), fps=6)
     r = FlickerProbe().run({}, store(output_video=path))

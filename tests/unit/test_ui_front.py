@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from argus_dagster.ui_front import HostProxy, answered_hosts, port_taken
+from argus_dagster.client.ui import HostProxy, answered_hosts, port_taken
 
 
 class _Upstream(BaseHTTPRequestHandler):

@@ -1,4 +1,4 @@
-"""Data versions from content (argus_dagster/versions.py), and the sources' versions of a file edited
+"""Data versions from content (assets/versions.py), and the sources' versions of a file edited
 again and again (assets/sources.py): what a downstream asset reads can never change without a new
 version."""
 
@@ -7,10 +7,10 @@ import os
 
 import polars as pl
 
-from argus_dagster.candidate_store import LocalCandidateStore, partition_hashes, scan
-from argus_dagster.media import file_digest
-from argus_dagster.storage import Storage
-from argus_dagster.versions import content_version
+from argus_dagster.infra.candidate_store import LocalCandidateStore, partition_hashes, scan
+from argus_dagster.infra.media import file_digest
+from argus_dagster.infra.storage import Storage
+from assets.versions import content_version
 from assets.sources import bench_files_version, candidate_files_version
 
 SCORES = pl.DataFrame(
@@ -101,8 +101,9 @@ def test_a_candidate_video_edited_twice_in_the_same_second_has_three_versions(tm
 def _schemas() -> dict[str, dict]:
     """Every asset's stored table schema (the backbone robustness asset's version covers its rank
     and criterion tables: both, as one table each)."""
-    from argus_dagster import robustness, vefx
-    from argus_dagster.tables import (CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, INPUT_INSTANCES,
+    from argus_dagster.protocols import robustness
+    from argus_dagster.protocols import vefx
+    from argus_dagster.infra.tables import (CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, INPUT_INSTANCES,
                                       LEADERBOARD, RUBRICS, VIDEO_SCORES)
     from assets.alignment import ALIGNMENT_TABLE
     from assets.firm import BEST_OF_N, FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS
@@ -137,7 +138,7 @@ def test_every_asset_declares_its_volatile_columns_among_its_own_and_the_rest_co
     (VEFX, best-of-N, human alignment, backbone robustness) too. A volatile column a schema does not
     have (a typo) would leave the real one counted."""
     from assets import ALL_ASSETS
-    from argus_dagster.versions import VOLATILE_KEY
+    from assets.versions import VOLATILE_KEY
     from tests.versions_walk import walk
 
     declared = {s.key.to_user_string(): s.metadata.get(VOLATILE_KEY) for a in ALL_ASSETS for s in a.specs}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from argus_dagster.judge import JUDGE_PROMPT_VERSION, VlmJudge
-from argus_dagster.rubric.generate import PROMPT_VERSION
-from argus_dagster.vlm import CallStats, TransformersClient, VlmError
+from argus_dagster.method.judge import JUDGE_PROMPT_VERSION, VlmJudge
+from argus_dagster.method.rubric.generate import PROMPT_VERSION
+from argus_dagster.vlm.client import CallStats, TransformersClient, VlmError
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}"

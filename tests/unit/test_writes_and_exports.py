@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster import firm_export as fx
-from argus_dagster.export import encode
-from argus_dagster.files import WriteError, write_atomic
+from argus_dagster.protocols.firm import export as fx
+from argus_dagster.outputs.export import encode
+from argus_dagster.infra.files import WriteError, write_atomic
 
 
 def _device(path, major, minor):
@@ -198,7 +198,7 @@ def _bench(root, folder="bench", name=None):
 
 
 def test_index_html_is_no_benchs_name(tmp_path, monkeypatch):
-    from argus_dagster.settings import SettingError, evaluation_settings
+    from argus_dagster.infra.settings import SettingError, evaluation_settings
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     cands = tmp_path / "cands"
@@ -214,7 +214,7 @@ def test_index_html_is_no_benchs_name(tmp_path, monkeypatch):
 
 
 def test_a_renamed_bench_json_says_so(tmp_path, monkeypatch):
-    from argus_dagster.settings import SettingError, evaluation_settings, record_evaluation
+    from argus_dagster.infra.settings import SettingError, evaluation_settings, record_evaluation
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     bench, cands = _bench(tmp_path, "b", "kites"), tmp_path / "cands"
@@ -258,7 +258,7 @@ class _Cells(HTMLParser):
 
 
 def test_a_huge_criterion_text_is_cut_on_its_page(tmp_path):
-    from argus_dagster.report import MAX_FIELD, FrameRow, render_video_report
+    from argus_dagster.outputs.report import MAX_FIELD, FrameRow, render_video_report
 
     huge = "The kite stays red " * 50_000  # 950,000 characters
     video = {"final_score": 5.0, "base_score": 5.0, "cap_alpha": 0.5, "caps_fired": [], "n_scored": 1,
@@ -281,9 +281,9 @@ def test_a_huge_criterion_text_is_cut_on_its_page(tmp_path):
 
 
 def test_a_rubric_nested_200000_levels_is_one_error_and_never_a_recursion(tmp_path):
-    from argus_dagster.rubric.frozen import written_as_generated
-    from argus_dagster.rubric.lenient import read_rubric_file
-    from argus_dagster.rubric.schema import MAX_JSON_DEPTH, RubricError
+    from argus_dagster.method.rubric.frozen import written_as_generated
+    from argus_dagster.method.rubric.lenient import read_rubric_file
+    from argus_dagster.method.rubric.schema import MAX_JSON_DEPTH, RubricError
 
     deep = '{"criteria": ' + "[" * 200_000 + "]" * 200_000 + "}"
     path = tmp_path / "p1.json"
@@ -302,7 +302,7 @@ def test_a_rubric_nested_200000_levels_is_one_error_and_never_a_recursion(tmp_pa
 
 
 def test_a_prompt_over_the_bound_is_its_rows_error(tmp_path):
-    from argus_dagster.bench import MAX_PROMPT, read_task
+    from argus_dagster.infra.bench import MAX_PROMPT, read_task
 
     (tmp_path / "T2V").mkdir()
     lines = [{"id": "ok", "prompt": "A kite"}, {"id": "big", "prompt": "a" * 1_040_000}]
@@ -314,7 +314,7 @@ def test_a_prompt_over_the_bound_is_its_rows_error(tmp_path):
 
 
 def test_the_error_summary_groups_by_kind():
-    from argus_dagster.runner import error_summary
+    from argus_dagster.client.runner import error_summary
 
     errors = [("T2V", f"!line-{n}", f"line {n}: input 'p0' is listed again (first on line 1); ids must be unique: "
                                     "rename or remove this line") for n in range(2, 2002)]
@@ -327,8 +327,8 @@ def test_the_error_summary_groups_by_kind():
 
 
 def test_a_criterion_text_of_megabytes_is_rejected_and_the_others_stand(tmp_path):
-    from argus_dagster.rubric.lenient import MAX_CRITERION_TEXT, read_rubric_file
-    from argus_dagster.rubric.schema import RubricError
+    from argus_dagster.method.rubric.lenient import MAX_CRITERION_TEXT, read_rubric_file
+    from argus_dagster.method.rubric.schema import RubricError
 
     def crit(cid, text):
         return {"id": cid, "dimension": 1, "criterion": text, "type": "soft", "importance": "high",

@@ -1,0 +1,430 @@
+"""Leaderboard: mean final score per task and model (method §9), its rank (equal means share one), and
+a 95% interval of both from one bootstrap over the task's inputs; where the order of means contradicts
+the pairwise comparisons, and whether the ranking rests on partial evidence."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from argus_dagster.method.rubric.taxonomy import DIMENSIONS
+from argus_dagster.infra.tables import COSTS, LEADERBOARD, frame
+
+
+def bootstrap_ci(values: np.ndarray, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the mean (seeded, so reruns print the same numbers)."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    if len(values) == 1:
+        return float(values[0]), float(values[0])
+    rng = np.random.default_rng(seed)
+    means = rng.choice(values, size=(n_resamples, len(values)), replace=True).mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _mean(values: list) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+# Two means closer than this are equal: they share a rank (competition ranking, "1, 1, 3").
+RANK_TIE = 1e-9
+# Below this share of the rubric's importance weight scored, a ranking rests on partial evidence.
+PARTIAL_WEIGHT = 0.5
+
+
+def competition_ranks(means: np.ndarray) -> np.ndarray:
+    """Per entry of ``means`` (models x ... along the last axis): 1 + how many others score strictly
+    above it, so equal means share a rank ("1, 1, 3") and nothing breaks a tie; NaN for a NaN mean."""
+    above = means[..., None, :] > means[..., :, None] + RANK_TIE
+    ranks = 1.0 + above.sum(axis=-1)
+    return np.where(np.isnan(means), np.nan, ranks)
+
+
+def input_bootstrap(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 2000,
+                    seed: int = 0) -> np.ndarray:
+    """Resampled means, ``n_resamples x models``: each resample draws the task's inputs with
+    replacement (the same draw for every model, so the models stay paired on their inputs) and a
+    model's mean is its drawn videos' scores summed over the number of its drawn videos (the mean
+    over videos, as the leaderboard's; an input with several samples weighs by its videos). NaN
+    where a resample drew none of a model's inputs. ``sums``, ``counts``: models x inputs."""
+    n_inputs = sums.shape[1]
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_inputs, size=(n_resamples, n_inputs))
+    flat = (np.arange(n_resamples)[:, None] * n_inputs + draws).ravel()  # how often each resample drew each input
+    times = np.bincount(flat, minlength=n_resamples * n_inputs).reshape(n_resamples, n_inputs).astype(float)
+    total, videos = times @ sums.T, times @ counts.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(videos > 0, total / videos, np.nan)
+
+
+def rank_intervals(resampled: np.ndarray) -> list[tuple[int, int] | None]:
+    """Per model (a column of ``resampled``): the ranks it takes in 95% of the resamples (their 2.5th
+    and 97.5th percentiles), None for a model never drawn."""
+    ranks = competition_ranks(resampled)
+    out = []
+    for col in ranks.T:
+        col = col[~np.isnan(col)]
+        out.append((int(np.percentile(col, 2.5, method="lower")), int(np.percentile(col, 97.5, method="higher")))
+                   if len(col) else None)
+    return out
+
+
+def losses_against_lower_ranks(models: list[str], ranks: list[int | None], per_input: np.ndarray,
+                               has: np.ndarray) -> list[str | None]:
+    """Per model: the models ranked below it that score above it on most of the inputs both have
+    (``per_input``: each model's mean per input; ``has``: where it has one), e.g. ``original on 3 of
+    4 inputs``; None when the order of means agrees with every pairwise comparison."""
+    out = []
+    for a in range(len(models)):
+        notes = []
+        for b in range(len(models)):
+            if ranks[a] is None or ranks[b] is None or ranks[b] <= ranks[a]:
+                continue
+            shared = has[a] & has[b]
+            n = int(shared.sum())
+            wins = int((per_input[b][shared] > per_input[a][shared]).sum())
+            if n and 2 * wins > n:
+                notes.append(f"{models[b]} on {wins} of {n} inputs")
+        out.append("; ".join(notes) or None)
+    return out
+
+
+def unscored_dimensions(criteria: pl.DataFrame | None, task: str, model: str) -> list[str]:
+    """The dimensions of ``model``'s rubric criteria of ``task`` that no score judged on any of its
+    videos, by name (``criteria``: the criterion scores, with ``dimension`` and ``score``)."""
+    if criteria is None or not criteria.height or not {"dimension", "score"} <= set(criteria.columns):
+        return []
+    g = criteria.filter((pl.col("task") == task) & (pl.col("model") == model))
+    judged = g.group_by("dimension").agg(pl.col("score").is_not_null().any().alias("judged"))
+    dims = sorted(d for d, j in judged.iter_rows() if d is not None and not j)
+    return [DIMENSIONS.get(int(d), f"dimension {d}") for d in dims]
+
+
+def _task_ranks(g: pl.DataFrame, models: list[str], means: list[float | None]) -> dict[str, dict]:
+    """Per model of one task: its rank, its score and rank intervals from one bootstrap over inputs,
+    whether it shares the top, and the models below it that beat it on most shared inputs."""
+    ok = g.filter(pl.col("final_score").is_not_null())
+    ids = (ok["input_id"].cast(pl.String).to_list() if "input_id" in ok.columns
+           else [str(k) for k in range(ok.height)])  # without input ids every video is its own input
+    inputs = sorted(set(ids))
+    col = {m: k for k, m in enumerate(models)}
+    sums, counts = np.zeros((len(models), len(inputs))), np.zeros((len(models), len(inputs)))
+    where = {i: k for k, i in enumerate(inputs)}
+    for m, i, s in zip(ok["model"].to_list(), ids, ok["final_score"].to_list()):
+        sums[col[m], where[i]] += s
+        counts[col[m], where[i]] += 1
+    point = np.array([np.nan if v is None else v for v in means], dtype=float)
+    ranks = [None if np.isnan(r) else int(r) for r in competition_ranks(point)]
+    resampled = input_bootstrap(sums, counts) if inputs else np.full((1, len(models)), np.nan)
+    intervals = rank_intervals(resampled)
+    has = counts > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_input = np.where(has, sums / np.where(has, counts, 1), np.nan)
+    loses = losses_against_lower_ranks(models, ranks, per_input, has)
+    out = {}
+    for k, m in enumerate(models):
+        vals = resampled[:, k][~np.isnan(resampled[:, k])]
+        lo, hi = ((float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))) if len(vals) and ranks[k]
+                  else (None, None))
+        rl, rh = intervals[k] if intervals[k] and ranks[k] else (None, None)
+        out[m] = {"ci_low": lo, "ci_high": hi, "rank": ranks[k], "rank_low": rl, "rank_high": rh,
+                  "shares_top": None if ranks[k] is None else bool(ranks[k] == 1 or rl == 1),
+                  "loses_to": loses[k]}
+    return out
+
+
+def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, profile: str | None = None,
+                      criteria: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per task and model: the mean final score, its rank and their intervals, and what those scores
+    cover (mean criteria scored of how many, share of importance weight, judges, criteria that need a
+    VLM, the dimensions no score judged: from ``criteria``, the criterion scores, where given).
+
+    A model is ranked over all its videos: with several samples of an input, every sample is one
+    video of the mean (``n_videos`` counts them), as drawing N samples per prompt measures the model's
+    typical video, not its best (best-of-N is :mod:`~argus_dagster.protocols.best_of_n`). The intervals come from
+    one bootstrap over the task's inputs (:func:`input_bootstrap`): the inputs are what varies between
+    benches, and the samples of one input are not independent of each other. Equal means share a rank
+    (:func:`competition_ranks`); a model shares the top when rank 1 lies in its rank interval."""
+    rows = []
+    if video_scores.height:
+        for (task,), tg in video_scores.group_by(["task"], maintain_order=True):
+            task_rows = []
+            for (model,), g in tg.group_by(["model"], maintain_order=True):
+                ok = g.filter(pl.col("final_score").is_not_null())
+                finals = ok["final_score"].to_numpy()
+                cols = set(g.columns)
+                judges = sorted({j.strip() for v in (ok["judge"] if "judge" in cols else []) if v for j in v.split(",")})
+                needs = sorted({c for v in (ok["needs_vlm"] if "needs_vlm" in cols else []) if v is not None for c in v})
+                weight = _mean(ok["weight_scored"].to_list()) if "weight_scored" in cols else None
+                unscored = unscored_dimensions(criteria, task, model)
+                task_rows.append({"bench": bench, "profile": profile, "task": task, "model": model,
+                                  "mean_final": float(finals.mean()) if len(finals) else None,
+                                  "n_videos": int(len(finals)), "n_errors": int(g.height - len(finals)),
+                                  "n_scored": _mean(ok["n_scored"].to_list()) if "n_scored" in cols else None,
+                                  "n_criteria": _mean(ok["n_criteria"].to_list()) if "n_criteria" in cols else None,
+                                  "weight_scored": weight,
+                                  "judge": ", ".join(judges) or None, "needs_vlm": needs,
+                                  "ci_scope": "scored criteria only" if needs or ("n_scored" in cols and any(
+                                      (a or 0) < (b or 0) for a, b in zip(ok["n_scored"], ok["n_criteria"]))) else "all criteria",
+                                  "partial_evidence": None if weight is None else weight < PARTIAL_WEIGHT,
+                                  "not_judged": ", ".join(unscored or needs) or None})
+            ranked = _task_ranks(tg, [r["model"] for r in task_rows], [r["mean_final"] for r in task_rows])
+            rows += [{**r, **ranked[r["model"]]} for r in task_rows]
+    return frame(rows, LEADERBOARD).sort(["task", "rank", "model"], nulls_last=True)
+
+
+def coverage_text(n_scored: float | None, n_criteria: float | None, judge: str | None) -> str:
+    """``3 of 6 criteria · evidence-only``: what a score covers, shown beside it everywhere. A model's
+    row averages its videos, whose rubrics may differ in size: ``mean 5 of 8.3 criteria``."""
+    if not n_criteria:
+        return "no criteria"
+
+    def whole(x: float) -> bool:
+        return abs(x - round(x)) < 0.05
+
+    def num(x: float) -> str:
+        return f"{x:.0f}" if whole(x) else f"{x:.1f}"
+
+    mean = "" if whole(n_scored or 0) and whole(n_criteria) else "mean "
+    return f"{mean}{num(n_scored or 0)} of {num(n_criteria)} criteria · {judge or 'no judge'}"
+
+
+# The cost ledger's stages: the stored table whose rows carry each stage's ``COSTS`` (rubric generation
+# and FIRM's checklists are output-blind: their rows have no model), in the order the ledger lists them.
+LEDGER_STAGES = {"rubrics": "rubrics", "videoargus": "video_scores", "firm_checklists": "firm_checklists",
+                 "firm": "firm_scores", "vefx": "vefx_scores"}
+TOTAL = "total"
+# No row of a stored table can hold more of any count than this (a video's answers, each at most
+# vlm.MAX_TOKENS_PER_ANSWER): a larger or negative value is read clamped, and sums are taken in 128 bits
+# and kept at most the largest 64-bit integer, so no sum wraps.
+ROW_BOUND = 2 ** 40
+_INT64_MAX = 2 ** 63 - 1
+LEDGER = {"stage": pl.String, "task": pl.String, "model": pl.String, "n_videos": pl.Int64, **COSTS,
+          "request_seconds": pl.Float64, "prompt_tokens_per_video": pl.Float64, "cached_share": pl.Float64}
+
+
+def _stage_rows(stage: str, table: pl.DataFrame) -> pl.DataFrame:
+    """One stage's stored rows summed per task and model (``""`` for an output-blind stage)."""
+    present = [k for k in COSTS if k in table.columns]  # tables written before a column was kept lack it
+    if "cached_tokens" in present:  # a row never caches more than its prompt
+        prompt = pl.col("prompt_tokens").fill_null(0) if "prompt_tokens" in present else pl.lit(0)
+        table = table.with_columns(pl.min_horizontal(pl.col("cached_tokens").fill_null(0), prompt).alias("cached_tokens"))
+    model = pl.col("model").fill_null("") if "model" in table.columns else pl.lit("")
+    videos = pl.len() if "model" in table.columns else pl.lit(0, pl.Int64)
+    return (table.with_columns(model.alias("model"), pl.lit(stage).alias("stage"))
+            .group_by("stage", "task", "model")
+            .agg(videos.cast(pl.Int64).alias("n_videos"),
+                 *[pl.col(k).fill_null(0).clip(0, ROW_BOUND).cast(pl.Int128).sum().clip(0, _INT64_MAX)
+                   .cast(pl.Int64).alias(k) for k in present])
+            .with_columns(*[pl.lit(0, pl.Int64).alias(k) for k in COSTS if k not in present]))
+
+
+def cost_table(video_scores: pl.DataFrame | None = None, *, stages: dict[str, pl.DataFrame | None] | None = None
+               ) -> pl.DataFrame:
+    """The cost ledger: what every VLM request of an evaluation cost, one row per stage, task and
+    model, and a last row (stage ``total``) for the whole evaluation.
+
+    ``stages`` maps a stage of :data:`LEDGER_STAGES` to its stored table (``video_scores`` alone is
+    the ``videoargus`` stage). Each row sums its rows' ``COSTS`` (requests as the server saw them,
+    retries, tokens, images, ``request_ms``), with ``request_seconds``, the prompt tokens per video
+    (for a stage that scores videos) and the share of prompt tokens the server had cached (0-1).
+    The total's ``n_videos`` is the most videos any stage covered. Empty without any row."""
+    tables = dict(stages or {})
+    if video_scores is not None:
+        tables["videoargus"] = video_scores
+    parts = [_stage_rows(stage, t) for stage, t in tables.items() if t is not None and t.height]
+    if not parts:
+        return pl.DataFrame(schema=LEDGER)
+    order = {s: i for i, s in enumerate(LEDGER_STAGES)}
+    rows = pl.concat([p.select("stage", "task", "model", "n_videos", *COSTS) for p in parts])
+    rows = rows.sort(pl.col("stage").replace_strict(order, default=len(order), return_dtype=pl.Int64), "task", "model")
+    total = rows.select(pl.lit(TOTAL).alias("stage"), pl.lit("").alias("task"), pl.lit("").alias("model"),
+                        pl.col("n_videos").sum().over("stage").max().alias("n_videos"),
+                        *[pl.col(k).cast(pl.Int128).sum().clip(0, _INT64_MAX).cast(pl.Int64).alias(k) for k in COSTS])
+    out = pl.concat([rows, total.select(rows.columns)])
+    return out.with_columns(
+        (pl.col("request_ms") / 1000).alias("request_seconds"),
+        pl.when(pl.col("n_videos") > 0).then(pl.col("prompt_tokens") / pl.col("n_videos"))
+        .otherwise(None).alias("prompt_tokens_per_video"),
+        pl.when(pl.col("prompt_tokens") > 0)
+        .then(pl.min_horizontal("cached_tokens", "prompt_tokens") / pl.col("prompt_tokens"))
+        .otherwise(None).alias("cached_share")).select(list(LEDGER))
+
+
+def stored_cost_table(storage_dir, store=None, *, video_scores: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The cost ledger of the tables stored under ``storage_dir`` (a folder, or an ``s3://`` prefix of
+    ``store``): every stage of :data:`LEDGER_STAGES`; ``video_scores``, when given, stands for the stored one."""
+    from argus_dagster.infra.tables import stored_table
+
+    tables = {stage: stored_table(storage_dir, asset, store) for stage, asset in LEDGER_STAGES.items()
+              if not (asset == "video_scores" and video_scores is not None)}
+    if video_scores is not None:
+        tables["videoargus"] = video_scores
+    return cost_table(stages=tables)
+
+
+def ledger_total(costs: pl.DataFrame) -> dict | None:
+    """The ledger's ``total`` row, None when it has none."""
+    if not costs.height or "stage" not in costs.columns:
+        return None
+    total = costs.filter(pl.col("stage") == TOTAL)
+    return total.row(0, named=True) if total.height else None
+
+
+def cost_summary(costs: pl.DataFrame) -> dict:
+    """One evaluation's totals (the ledger's ``total`` row): videos, requests, request-seconds, tokens,
+    prompt tokens per video and the share cached (0-1)."""
+    total = ledger_total(costs) or {}
+    n = int(total.get("n_videos") or 0)
+    prompt, cached = int(total.get("prompt_tokens") or 0), int(total.get("cached_tokens") or 0)
+    return {"n_videos": n, "vlm_requests": int(total.get("vlm_requests") or 0),
+            "request_seconds": float(total.get("request_seconds") or 0.0),
+            "prompt_tokens": prompt, "cached_tokens": cached,
+            "completion_tokens": int(total.get("completion_tokens") or 0),
+            "images_sent": int(total.get("images_sent") or 0),
+            "prompt_tokens_per_video": prompt / n if n else None,
+            "cached_share": min(max(cached, 0), prompt) / prompt if prompt > 0 else None}
+
+
+def share_text(share: float | None) -> str:
+    """A cached share as a person reads it: ``-`` when unknown, else a percentage of 0-100%."""
+    if share is None or share != share:
+        return "-"
+    return f"{min(max(share, 0.0), 1.0):.0%}"
+
+
+def format_costs(costs: pl.DataFrame) -> str:
+    """The cost ledger as plain text, one line per stage, task and model, and the evaluation's total."""
+    lines = [f"{'stage':<15} {'task':<6} {'model':<18} {'videos':>6} {'requests':>8} {'req s':>8} {'retries':>7} "
+             f"{'parse':>5} {'prompt tok':>11} {'cached':>7} {'compl tok':>9} {'images':>7} {'image MB':>8} "
+             f"{'prompt tok/video':>16}"]
+    for r in costs.iter_rows(named=True):
+        if r["stage"] == TOTAL:
+            continue
+        per_video = "-" if r["prompt_tokens_per_video"] is None else f"{r['prompt_tokens_per_video']:.0f}"
+        lines.append(f"{r['stage']:<15} {r['task']:<6} {r['model'] or '-':<18} {r['n_videos']:>6} {r['vlm_requests']:>8} "
+                     f"{r['request_seconds']:>8.1f} {r['vlm_retries']:>7} {r['vlm_parse_retries']:>5} "
+                     f"{r['prompt_tokens']:>11} {share_text(r['cached_share']):>7} {r['completion_tokens']:>9} "
+                     f"{r['images_sent']:>7} {r['image_bytes_sent'] / 1e6:>8.1f} {per_video:>16}")
+    total = cost_summary(costs)
+    if total["prompt_tokens"]:
+        per_video = "-" if total["prompt_tokens_per_video"] is None else f"{total['prompt_tokens_per_video']:.0f}"
+        lines.append(f"total: {total['vlm_requests']} requests, {total['request_seconds']:.1f} request-seconds, "
+                     f"{total['prompt_tokens']} prompt tokens ({share_text(total['cached_share'])} cached), "
+                     f"{per_video} per video; {total['completion_tokens']} completion tokens")
+    else:
+        lines.append(f"total: {total['vlm_requests']} requests, no VLM tokens reported")
+    return "\n".join(lines)
+
+
+def rank_text(r: dict) -> str:
+    """``1-3``: the ranks a model takes in 95% of the resamples (``1`` when it is one)."""
+    lo, hi = r.get("rank_low"), r.get("rank_high")
+    if lo is None or hi is None:
+        return "-"
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def top_models(rows: list[dict]) -> list[str]:
+    """The models of one task that share the top: rank 1, or rank 1 within their rank interval; in a
+    table without rank columns, every model at the best mean."""
+    scored = [r for r in rows if r.get("mean_final") is not None]
+    if not scored:
+        return []
+    if all(r.get("shares_top") is not None for r in scored):
+        return [str(r["model"]) for r in scored if r["shares_top"]]
+    best = max(r["mean_final"] for r in scored)
+    return [str(r["model"]) for r in scored if r["mean_final"] >= best - RANK_TIE]
+
+
+def partial_evidence_text(rows: list[dict]) -> str | None:
+    """``the ranking rests on partial evidence: the scored criteria cover 39% of the rubric weight
+    (not judged: physical plausibility, ...)`` when some model's scores cover less than half of the
+    weight; None otherwise."""
+    partial = [r for r in rows if r.get("partial_evidence")]
+    if not partial:
+        return None
+    weights = [r["weight_scored"] for r in partial if r.get("weight_scored") is not None]
+    share = (f"{min(weights):.0%}" if min(weights) == max(weights) or len(weights) == 1
+             else f"{min(weights):.0%}-{max(weights):.0%}") if weights else "less than half"
+    missing: list[str] = []
+    for r in partial:
+        for name in (r.get("not_judged") or "").split(", "):
+            if name and name not in missing:
+                missing.append(name)
+    return (f"the ranking rests on partial evidence: the scored criteria cover {share} of the rubric weight"
+            + (f" (not judged: {', '.join(missing)})" if missing else ""))
+
+
+def format_leaderboard(lb: pl.DataFrame) -> str:
+    """Plain-text tables, one per task, best model first: equal scores share a rank, each rank with
+    the ranks the model takes in 95% of the bootstrap's resamples; then which models share the top,
+    where the order of means contradicts a pairwise comparison, and whether the ranking rests on
+    partial evidence."""
+    out = []
+    for task in sorted(lb["task"].unique().to_list()):
+        g = lb.filter(pl.col("task") == task)
+        rows = g.to_dicts()
+        has_ranks = "rank" in g.columns and g["rank"].drop_nulls().len() > 0
+        out.append(f"{task}")
+        out.append(f"  {'rank':>4}  {'95% rank':>8}  {'model':<18} {'final':>6}  {'covers':<41} {'95% CI*':>13}  {'n':>3}  {'errors':>6}")
+        needs: set[str] = set()
+        partial = False
+        means = np.array([np.nan if r["mean_final"] is None else r["mean_final"] for r in rows], dtype=float)
+        fallback = competition_ranks(means)
+        for k, r in enumerate(rows):
+            rank = r.get("rank") if has_ranks else (None if np.isnan(fallback[k]) else int(fallback[k]))
+            score = f"{r['mean_final']:6.2f}" if r["mean_final"] is not None else "     -"
+            ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if r["ci_low"] is not None else "-"
+            covers = coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge"))
+            out.append(f"  {rank if rank is not None else '-':>4}  {rank_text(r):>8}  {r['model']:<18} {score}  "
+                       f"{covers:<41} {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
+            needs |= set(r.get("needs_vlm") or [])
+            partial |= r.get("ci_scope") == "scored criteria only"
+        out.append("  * the interval covers " + ("the scored criteria only" if partial else "all criteria"))
+        top = top_models(rows)
+        if len(top) > 1:
+            out.append(f"  no single leader: {', '.join(top)} share the top (rank 1 within their 95% rank interval)")
+        for r in rows:
+            if r.get("loses_to"):
+                out.append(f"  {r['model']} is ranked above, but loses to {r['loses_to']}")
+        evidence = partial_evidence_text(rows)
+        if evidence:
+            out.append(f"  {evidence}")
+        if needs:
+            out.append(f"  needs a VLM (not scored): {', '.join(sorted(needs))}")
+        out.append("")
+    return "\n".join(out)
+
+
+def pairwise_win_rates(video_scores: pl.DataFrame, task: str, models: list[str], n_resamples: int = 1000,
+                       seed: int = 0) -> dict[tuple[str, str], dict]:
+    """Per ordered pair of ``models`` of ``task``: how often the first's video scores above the
+    second's on the inputs both have a final score for (a tie counts half; an input with several
+    samples compares their means), with a percentile bootstrap 95% interval over those inputs
+    (seeded). ``{(a, b): {"rate", "low", "high", "n"}}``; a pair without a shared input is left out."""
+    if video_scores is None or not video_scores.height:
+        return {}
+    per_input = (video_scores.filter((pl.col("task") == task) & pl.col("final_score").is_not_null())
+                 .group_by("model", "input_id").agg(pl.col("final_score").mean()))
+    scores = {m: dict(zip(g["input_id"].to_list(), g["final_score"].to_list()))
+              for (m,), g in per_input.group_by("model")}
+    rng = np.random.default_rng(seed)
+    out = {}
+    for a in models:
+        for b in models:
+            if a == b or a not in scores or b not in scores:
+                continue
+            shared = sorted(set(scores[a]) & set(scores[b]))
+            if not shared:
+                continue
+            outcome = np.array([1.0 if scores[a][i] > scores[b][i] else 0.5 if scores[a][i] == scores[b][i] else 0.0
+                                for i in shared])
+            if len(outcome) > 1:
+                means = rng.choice(outcome, size=(n_resamples, len(outcome)), replace=True).mean(axis=1)
+                lo, hi = float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+            else:
+                lo = hi = float(outcome[0])
+            out[(a, b)] = {"rate": float(outcome.mean()), "low": lo, "high": hi, "n": len(shared)}
+    return out
