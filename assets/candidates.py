@@ -10,7 +10,7 @@ import time
 import dagster as dg
 import polars as pl
 
-from argus_dagster.infra import bench as bench_lib
+from argus_dagster.method import bench as bench_lib
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.registry import ToolSuite
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa

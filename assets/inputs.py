@@ -6,7 +6,7 @@ import time
 import dagster as dg
 import polars as pl
 
-from argus_dagster.infra import bench as bench_lib
+from argus_dagster.method import bench as bench_lib
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.schema import RubricError
 from argus_dagster.method.rubric.store import resolve_rubric

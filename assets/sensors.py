@@ -2,7 +2,7 @@
 and the dead-run sensor: runs whose process is gone are failed and free their pool slots.
 
 Each tick lists ``<TASK>/<model>/<id>.<ext>`` (and samples) in the candidate store, hashing only the
-entries whose change token moved since the cursor (:mod:`argus_dagster.infra.candidate_store`), so an
+entries whose change token moved since the cursor (:mod:`argus_dagster.method.candidate_store`), so an
 unchanged store costs one directory walk. It then
 
 * adds every model not yet in ``candidate_models`` as a partition, and
@@ -21,7 +21,7 @@ import time
 
 import dagster as dg
 
-from argus_dagster.infra.candidate_store import open_store as open_candidate_store, scan
+from argus_dagster.method.candidate_store import open_store as open_candidate_store, scan
 from argus_dagster.client.processes import fail_dead_runs
 from argus_dagster.infra.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S, load_settings
 from resources.bench import BenchResource

@@ -29,8 +29,8 @@ from typing import Iterable
 
 import dagster as dg
 
-from argus_dagster.infra.bench import task_location
-from argus_dagster.infra.candidate_store import partition_hashes
+from argus_dagster.method.bench import task_location
+from argus_dagster.method.candidate_store import partition_hashes
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.infra.media import SAMPLING_ID, MediaError, file_digest, regular_file
 from argus_dagster.infra.names import file_name
@@ -104,7 +104,7 @@ def rubric_files_version(bench_dir, frozen_dir, task: str, storage: Storage) -> 
 
 
 def candidate_files_version(hashes: dict[str, str]) -> str:
-    """A partition's videos, ``{name: sha256}`` (:func:`~argus_dagster.infra.candidate_store.partition_hashes`)."""
+    """A partition's videos, ``{name: sha256}`` (:func:`~argus_dagster.method.candidate_store.partition_hashes`)."""
     return digest(sorted(hashes.items()))
 
 
@@ -160,7 +160,7 @@ def rubric_files(bench: BenchResource, storage: StorageResource, rubric_generato
 @dg.observable_source_asset(partitions_def=task_model_partitions, group_name=GROUP,
                             description="A model's candidate videos for a task (name and sha256 of each).")
 def candidate_files(context, bench: BenchResource, storage: StorageResource) -> dg.DataVersionsByPartition:
-    from argus_dagster.infra.candidate_store import open_store, scan
+    from argus_dagster.method.candidate_store import open_store, scan
 
     result = scan(open_store(str(bench.candidates_path()), storage.storage()), None)
     known = set(context.instance.get_dynamic_partitions("candidate_models"))
@@ -220,7 +220,7 @@ class Observed:
 def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[tuple[str, str]],
                     known: dict) -> list[Observed]:
     """The versions of the sources of ``tasks`` and of the ``(task, model)`` partitions, with the
-    evaluation's resources (``known``: a candidate-store scan's state, :func:`~argus_dagster.infra.candidate_store.scan`)."""
+    evaluation's resources (``known``: a candidate-store scan's state, :func:`~argus_dagster.method.candidate_store.scan`)."""
     bench, storage = resources["bench"], resources["storage"].storage()
     frozen = generator_folder(bench.frozen_rubrics_path(),
                               resources["rubric_generator"].identity(resources["rubric_vlm"]))

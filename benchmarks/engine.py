@@ -61,7 +61,7 @@ def _cli(env: dict, bench: Path, cands: Path) -> float:
 
 
 def _dagster(env: dict, cands: Path, parallel: int) -> float:
-    from argus_dagster.infra.candidate_store import discover
+    from argus_dagster.method.candidate_store import discover
     from argus_dagster.method.inputs import ALL_TASKS
 
     dagster = str(Path(sys.executable).parent / "dagster")
@@ -100,7 +100,7 @@ def _ui(env: dict, cands: Path, root: Path) -> float:
     """A backfill of every partition as the UI launches it, on a running webserver and daemon."""
     from dagster import DagsterInstance, DagsterRunStatus, MultiPartitionKey, RunsFilter
 
-    from argus_dagster.infra.candidate_store import discover
+    from argus_dagster.method.candidate_store import discover
     from argus_dagster.method.inputs import ALL_TASKS
     from tests.integration.helpers import start_webserver, stop, stop_sensors
 

@@ -54,7 +54,7 @@ BREAKS = (
             '    if value in (".", ".."):\n        return "the model name is a relative folder name"\n', ""),),
           ("tests/unit/test_hostile_properties.py",)),
     Break("find-candidates-skips-name-check", "find_candidates looks under any model name, `.` and `..` included",
-          (("argus_dagster/infra/bench.py",
+          (("argus_dagster/method/bench.py",
             "    if model_name_problem(model):\n        return {}\n    ids = [i for i in input_ids",
             "    ids = [i for i in input_ids"),),
           ("tests/unit/test_hostile_properties.py",)),

@@ -24,8 +24,8 @@ from typing import Callable
 import dagster as dg
 import polars as pl
 
-from argus_dagster.infra.bench import task_dir
-from argus_dagster.infra.candidate_store import discover, unknown_models
+from argus_dagster.method.bench import task_dir
+from argus_dagster.method.candidate_store import discover, unknown_models
 from argus_dagster.infra.progress import PROGRESS
 from argus_dagster.client.processes import launcher_tags
 from argus_dagster.infra.settings import Settings, load_settings
@@ -163,7 +163,7 @@ def _keys_of(subset) -> set:
 def _input_reasons(instance: dg.DagsterInstance, defs: dg.Definitions, task: str) -> list[tuple[str, str]]:
     """The inputs of ``task`` whose manifest row moved since ``input_instances`` stored them, in words
     (:func:`~.history.input_changes`); empty when that cannot be said."""
-    from argus_dagster.infra.bench import read_task_at
+    from argus_dagster.method.bench import read_task_at
     from argus_dagster.definitions import latest_record, stored_table
     from argus_dagster.client.history import input_changes
 
@@ -392,7 +392,7 @@ def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions |
     changed is recorded with its new data version (:mod:`assets.sources`)."""
     from argus_dagster.definitions import build_definitions, changed_observations, report, source_versions
 
-    from argus_dagster.infra.candidate_store import open_store, scan
+    from argus_dagster.method.candidate_store import open_store, scan
 
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
@@ -442,7 +442,7 @@ def _say_reasons(the_plan: Plan, n_videos: dict, progress: Callable[[str], None]
                  known: dict | None = None) -> None:
     """Why the plan runs what it runs, each reason with what it touches (:func:`~.history.reason_lines`);
     ``known``: the candidate store's scan, for the videos of each input a reason names."""
-    from argus_dagster.infra.candidate_store import partition_hashes, video_hashes
+    from argus_dagster.method.candidate_store import partition_hashes, video_hashes
     from argus_dagster.client.history import reason_lines
 
     per_input: dict[tuple[str, str], int] = {}
@@ -690,7 +690,7 @@ def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None 
 
 def _count_videos(candidates: Path | str, task: str, model: str, storage: Storage) -> int:
     if str(candidates).startswith("s3://"):
-        from argus_dagster.infra.candidate_store import S3CandidateStore
+        from argus_dagster.method.candidate_store import S3CandidateStore
 
         return sum(1 for e in S3CandidateStore(str(candidates), storage).entries() if e.task == task and e.model == model)
     folder = task_dir(candidates, task)

@@ -11,7 +11,7 @@ A stem ``x__3`` is the sample 3 of ``x`` unless ``x__3`` is itself an input id o
 ``known_ids``), so an id that happens to contain ``__<digits>`` keeps working. With ``known_ids``, a
 file or folder named by an id's :func:`~argus_dagster.infra.names.file_name` (ids that are not plain names)
 is read as that id. The single-video layout is sample ``""``. A candidate is named by ``model`` and
-``sample``. The graph reads a model's folder the same way (:func:`~argus_dagster.infra.bench.model_samples`),
+``sample``. The graph reads a model's folder the same way (:func:`~argus_dagster.method.bench.model_samples`),
 so its ``video_scores`` and ``firm_scores`` hold a row per sample with its ``sample`` column.
 
 The evaluator is a score column (``final`` for VideoArgus, ``if``/``wc``/``pq`` for FIRM-Video
@@ -42,7 +42,7 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
-from argus_dagster.infra.bench import SAMPLE_STEM, model_samples
+from argus_dagster.method.bench import SAMPLE_STEM, model_samples
 from argus_dagster.infra.names import model_name_problem
 
 SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.0, 5.0), "pq": (1.0, 5.0),
@@ -64,7 +64,7 @@ def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = 
     """``(model, input_id, sample, uri)`` rows under ``candidates/<TASK>/``, and the entries left out
     with the reason (a file that is not a video, a sample folder entry that is not ``<digits>.<ext>``).
     Each model's folder is read as the graph's ``candidate_videos`` reads it
-    (:func:`~argus_dagster.infra.bench.model_samples`)."""
+    (:func:`~argus_dagster.method.bench.model_samples`)."""
     root = Path(task_dir)
     known = list(known_ids) if known_ids is not None else None
     rows, problems = [], []

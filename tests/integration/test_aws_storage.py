@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from argus_dagster.infra import storage as storage_lib
-from argus_dagster.infra.candidate_store import open_store, scan
+from argus_dagster.method.candidate_store import open_store, scan
 from argus_dagster.outputs.overview import stored_table
 from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from assets.leaderboard import leaderboard

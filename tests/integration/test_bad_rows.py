@@ -9,7 +9,7 @@ import time
 import polars as pl
 import pytest
 
-from argus_dagster.infra.bench import MAX_MANIFEST_LINE, MAX_PROMPT
+from argus_dagster.method.bench import MAX_MANIFEST_LINE, MAX_PROMPT
 from argus_dagster.method.rubric.schema import MAX_JSON_DEPTH
 
 from .helpers import t2v_bench

@@ -215,7 +215,7 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
     lb = current_leaderboard()
     assert lb.filter(pl.col("task") == "T2V")["model"].to_list() == ["m"]
 
-    from argus_dagster.infra.candidate_store import discover
+    from argus_dagster.method.candidate_store import discover
 
     found = discover(cands, bench)
     assert found.models == {"m": ["T2V"]}  # TV2V: no bench manifest, said below

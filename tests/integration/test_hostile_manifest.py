@@ -6,7 +6,7 @@ import json
 import polars as pl
 import pytest
 
-from argus_dagster.infra.bench import MAX_MANIFEST_LINE, read_task
+from argus_dagster.method.bench import MAX_MANIFEST_LINE, read_task
 from argus_dagster.infra.media import write_video
 
 from .helpers import pattern_clip

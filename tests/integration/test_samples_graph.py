@@ -14,7 +14,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.infra.candidate_store import LocalCandidateStore, partition_hashes, scan
+from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
 from argus_dagster.infra.media import write_video
 from argus_dagster.client.runner import _firm_run
 from assets.firm import best_of_n_tables

@@ -9,7 +9,7 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from argus_dagster.infra.candidate_store import LocalCandidateStore, scan
+from argus_dagster.method.candidate_store import LocalCandidateStore, scan
 from argus_dagster.infra.media import SETTLE_NS, write_video
 from assets import ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, SOURCES, TASK_ASSETS
 from assets.sensors import candidate_store_sensor
@@ -216,7 +216,7 @@ def test_the_same_scan_works_on_an_s3_prefix():
 
     from moto.server import ThreadedMotoServer
 
-    from argus_dagster.infra.candidate_store import S3CandidateStore
+    from argus_dagster.method.candidate_store import S3CandidateStore
     from resources.storage import StorageResource
 
     with socket.socket() as s:

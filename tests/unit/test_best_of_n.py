@@ -123,7 +123,7 @@ def test_selection_table_joins_evaluators_and_splits_samples():
 
 
 def test_store_hashes_read_as_inputs_and_samples():
-    from argus_dagster.infra.candidate_store import partition_hashes, video_hashes
+    from argus_dagster.method.candidate_store import partition_hashes, video_hashes
 
     known = {"T2V/m/p1.mp4": ["t", "a"], "T2V/m/p2__1.mp4": ["t", "b"], "T2V/m/p3/02.mp4": ["t", "c"],
              "T2V/m/clip__3.mp4": ["t", "d"], "T2V/other/p1.mp4": ["t", "e"], "pre/TI2V/m/p1.mp4": ["t", "f"]}

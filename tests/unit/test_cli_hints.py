@@ -3,7 +3,7 @@ folder gets the task it was meant to be."""
 
 import json
 
-from argus_dagster.infra.candidate_store import discover, nearest
+from argus_dagster.method.candidate_store import discover, nearest
 from argus_dagster.client.cli import main
 
 

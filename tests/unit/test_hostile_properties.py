@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from argus_dagster.infra.bench import bench_rubric_paths, find_candidate, find_candidates, read_task
+from argus_dagster.method.bench import bench_rubric_paths, find_candidate, find_candidates, read_task
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.infra.media import MediaError, s3_cache_path
 from argus_dagster.infra.names import (file_name, folder_name, input_id_problem, is_single_component, lookup_names,

@@ -7,7 +7,7 @@ import os
 
 import polars as pl
 
-from argus_dagster.infra.candidate_store import LocalCandidateStore, partition_hashes, scan
+from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
 from argus_dagster.infra.media import file_digest
 from argus_dagster.infra.storage import Storage
 from assets.versions import content_version

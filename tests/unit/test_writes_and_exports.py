@@ -302,7 +302,7 @@ def test_a_rubric_nested_200000_levels_is_one_error_and_never_a_recursion(tmp_pa
 
 
 def test_a_prompt_over_the_bound_is_its_rows_error(tmp_path):
-    from argus_dagster.infra.bench import MAX_PROMPT, read_task
+    from argus_dagster.method.bench import MAX_PROMPT, read_task
 
     (tmp_path / "T2V").mkdir()
     lines = [{"id": "ok", "prompt": "A kite"}, {"id": "big", "prompt": "a" * 1_040_000}]

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from argus_dagster.infra.bench import bench_rubric_paths
+from argus_dagster.method.bench import bench_rubric_paths
 from argus_dagster.infra.files import WriteError
 from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.method.inputs import InputInstance

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
-from argus_dagster.infra.bench import SAMPLE_NAME, VIDEO_SUFFIXES, manifest_ids, model_samples, sample_of, task_dir, task_location
+from argus_dagster.method.bench import SAMPLE_NAME, VIDEO_SUFFIXES, manifest_ids, model_samples, sample_of, task_dir, task_location
 from argus_dagster.method.inputs import Task
 from argus_dagster.infra.names import lookup_names, model_name_problem
 
@@ -179,7 +179,7 @@ def partition_hashes(known: Known, task: str, model: str) -> dict[str, str]:
 
 def video_hashes(hashes: dict[str, str], input_ids: Iterable[str]) -> dict[tuple[str, str], str]:
     """``{(input_id, sample): content hash}`` from :func:`partition_hashes`, read with the bench's ids
-    as ``candidate_videos`` reads the folder (:func:`~argus_dagster.infra.bench.sample_of`)."""
+    as ``candidate_videos`` reads the folder (:func:`~argus_dagster.method.bench.sample_of`)."""
     known = {n: i for i in input_ids for n in lookup_names(i)}
     out = {}
     for name, digest in sorted(hashes.items()):
