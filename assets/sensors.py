@@ -22,7 +22,7 @@ import time
 import dagster as dg
 
 from argus_dagster.method.candidate_store import open_store as open_candidate_store, scan
-from argus_dagster.client.processes import fail_dead_runs
+from argus_dagster.infra.processes import LAUNCHER_TAG, PROCESS_TAG, alive
 from argus_dagster.infra.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S, load_settings
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
@@ -97,7 +97,7 @@ candidate_store_sensor = candidate_store_sensor_every()
 
 def dead_run_tick(context: dg.SensorEvaluationContext) -> dg.SkipReason:
     """Runs left started by a process of this machine that is gone (a killed ``argus evaluate``) are
-    marked failed and give back their concurrency-pool slots (:mod:`argus_dagster.client.processes`). It
+    marked failed and give back their concurrency-pool slots (:func:`fail_dead_runs`; which process runs what: :mod:`argus_dagster.infra.processes`). It
     requests nothing: what those runs left undone is missing or stale, and the automation sensor asks
     for it again."""
     lines = fail_dead_runs(context.instance)
@@ -116,3 +116,28 @@ def dead_run_sensor_every(seconds: int = DEAD_RUN_INTERVAL_S) -> dg.SensorDefini
 
 
 dead_run_sensor = dead_run_sensor_every()
+
+
+IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
+
+
+def dead_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """The in-progress runs whose :data:`PROCESS_TAG` names a process of this machine that is gone."""
+    out = []
+    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={LAUNCHER_TAG: "cli"})):
+        process = record.dagster_run.tags.get(PROCESS_TAG)
+        if process is not None and not alive(process):
+            out.append(record.dagster_run)
+    return out
+
+
+def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark every run of :func:`dead_runs` failed and free the pool slots it held; a line for each."""
+    lines = []
+    for run in dead_runs(instance):
+        process = run.tags[PROCESS_TAG]
+        instance.report_run_failed(run, message=f"the process that ran it ({process}) is gone; marked failed and "
+                                                "its pool slots freed")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        lines.append(f"run {run.run_id[:8]} was left started by a process that is gone: marked failed, pool slots freed")
+    return lines

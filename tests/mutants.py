@@ -101,7 +101,7 @@ BREAKS = (
           ("tests/unit/test_sqlite_sync.py",)),
     Break("dead-run-judged-across-pid-namespaces", "a run of a container's process (another pid namespace, the "
           "host's name) is judged gone because this machine does not see its pid",
-          (("argus_dagster/client/processes.py", '    if namespace not in ("?", _pid_namespace()):\n        return True\n',
+          (("argus_dagster/infra/processes.py", '    if namespace not in ("?", _pid_namespace()):\n        return True\n',
             ""),),
           ("tests/unit/test_dead_runs.py",)),
     Break("records-shared-across-instances", "the conditions' reading of the latest records is reused for any "

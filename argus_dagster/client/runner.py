@@ -27,7 +27,7 @@ import polars as pl
 from argus_dagster.method.bench import task_dir
 from argus_dagster.method.candidate_store import discover, unknown_models
 from argus_dagster.infra.progress import PROGRESS
-from argus_dagster.client.processes import launcher_tags
+from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.sqlite import sync_lightly
 from argus_dagster.infra.storage import Storage
@@ -791,7 +791,7 @@ def _clipped(text: str, most: int) -> str:
 def ask_dead_run_sensor(instance: dg.DagsterInstance) -> list[str]:
     """A tick of the ``dead_run_sensor`` (:mod:`assets.sensors`), as the daemon runs it under ``argus
     ui``: runs left started by a process of this machine that is gone are marked failed and give back
-    the pool slots they held (:mod:`argus_dagster.client.processes`); a line for each."""
+    the pool slots they held (:mod:`argus_dagster.infra.processes`); a line for each."""
     from argus_dagster.definitions import dead_run_sensor
 
     with dg.build_sensor_context(instance=instance) as context:

@@ -83,7 +83,7 @@ def test_a_run_killed_holding_the_gpu_pool_is_swept_and_the_next_run_finishes(tm
 HOLD = """
 import time
 import dagster as dg
-from argus_dagster.client.processes import launcher_tags
+from argus_dagster.infra.processes import launcher_tags
 
 @dg.asset(pool="gpu")
 def holds_the_gpu_pool() -> None:

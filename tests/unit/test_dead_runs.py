@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from argus_dagster.client.processes import alive, process_id
+from argus_dagster.infra.processes import alive, process_id
 
 
 def test_a_live_process_is_alive_and_a_killed_unreaped_one_is_gone():

@@ -3,7 +3,7 @@
 A run ``argus evaluate`` executes in its own process carries that process's identity in the tag
 :data:`PROCESS_TAG` (``host:pid:start:pidns``). When the process is killed (a signal, the out-of-memory
 killer, a closed laptop), Dagster keeps the run started, and the concurrency-pool slots its steps
-held stay claimed: runs that need the pool would wait forever. :func:`fail_dead_runs` marks such a
+held stay claimed: runs that need the pool would wait forever. :func:`assets.sensors.fail_dead_runs` marks such a
 run failed and gives its slots back. It runs as the ``dead_run_sensor`` (:mod:`assets.sensors`),
 ticked by the daemon under ``argus ui``, and ``argus evaluate`` asks the same sensor before its runs.
 
@@ -21,11 +21,8 @@ import os
 import socket
 from pathlib import Path
 
-import dagster as dg
-
 PROCESS_TAG = "argus/process"  # host:pid:start:pidns of the process that executes a CLI run
 LAUNCHER_TAG = "argus/launcher"
-IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED]
 
 
 def process_id(pid: int | None = None) -> str:
@@ -80,25 +77,3 @@ def alive(process: str) -> bool:
     if fields and fields[0] in ("Z", "X"):
         return False
     return start in ("?", _start_ticks(int(pid)))
-
-
-def dead_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
-    """The in-progress runs whose :data:`PROCESS_TAG` names a process of this machine that is gone."""
-    out = []
-    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={LAUNCHER_TAG: "cli"})):
-        process = record.dagster_run.tags.get(PROCESS_TAG)
-        if process is not None and not alive(process):
-            out.append(record.dagster_run)
-    return out
-
-
-def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark every run of :func:`dead_runs` failed and free the pool slots it held; a line for each."""
-    lines = []
-    for run in dead_runs(instance):
-        process = run.tags[PROCESS_TAG]
-        instance.report_run_failed(run, message=f"the process that ran it ({process}) is gone; marked failed and "
-                                                "its pool slots freed")
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        lines.append(f"run {run.run_id[:8]} was left started by a process that is gone: marked failed, pool slots freed")
-    return lines
