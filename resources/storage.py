@@ -3,7 +3,7 @@
 :class:`StorageResource` has dagster-aws's :class:`~dagster_aws.s3.S3Resource` configuration (endpoint,
 region, credentials from the standard AWS variables or the config), makes its S3 client with that
 class when an ``s3://`` URI is first used (so a process that never touches S3, such as every run of
-the ``local`` environment, does not import dagster-aws: about 0.8 s of each run's start), and adds
+the ``local`` environment, does not import dagster-aws and its start-up cost: docs/performance.md), and adds
 what the project asks of storage
 (:class:`argus_dagster.infra.storage.Storage`): read, write, list, fetch to the media cache, a sha256 per
 object remembered by ETag, and a link a person can open (a presigned URL for an object). It is the

@@ -69,9 +69,9 @@ class _Recent:
     """The entries this process stored lately, by their full name, up to ``budget`` bytes (least
     recently used go first; entries over 64 KB are not kept): a step reading what an earlier step of
     the same process just stored (a cold run's scores step takes every judgment its evidence step made)
-    does not open each file again, which on a disk busy writing back a run's pages took milliseconds
-    an entry. Entries are content-addressed: what another process stores under the same name means
-    the same."""
+    does not open each file again, which is slow on a disk busy writing back a run's pages
+    (docs/performance.md, "A run's last steps"). Entries are content-addressed: what another process
+    stores under the same name means the same."""
 
     def __init__(self, budget: int):
         self.budget = budget

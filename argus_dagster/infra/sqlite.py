@@ -2,9 +2,9 @@
 
 Dagster's default storage keeps runs and events in SQLite files in WAL mode and opens a connection
 for every write. When the last connection to a file closes, SQLite checkpoints the write-ahead log
-into the database and deletes it, syncing both to disk; so each event a run stores (some 200 in a
-cold ``argus evaluate`` of the engine bench) cost two or three disk syncs, about 1 s of that command
-on this machine's disk (the same command with its files on a tmpfs was that much faster).
+into the database and deletes it, syncing both to disk; so each event a run stores costs two or
+three disk syncs (what that adds to a cold ``argus evaluate``: docs/performance.md, "The instance's
+files without a disk sync per event").
 
 :func:`sync_lightly` does, for the SQLite files under one instance directory, what SQLite recommends
 for WAL mode (``PRAGMA synchronous=NORMAL``: a commit is not synced, a checkpoint is) and keeps one

@@ -1,0 +1,109 @@
+"""The performance and capacity pages describe the present: no history phrases, and every figure
+under a command that measures it today. How the figures moved lives in CHANGELOG.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ("docs/performance.md", "docs/capacity.md")
+
+# Words that tell how a figure moved rather than what it is.
+HISTORY = re.compile(r"\b(before|was|went from|no longer)\b", re.IGNORECASE)
+
+# A measured figure: a number with a unit of time, size or share, or a ratio such as 1.18x.
+FIGURE = re.compile(
+    r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:ms|s|MB|GB|KB|MiB|GiB|%|hours|minutes)(?!\w)"
+    r"|(?<![\w.])\d+(?:\.\d+)?x(?!\w)"
+)
+
+# A command a reader can run: a benchmark module, an argus subcommand or a make target.
+BENCHMARK = re.compile(r"\.venv/bin/python -m (benchmarks\.\w+)")
+ARGUS = re.compile(r"\.venv/bin/argus ([a-z][\w-]*)")
+MAKE = re.compile(r"(?:^|`)make ([a-z][\w-]*)")
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """``(heading, body)`` for the text under each heading (any level), the title's included; a
+    ``#`` line inside a fenced block is not a heading."""
+    out: list[tuple[str, list[str]]] = []
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if not fenced and re.match(r"#{1,6} ", line):
+            out.append((line.lstrip("#").strip(), []))
+        elif out:
+            out[-1][1].append(line)
+    return [(h, "\n".join(body)) for h, body in out]
+
+
+def argus_subcommands() -> set[str]:
+    names: set[str] = set()
+    for path in (ROOT / "argus_dagster" / "client").rglob("*.py"):
+        names |= set(re.findall(r"add_parser\(\s*\"([\w-]+)\"", path.read_text()))
+    return names
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+
+
+def commands(body: str) -> dict[str, bool]:
+    """Each command named in ``body``, and whether what it runs exists in this tree."""
+    found: dict[str, bool] = {}
+    for module in BENCHMARK.findall(body):
+        found[f"python -m {module}"] = (ROOT / (module.replace(".", "/") + ".py")).is_file()
+    subcommands = argus_subcommands()
+    for sub in ARGUS.findall(body):
+        found[f"argus {sub}"] = sub in subcommands
+    targets = make_targets()
+    for target in MAKE.findall(body):
+        found[f"make {target}"] = target in targets
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_holds_no_history_phrase(page):
+    lines = (ROOT / page).read_text().splitlines()
+    hits = [f"{page}:{n}: {m.group(0)!r} in {line.strip()[:90]!r}"
+            for n, line in enumerate(lines, 1) for m in HISTORY.finditer(line)]
+    assert not hits, "history belongs in CHANGELOG.md:\n" + "\n".join(hits)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_each_figure_bearing_section_names_a_command_that_exists(page):
+    parts = sections((ROOT / page).read_text())
+    assert len(parts) >= 4, f"{page} has its sections under headings"
+    bearing = [(h, b) for h, b in parts if FIGURE.search(b)]
+    assert bearing, f"{page} holds figures"
+    for heading, body in bearing:
+        named = commands(body)
+        assert named, (f"{page}, section {heading!r}: figures such as {FIGURE.search(body).group(0)!r} "
+                       f"with no command that measures them")
+        missing = [c for c, ok in named.items() if not ok]
+        assert not missing, f"{page}, section {heading!r}: {missing} name nothing in this tree"
+
+
+def test_history_phrase_and_figure_patterns_read_what_they_mean():
+    assert HISTORY.search("it was 2.78 GB") and HISTORY.search("Went from 10 to 9 s")
+    assert HISTORY.search("No longer grows") and HISTORY.search("before the change")
+    assert not HISTORY.search("the wasm build, a beforehand check, wash")
+    assert [m.group(0) for m in FIGURE.finditer("91.0 s, 1.18x, 3.6 ms, 1.58 GB, 92.2%, 46 minutes")] == [
+        "91.0 s", "1.18x", "3.6 ms", "1.58 GB", "92.2%", "46 minutes"]
+    assert not FIGURE.search("20 models x 1,000 inputs x 5 tasks, a 2-frame clip, fd 2")
+    assert commands("```\n.venv/bin/python -m benchmarks.no_such_bench\n```") == {
+        "python -m benchmarks.no_such_bench": False}
+    assert commands("    .venv/bin/python -m benchmarks.scale --videos 1000") == {
+        "python -m benchmarks.scale": True}
+    assert commands("`make bench` runs both") == {"make bench": True}
+
+
+def test_changelog_holds_the_history_in_dated_entries():
+    text = (ROOT / "CHANGELOG.md").read_text()
+    dates = re.findall(r"^## (\d{4}-\d{2}-\d{2})$", text, re.MULTILINE)
+    assert len(dates) >= 2 and dates == sorted(dates, reverse=True), dates
+    assert HISTORY.search(text), "the changelog tells how the figures moved"
