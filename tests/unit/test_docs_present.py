@@ -22,7 +22,8 @@ FIGURE = re.compile(
 
 # A command a reader can run: a benchmark module, an argus subcommand or a make target.
 BENCHMARK = re.compile(r"\.venv/bin/python -m (benchmarks\.\w+)")
-ARGUS = re.compile(r"\.venv/bin/argus ([a-z][\w-]*)")
+ARGUS = re.compile(r"\.venv/bin/argus ([a-z][\w-]*|--help)")
+INLINE_PYTHON = re.compile(r"\.venv/bin/python -c ")
 MAKE = re.compile(r"(?:^|`)make ([a-z][\w-]*)")
 
 
@@ -59,7 +60,9 @@ def commands(body: str) -> dict[str, bool]:
         found[f"python -m {module}"] = (ROOT / (module.replace(".", "/") + ".py")).is_file()
     subcommands = argus_subcommands()
     for sub in ARGUS.findall(body):
-        found[f"argus {sub}"] = sub in subcommands
+        found[f"argus {sub}"] = sub == "--help" or sub in subcommands
+    if INLINE_PYTHON.search(body):
+        found["python -c"] = True
     targets = make_targets()
     for target in MAKE.findall(body):
         found[f"make {target}"] = target in targets
@@ -100,6 +103,8 @@ def test_history_phrase_and_figure_patterns_read_what_they_mean():
     assert commands("    .venv/bin/python -m benchmarks.scale --videos 1000") == {
         "python -m benchmarks.scale": True}
     assert commands("`make bench` runs both") == {"make bench": True}
+    assert commands("time .venv/bin/argus --help; .venv/bin/argus no-such-command") == {
+        "argus --help": True, "argus no-such-command": False}
 
 
 def test_changelog_holds_the_history_in_dated_entries():
