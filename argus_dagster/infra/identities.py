@@ -27,6 +27,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from pathlib import Path
+from argus_dagster.infra.media import file_digest
 
 
 def _plain(value: Any) -> Any:
@@ -78,10 +80,6 @@ def checkpoint_sha256(folder: Any) -> str | None:
     process reads a checkpoint once. Another checkpoint saved under the same model name is another
     identity; where the folder lies does not count. None where there is no such folder (the client
     then says which path is missing)."""
-    from pathlib import Path
-
-    from argus_dagster.infra.media import file_digest
-
     root = Path(folder) if folder else None
     if root is None or not root.is_dir():
         return None

@@ -22,6 +22,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from pathlib import Path
+import sqlalchemy
 
 MOST_KEPT = 32  # idle connections held per process (a command uses the run and index files, one per run)
 
@@ -47,8 +48,6 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 def sync_lightly(dagster_home: str | Path) -> None:
     """From now on in this process, SQLite files under ``dagster_home`` are opened with
     ``synchronous=NORMAL`` and kept open by an idle connection (see the module's text)."""
-    import sqlalchemy
-
     with _LOCK:
         if not _HOMES:
             sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", _on_connect)

@@ -30,6 +30,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from argus_dagster.infra.files import WriteError, write_atomic
+from argus_dagster.infra.names import file_name
+from argus_dagster.infra.cache import ContentCache
+from argus_dagster.infra.cache import cache_key
+from argus_dagster.infra.settings import report_url
+from urllib.parse import quote
 
 SCHEME = "s3://"
 
@@ -68,8 +73,6 @@ def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
     (``..``, a leading ``/`` or a separator in a key cannot leave the folder), and the key's suffix
     is kept so decoders still know the format.
     """
-    from argus_dagster.infra.names import file_name
-
     bucket, _, key = str(uri)[len(SCHEME):].partition("/")
     if not bucket or not key:
         raise StorageError(f"{uri}: expected s3://bucket/key")
@@ -288,7 +291,6 @@ class Storage:
         prefix = str(prefix)
         if not is_remote(prefix):
             return Path(prefix)
-        from argus_dagster.infra.names import file_name
 
         bucket, key = split(prefix)
         root = Path(self.cache_dir or tempfile.gettempdir()) / "copies" / file_name(bucket) / file_name(key.strip("/") or "-")
@@ -326,7 +328,6 @@ class Storage:
 
     def _hash_cache(self):
         if self._index is None and self.hash_index:
-            from argus_dagster.infra.cache import ContentCache
 
             self._index = ContentCache(self.blobs(self.hash_index), "hashes")
         return self._index
@@ -335,7 +336,6 @@ class Storage:
         self._hashes[(uri, etag, size)] = digest
         index = self._hash_cache()
         if index is not None:
-            from argus_dagster.infra.cache import cache_key
 
             index.put(cache_key(uri=uri, etag=etag, size=size), {"sha256": digest})
 
@@ -356,7 +356,6 @@ class Storage:
             return self._hashes[key]
         index = self._hash_cache()
         if index is not None:
-            from argus_dagster.infra.cache import cache_key
 
             got = index.get(cache_key(uri=uri, etag=etag, size=int(size or 0)))
             if isinstance(got, dict) and isinstance(got.get("sha256"), str):
@@ -382,7 +381,6 @@ class Storage:
             bucket, key = split(uri)
             return self.client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
                                                       ExpiresIn=self.presign_expiry_s)
-        from argus_dagster.infra.settings import report_url
 
         return report_url(uri, Path(reports_dir) if reports_dir else None)
 
@@ -390,8 +388,6 @@ class Storage:
         """:meth:`link` of each file ``names`` (plain names) in ``folder``. For a local folder the
         first file's link is made whole and the others' differ only in the percent-encoded name, so a
         thousand pages cost one path resolution, not a thousand."""
-        from urllib.parse import quote
-
         if not names or is_remote(str(folder)):
             return [self.link(join(folder, n), reports_dir) for n in names]
         first = self.link(join(folder, names[0]), reports_dir)

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator
 from argus_dagster.method.inputs import InputInstance, infer_task, instance_hash
 from argus_dagster.infra.media import MediaError, check_image, file_digest, regular_file
 from argus_dagster.infra.names import input_id_problem, line_key, lookup_names, model_name_problem
+from argus_dagster.infra.storage import LOCAL, is_remote, join
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
 SAMPLE_STEM = re.compile(r"(.+)__(\d+)")
@@ -46,8 +47,6 @@ def task_dir(root: str | Path, task: str) -> Path | None:
 
 def task_location(root: str | Path, task: str, storage=None) -> str | None:
     """:func:`task_dir` of a bench or candidate store at a folder or an ``s3://`` prefix."""
-    from argus_dagster.infra.storage import LOCAL, is_remote, join
-
     if not is_remote(root):
         d = task_dir(root, task)
         return None if d is None else str(d)
@@ -225,8 +224,6 @@ def read_task_at(bench_dir: str | Path, task: str, storage=None) -> list[dict[st
     """:func:`read_task` of a bench at a folder or an ``s3://`` prefix. A bench on S3 is read from its
     local copy (:meth:`~argus_dagster.infra.storage.Storage.local_copy`), and its rows name their conditions
     by their ``s3://`` URIs, so any machine reads them through the storage."""
-    from argus_dagster.infra.storage import LOCAL, is_remote, join
-
     if not is_remote(bench_dir):
         return read_task(bench_dir, task)
     storage = storage or LOCAL
@@ -313,7 +310,6 @@ def listed_samples(model_dir: str, known_ids: Iterable[str] | None = None, stora
     """:func:`model_samples` of a model's prefix on S3 (``s3://bucket/.../<TASK>/<model>``), from one
     listing: the same layouts, the same choice among duplicates, the same reasons for what is left out;
     locations are ``s3://`` URIs."""
-    from argus_dagster.infra.storage import LOCAL, join
 
     storage = storage or LOCAL
     known = {n: i for i in known_ids for n in lookup_names(i)} if known_ids is not None else None
@@ -364,7 +360,6 @@ def find_candidates(candidates_dir: str | Path, task: str, model: str,
     :func:`sample_of`; samples in numeric order, the single video first); an input without a video is
     not a key. Nothing for a model name that is not a folder name of the store, and never a file
     outside the model's folder. A store at an ``s3://`` prefix gives ``s3://`` URIs (:func:`listed_samples`)."""
-    from argus_dagster.infra.storage import is_remote, join
 
     if model_name_problem(model):
         return {}

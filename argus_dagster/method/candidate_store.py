@@ -21,6 +21,9 @@ from typing import Iterable, Iterator, Protocol
 from argus_dagster.method.bench import SAMPLE_NAME, VIDEO_SUFFIXES, manifest_ids, model_samples, sample_of, task_dir, task_location
 from argus_dagster.method.inputs import Task
 from argus_dagster.infra.names import lookup_names, model_name_problem
+from argus_dagster.infra.media import change_token, file_digest
+from argus_dagster.infra.storage import LOCAL, is_remote, join
+import difflib
 
 # Previous scan: {entry key: [token, content hash]}.
 Known = dict[str, list[str]]
@@ -48,8 +51,6 @@ class LocalCandidateStore:
         self.root = Path(root)
 
     def entries(self) -> Iterator[CandidateEntry]:
-        from argus_dagster.infra.media import change_token
-
         for task in Task:
             d = task_dir(self.root, task.value)
             if d is None:
@@ -67,7 +68,6 @@ class LocalCandidateStore:
     def content_hash(self, entry: CandidateEntry) -> str:
         # The same sha256 candidate_videos records, remembered per process by path and stamp, so
         # a video that argus evaluate checks for staleness is not read again by the run that scores it.
-        from argus_dagster.infra.media import file_digest
 
         return file_digest(str(self.root / entry.key))
 
@@ -79,8 +79,6 @@ class S3CandidateStore:
     not downloaded again."""
 
     def __init__(self, location: str, storage=None):
-        from argus_dagster.infra.storage import LOCAL
-
         self.location, self.storage = location.rstrip("/"), storage or LOCAL
 
     def entries(self) -> Iterator[CandidateEntry]:
@@ -206,8 +204,6 @@ def _has_videos(folder: Path) -> bool:
 
 def nearest(name: str, known: Iterable[str], n: int = 3, fold_case: bool = False) -> list[str]:
     """The names of ``known`` closest to a misspelt ``name``, the closest first (none when nothing is close)."""
-    import difflib
-
     known = list(known)
     if not fold_case:
         return difflib.get_close_matches(name, known, n=n, cutoff=0.6)
@@ -234,8 +230,6 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, st
     of one), and, with ``bench_dir``, a task the bench does not have and videos of inputs its
     manifest does not list. A store or bench at an ``s3://`` prefix is listed through ``storage``
     (the storage resource's)."""
-    from argus_dagster.infra.storage import is_remote
-
     if is_remote(candidates_dir):
         return _discover_listed(str(candidates_dir), bench_dir, storage)
     root = Path(candidates_dir)
@@ -290,8 +284,6 @@ def _discover_listed(candidates_dir: str, bench_dir: str | Path | None, storage=
     """:func:`discover` of a candidate store at an ``s3://`` prefix, from one listing (the layout the
     sensor reads, :class:`~.candidate_store.S3CandidateStore`); with ``bench_dir``, a task its bench
     has no manifest for is said and left out."""
-    from argus_dagster.infra.storage import LOCAL, join
-
     storage = storage or LOCAL
     out = Discovery()
     skipped: set[str] = set()

@@ -17,6 +17,8 @@ from pathlib import Path
 import polars as pl
 
 from argus_dagster.infra.files import write_atomic
+from argus_dagster.infra.names import file_name
+from argus_dagster.infra.storage import join
 
 # What a person asks for, and the asset whose stored table it is.
 TABLES = {"leaderboard": "leaderboard", "videos": "video_scores", "criteria": "criterion_scores",
@@ -107,8 +109,6 @@ def combine(parts: list[pl.DataFrame], tasks: list[str] | None = None) -> pl.Dat
 
 def default_out(what: str, fmt: str, evaluation: str) -> Path:
     """``<bench>-<profile>-<what>.<fmt>`` in the working directory."""
-    from argus_dagster.infra.names import file_name
-
     return Path(f"{file_name(evaluation.replace('/', '-'))}-{what}.{fmt}")
 
 
@@ -121,8 +121,6 @@ def write_exports(tables: dict[str, pl.DataFrame], reports_dir: str | Path, stor
     """Each of ``tables`` (by :data:`TABLES` name) as ``<reports_dir>/exports/<name>.csv`` and ``.json``,
     written through ``store`` (a folder or an ``s3://`` prefix), beside the pages that link them;
     returns ``{"<name>_<fmt>": path}``. Raises :class:`argus_dagster.infra.files.WriteError`."""
-    from argus_dagster.infra.storage import join
-
     out = {}
     for name, df in tables.items():
         for fmt in ("csv", "json"):

@@ -21,6 +21,7 @@ import numpy as np
 
 from argus_dagster.infra.media import encode_jpeg
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
+from argus_dagster.method.leaderboard import coverage_text
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f24;max-width:1280px}
@@ -252,8 +253,6 @@ def render_video_report(*, task: str, model: str, input_id: str, prompt: str, co
 
 def _coverage(v: dict) -> str:
     """``3 of 6 criteria · evidence-only · 55% of the weight``: what a score covers."""
-    from argus_dagster.method.leaderboard import coverage_text
-
     text = coverage_text(v.get("n_scored"), v.get("n_criteria"), v.get("judge"))
     if v.get("weight_scored") is not None:
         text += f" · {v['weight_scored']:.0%} of the weight"

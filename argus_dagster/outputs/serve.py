@@ -32,6 +32,8 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+from argus_dagster.outputs.page_media import WEBM_ASKED, serve_webm
+from argus_dagster.infra.settings import environment
 
 HOST = "127.0.0.1"
 IDLE_TIMEOUT_S = 30.0  # a connection that sends or takes nothing for this long is closed
@@ -132,7 +134,6 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         rel = posixpath.normpath(path).lstrip("/")
         if not self._allowed(rel):
             return None
-        from argus_dagster.outputs.page_media import WEBM_ASKED, serve_webm
 
         target = Path(self.translate_path(self.path))
         root = Path(self.directory).resolve()
@@ -261,7 +262,6 @@ def make_server(root: str | Path, port: int = 0, allowed: re.Pattern | None = No
     answers a loopback ``Host`` and the host of ``ARGUS_REPORTS_URL``.
 
     Raises ``OSError`` naming the port when it is taken."""
-    from argus_dagster.infra.settings import environment
 
     configured = _host_name(urlsplit(environment().get("ARGUS_REPORTS_URL").strip()).netloc or "")
     hosts = LOOPBACK_HOSTS | ({configured} if configured else set())

@@ -29,7 +29,11 @@ import polars as pl
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.infra.identities import VefxJudgmentIdentity, record_key, vlm_call
 from argus_dagster.infra.media import SAMPLING_ID
-from argus_dagster.vlm.client import CallStats, ParseError, VlmError, chat_json, scored_object
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.parsing import scored_object
+from argus_dagster.vlm.protocol import chat_json
+from argus_dagster.vlm.reply import ParseError, VlmError
+from argus_dagster.method.leaderboard import bootstrap_ci
 
 IF, RQ, EE = "vefx_instruction_following", "vefx_rendering_quality", "vefx_edit_exclusivity"
 OVERALL = "vefx_overall"
@@ -236,8 +240,6 @@ COLUMNS = {IF: "if_score", RQ: "rq_score", EE: "ee_score", OVERALL: "overall"}
 def leaderboard(scores: pl.DataFrame) -> pl.DataFrame:
     """Per task, model and dimension (IF, RQ, EE, overall): videos, how many are scored, the mean on
     1-4 and its bootstrap 95% interval; sorted by task, dimension and mean (best first)."""
-    from argus_dagster.method.leaderboard import bootstrap_ci
-
     rows = []
     if scores.height:
         for (task, model), g in scores.group_by(["task", "model"], maintain_order=True):

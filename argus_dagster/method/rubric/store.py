@@ -25,6 +25,8 @@ from argus_dagster.method.rubric.frozen import mark_frozen
 from argus_dagster.method.rubric.lenient import read_rubric_file
 from argus_dagster.method.rubric.postprocess import postprocess
 from argus_dagster.method.rubric.schema import Rubric
+from argus_dagster.infra.identities import VlmCall, record_key
+from argus_dagster.method.rubric.generate import rubric_identity
 
 
 def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
@@ -32,8 +34,6 @@ def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
     if "input_hash" not in g:  # a released or hand-written rubric: frozen for good
         return False
     if generator.get("call") is not None:  # a VLM generator: the rubric's identity record decides
-        from argus_dagster.infra.identities import VlmCall, record_key
-        from argus_dagster.method.rubric.generate import rubric_identity
 
         return g.get("identity") != record_key(rubric_identity(inst, VlmCall(**generator["call"])))
     return (g.get("input_hash") != inst.content_hash

@@ -14,6 +14,11 @@ import string
 from pathlib import Path
 
 import numpy as np
+import torch
+from safetensors.numpy import save_file
+from transformers import (BitImageProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPTokenizer, DepthAnythingConfig,
+                          DepthAnythingForDepthEstimation, Dinov2Config, Dinov2Model, DPTImageProcessor, Owlv2Config,
+                          Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor)
 
 MODEL_FOLDERS = ("dino", "detector", "depth", "aesthetic")
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -21,8 +26,6 @@ CLIP_MEAN, CLIP_STD = [0.4815, 0.4578, 0.4082], [0.2686, 0.2613, 0.2758]
 
 
 def _dinov2_config(size: str, **extra):
-    from transformers import Dinov2Config
-
     if size == "tiny":
         return Dinov2Config(**{"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
                                "intermediate_size": 64, "image_size": 56, "patch_size": 14, **extra})
@@ -30,8 +33,6 @@ def _dinov2_config(size: str, **extra):
 
 
 def build_dino(folder: Path, size: str = "tiny") -> None:
-    from transformers import BitImageProcessor, Dinov2Model
-
     side = 56 if size == "tiny" else 224
     Dinov2Model(_dinov2_config(size)).save_pretrained(folder)
     BitImageProcessor(size={"shortest_edge": side}, crop_size={"height": side, "width": side}, do_center_crop=True,
@@ -42,8 +43,6 @@ def _char_tokenizer():
     """A CLIP tokenizer over single characters: enough for text queries to reach the text tower.
 
     The start token must not be id 0: OWL models treat a query whose first id is 0 as padding."""
-    from transformers import CLIPTokenizer
-
     vocab: dict[str, int] = {}
     for c in string.ascii_lowercase + string.digits:
         vocab[c] = len(vocab)
@@ -54,9 +53,6 @@ def _char_tokenizer():
 
 
 def build_detector(folder: Path, size: str = "tiny") -> None:
-    import torch
-    from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor
-
     tokenizer = _char_tokenizer()
     ids = {k: tokenizer.convert_tokens_to_ids(t) for k, t in
            (("bos_token_id", "<|startoftext|>"), ("eos_token_id", "<|endoftext|>"), ("pad_token_id", "<|endoftext|>"))}
@@ -83,8 +79,6 @@ def build_detector(folder: Path, size: str = "tiny") -> None:
 
 
 def build_depth(folder: Path, size: str = "tiny") -> None:
-    from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, DPTImageProcessor
-
     if size == "tiny":
         side = 56
         backbone = _dinov2_config("tiny", num_hidden_layers=4, out_features=["stage1", "stage2", "stage3", "stage4"],
@@ -101,9 +95,6 @@ def build_depth(folder: Path, size: str = "tiny") -> None:
 
 def build_aesthetic(folder: Path, size: str = "tiny", seed: int = 0) -> None:
     """A CLIP image tower and a LAION-style linear head (see ``aesthetic_model``)."""
-    from safetensors.numpy import save_file
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
-
     if size == "tiny":
         side, dims = 56, [32, 16, 1]
         cfg = CLIPConfig(text_config=dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -133,8 +124,6 @@ BUILDERS = {"dino": build_dino, "detector": build_detector, "depth": build_depth
 
 def build_models(root: str | Path, size: str = "tiny", which: tuple[str, ...] = MODEL_FOLDERS) -> Path:
     """Write random-weight checkpoints for ``which`` under ``root`` (one subfolder each); returns root."""
-    import torch
-
     if size not in ("tiny", "real"):
         raise ValueError(f"size {size!r}: expected 'tiny' or 'real'")
     root = Path(root)
