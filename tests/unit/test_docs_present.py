@@ -3,6 +3,7 @@ under a command that measures it today. How the figures moved lives in CHANGELOG
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -173,3 +174,62 @@ def test_every_module_over_500_lines_is_listed_with_why():
             if "__pycache__" not in p.parts and len(p.read_text().splitlines()) > 500}
     assert over <= set(listed), f"over 500 lines and not listed with why: {sorted(over - set(listed))}"
     assert set(listed) <= over, f"listed but 500 lines or fewer (or gone): {sorted(set(listed) - over)}"
+
+
+def _module_file(module: str) -> Path | None:
+    path = ROOT.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _top_level_names(source: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try)):
+            names |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            names |= {(a.asname or a.name).split(".")[0] for n in ast.walk(node)
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    return names
+
+
+def unresolved_imports(source: Path) -> list[str]:
+    """The project imports of ``source`` (a benchmark) that name no module or definition of this tree."""
+    out = []
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names
+                    if a.name.split(".")[0] in ("argus_dagster", "assets", "resources") and not _module_file(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] in ("argus_dagster", "assets", "resources", "benchmarks", "tests"):
+            source = _module_file(node.module)
+            if source is None:
+                out.append(node.module)
+                continue
+            defined = _top_level_names(source)
+            out += [f"{node.module}.{a.name}" for a in node.names
+                    if a.name != "*" and a.name not in defined and not _module_file(f"{node.module}.{a.name}")]
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_benchmarks_the_pages_name_import_what_exists(page):
+    text = (ROOT / page).read_text()
+    for module in sorted(set(BENCHMARK.findall(text))):
+        assert not unresolved_imports(_module_file(module)), f"{page} names {module}, whose imports moved"
+
+
+def test_unresolved_imports_are_found(tmp_path):
+    bench = tmp_path / "probe.py"
+    bench.write_text("from argus_dagster.runner import evaluate\nfrom argus_dagster.infra.media import FRAME_POOL, "
+                     "no_such_name\nimport argus_dagster.sqlite_sync\n")
+    assert unresolved_imports(bench) == [
+        "argus_dagster.runner", "argus_dagster.infra.media.no_such_name", "argus_dagster.sqlite_sync"]
