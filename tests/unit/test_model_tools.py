@@ -15,7 +15,8 @@ from argus_dagster.method.evidence.plan import NormalizedPlan
 from argus_dagster.method.evidence.tools import UnavailableTool
 from argus_dagster.method.evidence.tools.aesthetic_model import AestheticHead
 from argus_dagster.method.evidence.tools.detection import Detector
-from argus_dagster.method.evidence.tools.models import ModelStore, ModelUnavailable, image_embeddings
+from argus_dagster.method.evidence.tools.models import ModelStore, ModelUnavailable
+from argus_dagster.method.evidence.tools.vision import image_embeddings
 from argus_dagster.method.evidence.tools.random_models import build_models
 from argus_dagster.method.evidence.tools.registry import MODEL_BACKED, FallbackTool, model_suite
 from argus_dagster.method.judge import EvidenceOnlyJudge

@@ -26,7 +26,9 @@ import numpy as np
 from argus_dagster.infra.media import JUDGE_POLICY
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.classical import ClassicalAesthetic
-from argus_dagster.method.evidence.tools.models import ModelStore, VisionModel, raw_embeddings
+from argus_dagster.method.evidence.tools.models import ModelStore
+from argus_dagster.method.evidence.tools.vision import VisionModel, raw_embeddings
+from safetensors.numpy import load_file
 
 AESTHETIC_FOLDER = "aesthetic"
 HEAD_FILES = ("config.json", "head.safetensors", "head.json")
@@ -36,7 +38,6 @@ class AestheticHead:
     """A chain of linear layers read from ``head.safetensors``, with its ``head.json`` settings."""
 
     def __init__(self, folder: Path):
-        from safetensors.numpy import load_file
 
         tensors = load_file(str(folder / "head.safetensors"))
         layer_ids = sorted({int(m.group(1)) for k in tensors if (m := re.fullmatch(r"layers\.(\d+)\.weight", k))})

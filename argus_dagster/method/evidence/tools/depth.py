@@ -11,7 +11,8 @@ from argus_dagster.infra.media import DENSE_POLICY, Frames
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.detection import Localizer
 from argus_dagster.method.evidence.tools.geometry import box_overlap, closeness, depth_occlusion, fraction, front_entity, region_closeness
-from argus_dagster.method.evidence.tools.models import ModelStore, VisionModel
+from argus_dagster.method.evidence.tools.models import ModelStore, torch_module
+from argus_dagster.method.evidence.tools.vision import VisionModel
 
 DEPTH_FOLDER = "depth"
 
@@ -35,8 +36,7 @@ class DepthModel:
         self.config = {"weights": store.weights(DEPTH_FOLDER)}
 
     def maps(self, frames: Sequence[np.ndarray], batch_size: int = 4) -> list[np.ndarray]:
-        import torch
-
+        torch = torch_module()
         out: list[np.ndarray] = []
         for i in range(0, len(frames), batch_size):
             chunk = list(frames[i:i + batch_size])

@@ -21,7 +21,7 @@ from argus_dagster.infra.media import DENSE_POLICY, JUDGE_POLICY, Frames
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.vocabulary import crop_id_for
 from argus_dagster.method.evidence.tools.geometry import Box, nms
-from argus_dagster.method.evidence.tools.models import ModelStore
+from argus_dagster.method.evidence.tools.models import ModelStore, torch_module, transformers_module
 
 DETECTOR_FOLDER = "detector"
 SUPPORTED_DETECTORS = ("owlv2", "owlvit")
@@ -41,8 +41,7 @@ class Detector:
     """An OWL-family detector: per frame and text query, scored boxes after non-maximum suppression."""
 
     def __init__(self, folder, device: str):
-        import transformers
-
+        transformers = transformers_module()
         self.device = device
         self.processor = transformers.AutoProcessor.from_pretrained(str(folder), local_files_only=True)
         self.model = transformers.AutoModelForZeroShotObjectDetection.from_pretrained(str(folder), local_files_only=True).to(device).eval()
@@ -63,8 +62,7 @@ class Detector:
     def detect(self, frames: Sequence[np.ndarray], queries: Sequence[str], threshold: float,
                batch_size: int = 4, iou_threshold: float = 0.5) -> list[list[list[Detection]]]:
         """``result[frame][query]``: detections scoring at least ``threshold``, best first."""
-        import torch
-
+        torch = torch_module()
         out: list[list[list[Detection]]] = []
         for i in range(0, len(frames), batch_size):
             chunk = list(frames[i:i + batch_size])

@@ -8,7 +8,8 @@ import numpy as np
 
 from argus_dagster.infra.media import JUDGE_POLICY
 from argus_dagster.method.evidence.media_store import MediaStore
-from argus_dagster.method.evidence.tools.models import ModelStore, VisionModel, image_embeddings
+from argus_dagster.method.evidence.tools.models import ModelStore
+from argus_dagster.method.evidence.tools.vision import VisionModel, image_embeddings
 
 DINO_FOLDER = "dino"
 

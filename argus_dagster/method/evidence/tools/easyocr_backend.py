@@ -20,6 +20,15 @@ from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.models import ModelStore, ModelUnavailable
 from argus_dagster.method.evidence.tools.ocr import ocr_record
 
+try:  # easyocr is optional: the 'ocr' extra (make test-ocr) installs it with a matched torchvision
+    import easyocr
+    from easyocr.config import detection_models, recognition_models
+    from easyocr.detection import get_detector, get_textbox
+    from easyocr.recognition import get_recognizer
+    EASYOCR_MISSING = ""
+except ImportError as exc:
+    EASYOCR_MISSING = str(exc)
+
 EASYOCR_FOLDER = "easyocr"
 DETECTOR_NAME = "craft"
 RECOGNIZER_NAME = "english_g2"
@@ -27,10 +36,15 @@ RECOGNIZER_NAME = "english_g2"
 GEN2_PARAMS = {"input_channel": 1, "output_channel": 256, "hidden_size": 256}
 
 
+def _require_easyocr() -> None:
+    if EASYOCR_MISSING:
+        raise ModelUnavailable(f"easyocr is not installed ({EASYOCR_MISSING}); install the 'ocr' extra "
+                               "(torch and torchvision matched, see docs/tools.md)")
+
+
 def easyocr_files() -> dict[str, tuple[str, str]]:
     """File name and release checksum of the detector and recognizer, from easyocr's own config."""
-    from easyocr.config import detection_models, recognition_models
-
+    _require_easyocr()
     det = detection_models[DETECTOR_NAME]
     rec = recognition_models["gen2"][RECOGNIZER_NAME]
     return {"detector": (det["filename"], det["md5sum"]), "recognizer": (rec["filename"], rec["md5sum"])}
@@ -48,13 +62,7 @@ class EasyOcrEngine:
     """An easyocr ``Reader`` whose networks are loaded from ``folder`` without any download."""
 
     def __init__(self, folder: Path, device: str):
-        try:
-            import easyocr
-            from easyocr.detection import get_detector, get_textbox
-            from easyocr.recognition import get_recognizer
-        except ImportError as exc:
-            raise ModelUnavailable(f"easyocr is not installed ({exc}); install the 'ocr' extra "
-                                   "(torch and torchvision matched, see docs/tools.md)") from exc
+        _require_easyocr()
         files = easyocr_files()
         paths = {k: folder / name for k, (name, _) in files.items()}
         missing = [str(p) for p in paths.values() if not p.is_file()]

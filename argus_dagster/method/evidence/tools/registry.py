@@ -104,35 +104,28 @@ def model_suite(models_dir: str | None, device: str = "cpu", *, vlm_qa: Tool | N
     ``aesthetic/`` (learned aesthetic), ``easyocr/`` (ocr with ``ocr_backend="easyocr"``).
     Models load here, once; the suite is kept for the life of the process.
     """
-    from argus_dagster.method.evidence.tools.aesthetic_model import LearnedAesthetic
-    from argus_dagster.method.evidence.tools.depth import DepthModel, DepthProbe
-    from argus_dagster.method.evidence.tools.detection import CropCompare, Localizer, SamTrack
-    from argus_dagster.method.evidence.tools.dino import DinoSim
-    from argus_dagster.method.evidence.tools.spatial import SpatialRelation
+    from argus_dagster.method.evidence.tools import (  # deferred: torch, transformers and easyocr load only here
+        aesthetic_model, depth, detection, dino, easyocr_backend, spatial, web_search)
 
     if ocr_backend not in OCR_BACKENDS:
         raise ValueError(f"ocr_backend {ocr_backend!r}: expected one of {OCR_BACKENDS}")
     store = store or ModelStore(models_dir or None, device)
     tools = dict(embedded_suite(vlm_qa=vlm_qa).tools)
-    localizer, why_det = _attempt(lambda: Localizer(store))
-    depth, why_depth = _attempt(lambda: DepthModel(store))
-    dino, why_dino = _attempt(lambda: DinoSim(store))
-    tools["dino_sim"] = dino or UnavailableTool("dino_sim", why_dino)
-    tools["sam_track"] = SamTrack(localizer) if localizer else UnavailableTool("sam_track", why_det)
-    tools["crop_compare"] = CropCompare(localizer) if localizer else UnavailableTool("crop_compare", why_det)
-    tools["spatial_relation"] = (SpatialRelation(localizer, depth) if localizer
+    localizer, why_det = _attempt(lambda: detection.Localizer(store))
+    depth_model, why_depth = _attempt(lambda: depth.DepthModel(store))
+    dino_sim, why_dino = _attempt(lambda: dino.DinoSim(store))
+    tools["dino_sim"] = dino_sim or UnavailableTool("dino_sim", why_dino)
+    tools["sam_track"] = detection.SamTrack(localizer) if localizer else UnavailableTool("sam_track", why_det)
+    tools["crop_compare"] = detection.CropCompare(localizer) if localizer else UnavailableTool("crop_compare", why_det)
+    tools["spatial_relation"] = (spatial.SpatialRelation(localizer, depth_model) if localizer
                                  else UnavailableTool("spatial_relation", why_det))
-    tools["depth_probe"] = DepthProbe(depth, localizer) if depth else UnavailableTool("depth_probe", why_depth)
-    learned, why_aesthetic = _attempt(lambda: LearnedAesthetic(store))
+    tools["depth_probe"] = depth.DepthProbe(depth_model, localizer) if depth_model else UnavailableTool("depth_probe", why_depth)
+    learned, why_aesthetic = _attempt(lambda: aesthetic_model.LearnedAesthetic(store))
     tools["aesthetic"] = learned or FallbackTool(tools["aesthetic"], f"learned aesthetic unavailable: {why_aesthetic}")
     if ocr_backend == "easyocr":
-        from argus_dagster.method.evidence.tools.easyocr_backend import EasyOcr
-
-        easy, why_ocr = _attempt(lambda: EasyOcr(store))
+        easy, why_ocr = _attempt(lambda: easyocr_backend.EasyOcr(store))
         tools["ocr"] = easy or FallbackTool(tools["ocr"], f"easyocr unavailable: {why_ocr}")
     if web_search_url and web_search_key:
-        from argus_dagster.method.evidence.tools.web_search import WebSearch
-
-        search, why_search = _attempt(lambda: WebSearch(web_search_url, web_search_key))
+        search, why_search = _attempt(lambda: web_search.WebSearch(web_search_url, web_search_key))
         tools["web_search"] = search or UnavailableTool("web_search", why_search)
     return ToolSuite(tools, store=store)
