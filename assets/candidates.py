@@ -20,8 +20,8 @@ from argus_dagster.method.leaderboard import coverage_text
 from argus_dagster.infra.progress import StageLog
 from argus_dagster.method.stages import candidate_media, criterion_evidence_row, judge_video, score_video
 from argus_dagster.method.rubric.schema import parse_rubric
-from argus_dagster.vlm.client import (STAGE_EVIDENCE, STAGE_JUDGMENTS, CallStats, cached_share, request_pool, request_priority,
-                               video_group)
+from argus_dagster.vlm.ledger import CallStats, cached_share
+from argus_dagster.vlm.priorities import STAGE_EVIDENCE, STAGE_JUDGMENTS, request_pool, request_priority, video_group
 from argus_dagster.infra.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource

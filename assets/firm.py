@@ -25,7 +25,8 @@ from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.protocols.alignment.ratings import read_human
 from argus_dagster.infra.tables import COSTS, frame
 from assets.versions import content_version, volatile_metadata
-from argus_dagster.vlm.client import STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, request_priority
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, STAGE_RUBRICS, request_priority
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.tools import ToolsResource

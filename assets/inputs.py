@@ -10,7 +10,8 @@ from argus_dagster.method import bench as bench_lib
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.schema import RubricError
 from argus_dagster.method.rubric.store import resolve_rubric
-from argus_dagster.vlm.client import STAGE_RUBRICS, CallStats, cost_ledger, request_pool, request_priority
+from argus_dagster.vlm.ledger import CallStats, cost_ledger
+from argus_dagster.vlm.priorities import STAGE_RUBRICS, request_pool, request_priority
 from argus_dagster.infra.tables import COSTS, INPUT_INSTANCES, RUBRICS, frame
 from assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.storage import is_remote, join

@@ -14,7 +14,8 @@ from argus_dagster.method.inputs import InputInstance
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.tables import COSTS, frame
 from assets.versions import content_version, volatile_metadata
-from argus_dagster.vlm.client import STAGE_JUDGMENTS, CallStats, cost_ledger, request_pool, request_priority
+from argus_dagster.vlm.ledger import CallStats, cost_ledger
+from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource

@@ -17,7 +17,7 @@ from argus_dagster.method.rubric.generate import generate_with_vlm, generator_id
 from argus_dagster.method.rubric.offline import GENERATOR, generate_offline
 from argus_dagster.method.rubric.schema import Rubric
 from argus_dagster.method.scoring import DEFAULT_ALPHA
-from argus_dagster.vlm.client import CallStats
+from argus_dagster.vlm.ledger import CallStats
 
 from .vlm import VlmResource
 

@@ -13,19 +13,27 @@ import dagster as dg
 from argus_dagster.infra.memo import once_per_key
 from argus_dagster.infra.settings import environment
 from argus_dagster.infra.redact import redact_urls
-from argus_dagster.vlm.client import DEFAULT_MAX_ANSWER_CHARS, OpenAICompatibleClient, TransformersClient, VlmClient
+from argus_dagster.vlm.protocol import VlmClient
+from argus_dagster.vlm.reply import DEFAULT_MAX_ANSWER_CHARS
 
 BACKENDS = ("none", "openai", "transformers")
 
 
+# The one process cache of clients, at most 8 configurations (the judge's and the rubric generator's, a
+# few profiles): every run and thread of the process that asks for a configuration gets the same client,
+# because the client holds the endpoints' bound on requests in flight and the queue that orders waiting
+# requests by stage, priority and video (argus_dagster.vlm.priorities), and both must span every
+# concurrent run to hold. A local model is loaded once per process for the same reason.
 @once_per_key(maxsize=8)
 def _client(backend: str, base_urls: str, model: str, api_key: str, concurrency: int, timeout_s: float,
             max_retries: int, model_path: str, device: str, max_new_tokens: int, slots_dir: str,
             max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> VlmClient:
     if backend == "openai":
+        from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient  # deferred: start-up time (requests)
         return OpenAICompatibleClient(base_urls, model, api_key, concurrency=concurrency, timeout_s=timeout_s,
                                       max_retries=max_retries, slots_dir=slots_dir or None,
                                       max_answer_chars=max_answer_chars)
+    from argus_dagster.vlm.transformers_client import TransformersClient  # deferred: start-up time (torch)
     return TransformersClient(model_path, device=device, max_new_tokens=max_new_tokens, name=model)
 
 

@@ -37,16 +37,16 @@ class Break:
 
 BREAKS = (
     Break("local-vlm-drops-frames", "the local transformers client leaves every frame out of its prompt",
-          (("argus_dagster/vlm/client.py",
-            "                if is_image(p):\n                    images.append(",
-            "                if is_image(p):\n                    continue\n                    images.append("),),
+          (("argus_dagster/vlm/transformers_client.py",
+            "                if is_image_part(p):\n                    images.append(",
+            "                if is_image_part(p):\n                    continue\n                    images.append("),),
           ("tests/unit/test_vlm_local.py",)),
     Break("request-before-frames",
           "the question or criterion comes before the video's frames: no two requests share them as a prefix",
           (("argus_dagster/method/video_prompt.py", "[*parts, *extra, *request]", "[*request, *parts, *extra]"),),
           ("tests/integration/test_vlm_judge_rubric.py",)),
     Break("ledger-drops-cached-tokens", "the client never reads the cached prompt tokens a server reports",
-          (("argus_dagster/vlm/client.py", 'usage.get("prompt_tokens_details"), "cached_tokens")',
+          (("argus_dagster/vlm/ledger.py", 'usage.get("prompt_tokens_details"), "cached_tokens")',
             'usage.get("prompt_tokens_details"), "cached")'),),
           ("tests/integration/test_vlm_client.py",)),
     Break("model-name-accepts-dot", "`.` and `..` are acceptable model names",
@@ -184,7 +184,7 @@ BREAKS = (
     # -- ledger --
     Break("ledger-misses-timed-out-request", "a request that timed out on the client's side is not counted, "
           "though the server received it",
-          (("argus_dagster/vlm/client.py", 'reached = outcome not in ("connection_error", "request_error")',
+          (("argus_dagster/vlm/openai_compatible.py", 'reached = outcome not in ("connection_error", "request_error")',
             'reached = outcome not in ("connection_error", "request_error", "timeout")'),),
           ("tests/integration/test_ledger_faults.py",)),
     Break("ledger-leaves-out-rubric-generation", "a rubric's row does not carry what generating it cost",
@@ -202,7 +202,7 @@ BREAKS = (
             'return (table.with_columns(model.alias("model"), pl.lit("videoargus").alias("stage"))'),),
           ("tests/unit/test_cost_ledger.py",)),
     Break("cached-tokens-not-clamped", "a server's cached count is taken as it is, more than the prompt included",
-          (("argus_dagster/vlm/client.py", "cached = None if prompt is None else min(cached, prompt)",
+          (("argus_dagster/vlm/ledger.py", "cached = None if prompt is None else min(cached, prompt)",
             "cached = None if prompt is None else cached"),),
           ("tests/unit/test_cost_ledger.py",)),
     # -- ranks --

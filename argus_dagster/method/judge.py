@@ -288,7 +288,8 @@ def parse_judgment(text: str) -> tuple[int, str]:
     ``1e999``, a 400-digit integer, the string ``"1e309"``) is refused with the reason: asked again,
     and the criterion left unscored if it stays so. A finite score outside 0-10 is clamped, and the
     rationale says from what. The rationale is bounded in size."""
-    from argus_dagster.vlm.client import ParseError, extract_json
+    from argus_dagster.vlm.parsing import extract_json
+    from argus_dagster.vlm.reply import ParseError
 
     data = extract_json(text)
     if isinstance(data, list) and data and isinstance(data[0], dict):
@@ -361,7 +362,8 @@ class VlmJudge:
         ])
 
     def judge(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> Judgment:
-        from argus_dagster.vlm.client import ParseError, VlmError, chat_json
+        from argus_dagster.vlm.protocol import chat_json
+        from argus_dagster.vlm.reply import ParseError, VlmError
 
         msgs = self.messages(view, evidence, frames)
         try:

@@ -28,7 +28,7 @@ from argus_dagster.infra.media import JUDGE_POLICY, SAMPLING_ID, Frames, MediaEr
 from argus_dagster.method.rubric.schema import IMPORTANCE_WEIGHT, Criterion, Rubric
 from argus_dagster.method.scoring import ScoredCriterion, aggregate
 from argus_dagster.infra.tables import COSTS
-from argus_dagster.vlm.client import cost_ledger
+from argus_dagster.vlm.ledger import cost_ledger
 
 
 def candidate_media(inst: InputInstance, video_uri: str, video_sha256: str = "", storage=None) -> MediaStore:

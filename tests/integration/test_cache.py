@@ -459,7 +459,7 @@ def test_a_frame_is_decoded_and_encoded_once_for_every_criterion_of_its_video(tm
     from argus_dagster.method.judge import VlmJudge
     from argus_dagster.method.stages import judge_criteria, output_frames
     from argus_dagster.method.rubric.schema import parse_rubric
-    from argus_dagster.vlm.client import OpenAICompatibleClient
+    from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 
     encoded = []
     real = media_mod.encode_jpeg
@@ -514,7 +514,7 @@ def test_partition_runs_share_one_client_and_its_bound(tmp_path, monkeypatch):
             for i in range(2):
                 write_video(cands / task / model / f"{task.lower()}{i}.mp4", _clip(10 * t + i + (model == "n")), 12)
     _client.cache_clear()  # a client built by another test would hide the first-build race
-    from argus_dagster.vlm.client import OpenAICompatibleClient
+    from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 
     real_init = OpenAICompatibleClient.__init__
 

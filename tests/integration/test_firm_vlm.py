@@ -10,7 +10,9 @@ from argus_dagster.protocols.firm import checklist as fc
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.protocols.firm.checklist import IF, PQ, WC, FirmEvaluator
 from argus_dagster.infra.media import Frames
-from argus_dagster.vlm.client import CallStats, OpenAICompatibleClient, ParseError
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
+from argus_dagster.vlm.reply import ParseError
 from tests.servers.openai_server import FakeVlmServer, Scripted, n_images, request_text
 
 pytestmark = pytest.mark.integration

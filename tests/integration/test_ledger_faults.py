@@ -5,7 +5,9 @@ was refused is none; tokens are what the server said it served. One client, the 
 import numpy as np
 import pytest
 
-from argus_dagster.vlm.client import CallStats, OpenAICompatibleClient, chat_json, cost_ledger
+from argus_dagster.vlm.ledger import CallStats, cost_ledger
+from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
+from argus_dagster.vlm.protocol import chat_json
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url, request_text
 
 pytestmark = pytest.mark.integration

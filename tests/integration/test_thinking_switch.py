@@ -12,7 +12,9 @@ from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.method.judge import VlmJudge, judge_view
 from argus_dagster.infra.media import JUDGE_POLICY, write_video
 from argus_dagster.method.rubric.schema import parse_rubric
-from argus_dagster.vlm.client import CallStats, OpenAICompatibleClient, VlmError
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
+from argus_dagster.vlm.reply import VlmError
 from tests.servers.openai_server import FakeVlmServer, Scripted, kind_of, rubric_for
 
 pytestmark = pytest.mark.integration

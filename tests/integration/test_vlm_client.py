@@ -10,9 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from argus_dagster.vlm.client import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, CallStats, OpenAICompatibleClient,
-                               ParseError, VlmError, chat_json, encode_image, extract_json, request_pool,
-                               request_priority, strip_think, video_group, cost_ledger)
+from argus_dagster.vlm.images import encode_image
+from argus_dagster.vlm.ledger import CallStats, cost_ledger
+from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
+from argus_dagster.vlm.parsing import extract_json, strip_think
+from argus_dagster.vlm.priorities import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, request_pool,
+                                          request_priority, video_group)
+from argus_dagster.vlm.protocol import chat_json
+from argus_dagster.vlm.reply import ParseError, VlmError
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
 from tests.waiting import wait_until
 
@@ -189,7 +194,7 @@ def test_the_bound_is_reached_when_more_requests_wait():
 _MANY = """
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from argus_dagster.vlm.client import OpenAICompatibleClient
+from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 c = OpenAICompatibleClient(sys.argv[1], "judge", concurrency=2, slots_dir=sys.argv[2] or None)
 with ThreadPoolExecutor(8) as pool:
     list(pool.map(lambda i: c.chat([{"role": "user", "content": ["hello"]}]), range(12)))

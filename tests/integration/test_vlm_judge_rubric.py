@@ -16,7 +16,8 @@ from argus_dagster.method.stages import collect_evidence, judge_criteria
 from argus_dagster.method.rubric.generate import PROMPT_VERSION, generate_with_vlm, system_prompt
 from argus_dagster.method.rubric.postprocess import postprocess
 from argus_dagster.method.rubric.schema import RubricError, parse_rubric
-from argus_dagster.vlm.client import CallStats, OpenAICompatibleClient
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url, kind_of, n_images, request_text, rubric_for
 
 pytestmark = pytest.mark.integration

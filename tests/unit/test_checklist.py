@@ -7,7 +7,7 @@ import pytest
 
 from argus_dagster.protocols.firm import checklist as fc
 from argus_dagster.protocols.firm.checklist import (IF, PQ, WC, Checklist, ChecklistError, ChecklistItem, DimensionResult, Verdict)
-from argus_dagster.vlm.client import ParseError
+from argus_dagster.vlm.reply import ParseError
 
 # ----------------------------------------------------------------------------------------- ratings
 

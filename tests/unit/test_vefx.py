@@ -10,7 +10,7 @@ import pytest
 
 from argus_dagster.protocols.alignment import ratings as rt
 from argus_dagster.protocols import vefx
-from argus_dagster.vlm.client import ParseError
+from argus_dagster.vlm.reply import ParseError
 
 
 def test_the_overall_is_the_mean_of_if_rq_ee():
@@ -173,7 +173,7 @@ class _Client:
         self.seen = []
 
     def chat(self, messages, **kw):
-        from argus_dagster.vlm.client import Reply
+        from argus_dagster.vlm.reply import Reply
 
         self.seen.append(messages)
         return Reply(text=self.answers.pop(0), latency_s=0.0, attempts=1, endpoint="loop")

@@ -11,7 +11,9 @@ import pytest
 
 from argus_dagster.method.judge import JUDGE_PROMPT_VERSION, VlmJudge
 from argus_dagster.method.rubric.generate import PROMPT_VERSION
-from argus_dagster.vlm.client import CallStats, TransformersClient, VlmError
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.reply import VlmError
+from argus_dagster.vlm.transformers_client import TransformersClient
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}"

@@ -17,7 +17,10 @@ from argus_dagster.method.evidence.vocabulary import TOOL_SPECS
 from argus_dagster.infra.identities import RubricIdentity, VlmCall, record_key, vlm_call
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.infra.media import RUBRIC_POLICY, SAMPLING_ID, MediaError, VideoReader, load_image
-from argus_dagster.vlm.client import CallStats, ParseError, VlmClient, VlmError, chat_json, extract_json
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.parsing import extract_json
+from argus_dagster.vlm.protocol import VlmClient, chat_json
+from argus_dagster.vlm.reply import ParseError, VlmError
 from argus_dagster.method.rubric.lenient import read_rubric
 from argus_dagster.method.rubric.schema import Rubric, RubricError, parse_rubric
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS, applicable

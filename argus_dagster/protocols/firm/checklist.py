@@ -42,7 +42,7 @@ as it is scored (frame references; the asset counts the videos it leaves out); t
 trainer loads (frames as image files, the condition media, prose reasoning) is written from the
 stored tables by :mod:`~argus_dagster.protocols.firm.export`.
 
-Every VLM call goes through :func:`~argus_dagster.vlm.client.chat_json` with a strict parser (a malformed
+Every VLM call goes through :func:`~argus_dagster.vlm.protocol.chat_json` with a strict parser (a malformed
 answer is shown back and asked again, at most ``parse_retries`` times) and every prompt carries a
 version string that enters the cache keys, beside the client's backend and model, the video's digest,
 the condition media's digests and the frame sampling (``media.SAMPLING_ID``). A failed call never
@@ -74,7 +74,10 @@ from argus_dagster.protocols.firm.audio import audio_reason
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.infra.identities import FirmCallIdentity, record_key, vlm_call
 from argus_dagster.infra.media import SAMPLING_ID
-from argus_dagster.vlm.client import CallStats, ParseError, VlmError, chat_json, extract_json, scored_object
+from argus_dagster.vlm.ledger import CallStats
+from argus_dagster.vlm.parsing import extract_json, scored_object
+from argus_dagster.vlm.protocol import chat_json
+from argus_dagster.vlm.reply import ParseError, VlmError
 
 # ----------------------------------------------------------------------------------------------------
 # Formulas (Appendix 1)
@@ -835,7 +838,8 @@ def plan_checklists(evaluator: FirmEvaluator, prompts: dict[str, str], *,
     maps an input id to ``(condition frames by label, their digests)`` for TI2V/TS2V/TV2V/TSV2V.
     ``costs``, when given, receives each input's planner cost (:meth:`CallStats.costs`; zeros for a
     checklist from the cache)."""
-    from argus_dagster.vlm.client import cost_ledger, request_pool
+    from argus_dagster.vlm.ledger import cost_ledger
+    from argus_dagster.vlm.priorities import request_pool
 
     def one(iid: str) -> Checklist | str:
         refs, digests = (references or {}).get(iid, (None, None))
@@ -885,7 +889,8 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
     gets its reasons in the row and the rest proceeds. ``evaluator=None`` is the offline path:
     ``offline_records(job)`` gives the CPU tool records and the video's width and height. Each score
     row carries what the video's calls cost (:meth:`CallStats.costs`: the ledger's FIRM stage)."""
-    from argus_dagster.vlm.client import cost_ledger, request_pool
+    from argus_dagster.vlm.ledger import cost_ledger
+    from argus_dagster.vlm.priorities import request_pool
 
     def costed(job: VideoJob) -> tuple[VideoJob, dict[str, DimensionResult], list[str], dict]:
         with cost_ledger() as spent:

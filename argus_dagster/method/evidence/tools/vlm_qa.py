@@ -34,7 +34,8 @@ _ANSWER_CHARS = 2000  # a few hundred tokens are asked for; a server that ignore
 
 
 def _answer(text: str) -> str:
-    from argus_dagster.vlm.client import ParseError, strip_think
+    from argus_dagster.vlm.parsing import strip_think
+    from argus_dagster.vlm.reply import ParseError
 
     answer = strip_think(text)
     if not answer:
@@ -84,7 +85,8 @@ class VlmQa:
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
         from argus_dagster.infra.media import JUDGE_POLICY, MediaError
         from argus_dagster.method.video_prompt import frames_label, video_messages
-        from argus_dagster.vlm.client import ParseError, VlmError, chat_json
+        from argus_dagster.vlm.protocol import chat_json
+        from argus_dagster.vlm.reply import ParseError, VlmError
 
         on = args.get("on") or "output_video"
         question = str(args.get("question") or "").strip()
