@@ -49,7 +49,11 @@ class _Records:
         self.instance = instance
         self._latest: dict = {}
 
-    _shared: tuple = (None, None, None)  # (the instance, weakly; its latest storage id; the reading)
+    # The one process cache of readings: (the instance, weakly; its latest storage id; the reading).
+    # Dagster evaluates the conditions of every asset of one sensor tick in one process, each asking for
+    # the same records: they share one reading. Bound: one reading, replaced as soon as anything is
+    # stored (or another instance asks).
+    _shared: tuple = (None, None, None)
 
     @classmethod
     def _at(cls, instance: dg.DagsterInstance, max_storage_id: int | None) -> "_Records":

@@ -23,7 +23,7 @@ import dagster as dg
 
 from argus_dagster.method.candidate_store import open_store as open_candidate_store, scan
 from argus_dagster.infra.processes import LAUNCHER_TAG, PROCESS_TAG, alive
-from argus_dagster.infra.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S, load_settings
+from argus_dagster.infra.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource
@@ -41,7 +41,7 @@ def open_store(location: str, storage: StorageResource):
 
 
 def store_location(bench: BenchResource) -> str:
-    return bench.candidates_dir or str(load_settings().candidates_dir)
+    return str(bench.candidates_path())
 
 
 def _read_cursor(cursor: str | None) -> dict | None:

@@ -7,9 +7,16 @@ the bench and candidate store wherever ``ARGUS_BENCH_DIR``/``ARGUS_CANDIDATES_DI
 The whole swap is visible in :func:`resources_for` and :func:`executor_for`; every asset reaches files
 and objects through the one ``storage`` resource, whichever the set, and nothing under
 ``argus_dagster/`` or ``assets/`` knows which environment it runs in.
+
+The evaluation's settings (:class:`~argus_dagster.infra.settings.Settings` and the ``ARGUS_*``
+variables) are read once, when the definitions are built, and become each resource's configuration:
+no resource reads them at run time. What a process keeps beyond one run (the storage's S3 client, the
+loaded models, the VLM clients, the frame pool, the tool slots) is a process cache beside the resource
+that uses it, each saying why and how big it may grow.
 """
 
 import enum
+from urllib.parse import urlsplit
 
 import dagster as dg
 
@@ -54,7 +61,8 @@ def storage_for(env: str | None = None, settings: Settings | None = None
         region_name=variables.get("ARGUS_S3_REGION") or None,
         media_cache_dir=variables.get("ARGUS_MEDIA_CACHE") or str(settings.home / "media"),
         hash_index="" if cache_dir == "off" else cache_dir,
-        presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)))
+        presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)),
+        frame_pool_mb=variables.number("ARGUS_FRAME_POOL_MB", 512, integer=False, minimum=0))
     return bench, storage, cache_dir
 
 
@@ -155,7 +163,7 @@ K8S_STEP_DEFAULTS = {
 
 
 def _k8s_executor() -> dg.ExecutorDefinition:
-    from dagster_k8s import k8s_job_executor
+    from dagster_k8s import k8s_job_executor  # deferred: optional dependency (the k8s extra)
 
     def with_defaults(config: dict) -> dict:
         # The run's config arrives resolved (enum fields such as merge_behavior as Python enums) and is
@@ -202,8 +210,6 @@ def broker_problem(url: str, name: str = "ARGUS_CELERY_BROKER") -> str | None:
     message on its broker names, with the worker's credentials (docs/deployment.md, "What a worker
     trusts"), so the broker must ask for a password, and be reached over TLS (``rediss://``) unless it
     is on the same machine (loopback)."""
-    from urllib.parse import urlsplit
-
     url = url.strip()
     if not url:
         return f"{name} is not set: the Redis every run and worker shares (rediss://:PASSWORD@host:6380/0)"
@@ -224,7 +230,7 @@ def broker_problem(url: str, name: str = "ARGUS_CELERY_BROKER") -> str | None:
 
 
 def _celery_executor() -> dg.ExecutorDefinition:
-    from dagster_celery import celery_executor
+    from dagster_celery import celery_executor  # deferred: start-up time (Celery loads only for ARGUS_ENV=celery)
 
     def with_defaults(config: dict) -> dict:
         # What the run's execution config leaves out comes from celery_executor_config(); the library's

@@ -18,15 +18,22 @@ import hashlib
 import io
 import threading
 import time
+from collections import OrderedDict
 
 import dagster as dg
 import polars as pl
 from pydantic import Field
 
 from argus_dagster.infra import storage as storage_lib
+from argus_dagster.infra.media import FRAME_POOL
 from argus_dagster.infra.names import file_name
 
-_STORAGES: dict[str, storage_lib.Storage] = {}
+# The Storage of each configuration: a process cache, not the resource's own, because Dagster builds a
+# run's resources anew for every run while the S3 client (its connection pool) and the hashes it
+# remembers by ETag serve every run, step and thread of the process. Bound: the 8 configurations used
+# last (a process serves one evaluation, whose storage is one configuration).
+_STORAGES: OrderedDict[str, storage_lib.Storage] = OrderedDict()
+_KEPT_STORAGES = 8
 _S3_FIELDS = ("use_unsigned_session", "region_name", "endpoint_url", "max_attempts", "profile_name", "use_ssl",
               "verify", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 _LOCK = threading.Lock()
@@ -57,10 +64,15 @@ class StorageResource(dg.ConfigurableResource):
     hash_index: str = ""
     presign_expiry_s: int = 7 * 24 * 3600
     reports_url: str = ""
+    frame_pool_mb: float = Field(default=512, ge=0, description="Decoded frames kept per process, in MB "
+                                 "(the process's frame pool, argus_dagster.infra.media.FRAME_POOL).")
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        FRAME_POOL.set_budget(int(self.frame_pool_mb * 2**20))
 
     def get_client(self):
         """An S3 client made by dagster-aws's ``S3Resource`` from this configuration."""
-        from dagster_aws.s3 import S3Resource
+        from dagster_aws.s3 import S3Resource  # deferred: start-up time of every run that never touches S3
 
         return S3Resource(**{k: getattr(self, k) for k in _S3_FIELDS}).get_client()
 
@@ -74,6 +86,9 @@ class StorageResource(dg.ConfigurableResource):
                                                      hash_index=self.hash_index or None,
                                                      presign_expiry_s=self.presign_expiry_s,
                                                      reports_url=self.reports_url or None)
+                while len(_STORAGES) > _KEPT_STORAGES:
+                    _STORAGES.popitem(last=False)
+            _STORAGES.move_to_end(key)
             return _STORAGES[key]
 
     # What assets ask; each is the storage's method of the same name.

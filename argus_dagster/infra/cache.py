@@ -97,6 +97,8 @@ class _Recent:
                 self._size -= len(self._items.popitem(last=False)[1])
 
 
+# A process cache, not the tools resource's own: Dagster builds a run's resources anew for every run,
+# and the runs and steps of one process read back what the others stored. Bound: 32 MB of entries.
 RECENT = _Recent(32 * 2**20)
 
 

@@ -212,6 +212,9 @@ class Frames:
         return int(self.array.nbytes)
 
 
+DEFAULT_FRAME_POOL_BYTES = 512 * 2**20
+
+
 class FramePool:
     """Decoded frames shared by every stage of a process, keyed by content (digest, policy).
 
@@ -220,22 +223,24 @@ class FramePool:
     ``budget_bytes``; a key decodes once even when several threads ask for it at the same time.
     """
 
-    def __init__(self, budget_bytes: int | None = None):
-        self._budget = budget_bytes
+    def __init__(self, budget_bytes: int = DEFAULT_FRAME_POOL_BYTES):
+        self.budget_bytes = budget_bytes
         self._items: OrderedDict[tuple[str, str], Frames] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self.decodes = 0
 
-    @property
-    def budget_bytes(self) -> int:
-        """The given budget, else ``ARGUS_FRAME_POOL_MB`` (default 512) read when first needed."""
-        if self._budget is None:
-            from argus_dagster.infra.settings import environment
+    def set_budget(self, budget_bytes: int) -> None:
+        """Hold at most ``budget_bytes`` from now on (the least recently used frames go at once)."""
+        with self._lock:
+            self.budget_bytes = budget_bytes
+            self._evict()
 
-            self._budget = int(environment().number("ARGUS_FRAME_POOL_MB", 512, integer=False, minimum=0) * 2**20)
-        return self._budget
+    def _evict(self) -> None:  # with the lock held; the newest entry stays, whatever its size
+        while self._size > self.budget_bytes and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self._size -= old.nbytes
 
     def get(self, key: tuple[str, str], decode) -> Frames:
         with self._lock:
@@ -252,13 +257,15 @@ class FramePool:
                 self.decodes += 1
                 self._items[key] = frames
                 self._size += frames.nbytes
-                while self._size > self.budget_bytes and len(self._items) > 1:
-                    _, old = self._items.popitem(last=False)
-                    self._size -= old.nbytes
+                self._evict()
                 self._key_locks.pop(key, None)
             return frames
 
 
+# The process's frame pool: a process cache, not a resource's, because Dagster builds a run's resources
+# anew for every run while the stages and the runs of one process (argus evaluate's in-process runs, a
+# run's evidence, judge and report steps) read the same frames. Bound: its budget, the storage
+# resource's ``frame_pool_mb`` (set when a run sets the resource up).
 FRAME_POOL = FramePool()
 
 
@@ -339,8 +346,11 @@ def sha256_file(uri: str, storage=None) -> str:
     return digest.hexdigest()
 
 
+# The content hash of each local file by its stamp: a process cache, read by every run and stage that
+# hashes the same files (a candidate's video, an input's conditions). Bound: 100,000 files, then emptied.
 _DIGESTS: dict[tuple, str] = {}
 _DIGESTS_LOCK = threading.Lock()
+_KEPT_DIGESTS = 100_000
 
 # A file's timestamps tick coarsely (a clock tick of a few milliseconds on Linux; a second or two on file
 # systems that keep whole seconds), and a tool may set the modification time back: two edits of the same
@@ -394,6 +404,8 @@ def file_digest(uri: str, storage=None) -> str:
     digest = sha256_file(path)
     if settled(st):  # a file changed just now may change again without its stamp moving: read it again
         with _DIGESTS_LOCK:
+            if len(_DIGESTS) >= _KEPT_DIGESTS:
+                _DIGESTS.clear()
             _DIGESTS[key] = digest
     return digest
 
@@ -429,7 +441,9 @@ def load_image(uri: str, max_side: int = MAX_SIDE, storage=None) -> np.ndarray:
     return resize_longest(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), max_side)
 
 
-_GOOD_IMAGES: dict[str, None] = {}  # digests of contents that decoded as images, in this process
+# Digests of contents that decoded as images: a process cache (every run of the process checks the same
+# conditions). Bound: 100,000 digests, then emptied.
+_GOOD_IMAGES: dict[str, None] = {}
 
 
 def check_image(uri: str, storage=None) -> None:

@@ -177,6 +177,9 @@ def _clock(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
+# The process's progress line: a process cache because it is one terminal's line, counted across every
+# run the process starts (argus evaluate's in-process runs) and every VLM request they make. Bound:
+# counters per phase, reset when an evaluation starts.
 PROGRESS = Progress()
 
 

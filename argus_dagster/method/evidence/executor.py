@@ -28,19 +28,27 @@ from argus_dagster.method.evidence.vocabulary import DERIVED_MEDIA, TOOL_SPECS, 
 # Tools that compute (on the CPU, or a device) run at most this many at once in a process, however
 # many criteria run concurrently: more than the cores only adds memory, each holding its own float
 # copies of the frames. Tools that wait on the network (a VLM, a search API) do not take a slot.
+# A process cache, not a resource's: the cores are the process's, shared by every run and stage that
+# runs tools in it at once. Bound: one semaphore of the tools resource's ``tool_threads`` slots.
 _SLOTS: list[threading.BoundedSemaphore] = []
 _SLOTS_LOCK = threading.Lock()
 
 
-def tool_slots() -> threading.BoundedSemaphore:
-    """The process's slots (``ARGUS_TOOL_THREADS``, default the CPU count), made on first use."""
+def set_tool_threads(threads: int | None) -> None:
+    """Size the process's slots (the tools resource's ``tool_threads``, when a run sets it up; None:
+    one per CPU). The first size given holds for the process: a semaphore some thread waits on is
+    never swapped."""
     with _SLOTS_LOCK:
         if not _SLOTS:
-            from argus_dagster.infra.settings import environment
+            _SLOTS.append(threading.BoundedSemaphore(threads or os.cpu_count() or 1))
 
-            n = int(environment().number("ARGUS_TOOL_THREADS", os.cpu_count() or 1, minimum=1))
-            _SLOTS.append(threading.BoundedSemaphore(n))
-        return _SLOTS[0]
+
+def tool_slots() -> threading.BoundedSemaphore:
+    """The process's slots: as :func:`set_tool_threads` sized them, else one per CPU."""
+    set_tool_threads(None)
+    return _SLOTS[0]
+
+
 WAITING_TOOLS = frozenset({"vlm_qa", "web_search"})
 
 
