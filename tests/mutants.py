@@ -300,6 +300,19 @@ BREAKS = (
           (("argus_dagster/client/ui.py", 'if len(hosts) != 1 or _host_name(hosts[0].decode("latin-1")) not in self.hosts:',
             "if False:"),),
           ("tests/unit/test_ui_front.py",)),
+    # -- resource configuration --
+    Break("bench-field-unconfigured-silently", "a bench folder nobody configured is the working directory "
+          "instead of an error that names the field",
+          (("resources/bench.py", "        value = getattr(self, field)\n        if not value:",
+            "        value = getattr(self, field)\n        if False:"),),
+          ("tests/unit/test_resource_config.py",)),
+    Break("frame-pool-budget-ignored", "the storage resource's frame_pool_mb never reaches the process's frame pool",
+          (("resources/storage.py", "        FRAME_POOL.set_budget(int(self.frame_pool_mb * 2**20))\n",
+            "        pass\n"),),
+          ("tests/unit/test_resource_config.py",)),
+    Break("tool-threads-ignored", "the tools resource's tool_threads never sizes the process's tool slots",
+          (("resources/tools.py", "        set_tool_threads(self.tool_threads or None)\n", ""),),
+          ("tests/unit/test_resource_config.py",)),
 )
 
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info")
