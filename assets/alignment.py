@@ -14,7 +14,7 @@ import polars as pl
 from argus_dagster.protocols import vefx
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_SCHEMA, format_alignment
 from argus_dagster.protocols.alignment.plots import scatter_png, slug
-from argus_dagster.protocols.firm.checklist import FIRM_RANGES, firm_evaluator_scores
+from argus_dagster.protocols.firm.tables import FIRM_RANGES, firm_evaluator_scores
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.protocols.alignment.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
 from argus_dagster.infra.storage import join

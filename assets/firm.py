@@ -16,7 +16,12 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.protocols import best_of_n as bon
-from argus_dagster.protocols.firm import checklist as fc
+from argus_dagster.protocols.firm.batch import VideoJob, evaluate_videos, plan_checklists
+from argus_dagster.protocols.firm.evaluator import FirmEvaluator
+from argus_dagster.protocols.firm.offline import unscored_offline
+from argus_dagster.protocols.firm.scoring import if_rating, score_wc
+from argus_dagster.protocols.firm.tables import checklist_from_rows, if_score_from_rows, verdict_rows
+from argus_dagster.protocols.firm.types import IF, PQ, WC, Checklist, ChecklistError, ChecklistItem, Verdict
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
@@ -48,7 +53,7 @@ FIRM_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "if_score": F,
                "wc_unverifiable": I, "wc_scene": S, "pq_rating": I, "pq_rationale": S, "pq_reason": S, "pq_source": S,
                "frames": pl.List(S), **COSTS}
 BEST_OF_N = {"task": S, **bon.PICK_SCHEMA}
-# The measurable PQ defects without a VLM: the CPU tools' records (checklist.pq_offline reads them).
+# The measurable PQ defects without a VLM: the CPU tools' records (offline.pq_offline reads them).
 PQ_TOOLS = ("flicker_probe", "motion_probe", "aesthetic")
 
 
@@ -78,7 +83,7 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
     planner gave that was left out (``dropped``: why, e.g. audio), or one error row per input whose
     checklist could not be planned, with the reason."""
     task = context.partition_key
-    base = {"task": task, "dimension": fc.IF}
+    base = {"task": task, "dimension": IF}
     rows: list[dict] = []
     prompts, refs = {}, {}
     for r in input_instances.iter_rows(named=True):
@@ -87,7 +92,7 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
             continue
         if not vlm.configured:
             rows.append({**base, "input_id": r["input_id"],
-                         "error": fc.unscored_offline()[fc.IF].reason + " (IF and WC need a VLM; PQ is rated "
+                         "error": unscored_offline()[IF].reason + " (IF and WC need a VLM; PQ is rated "
                                   "offline from the CPU tools)"})
             continue
         inst = InputInstance.from_row(r)
@@ -102,11 +107,11 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
     stats, cache = CallStats(), tools.cache("firm", storage.storage())
     planned = 0
     if prompts:
-        evaluator = fc.FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
+        evaluator = FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
         spent: dict[str, dict] = {}
         with request_priority(stage=STAGE_RUBRICS):
-            items, checklists = fc.plan_checklists(evaluator, prompts, references=refs, max_workers=vlm.workers(),
-                                                   costs=spent)
+            items, checklists = plan_checklists(evaluator, prompts, references=refs, max_workers=vlm.workers(),
+                                                costs=spent)
         rows += [{"task": task, **i} for i in items]
         for iid, c in checklists.items():
             if isinstance(c, str):
@@ -135,28 +140,28 @@ def firm_checklists(context: dg.AssetExecutionContext, input_instances: pl.DataF
         **_vlm_metadata(vlm, stats)})
 
 
-def stored_checklists(rows: pl.DataFrame) -> dict[str, fc.Checklist | str]:
+def stored_checklists(rows: pl.DataFrame) -> dict[str, Checklist | str]:
     """Each input's frozen IF checklist from ``firm_checklists`` rows, or the reason it has none."""
-    out: dict[str, fc.Checklist | str] = {}
+    out: dict[str, Checklist | str] = {}
     for (iid,), g in rows.group_by("input_id", maintain_order=True):
         err = g.filter(pl.col("error").is_not_null())
         if err.height:
             out[iid] = err["error"][0]
             continue
         try:
-            out[iid] = fc.checklist_from_rows(g.filter(pl.col("dimension") == fc.IF).to_dicts())
-        except fc.ChecklistError as exc:
+            out[iid] = checklist_from_rows(g.filter(pl.col("dimension") == IF).to_dicts())
+        except ChecklistError as exc:
             out[iid] = str(exc)
     return out
 
 
-def _item_columns(rows: list[dict], checklist: fc.Checklist | None, results: dict) -> list[dict]:
+def _item_columns(rows: list[dict], checklist: Checklist | None, results: dict) -> list[dict]:
     """Verdict rows with the item each answers (question, target, aspect, importance): IF from the
     frozen checklist, WC from the video's own grounded checklist."""
-    items = {(fc.IF, i.id): i for i in (checklist.items if checklist is not None else ())}
-    wc = results.get(fc.WC)
+    items = {(IF, i.id): i for i in (checklist.items if checklist is not None else ())}
+    wc = results.get(WC)
     for i in (wc.detail.get("items", []) if wc is not None else []):
-        items[(fc.WC, i["id"])] = fc.ChecklistItem(**i)
+        items[(WC, i["id"])] = ChecklistItem(**i)
     out = []
     for r in rows:
         it = items.get((r["dimension"], r["item_id"]))
@@ -199,29 +204,29 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
             except (MediaError, OSError):
                 refs = None  # firm_checklists recorded the input's reason; its IF is unscored with it
         samples.append(cand["sample"])
-        jobs.append(fc.VideoJob(inst.id, inst.prompt, cand["uri"], cand["sha256"],
+        jobs.append(VideoJob(inst.id, inst.prompt, cand["uri"], cand["sha256"],
                                 lambda store=store: store.frames("output_video", JUDGE_POLICY),
                                 refs[0] if refs else None, refs[1] if refs else None))
 
-    def offline_records(job: fc.VideoJob):
+    def offline_records(job: VideoJob):
         store = MediaStore({"output_video": job.video_uri}, {"output_video": job.video_digest}, storage=store_of)
         plan = NormalizedPlan([{"tool": t, "args": {"on": "output_video"}} for t in PQ_TOOLS
                                if t in suite.available()])
         v = videos[job.video_uri]
         return run_plan(plan, store, suite, cache=evidence_cache), v["width"], v["height"]
 
-    evaluator = (fc.FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
+    evaluator = (FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
                  if vlm.configured else None)
     with request_priority(stage=STAGE_JUDGMENTS):
-        out = fc.evaluate_videos(evaluator, jobs, checklists, video_prefix=f"{task}/{model}/",
-                                 max_workers=vlm.workers() if vlm.configured else 2,
-                                 offline_records=offline_records if evaluator is None else None)
+        out = evaluate_videos(evaluator, jobs, checklists, video_prefix=f"{task}/{model}/",
+                              max_workers=vlm.workers() if vlm.configured else 2,
+                              offline_records=offline_records if evaluator is None else None)
     verdicts, scores = [], []
     for job, sample, res, row in zip(jobs, samples, out.results, out.scores):
         cl = checklists.get(job.input_id)
-        rows = _item_columns(fc.verdict_rows(job.input_id, res), cl if isinstance(cl, fc.Checklist) else None, res)
+        rows = _item_columns(verdict_rows(job.input_id, res), cl if isinstance(cl, Checklist) else None, res)
         verdicts += [{"task": task, "model": model, **r, "sample": sample} for r in rows]
-        pq = res.get(fc.PQ)
+        pq = res.get(PQ)
         scores.append({"task": task, "model": model, **row, "sample": sample,
                        "pq_source": (pq.detail.get("source") if pq is not None and pq.scored else None)})
     for cand in failed:
@@ -266,7 +271,7 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
     the video's WC verdict rows (items and answers; an unscored WC must have no verified answer),
     ratings from scores by the seed's thresholds."""
     frozen = stored_checklists(checklists)
-    items_of = {iid: g.filter(pl.col("dimension") == fc.IF).to_dicts()
+    items_of = {iid: g.filter(pl.col("dimension") == IF).to_dicts()
                 for (iid,), g in checklists.group_by("input_id")}
     if "sample" not in verdicts.columns:  # stored before samples were read: single videos
         verdicts = verdicts.with_columns(pl.lit("").alias("sample"))
@@ -281,7 +286,7 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
             if r[f"{d}_rating"] is not None and not 1 <= r[f"{d}_rating"] <= 5:
                 problems.append(f"`{name}` {d}: rating {r[f'{d}_rating']} outside 1-5")
         v = by_video.get((iid, sample), pl.DataFrame(schema=FIRM_VERDICTS))
-        for d, dim in (("if", fc.IF), ("wc", fc.WC)):
+        for d, dim in (("if", IF), ("wc", WC)):
             rows = v.filter(pl.col("dimension") == dim).to_dicts()
             if r[f"{d}_score"] is None:
                 if d == "wc" and any(x["verifiable"] for x in rows):
@@ -290,16 +295,16 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
                 continue
             try:
                 if d == "if":  # from the stored weights: the checklist must be whole, and the weights its own
-                    if not isinstance(frozen.get(iid), fc.Checklist):
-                        raise fc.ChecklistError(f"no stored checklist ({frozen.get(iid)})")
-                    score = fc.if_score_from_rows(items_of.get(iid, []), rows)
-                    rating = fc.if_rating(score)
+                    if not isinstance(frozen.get(iid), Checklist):
+                        raise ChecklistError(f"no stored checklist ({frozen.get(iid)})")
+                    score = if_score_from_rows(items_of.get(iid, []), rows)
+                    rating = if_rating(score)
                 else:
-                    vs = [fc.Verdict(x["item_id"], x["verdict"] == "yes", x["evidence"] or "", bool(x["verifiable"]))
+                    vs = [Verdict(x["item_id"], x["verdict"] == "yes", x["evidence"] or "", bool(x["verifiable"]))
                           for x in rows]
-                    got = fc.score_wc(fc.checklist_from_rows(rows), vs)
+                    got = score_wc(checklist_from_rows(rows), vs)
                     score, rating = got.score, got.rating
-            except (fc.ChecklistError, KeyError, ValueError) as exc:
+            except (ChecklistError, KeyError, ValueError) as exc:
                 problems.append(f"`{name}` {d}: cannot recompute: {exc}")
                 continue
             if (score, rating) != (r[f"{d}_score"], r[f"{d}_rating"]):

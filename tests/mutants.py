@@ -134,8 +134,8 @@ BREAKS = (
             'call=vlm_call(type("C", (), {"backend": self.client.backend, "model": ""}), prompt_version=PROMPT_VERSION,'),),
           ("tests/unit/test_identities.py",)),
     Break("firm-identity-forgets-model", "a FIRM-Video call's identity (planner, verifiers) leaves the model out",
-          (("argus_dagster/protocols/firm/checklist.py", "call=vlm_call(self.client, prompt_version=version,",
-            'call=vlm_call(type("C", (), {"backend": self.client.backend, "model": ""}), prompt_version=version,'),),
+          (("argus_dagster/protocols/firm/evaluator.py", "call=vlm_call(self.client, prompt_version=request.version,",
+            'call=vlm_call(type("C", (), {"backend": self.client.backend, "model": ""}), prompt_version=request.version,'),),
           ("tests/unit/test_identities.py",)),
     Break("judge-identity-forgets-prompt-version", "the criterion judge's identity leaves its prompt version out: "
           "judgments made under the old instructions are reused",

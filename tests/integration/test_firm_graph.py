@@ -14,9 +14,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.protocols.firm import checklist as fc
+from argus_dagster.protocols.firm.offline import PQ_OFFLINE_VERSION
+from argus_dagster.protocols.firm.scoring import if_rating, wc_rating, wc_score
+from argus_dagster.protocols.firm.tables import checklist_from_rows
+from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
 from argus_dagster.infra.media import write_video
-from argus_dagster.client.runner import _firm_run, export_firm, firm_summary
+from argus_dagster.client.results import export_firm, firm_summary
+from argus_dagster.client.runs import execute, firm_run
 from argus_dagster.infra.tables import COSTS
 from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 from resources import VlmResource
@@ -59,17 +63,17 @@ def online(tmp_path_factory):
         instance.add_dynamic_partitions("candidate_models", list(MODELS))
         log = {}
         n0 = len(srv.requests)
-        assert _firm_run(instance, res, "T2V", with_inputs=True).success
+        assert execute(instance, res, firm_run("T2V", with_inputs=True)).success
         log["checklists"] = _kinds(srv, n0)
         for model in MODELS:
             n0 = len(srv.requests)
-            out = _firm_run(instance, res, "T2V", model, with_inputs=True)
+            out = execute(instance, res, firm_run("T2V", model, with_inputs=True))
             assert out.success
             log[model] = _kinds(srv, n0)
             log[f"{model} checks"] = out.get_asset_check_evaluations()
         first = load("firm_checklists", res, instance, "T2V")
         n0 = len(srv.requests)
-        assert _firm_run(instance, res, "T2V").success  # a second materialization of the checklists
+        assert execute(instance, res, firm_run("T2V")).success  # a second materialization of the checklists
         log["again"] = _kinds(srv, n0)
         yield {"srv": srv, "instance": instance, "res": res, "log": log, "first": first, "root": root}
 
@@ -91,9 +95,9 @@ def test_checklists_are_planned_once_and_frozen_across_models_and_runs(online):
     assert int(online["first"]["vlm_requests"].sum()) == len(PROMPTS) and int(again["vlm_requests"].sum()) == 0
     rows = online["first"]
     assert rows["error"].null_count() == rows.height and set(rows["input_id"]) == set(PROMPTS)
-    assert set(rows["dimension"]) == {fc.IF} and rows["importance"].is_between(1, 5).all()
+    assert set(rows["dimension"]) == {IF} and rows["importance"].is_between(1, 5).all()
     for (iid,), g in rows.group_by("input_id"):  # the stored rows are the checklist: they reproduce its hash
-        assert fc.checklist_from_rows(g.to_dicts()).content_hash == g["checklist_hash"][0]
+        assert checklist_from_rows(g.to_dicts()).content_hash == g["checklist_hash"][0]
 
 
 def test_scores_recompute_from_the_stored_items_and_verdicts(online):
@@ -111,20 +115,20 @@ def test_scores_recompute_from_the_stored_items_and_verdicts(online):
         for r in scores.iter_rows(named=True):
             v = verdicts.filter(pl.col("input_id") == r["input_id"])
             items = checklists.filter(pl.col("input_id") == r["input_id"]).sort("item_id")
-            iv = {x["item_id"]: x for x in v.filter(pl.col("dimension") == fc.IF).iter_rows(named=True)}
+            iv = {x["item_id"]: x for x in v.filter(pl.col("dimension") == IF).iter_rows(named=True)}
             assert set(iv) == set(items["item_id"])  # every frozen item answered, nothing else
             m = items["importance"].to_list()
             z = [iv[i]["verdict"] == "yes" and iv[i]["verifiable"] for i in items["item_id"]]
             assert r["if_score"] == round(sum(a for a, b in zip(m, z) if b) / sum(m), 4)
-            assert r["if_rating"] == fc.if_rating(r["if_score"])
-            wc = v.filter(pl.col("dimension") == fc.WC)
+            assert r["if_rating"] == if_rating(r["if_score"])
+            wc = v.filter(pl.col("dimension") == WC)
             per: dict[str, tuple[int, list[bool]]] = {}
             for x in wc.iter_rows(named=True):
                 per.setdefault(x["target"], (x["importance"], []))[1].append(x["verdict"] == "yes" and x["verifiable"])
-            assert r["wc_score"] == fc.wc_score(per.values()) and r["wc_rating"] == fc.wc_rating(r["wc_score"])
+            assert r["wc_score"] == wc_score(per.values()) and r["wc_rating"] == wc_rating(r["wc_score"])
         assert recompute_problems(scores, checklists, verdicts) == []
         # a stored verdict flipped is found
-        flipped = verdicts.with_columns(pl.when((pl.col("dimension") == fc.IF) & (pl.col("item_id") == "r1"))
+        flipped = verdicts.with_columns(pl.when((pl.col("dimension") == IF) & (pl.col("item_id") == "r1"))
                                         .then(pl.when(pl.col("verdict") == "yes").then(pl.lit("no")).otherwise(pl.lit("yes")))
                                         .otherwise(pl.col("verdict")).alias("verdict"))
         assert any("recomputed" in p for p in recompute_problems(scores, checklists, flipped))
@@ -140,7 +144,7 @@ def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
     lines = [json.loads(x) for x in (out / JSONL).read_text().splitlines()]
     assert res.n_instances == len(lines) == len(MODELS) * len(PROMPTS) * 3 and res.left_out == []
     assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
-        (f"T2V/{m}/{p}", d) for m in MODELS for p in PROMPTS for d in fc.DIMENSIONS)
+        (f"T2V/{m}/{p}", d) for m in MODELS for p in PROMPTS for d in DIMENSIONS)
     verdicts = {m: load("firm_verdicts", online["res"], online["instance"], _key(m)) for m in MODELS}
     for r in lines:
         pid = r["video_id"].rsplit("/", 1)[1]
@@ -151,8 +155,8 @@ def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
             with Image.open(out / p) as im:
                 assert im.size == (96, 64)
         assert r["messages"][1]["content"] == json.dumps(r["target"], ensure_ascii=False)
-        if r["dimension"] == fc.IF:  # the verifier's own evidence, in prose
-            v = verdicts[r["model"]].filter((pl.col("input_id") == pid) & (pl.col("dimension") == fc.IF))
+        if r["dimension"] == IF:  # the verifier's own evidence, in prose
+            v = verdicts[r["model"]].filter((pl.col("input_id") == pid) & (pl.col("dimension") == IF))
             assert r["target"]["reasoning"] == if_reasoning(v.to_dicts())
             assert all(e in r["target"]["reasoning"] for e in v["evidence"])
     summary = firm_summary(instance=online["instance"])
@@ -164,8 +168,8 @@ def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_pa
     res = graph_resources(bench, cands, tmp_path / "home")  # no VLM
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("candidate_models", ["m"])
-        assert _firm_run(instance, res, "T2V", with_inputs=True).success
-        out = _firm_run(instance, res, "T2V", "m", with_inputs=True)
+        assert execute(instance, res, firm_run("T2V", with_inputs=True)).success
+        out = execute(instance, res, firm_run("T2V", "m", with_inputs=True))
         assert out.success
         rows = load("firm_checklists", res, instance, "T2V")
         assert rows.height == len(PROMPTS) and rows["error"].str.contains("needs a VLM").all()
@@ -173,7 +177,7 @@ def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_pa
         assert scores["if_rating"].null_count() == scores["wc_rating"].null_count() == len(PROMPTS)
         assert scores["if_reason"].str.contains("instruction following needs a VLM").all()
         assert scores["wc_reason"].str.contains("world coherence needs a VLM").all()
-        assert scores["pq_rating"].is_between(1, 5).all() and set(scores["pq_source"]) == {fc.PQ_OFFLINE_VERSION}
+        assert scores["pq_rating"].is_between(1, 5).all() and set(scores["pq_source"]) == {PQ_OFFLINE_VERSION}
         assert scores["pq_rationale"].str.contains("Checked without a VLM").all()
         assert load("firm_verdicts", res, instance, _key("m")).height == 0
         assert all(e.passed for e in out.get_asset_check_evaluations())
@@ -191,12 +195,12 @@ def test_a_failed_plan_is_an_error_row_and_the_rest_proceed(tmp_path):
         res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
         instance.add_dynamic_partitions("candidate_models", ["m"])
         srv.queue(*[Scripted(content="{not json") for _ in range(3)])  # every attempt of the first plan
-        assert _firm_run(instance, res, "T2V", with_inputs=True).success
+        assert execute(instance, res, firm_run("T2V", with_inputs=True)).success
         rows = load("firm_checklists", res, instance, "T2V")
         bad = rows.filter(pl.col("error").is_not_null())
         assert bad.height == 1 and bad["error"][0].startswith("IF planner:") and bad["checklist_hash"][0] is None
         assert set(rows.filter(pl.col("error").is_null())["input_id"]) == set(PROMPTS) - set(bad["input_id"])
-        out = _firm_run(instance, res, "T2V", "m", with_inputs=True)
+        out = execute(instance, res, firm_run("T2V", "m", with_inputs=True))
         assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
         scores = load("firm_scores", res, instance, _key("m"))
         failed = scores.filter(pl.col("input_id") == bad["input_id"][0]).row(0, named=True)
@@ -206,8 +210,8 @@ def test_a_failed_plan_is_an_error_row_and_the_rest_proceed(tmp_path):
 
 
 def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_reason(tmp_path):
-    """TI2V: the condition image goes to the planner and to the IF verifier, labelled (checklist.py's
-    docstring says what carries over); a model without a video for an input gets that reason on every
+    """TI2V: the condition image goes to the planner and to the IF verifier, labelled (the firm
+    package's docstring says what carries over); a model without a video for an input gets that reason on every
     dimension."""
     import cv2
 
@@ -224,10 +228,10 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
         vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=2)
         res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
         instance.add_dynamic_partitions("candidate_models", ["m"])
-        assert _firm_run(instance, res, "TI2V", with_inputs=True).success
+        assert execute(instance, res, firm_run("TI2V", with_inputs=True)).success
         plans = srv.bodies("firm_if_plan")
         assert len(plans) == 2 and all(n_images(b) == 1 and "[first_frame] 1 frames" in request_text(b) for b in plans)
-        out = _firm_run(instance, res, "TI2V", "m", with_inputs=True)
+        out = execute(instance, res, firm_run("TI2V", "m", with_inputs=True))
         assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
         verify, = srv.bodies("firm_if_verify")
         assert n_images(verify) == 1 + 8 and "[first_frame]" in request_text(verify)
@@ -242,10 +246,10 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
         res = export_firm(tmp_path / "out", instance=instance)
         assert res.n_videos == 1 and len(res.left_out) == 1 and res.left_out[0].startswith("TI2V/m/q1: left out")
         recs = {r["dimension"]: r for r in map(json.loads, (tmp_path / "out" / "train.jsonl").read_text().splitlines())}
-        assert recs[fc.IF]["image_roles"] == ["first_frame"] + ["output_video"] * 8
-        assert "starting from the given first frame" in recs[fc.IF]["instruction"]
-        assert recs[fc.WC]["image_roles"] == ["output_video"] * 8
-        with Image.open(tmp_path / "out" / recs[fc.IF]["images"][0]) as im:
+        assert recs[IF]["image_roles"] == ["first_frame"] + ["output_video"] * 8
+        assert "starting from the given first frame" in recs[IF]["instruction"]
+        assert recs[WC]["image_roles"] == ["output_video"] * 8
+        with Image.open(tmp_path / "out" / recs[IF]["images"][0]) as im:
             first = np.asarray(im.convert("RGB"), dtype=float)
         assert first.shape == (64, 96, 3)  # the condition image itself (JPEG), not a frame of the video
         png = _clip(5)[0][:, :, ::-1].astype(float)  # cv2.imwrite took the array as BGR: the file's RGB

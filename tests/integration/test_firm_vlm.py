@@ -6,9 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from argus_dagster.protocols.firm import checklist as fc
+from argus_dagster.protocols.firm.batch import VideoJob, evaluate_videos, plan_checklists
+from argus_dagster.protocols.firm.evaluator import FirmEvaluator
+from argus_dagster.protocols.firm.prompts import IF_PLAN_VERSION
+from argus_dagster.protocols.firm.scoring import if_rating, if_score, score_if, wc_rating, wc_score
+from argus_dagster.protocols.firm.training_records import export_from_rows, export_records, frame_refs, write_export
+from argus_dagster.protocols.firm.types import IF, PQ, WC
 from argus_dagster.infra.cache import ContentCache
-from argus_dagster.protocols.firm.checklist import IF, PQ, WC, FirmEvaluator
 from argus_dagster.infra.media import Frames
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
@@ -45,7 +49,7 @@ def test_planner_is_output_blind_and_frozen_through_the_cache(server, client, tm
     assert f"Prompt: {PROMPT}" in request_text(plans[0])
     assert [i.question for i in first.items][:2] == ["Does the video show A red kite over a beach?",
                                                      "Does the video show two children running?"]
-    assert first.items[0].importance == 5 and first.maker["prompt_version"] == fc.IF_PLAN_VERSION
+    assert first.items[0].importance == 5 and first.maker["prompt_version"] == IF_PLAN_VERSION
     # a second model's evaluation (a new evaluator, a new process) reuses the frozen checklist
     second = FirmEvaluator(OpenAICompatibleClient(server.base_url, "firm-model"),
                            cache=ContentCache(cache_dir, "firm")).plan_if(PROMPT)
@@ -79,8 +83,8 @@ def test_if_verifier_sees_prompt_frames_and_no_importance(server, client):
     assert n_images(body) == 8 and PROMPT in text and "importance" not in text.split("Checklist:")[1]
     assert res.scored and len(res.verdicts) == len(cl.items)
     z = [v.yes for v in res.verdicts]
-    assert res.score == fc.if_score([i.importance for i in cl.items], z)
-    assert res.rating == fc.if_rating(res.score) and res.checklist_hash == cl.content_hash
+    assert res.score == if_score([i.importance for i in cl.items], z)
+    assert res.rating == if_rating(res.score) and res.checklist_hash == cl.content_hash
 
 
 def test_if_verifier_failure_is_a_reason_not_an_exception(server, client):
@@ -111,8 +115,8 @@ def test_wc_grounding_is_prompt_blind_and_verifier_sees_neither_prompt_nor_impor
     per = {}
     for k, v in enumerate(res.verdicts):
         per.setdefault(list(cl_targets)[k // 2], []).append(v.yes)
-    assert res.score == fc.wc_score([(cl_targets[t], b) for t, b in per.items()])
-    assert res.rating == fc.wc_rating(res.score)
+    assert res.score == wc_score([(cl_targets[t], b) for t, b in per.items()])
+    assert res.rating == wc_rating(res.score)
     assert res.detail["scene_summary"] == "A scene shown in 8 frames."
 
 
@@ -158,7 +162,7 @@ def test_two_models_share_one_checklist_and_export_one_record_per_video_and_dime
             assert cl.content_hash == checklists[pid]
             fr = frames(10 * m + k)
             res = ev.evaluate(prompt, fr, cl, video_digest=f"{model}/{pid}")
-            recs, why = fc.export_records(f"T2V/{model}/{pid}", prompt, fc.frame_refs(f"/c/{model}/{pid}.mp4", fr), res)
+            recs, why = export_records(f"T2V/{model}/{pid}", prompt, frame_refs(f"/c/{model}/{pid}.mp4", fr), res)
             assert why == ""
             records += recs
     assert len(server.bodies("firm_if_plan")) == 2  # one per input, not per video
@@ -167,7 +171,7 @@ def test_two_models_share_one_checklist_and_export_one_record_per_video_and_dime
     rerun = ev.evaluate(PROMPT, frames(0), ev.plan_if(PROMPT), video_digest="model_a/p1")
     assert len(server.requests) == n_requests and rerun[IF].scored  # all from the cache
     path = tmp_path / "firm.jsonl"
-    assert fc.write_export(path, records) == 12
+    assert write_export(path, records) == 12
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
         (f"T2V/{m}/{p}", d) for m in ("model_a", "model_b") for p in prompts for d in (IF, WC, PQ))
@@ -198,17 +202,17 @@ def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path
 
     ev = FirmEvaluator(client, cache=ContentCache(tmp_path / "cache", "firm"))
     server.queue(*[Scripted(content="{nope") for _ in range(3)])  # the first input's planner fails
-    rows, checklists = fc.plan_checklists(ev, {"p_bad": "a cat", "p1": PROMPT}, max_workers=1)
+    rows, checklists = plan_checklists(ev, {"p_bad": "a cat", "p1": PROMPT}, max_workers=1)
     assert isinstance(checklists["p_bad"], str) and checklists["p_bad"].startswith("IF planner:")
     assert {r["input_id"] for r in rows} == {"p1"} and rows[0]["checklist_hash"] == checklists["p1"].content_hash
 
     def broken():
         raise MediaError("/c/m/p1b.mp4: cannot decode")
 
-    jobs = [fc.VideoJob("p1", PROMPT, "/c/m/p1.mp4", "d1", lambda: frames(1)),
-            fc.VideoJob("p_bad", "a cat", "/c/m/p_bad.mp4", "d2", lambda: frames(2)),
-            fc.VideoJob("p1", PROMPT, "/c/m/p1b.mp4", "d3", broken)]
-    out = fc.evaluate_videos(ev, jobs, checklists, video_prefix="T2V/m/", max_workers=2)
+    jobs = [VideoJob("p1", PROMPT, "/c/m/p1.mp4", "d1", lambda: frames(1)),
+            VideoJob("p_bad", "a cat", "/c/m/p_bad.mp4", "d2", lambda: frames(2)),
+            VideoJob("p1", PROMPT, "/c/m/p1b.mp4", "d3", broken)]
+    out = evaluate_videos(ev, jobs, checklists, video_prefix="T2V/m/", max_workers=2)
     s = {(r["input_id"], i): r for i, r in enumerate(out.scores)}
     assert s[("p1", 0)]["if_rating"] in range(1, 6) and s[("p1", 0)]["if_reason"] == ""
     assert s[("p_bad", 1)]["if_rating"] is None and s[("p_bad", 1)]["if_reason"].startswith("IF planner:")
@@ -217,14 +221,14 @@ def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path
     assert [r["video_id"] for r in out.export] == ["T2V/m/p1"] * 3 and len(out.left_out) == 2
     # the stored score rows rebuild the same export without a call
     n = len(server.requests)
-    again, left = fc.export_from_rows(out.scores, {"p1": PROMPT, "p_bad": "a cat"}, video_prefix="T2V/m/")
+    again, left = export_from_rows(out.scores, {"p1": PROMPT, "p_bad": "a cat"}, video_prefix="T2V/m/")
     assert again == out.export and left == out.left_out and len(server.requests) == n
-    assert fc.export_from_rows(out.scores[:1], {})[1] == ["p1: no prompt for this input"]
+    assert export_from_rows(out.scores[:1], {})[1] == ["p1: no prompt for this input"]
     # IF verdicts of p1 match its stored checklist rows one to one
     if_items = sorted(r["item_id"] for r in out.verdicts if r["dimension"] == IF)
     assert if_items == sorted(r["item_id"] for r in rows)
     # offline: PQ from the records given, IF and WC unscored with the reason
-    off = fc.evaluate_videos(None, jobs[:1], {}, offline_records=lambda j: (
+    off = evaluate_videos(None, jobs[:1], {}, offline_records=lambda j: (
         [{"tool": "motion_probe", "ok": True, "static_fraction": 1.0}], 1280, 720))
     assert off.scores[0]["pq_rating"] == 4 and "needs a VLM" in off.scores[0]["wc_reason"] and off.export == []
 
@@ -261,8 +265,8 @@ def test_reworded_rationales_never_see_or_move_the_score(server, client):
         assert (worded[d].score, worded[d].rating) == (plain[d].score, plain[d].rating)
         assert worded[d].rationale.startswith("In short: ") and worded[d].detail["rationale_source"] == "model"
     # a wording that states a score is refused and asked again; exhausted, the template stays
-    r = fc.score_if(cl, worded[IF].verdicts)
+    r = score_if(cl, worded[IF].verdicts)
     server.queue(*[Scripted(content='{"rationale": "All met, so the score is 5/5."}') for _ in range(3)])
     ev.reword(r)
-    assert r.rationale == fc.score_if(cl, worded[IF].verdicts).rationale
+    assert r.rationale == score_if(cl, worded[IF].verdicts).rationale
     assert r.detail["rationale_source"].startswith("template (") and "states a score" in r.detail["rationale_source"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from argus_dagster.protocols.firm import export as fx
-from argus_dagster.protocols.firm.checklist import DIMENSIONS, IF, PQ, WC
+from argus_dagster.protocols.firm.types import DIMENSIONS, IF, PQ, WC
 
 IF_ROWS = [
     {"dimension": IF, "item_id": "r1", "question": "Does the video show a red kite?", "verdict": "yes",

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import pytest
 
-import argus_dagster.protocols.firm.checklist as firm
+import argus_dagster.protocols.firm.evaluator as firm
+import argus_dagster.protocols.firm.prompts as firm_prompts
 import argus_dagster.method.evidence.executor as executor
 import argus_dagster.method.judge as judge_mod
 import argus_dagster.method.stages as pipeline
@@ -456,7 +457,7 @@ def test_a_firm_call_key_is_its_record(clients, clips, step):
     def build(client, **over):
         return firm.FirmEvaluator(client).call_identity(step, **{**inputs, **over})
 
-    varies = clients.call_varies(("call",), build, firm, version, system, max_tokens)
+    varies = clients.call_varies(("call",), build, firm_prompts, version, system, max_tokens)
     varies.update({
         ("step",): lambda: (build(clients.openai()),
                             firm.FirmEvaluator(clients.openai()).call_identity(

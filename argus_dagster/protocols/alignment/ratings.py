@@ -447,9 +447,9 @@ def _id_text(value: str) -> str:
 def nominal_scales() -> dict[str, tuple[float, float]]:
     """The scale each protocol's dimensions are rated on, by their names: VEFX-Bench's IF, RQ, EE and
     overall on 1-4 (seed 002), FIRM-Video's IF, WC and PQ on 1-5 (seed 001)."""
-    from argus_dagster.protocols.firm import checklist
+    from argus_dagster.protocols.firm import types as firm_types
     from argus_dagster.protocols import vefx
-    return {**{d: (1.0, 5.0) for d in checklist.DIMENSIONS}, **vefx.NOMINAL_SCALES}
+    return {**{d: (1.0, 5.0) for d in firm_types.DIMENSIONS}, **vefx.NOMINAL_SCALES}
 
 
 def human_scales(human: HumanRatings, dimensions: Iterable[str],

@@ -12,7 +12,7 @@ is the voice, heard. The same
 visible act qualified by how it sounds ("barks loudly", "in a deep voice", "whistles a tune") or
 by what is said ("says 'thank you'", "talks about the weather") is audio.
 
-The planner's instruction says this first (``checklist.IF_PLAN_SYSTEM``); :func:`audio_reason` is
+The planner's instruction says this first (``prompts.IF_PLAN_SYSTEM``); :func:`audio_reason` is
 the safety net on what the planner returns. It reads the requirement's words with rules, quoted
 text left out (a sign reading 'SOUND CITY' is text that is seen), and says which words made it audio.
 """

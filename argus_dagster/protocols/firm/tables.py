@@ -1,0 +1,128 @@
+"""Rows of FIRM-Video's tables (``firm_checklists``, ``firm_verdicts``, ``firm_scores``), the
+checklist and the IF score recomputed from the stored rows, and ``firm_scores`` as evaluator scores
+for the human alignment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+import polars as pl
+
+from argus_dagster.protocols.firm.scoring import if_score_from_weights, if_weights
+from argus_dagster.protocols.firm.types import (DIMENSIONS, IF, PQ, SHORT, WC, Checklist, ChecklistError,
+                                                ChecklistItem, DimensionResult, DroppedItem)
+
+
+def checklist_rows(input_id: str, checklist: Checklist) -> list[dict]:
+    """``firm_checklists`` rows: input_id, dimension, item_id, target, aspect, question, importance,
+    weight (IF: the exact ``m_i / Σ m`` the score is computed from, :func:`if_weights`), checklist_hash,
+    maker (JSON: who planned it), dropped (null). Then one row per planned item left out, ``x1``,
+    ``x2``..., with its question, importance and ``dropped`` (the reason) and no weight."""
+    weights = if_weights([i.importance for i in checklist.items]) if checklist.dimension == IF else \
+        [None] * len(checklist.items)
+    base = {"input_id": input_id, "dimension": checklist.dimension, "checklist_hash": checklist.content_hash,
+            "maker": json.dumps(checklist.maker, sort_keys=True)}
+    kept = [{**base, "item_id": i.id, "target": i.target, "aspect": i.aspect, "question": i.question,
+             "importance": i.importance, "weight": w, "dropped": None} for i, w in zip(checklist.items, weights)]
+    left_out = [{**base, "item_id": f"x{k}", "target": "", "aspect": "", "question": d.question,
+                 "importance": d.importance, "weight": None, "dropped": d.reason}
+                for k, d in enumerate(checklist.dropped, start=1)]
+    return kept + left_out
+
+
+def checklist_from_rows(rows: Sequence[dict]) -> Checklist:
+    """The checklist that :func:`checklist_rows` stored (rows of one input and dimension, any order):
+    the ``firm_checklists`` table is the frozen store the verifiers of every model read. Raises
+    :class:`ChecklistError` when the rows disagree on the hash or do not reproduce it."""
+    left_out = [r for r in rows if r.get("dropped")]
+    rows = [r for r in rows if not r.get("dropped")]
+    if not rows:
+        raise ChecklistError("no checklist rows for this input (fix: materialize firm_checklists first)")
+    hashes = {r["checklist_hash"] for r in rows}
+    dims = {r["dimension"] for r in rows}
+    if len(hashes) != 1 or len(dims) != 1:
+        raise ChecklistError(f"input {rows[0].get('input_id')!r}: rows of {len(hashes)} checklists and "
+                             f"{len(dims)} dimensions mixed (fix: pass one input's rows of one dimension)")
+    order = sorted(rows, key=lambda r: int(re.sub(r"\D", "", r["item_id"]) or 0))
+    maker = json.loads(order[0].get("maker") or "{}")
+    items = tuple(ChecklistItem(r["item_id"], r["question"], int(r["importance"]), r.get("target") or "",
+                                r.get("aspect") or "") for r in order)
+    dropped = tuple(DroppedItem(r["question"], r.get("importance"), r["dropped"])
+                    for r in sorted(left_out, key=lambda r: int(re.sub(r"\D", "", r["item_id"]) or 0)))
+    c = Checklist(dims.pop(), items, maker, dropped)
+    if c.content_hash != hashes.pop():
+        raise ChecklistError(f"input {rows[0].get('input_id')!r}: the stored rows do not reproduce their "
+                             "checklist_hash (fix: re-materialize firm_checklists)")
+    return c
+
+
+def if_score_from_rows(item_rows: Sequence[dict], verdicts: Sequence[dict]) -> float:
+    """``if_score`` recomputed from what is stored: the ``weight`` of each ``firm_checklists`` item
+    (one input's IF rows; rows left out, ``dropped``, are no items) and the video's ``firm_verdicts``
+    rows (``verdict`` yes and ``verifiable``: met). Raises :class:`ChecklistError` when a weight is not
+    the item's ``m_i / Σ m`` or an item has no verdict."""
+    items = [r for r in item_rows if not r.get("dropped") and not r.get("error")]
+    if not items:
+        raise ChecklistError("no stored IF items for this input (fix: materialize firm_checklists first)")
+    exact = if_weights([r["importance"] for r in items])
+    off = [f"{r['item_id']} ({r['weight']!r}, not {w!r})" for r, w in zip(items, exact) if r.get("weight") != w]
+    if off:
+        raise ChecklistError(f"stored weights are not m_i / Σ m: {', '.join(off)} (fix: re-materialize "
+                             "firm_checklists)")
+    by_id = {v["item_id"]: v for v in verdicts}
+    missing = [r["item_id"] for r in items if r["item_id"] not in by_id]
+    if missing:
+        raise ChecklistError(f"IF verdicts: no stored verdict for {', '.join(missing)}")
+    met = [by_id[r["item_id"]]["verdict"] == "yes" and bool(by_id[r["item_id"]]["verifiable"]) for r in items]
+    return if_score_from_weights([r["weight"] for r in items], met)
+
+
+def verdict_rows(input_id: str, results: dict[str, DimensionResult]) -> list[dict]:
+    """``firm_verdicts`` rows: input_id, dimension, item_id, verdict (yes/no), verifiable, evidence, checklist_hash."""
+    return [{"input_id": input_id, "dimension": d, "item_id": v.item_id, "verdict": "yes" if v.yes else "no",
+             "verifiable": v.verifiable, "evidence": v.evidence, "checklist_hash": r.checklist_hash}
+            for d, r in results.items() for v in r.verdicts]
+
+
+def score_row(input_id: str, results: dict[str, DimensionResult]) -> dict:
+    """One ``firm_scores`` row; a missing dimension or an unscored one has nulls and its reason;
+    ``if_unverifiable`` / ``wc_unverifiable`` count the answers that could not be verified."""
+    row: dict[str, Any] = {"input_id": input_id}
+    for d in DIMENSIONS:
+        s = SHORT[d]
+        r = results.get(d)
+        if d != PQ:
+            row[f"{s}_score"] = r.score if r else None
+        row[f"{s}_rating"] = r.rating if r else None
+        row[f"{s}_rationale"] = r.rationale if r else ""
+        row[f"{s}_reason"] = (r.reason if r else "not evaluated") if not (r and r.scored) else ""
+        if d != PQ:  # answers the verifier could not give from the frames; null where none was asked
+            row[f"{s}_unverifiable"] = sum(1 for v in r.verdicts if not v.verifiable) if r and r.verdicts else None
+    wc = results.get(WC)
+    row["wc_scene"] = (wc.detail.get("scene_summary") or "") if wc else ""  # the grounding's summary (export prose)
+    return row
+
+
+FIRM_EVALUATORS = {"if": "firm_if", "wc": "firm_wc", "pq": "firm_pq"}
+FIRM_RANGES = {name: (1.0, 5.0) for name in FIRM_EVALUATORS.values()}
+
+
+def firm_evaluator_scores(firm_scores: pl.DataFrame, dimensions: dict[str, str | None] | None = None) -> pl.DataFrame:
+    """``firm_scores`` as evaluator scores for :func:`~argus_dagster.protocols.alignment.metrics.alignment_table`:
+    ``input_id, model, evaluator (firm_if/firm_wc/firm_pq), dimension, score`` (the 1-5 rating; pass
+    :data:`FIRM_RANGES` as its ``evaluator_ranges``). ``dimensions`` names the human dimension each one
+    is compared with (default: the FIRM names; ``None`` as a value compares it with every dimension)."""
+    dims = {"if": IF, "wc": WC, "pq": PQ} if dimensions is None else dimensions
+    parts = []
+    for short, name in FIRM_EVALUATORS.items():
+        col = f"{short}_rating"
+        if col not in firm_scores.columns:
+            raise ValueError(f"firm_scores has no {col!r} column (it has {firm_scores.columns})")
+        parts.append(firm_scores.select(pl.col("input_id").cast(pl.String), pl.col("model").cast(pl.String),
+                                        pl.lit(name).alias("evaluator"),
+                                        pl.lit(dims.get(short), dtype=pl.String).alias("dimension"),
+                                        pl.col(col).cast(pl.Float64).alias("score")))
+    return pl.concat(parts).filter(pl.col("score").is_not_null())
