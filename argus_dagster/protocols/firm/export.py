@@ -41,11 +41,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import parse_qs
 
+import cv2
 import numpy as np
 
 from argus_dagster.protocols.firm.prompts import INSTRUCTIONS
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, SHORT, WC
 from argus_dagster.infra.files import write_atomic
+from argus_dagster.infra.media import JUDGE_POLICY, MAX_SIDE, VideoReader, load_image, resize_longest
 from argus_dagster.infra.names import file_name
 
 JSONL = "train.jsonl"
@@ -255,9 +257,6 @@ class ExportResult:
 
 
 def _save(array: np.ndarray, path: Path) -> None:
-    import cv2  # deferred: start-up (OpenCV)
-    from argus_dagster.infra.media import MAX_SIDE, resize_longest  # deferred: start-up (OpenCV)
-
     img = resize_longest(np.asarray(array, dtype=np.uint8), MAX_SIDE)
     ok, buf = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 92])
     if not ok:
@@ -266,8 +265,6 @@ def _save(array: np.ndarray, path: Path) -> None:
 
 
 def default_video_frames(uri: str, indices: list[int], storage=None) -> list[np.ndarray]:
-    from argus_dagster.infra.media import MAX_SIDE, VideoReader  # deferred: start-up (OpenCV)
-
     return list(VideoReader(uri, max_side=MAX_SIDE, storage=storage).get(indices))
 
 
@@ -275,8 +272,6 @@ def default_condition_frames(input_row: dict, storage=None) -> list[tuple[str, n
     """``(role, RGB frame)`` of the input's condition media, as the IF planner and verifier see them:
     the first frame, every subject image, the source video sampled as for the judge (``s3://`` media
     read through ``storage``)."""
-    from argus_dagster.infra.media import JUDGE_POLICY, MAX_SIDE, VideoReader, load_image  # deferred: start-up (OpenCV)
-
     out: list[tuple[str, np.ndarray]] = []
     if input_row.get("first_frame"):
         out.append(("first_frame", load_image(input_row["first_frame"], storage=storage)))
