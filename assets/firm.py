@@ -16,7 +16,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.protocols import best_of_n as bon
-from argus_dagster.protocols.firm.batch import VideoJob, evaluate_videos, plan_checklists
+from argus_dagster.protocols.firm.batch import OfflineRecords, VideoJob, evaluate_videos, plan_checklists
 from argus_dagster.protocols.firm.evaluator import FirmEvaluator
 from argus_dagster.protocols.firm.offline import unscored_offline
 from argus_dagster.protocols.firm.scoring import if_rating, score_wc
@@ -208,12 +208,12 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                                 lambda store=store: store.frames("output_video", JUDGE_POLICY),
                                 refs[0] if refs else None, refs[1] if refs else None))
 
-    def offline_records(job: VideoJob):
+    def offline_records(job: VideoJob) -> OfflineRecords:
         store = MediaStore({"output_video": job.video_uri}, {"output_video": job.video_digest}, storage=store_of)
         plan = NormalizedPlan([{"tool": t, "args": {"on": "output_video"}} for t in PQ_TOOLS
                                if t in suite.available()])
         v = videos[job.video_uri]
-        return run_plan(plan, store, suite, cache=evidence_cache), v["width"], v["height"]
+        return OfflineRecords(run_plan(plan, store, suite, cache=evidence_cache), v["width"], v["height"])
 
     evaluator = (FirmEvaluator(vlm.client(), cache=cache, stats=stats, parse_retries=vlm.parse_retries)
                  if vlm.configured else None)

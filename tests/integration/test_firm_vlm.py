@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from argus_dagster.protocols.firm.batch import VideoJob, evaluate_videos, plan_checklists
+from argus_dagster.protocols.firm.batch import OfflineRecords, VideoJob, evaluate_videos, plan_checklists
 from argus_dagster.protocols.firm.evaluator import FirmEvaluator
 from argus_dagster.protocols.firm.prompts import IF_PLAN_VERSION
 from argus_dagster.protocols.firm.scoring import if_rating, if_score, score_if, wc_rating, wc_score
@@ -228,7 +228,7 @@ def test_task_level_helpers_record_failures_and_proceed(server, client, tmp_path
     if_items = sorted(r["item_id"] for r in out.verdicts if r["dimension"] == IF)
     assert if_items == sorted(r["item_id"] for r in rows)
     # offline: PQ from the records given, IF and WC unscored with the reason
-    off = evaluate_videos(None, jobs[:1], {}, offline_records=lambda j: (
+    off = evaluate_videos(None, jobs[:1], {}, offline_records=lambda j: OfflineRecords(
         [{"tool": "motion_probe", "ok": True, "static_fraction": 1.0}], 1280, 720))
     assert off.scores[0]["pq_rating"] == 4 and "needs a VLM" in off.scores[0]["wc_reason"] and off.export == []
 

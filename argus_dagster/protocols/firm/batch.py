@@ -100,8 +100,8 @@ def _evaluate_job(evaluator: FirmEvaluator | None, job: VideoJob, checklists: di
         if offline_records is None:
             no_pq = DimensionResult(PQ, reason="PQ offline: no CPU tool records")
             return {**unscored_offline(), PQ: no_pq}, refs
-        recs, w, h = offline_records(job)
-        return evaluate_offline(recs, width=w, height=h), refs
+        measured = offline_records(job)
+        return evaluate_offline(measured.records, width=measured.width, height=measured.height), refs
     cl = checklists.get(job.input_id, "no IF checklist for this input")
     res = evaluator.evaluate(job.prompt, frames, cl if isinstance(cl, Checklist) else None,
                              video_digest=job.video_digest, references=job.references,
@@ -116,7 +116,7 @@ def evaluate_videos(evaluator: FirmEvaluator | None, jobs: Sequence[VideoJob],
     """Every job's verdict rows, score row and export records; a video that fails (its frames, a call)
     gets its reasons in the row and the rest proceeds. ``evaluator=None`` is the offline path:
     ``offline_records(job)`` gives the CPU tool records and the video's width and height
-    (:class:`OfflineRecords`, or a tuple in that order). Each score row carries what the video's calls
+    (:class:`OfflineRecords`). Each score row carries what the video's calls
     cost (:meth:`CallStats.costs`: the ledger's FIRM stage)."""
 
     def costed(job: VideoJob) -> VideoOutcome:
