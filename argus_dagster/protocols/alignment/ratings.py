@@ -30,6 +30,7 @@ import polars as pl
 from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.names import file_name, model_name_problem
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
+from argus_dagster.protocols.firm import types as firm_types
 
 DEFAULT_DIMENSION = "overall"
 ARGUS_RANGE = (0.0, 10.0)  # every score this project writes is on 0-10
@@ -447,7 +448,6 @@ def _id_text(value: str) -> str:
 def nominal_scales() -> dict[str, tuple[float, float]]:
     """The scale each protocol's dimensions are rated on, by their names: VEFX-Bench's IF, RQ, EE and
     overall on 1-4 (seed 002), FIRM-Video's IF, WC and PQ on 1-5 (seed 001)."""
-    from argus_dagster.protocols.firm import types as firm_types
     from argus_dagster.protocols import vefx
     return {**{d: (1.0, 5.0) for d in firm_types.DIMENSIONS}, **vefx.NOMINAL_SCALES}
 
