@@ -8,15 +8,11 @@ before a byte reaches the webserver, 403 otherwise; an accepted request is forwa
 ``Connection: close`` (so every request on a connection is checked), a websocket upgrade (GraphQL
 subscriptions) is forwarded both ways until either side closes.
 
-Children end with `argus ui` whatever ends it: each is started in a process group of its own with
-``PR_SET_PDEATHSIG`` (:func:`die_with_parent`), and :data:`WATCHER` (a small process of its own) ends
-their whole groups when the parent is gone, a kill -9 included.
+The children `argus ui` starts behind it end with it: :mod:`argus_dagster.client.supervise`.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import threading
 
@@ -155,46 +151,3 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 def _refuse(conn: socket.socket, status: int, reason: str, body: bytes = b"") -> None:
     conn.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                  "Connection: close\r\n\r\n".encode() + body)
-
-
-def die_with_parent(parent: int):
-    """A ``preexec_fn``: the child is sent SIGTERM when its parent (``parent``) ends, however it ends.
-    libc is loaded here, in the parent: the forked child only calls it (no import after a fork)."""
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def preexec() -> None:
-        prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the parent ended before the line above
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
-
-
-# Run as ``python -c WATCHER <parent pid> <process group>...``, in a session of its own: when the
-# parent is gone (any way, kill -9 included), interrupt each group as Ctrl-C would, then kill what is left.
-WATCHER = """
-import os, signal, sys, time
-parent, groups = int(sys.argv[1]), [int(g) for g in sys.argv[2:]]
-for sig in (signal.SIGHUP, signal.SIGINT):
-    signal.signal(sig, signal.SIG_IGN)
-while os.getppid() == parent:
-    time.sleep(0.5)
-def alive():
-    left = []
-    for g in groups:
-        try:
-            os.killpg(g, 0)
-            left.append(g)
-        except OSError:
-            pass
-    return left
-for g in alive():
-    os.killpg(g, signal.SIGINT)
-deadline = time.monotonic() + 20
-while alive() and time.monotonic() < deadline:
-    time.sleep(0.2)
-for g in alive():
-    os.killpg(g, signal.SIGKILL)
-"""

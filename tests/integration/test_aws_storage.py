@@ -111,10 +111,10 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         overview = latest_record(instance, "leaderboard").asset_materialization.metadata["overview_url"].value
         with urllib.request.urlopen(overview, timeout=10) as resp:
             assert 'data-task="T2V"' in resp.read().decode("utf-8")
-        from argus_dagster.client.cli import _stored_overview
+        from argus_dagster.client.overview_link import stored_overview
         from argus_dagster.infra.settings import load_settings
 
-        with urllib.request.urlopen(_stored_overview(load_settings()), timeout=10) as resp:  # what argus open prints
+        with urllib.request.urlopen(stored_overview(load_settings()), timeout=10) as resp:  # what argus open prints
             assert 'data-task="T2V"' in resp.read().decode("utf-8")
 
         # Up to date on the next look: the daemon's sensors observe the sources (the videos' sha256 from

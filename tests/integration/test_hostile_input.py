@@ -261,7 +261,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
     """The judge's URL carries a password and a query key: the run's events, metadata, tables, the
     run database (its job snapshots included) and the CLI's output show the endpoint without them,
     and the calls still reach the server."""
-    from argus_dagster.client.cli import _backbones
+    from argus_dagster.client.printing import backbones
     from argus_dagster.infra.settings import load_settings
     from resources import VlmResource
     from tests.servers.openai_server import FakeVlmServer
@@ -281,7 +281,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
         vlm = vlm_from_env()
         from argus_dagster.definitions import resources_for
 
-        shown = _backbones(resources_for(settings=load_settings()))
+        shown = backbones(resources_for(settings=load_settings()))
         resources = graph_resources(bench, cands, home, vlm=vlm)
         with dg.instance_for_test() as instance:
             materialize_task("T2V", ["m"], resources, instance)

@@ -1,0 +1,151 @@
+"""What each ``argus`` command accepts: its options, their defaults and their help (argparse)."""
+
+from __future__ import annotations
+
+import argparse
+
+from argus_dagster.method.inputs import ALL_TASKS
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose epilog may be a function, called when its help is printed (``argus
+    align``'s legend lives beside the alignment metrics, which every other command does without)."""
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
+def alignment_legend() -> str:
+    """What each column of ``argus align``'s table means (its help's epilog)."""
+    from argus_dagster.protocols.alignment.metrics import ALIGNMENT_LEGEND  # deferred: start-up time (polars, numpy)
+
+    return ALIGNMENT_LEGEND
+
+
+PROFILE_HELP = ("the evaluator profile, stored apart from every other: default, vlm-only, judge=<model>, "
+                "rubric=<model>, or parts joined by ','")
+
+
+def _evaluation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bench", help="a recorded bench's name (default: the one evaluated last; see argus evaluations)")
+    parser.add_argument("--profile", help="its evaluator profile (default: the one evaluated last)")
+
+
+FORCE_HELP = ("re-materialize partitions that are up to date too (tool steps and judgments still come "
+              "from the content cache)")
+
+
+def parser() -> argparse.ArgumentParser:
+    """``argus`` and its commands, each with its options (the command's name in ``command``)."""
+    p = _Parser(prog="argus", description="VideoArgus evaluation on Dagster. State lives in $ARGUS_HOME; "
+                                "unset, the nearest .argus folder here or in a parent folder, else ./.argus")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="build the demo bench from shipped media and evaluate it")
+    d.add_argument("--rebuild", action="store_true", help="rebuild the demo bench media")
+    d.add_argument("--force", action="store_true", help=FORCE_HELP)
+    d.add_argument("--profile", default="default", help=PROFILE_HELP)
+    e = sub.add_parser("evaluate", help="evaluate a bench folder and its candidate videos")
+    e.add_argument("--bench", required=True, help="folder with <TASK>/manifest.jsonl (or the released layout)")
+    e.add_argument("--candidates", required=True, help="folder with <TASK>/<model>/<input_id>.mp4")
+    e.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS,
+                   help="only this task (repeatable; any case)")
+    e.add_argument("--model", action="append", help="only this model (repeatable)")
+    e.add_argument("--name", help="the bench's name (default: name in its bench.json, else its folder's name)")
+    e.add_argument("--profile", default="default", help=PROFILE_HELP)
+    e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa (adds vlm-only "
+                   "to the profile)")
+    e.add_argument("--force", action="store_true", help=FORCE_HELP)
+    e.add_argument("--rubrics-in", choices=("bench", "home"), default="bench",
+                   help="where new rubrics are frozen: bench (its <TASK>/rubrics/, the default, where it is "
+                        "writable) or home ($ARGUS_HOME/benches/<bench>/rubrics/: the bench folder is left as it is)")
+    e.add_argument("--plan", action="store_true", help="observe the sources and say what Dagster would run now, "
+                   "asset by asset, as the automation sensor would request it; nothing runs")
+    e.add_argument("--protocol", choices=("videoargus", "firm", "both", "vefx"), default="videoargus",
+                   help="videoargus (rubrics, evidence, judge; the default), firm (FIRM-Video's checklists: "
+                        "instruction following, world coherence, perceptual quality), both, or vefx "
+                        "(VEFX-Bench's 1-4 rubrics for edits, TV2V and TSV2V: instruction following, rendering "
+                        "quality, edit exclusivity and their mean)")
+    ex = sub.add_parser("export", help="write stored results: a score table as CSV, JSON or parquet, or "
+                        "FIRM-Video reward-model training data")
+    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "costs", "firm"),
+                    help="leaderboard (per task and model), videos (per video), criteria (per video and "
+                         "criterion), costs (the VLM cost ledger per task and model: requests, tokens, cached "
+                         "tokens, images, bytes, retries), or firm (one training instance per video and "
+                         "dimension, for SFT)")
+    ex.add_argument("--format", choices=("csv", "json", "parquet"),
+                    help="csv (default; lists joined by '; '), json (one object per row) or parquet (as stored)")
+    ex.add_argument("--out", help="the file to write (default <bench>-<profile>-<what>.<format> here; '-': "
+                    "standard output); for firm, the folder to write (required): train.jsonl, images/ (the "
+                    "frames each instance shows) and README.md (a dataset card)")
+    ex.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    ex.add_argument("--force", action="store_true", help="firm: write into a folder that holds other files "
+                    "(they are kept; only the export's own files are replaced)")
+    _evaluation_options(ex)
+    bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
+    bn.add_argument("--by", choices=("final", "if", "wc", "pq", "if_score", "wc_score"), default="final",
+                    help="final (VideoArgus), a FIRM-Video rating (ties broken by its score), or a FIRM-Video score")
+    bn.add_argument("--mix", nargs="+", metavar="COL=W",
+                    help="a weighted mix instead of --by (each column put on [0, 1] by its scale), e.g. final=1 pq=1")
+    bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    _evaluation_options(bn)
+    lb = sub.add_parser("leaderboard", help="print one evaluation's leaderboard (default: the one scored last)")
+    lb.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable; any case)")
+    _evaluation_options(lb)
+    hi = sub.add_parser("history", help="every materialization of an asset: time, run, data version, why it ran")
+    hi.add_argument("asset", nargs="?", default="video_scores", help="the asset (default video_scores)")
+    hi.add_argument("--partition", help="only this partition (a task, or model|TASK)")
+    hi.add_argument("--limit", type=int, default=0, help="only the latest N")
+    _evaluation_options(hi)
+    df = sub.add_parser("diff", help="two passes of an asset compared: per model before and after, what moved "
+                        "and what changed (default: the latest two of video_scores)")
+    df.add_argument("asset", nargs="?", default="video_scores", help="video_scores (default) or criterion_scores")
+    df.add_argument("passes", nargs="*", default=[], metavar="A B",
+                    help="the passes to compare, each a pass, run id or data version (or their start) as "
+                         "argus history lists them; B defaults to the latest")
+    _evaluation_options(df)
+    op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
+                        "and print the URL")
+    op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
+    op.add_argument("--before-results", action="store_true",
+                    help="serve even before the first results (argus ui: pages appear as runs write them)")
+    _evaluation_options(op)
+    ui = sub.add_parser("ui", help="the Dagster UI (webserver and daemon) on one evaluation's instance, and the "
+                        "reports server beside it (Ctrl-C stops both)")
+    ui.add_argument("--bench", help="a recorded bench's name (default ARGUS_BENCH, else the demo; see argus evaluations)")
+    ui.add_argument("--profile", help="its evaluator profile (default ARGUS_PROFILE, else default)")
+    ui.add_argument("--host", default="127.0.0.1", help="the Dagster UI's address (default 127.0.0.1); it answers "
+                    "requests whose Host is this name or loopback only")
+    ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
+    ui.add_argument("--reports-port", type=int, help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
+    al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)",
+                        epilog=alignment_legend, formatter_class=argparse.RawDescriptionHelpFormatter)
+    al.add_argument("--human", action="append", required=True,
+                    help="human ratings: CSV/JSONL/parquet with input_id, model, score[, dimension][, rater], "
+                         "or T2VScore's / AIGVE's annotation JSON (repeatable)")
+    al.add_argument("--scores", action="append", required=True,
+                    help="evaluator scores: video_scores/criterion_scores parquet (or their storage folder), "
+                         "or a table input_id, model, evaluator, score (repeatable)")
+    al.add_argument("--dimension", action="append", help="only this human dimension (repeatable)")
+    al.add_argument("--task", type=str.upper, choices=ALL_TASKS, help="the task, where the scores hold several (any case)")
+    al.add_argument("--human-scale", nargs=2, type=float, metavar=("LO", "HI"),
+                    help="the human rating scale of every dimension (default: the scale the ratings declare in "
+                         "scale_min/scale_max columns, else the dimension's nominal scale: 1-4 for VEFX's, 1-5 for "
+                         "FIRM-Video's and T2VScore's; never the observed range)")
+    al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
+    al.add_argument("--out", help="write the table as CSV here")
+    rb = sub.add_parser("robustness", help="a bench's evaluator profiles compared: rank agreement, criterion "
+                        "agreement, models that move (from their stored scores)")
+    rb.add_argument("--bench", help="a recorded bench's name (default: the one evaluated last)")
+    rb.add_argument("--profiles", nargs="+", metavar="PROFILE",
+                    help="the profiles to compare (default: every profile of the bench with stored scores)")
+    rb.add_argument("--key", choices=("criterion", "dimension"), default="criterion",
+                    help="criterion (profiles that share rubrics) or dimension (rubrics that differ)")
+    ev = sub.add_parser("evaluations", help="the evaluations recorded here (bench x profile), the last evaluated first")
+    ev.add_argument("--env", action="store_true", help="print the shell exports that pin one evaluation "
+                    "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as argus ui sets them: --bench/"
+                    "--profile, else ARGUS_BENCH(_DIR)/ARGUS_PROFILE, else the demo (what the code location serves)")
+    _evaluation_options(ev)
+    en = sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")
+    return p
