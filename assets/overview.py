@@ -29,7 +29,7 @@ def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, s
     if root is not None:  # the index of every evaluation of this ARGUS_HOME, one level up
         try:
             write_evaluations_index(root)
-            meta["evaluations_index_url"] = dg.MetadataValue.url(reports_base_url() + "index.html")
+            meta["evaluations_index_url"] = dg.MetadataValue.url((store.reports_url or reports_base_url()) + "index.html")
         except Exception as exc:
             context.log.warning(f"index of evaluations {root / 'index.html'} not written: {exc}")
     return meta

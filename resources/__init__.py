@@ -22,7 +22,8 @@ import dagster as dg
 
 from argus_dagster.infra import storage as storage_lib
 from argus_dagster.infra.names import folder_name
-from argus_dagster.infra.settings import Settings, SettingError, environment, load_settings, parse_profile
+from argus_dagster.infra.settings import (Settings, SettingError, environment, load_settings, parse_profile,
+                                          reports_base_url)
 
 from .bench import BenchResource, bench_from_settings
 from .storage import DEFAULT_KEEP_VERSIONS, StorageIOManager, StorageResource
@@ -62,7 +63,8 @@ def storage_for(env: str | None = None, settings: Settings | None = None
         media_cache_dir=variables.get("ARGUS_MEDIA_CACHE") or str(settings.home / "media"),
         hash_index="" if cache_dir == "off" else cache_dir,
         presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)),
-        frame_pool_mb=variables.number("ARGUS_FRAME_POOL_MB", 512, integer=False, minimum=0))
+        frame_pool_mb=variables.number("ARGUS_FRAME_POOL_MB", 512, integer=False, minimum=0),
+        reports_url=reports_base_url())
     return bench, storage, cache_dir
 
 

@@ -557,13 +557,14 @@ def reports_base_url() -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def report_url(path: str | Path, reports_dir: Path | None = None) -> str:
+def report_url(path: str | Path, reports_dir: Path | None = None, base_url: str | None = None) -> str:
     """The URL of a file under the reports folder (its path segments percent-encoded, so the
     ``~%E7...`` names of :func:`argus_dagster.infra.names.file_name` resolve); ``file://`` for one outside.
 
     The reports server serves every evaluation of a home from ``$ARGUS_HOME/benches``: a reports
     folder there (``<bench>/<profile>/reports``) is under that prefix of the base URL; any other
-    folder is served as the root."""
+    folder is served as the root. ``base_url``: the reports server's, as the storage resource was
+    configured with it (a storage made without one: :func:`reports_base_url`)."""
     from urllib.parse import quote
 
     root = (reports_dir or load_settings().reports_dir).resolve()
@@ -572,7 +573,8 @@ def report_url(path: str | Path, reports_dir: Path | None = None) -> str:
         rel = p.relative_to(root)
     except ValueError:
         return p.as_uri()
-    return reports_base_url() + served_prefix(root) + quote(rel.as_posix())
+    base = base_url or reports_base_url()
+    return (base if base.endswith("/") else base + "/") + served_prefix(root) + quote(rel.as_posix())
 
 
 def evaluations_root(reports_dir: Path) -> Path | None:

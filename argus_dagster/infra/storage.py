@@ -382,7 +382,7 @@ class Storage:
             return self.client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
                                                       ExpiresIn=self.presign_expiry_s)
 
-        return report_url(uri, Path(reports_dir) if reports_dir else None)
+        return report_url(uri, Path(reports_dir) if reports_dir else None, base_url=self.reports_url)
 
     def links_in(self, folder: str | Path, names: list[str], reports_dir: str | Path | None = None) -> list[str]:
         """:meth:`link` of each file ``names`` (plain names) in ``folder``. For a local folder the

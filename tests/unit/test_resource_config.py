@@ -136,3 +136,16 @@ def test_the_tool_slots_take_the_tools_resources_size(monkeypatch):
         assert not slots.acquire(blocking=False)
         for _ in range(n):
             slots.release()
+
+
+def test_links_to_report_pages_use_the_reports_url_the_storage_was_built_with(tmp_path, monkeypatch):
+    for var in ("ARGUS_BENCH", "ARGUS_BENCH_DIR", "ARGUS_PROFILE", "ARGUS_ENV", "ARGUS_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    _home(tmp_path, monkeypatch, "home")
+    monkeypatch.setenv("ARGUS_REPORTS_URL", "http://reports.example:8111/argus")
+    resources = resources_for(settings=load_settings())
+    monkeypatch.setenv("ARGUS_REPORTS_URL", "http://elsewhere.example/")  # changed after the build
+    reports = resources["bench"].reports_path()
+    page = reports / "T2V" / "a b.html"
+    link = resources["storage"].link(str(page), str(reports))
+    assert link.startswith("http://reports.example:8111/argus/") and link.endswith("/T2V/a%20b.html"), link
