@@ -12,7 +12,7 @@ from assets.automation import RETRY_METADATA, changed_inputs, latest_records, re
 from assets.candidates import candidate_videos
 from assets.firm import best_of_n_tables
 from assets.inputs import input_instances
-from assets.lineage import latest_record, stored_table
+from assets.lineage import latest_record
 from assets.partitions import RANGE_END_TAG, RANGE_START_TAG, task_model_partitions
 from assets.robustness import robustness_tables
 from assets.schedules import nightly_reconcile
@@ -63,8 +63,8 @@ def defs() -> dg.Definitions:
 
 
 __all__ = ["build_definitions", "defs", "ALL_ASSETS", "ALL_CHECKS", "AUTOMATED_ASSETS", "CANDIDATE_ASSETS",
-           "FIRM_CANDIDATE_ASSETS", "FIRM_CHECKS", "VEFX_CANDIDATE_ASSETS", "VEFX_CHECKS", "vefx_leaderboard", "FIRM_TASK_ASSETS", "SOURCES", "TASK_ASSETS", "RETRY_METADATA",
+           "FIRM_CANDIDATE_ASSETS", "FIRM_CHECKS", "GRAPH_CHECKS", "VEFX_CANDIDATE_ASSETS", "VEFX_CHECKS", "vefx_leaderboard", "FIRM_TASK_ASSETS", "SOURCES", "TASK_ASSETS", "RETRY_METADATA",
            "changed_inputs", "latest_records", "retries_waiting", "candidate_videos", "best_of_n_tables", "input_instances",
-           "latest_record", "stored_table", "RANGE_END_TAG", "RANGE_START_TAG", "task_model_partitions",
+           "latest_record", "RANGE_END_TAG", "RANGE_START_TAG", "task_model_partitions",
            "robustness_tables", "changed_observations", "report", "source_versions", "resources_for", "storage_for",
            "bench_from_settings", "dead_run_sensor"]

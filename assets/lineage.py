@@ -1,18 +1,18 @@
 """Reading what a partition held before this materialization, for score deltas in metadata.
 
 The IO manager records each stored table's ``path`` (``paths`` by partition, for a run of many) in the
-materialization's metadata; the previous
-table is read from there before the new one replaces it (local folder or ``s3://`` alike).
+materialization's metadata; the previous table is read from there
+(:func:`argus_dagster.infra.tables.recorded_table`, the one reader of stored tables) before the new one
+replaces it (local folder or ``s3://`` alike).
 """
 
-
-import io
 
 import dagster as dg
 import polars as pl
 
 from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
 from argus_dagster.infra.storage import Storage
+from argus_dagster.infra.tables import recorded_table
 
 
 def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
@@ -22,27 +22,10 @@ def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | Non
     return records[0] if records else None
 
 
-def stored_table(record, storage: Storage, columns: list[str] | None = None) -> pl.DataFrame | None:
-    """The table a materialization record points at, read through ``storage``, or None when it is
-    gone or unreadable."""
-    if record is None:
-        return None
-    md = record.asset_materialization.metadata
-    path = md["path"].value if "path" in md else None
-    if path is None and "paths" in md:  # stored by a run of many partitions: one file each
-        path = (md["paths"].value or {}).get(str(record.asset_materialization.partition))
-    if path is None:
-        return None
-    try:  # a file, or an object
-        return pl.read_parquet(io.BytesIO(storage.read_bytes(str(path))), columns=columns)
-    except Exception:  # removed by hand, or storage moved: no delta rather than a failed run
-        return None
-
-
 def previous_table(context: dg.AssetExecutionContext, storage: Storage) -> pl.DataFrame | None:
     partition = context.partition_key if context.has_partition_key else None
     record = latest_record(context.instance, context.asset_key.to_user_string(), partition)
-    return stored_table(record, storage)
+    return recorded_table(record, storage)
 
 
 def _table(df: pl.DataFrame) -> dg.MetadataValue:

@@ -34,6 +34,7 @@ from argus_dagster.method.candidate_store import partition_hashes
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.infra.media import SAMPLING_ID, MediaError, file_digest, regular_file
 from argus_dagster.infra.names import file_name
+from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.method.rubric.frozen import written_as_generated
 from argus_dagster.infra.storage import Storage, is_remote, join
 from resources.bench import BenchResource
@@ -128,8 +129,6 @@ def evaluator_labels(rubric_generator: RubricGeneratorResource, rubric_vlm: VlmR
                      vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource) -> dict[str, str]:
     """Each part of the evaluator in a person's words (recorded with its observation as ``evaluator``:
     a plan says "judge: evidence-only -> openai:Qwen2.5-VL-7B" from them)."""
-    from argus_dagster.client.history import evaluator_label
-
     qa = f" + vlm_qa by {evaluator_label(judge.identity(vlm))}" if vlm.configured else ""
     return {"rubric_generator_config": evaluator_label(rubric_generator.identity(rubric_vlm)),
             "tool_suite_config": f"{'vlm-only' if tools.vlm_only else 'tools'}{qa}",

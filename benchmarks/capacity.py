@@ -45,7 +45,8 @@ def measure_one(inputs: int, models: int) -> dict:
     """In this process (a child of :func:`main`, ARGUS_HOME and the judge set in its environment):
     build the bench, evaluate it cold, and return the figures."""
     sys.path.insert(0, str(ROOT))
-    from argus_dagster.client.runner import local_instance, run_all
+    from argus_dagster.client.evaluate import run_all
+    from argus_dagster.client.instance import local_instance
     from argus_dagster.infra.settings import load_settings, record_bench
     from benchmarks.scale import build_scale_bench
 

@@ -47,7 +47,7 @@ def _env(home: Path, base_url: str, concurrency: int, bench: Path, cands: Path) 
     env.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(dagster_home), ARGUS_VLM_BASE_URL=base_url,
                ARGUS_VLM_MODEL="bench-model", ARGUS_VLM_CONCURRENCY=str(concurrency),
                ARGUS_BENCH_DIR=str(bench), ARGUS_CANDIDATES_DIR=str(cands), PYTHONPATH=str(ROOT))
-    from argus_dagster.client.runner import ensure_instance_yaml
+    from argus_dagster.client.instance import ensure_instance_yaml
 
     ensure_instance_yaml(dagster_home)  # the instance argus evaluate makes: its run queue allows 4 runs at once
     return env

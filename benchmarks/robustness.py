@@ -32,7 +32,7 @@ def main() -> None:
         os.environ.update(ARGUS_VLM_BASE_URL=srv.base_url, ARGUS_VLM_MODEL="bench-judge")
         from argus_dagster.client.cli import main as argus
         from argus_dagster.client.demo import build_demo_bench
-        from argus_dagster.client.runner import run_all
+        from argus_dagster.client.evaluate import run_all
         from argus_dagster.infra.settings import evaluation_settings, record_evaluation
 
         bench, cands = build_demo_bench(home, progress=lambda m: None)

@@ -168,7 +168,8 @@ def main() -> None:
         with serving(args.latency) as (conn, base_url):
             os.environ.update(ARGUS_VLM_BASE_URL=base_url, ARGUS_VLM_MODEL="bench-model",
                               ARGUS_VLM_CONCURRENCY=str(args.concurrency))
-            from argus_dagster.client.runner import local_instance, run_all
+            from argus_dagster.client.evaluate import run_all
+            from argus_dagster.client.instance import local_instance
             from argus_dagster.infra.settings import record_bench
 
             t0 = time.perf_counter()

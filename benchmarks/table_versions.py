@@ -49,7 +49,7 @@ def main() -> None:
         del os.environ[k]
     os.environ.update(ARGUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster_home"))
     try:
-        from argus_dagster.client.runner import run_all
+        from argus_dagster.client.evaluate import run_all
         from argus_dagster.infra.settings import record_bench
 
         if args.videos:

@@ -35,7 +35,8 @@ def main() -> None:
         import dagster as dg
 
         from argus_dagster.client.demo import build_demo_bench
-        from argus_dagster.client.runner import local_instance, run_all
+        from argus_dagster.client.evaluate import run_all
+        from argus_dagster.client.instance import local_instance
         from argus_dagster.infra.settings import record_bench
         from assets import ALL_ASSETS
         from resources import resources_for

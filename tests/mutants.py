@@ -178,7 +178,7 @@ BREAKS = (
             "kept[:max(0, len(kept) - self.keep_versions + 1)]"),),
           ("tests/unit/test_table_versions.py",)),
     Break("plan-reason-without-evaluator", "a plan says the judge changed without naming the evaluators before and after",
-          (("argus_dagster/client/history.py", 'return f"{EVALUATOR_PARTS[dep]}: {before} -> {after}"',
+          (("argus_dagster/client/reasons.py", 'return f"{EVALUATOR_PARTS[dep]}: {before} -> {after}"',
             'return f"{EVALUATOR_PARTS[dep]} changed"'),),
           ("tests/integration/test_history.py",)),
     # -- ledger --

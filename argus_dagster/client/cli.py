@@ -63,7 +63,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _plan(settings, tasks, models) -> int:
     """``argus evaluate --plan``: what Dagster would have run first, asset by asset (nothing runs)."""
-    from argus_dagster.client.runner import plan_now
+    from argus_dagster.client.evaluate import plan_now
 
     _print(f"evaluation {settings.evaluation}: bench {settings.bench!r}, profile {settings.profile!r}")
     requested = plan_now(tasks, models, progress=_print, settings=settings)
@@ -79,7 +79,10 @@ def _plan(settings, tasks, models) -> int:
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
     from argus_dagster.definitions import build_definitions  # deferred: start-up time (Dagster)
     from argus_dagster.method.leaderboard import format_leaderboard  # deferred: start-up time (polars)
-    from argus_dagster.client.runner import error_summary, local_instance, row_errors, run_all
+    from argus_dagster.client.evaluate import run_all
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import row_errors
+    from argus_dagster.outputs.history_words import error_summary
 
     try:  # the evaluation's definitions, built once for the message below and every run
         defs = build_definitions(settings)
@@ -122,7 +125,7 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
 
 def _print_firm(tasks, models, settings):
     """FIRM-Video's mean ratings per task and model (1-5), and how many videos each dimension left unscored."""
-    from argus_dagster.client.runner import firm_summary
+    from argus_dagster.client.results import firm_summary
 
     table = firm_summary(tasks, settings=settings)
     if models and table.height:
@@ -134,14 +137,14 @@ def _print_firm(tasks, models, settings):
 
 def _print_vefx(settings) -> int:
     """VEFX-Bench's leaderboard per task and dimension (IF, RQ, EE, overall; 1-4)."""
-    from argus_dagster.client.runner import vefx_board
+    from argus_dagster.client.results import vefx_board
     from argus_dagster.protocols.vefx import format_leaderboard  # deferred: start-up time (OpenCV)
 
     lb = vefx_board(settings=settings)
     _print("\nVEFX-Bench (mean scores 1-4 per dimension; unscored videos have the reason on their "
            "vefx_scores row)\n")
     _print(format_leaderboard(lb) if lb is not None else "no vefx_leaderboard stored")
-    from argus_dagster.client.runner import stored_partitions
+    from argus_dagster.client.results import stored_partitions
 
     unscored = [(key, r) for key, df in stored_partitions("vefx_scores", settings=settings).items()
                 for r in df.filter(df["overall"].is_null()).iter_rows(named=True)]
@@ -163,7 +166,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     ``argus export firm --out DIR``: FIRM-Video training data (JSON lines, frames as images, a card)."""
     if args.what != "firm":
         return _export_table(args)
-    from argus_dagster.client.runner import export_firm
+    from argus_dagster.client.results import export_firm
 
     if not args.out:
         _print("argus export firm: give the folder to write with --out")
@@ -189,7 +192,7 @@ def _export_table(args: argparse.Namespace) -> int:
     """One stored table of one evaluation, whole (``--task``: those tasks' rows), to ``--out`` (default
     ``<bench>-<profile>-<what>.<format>`` here; ``-`` for standard output, CSV and JSON only)."""
     from argus_dagster.outputs.export import default_out, encode, write_table  # deferred: start-up time (polars)
-    from argus_dagster.client.runner import stored_export_table
+    from argus_dagster.client.results import stored_export_table
 
     settings = read_only_evaluation(args)
     if settings is None:
@@ -219,7 +222,7 @@ def _export_table(args: argparse.Namespace) -> int:
 
 def cmd_best_of_n(args: argparse.Namespace) -> int:
     """The best candidate per input by one evaluator, from the stored tables."""
-    from argus_dagster.client.runner import best_of_n_report
+    from argus_dagster.client.results import best_of_n_report
 
     by: str | dict[str, float] = args.by
     if args.mix:
@@ -243,7 +246,7 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Read-only: one evaluation's leaderboard (``--bench``, ``--profile``; default the last evaluated)."""
     from argus_dagster.method.leaderboard import format_leaderboard  # deferred: start-up time (polars)
-    from argus_dagster.client.runner import current_leaderboard
+    from argus_dagster.client.results import current_leaderboard
 
     settings = read_only_evaluation(args)
     if settings is None:
@@ -271,8 +274,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     """Read-only: every materialization of an asset (oldest first): time, run, partition, data version,
     why it ran, and whether its table is still kept."""
-    from argus_dagster.client.history import materializations
-    from argus_dagster.client.runner import evaluation_storage, local_instance
+    from argus_dagster.client.results import materializations
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import evaluation_storage
 
     settings = read_only_evaluation(args)
     if settings is None:
@@ -296,8 +300,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Read-only: two passes of an asset compared (default: the latest two of ``video_scores``)."""
-    from argus_dagster.client.history import diff
-    from argus_dagster.client.runner import evaluation_storage, local_instance
+    from argus_dagster.client.diff import diff
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import evaluation_storage
 
     settings = read_only_evaluation(args)
     if settings is None:
@@ -323,7 +328,7 @@ def _num(x) -> str:
 
 def format_diff(d) -> str:
     """A diff as a person reads it: the passes, the evaluators, per model before and after, what moved."""
-    from argus_dagster.client.history import evaluator_label
+    from argus_dagster.outputs.history_words import evaluator_label
 
 
     def named(judges: list[str]) -> str:
@@ -379,7 +384,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     port behind :class:`argus_dagster.client.ui.HostProxy` (a loopback ``Host`` or ``--host`` only).
     Ctrl-C (SIGINT), SIGTERM or SIGHUP stops everything; a kill -9 of this process ends its children too
     (:mod:`argus_dagster.client.supervise`); a port taken is said at once."""
-    from argus_dagster.client.runner import ensure_instance_yaml
+    from argus_dagster.client.instance import ensure_instance_yaml
     from argus_dagster.client.ui import HostProxy, answered_hosts, free_loopback_port, port_taken  # deferred: start-up time (the reports server's module)
 
     try:

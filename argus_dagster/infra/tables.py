@@ -60,6 +60,36 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")
 
 
+def read_stored(path: str | Path | None, store=None, columns: list[str] | None = None) -> pl.DataFrame | None:
+    """The one reader of a table an IO manager stored: the parquet file (or ``s3://`` object, read
+    through ``store``) at ``path``, or None when there is no path or it is gone or unreadable (pruned
+    by retention, removed by hand, being replaced)."""
+    if path is None:
+        return None
+    try:
+        return pl.read_parquet(io.BytesIO((store or LOCAL).read_bytes(str(path))), columns=columns)
+    except Exception:  # a file gone, being replaced or damaged: the reader says "none" rather than fail
+        return None
+
+
+def recorded_path(metadata: dict, partition: Any = None) -> str | None:
+    """Where a materialization's table is, as its IO manager recorded it in the materialization's
+    metadata: ``path``, or ``paths`` by partition for a run of many partitions (one file each)."""
+    path = metadata["path"].value if "path" in metadata else None
+    if path is None and "paths" in metadata:
+        path = (metadata["paths"].value or {}).get(str(partition))
+    return str(path) if path is not None else None
+
+
+def recorded_table(record, store=None, columns: list[str] | None = None) -> pl.DataFrame | None:
+    """The table a materialization record (Dagster's ``EventLogRecord``) points at, read through
+    ``store`` (:func:`read_stored`), or None when there is no record or its table is gone."""
+    if record is None:
+        return None
+    m = record.asset_materialization
+    return read_stored(recorded_path(m.metadata, m.partition), store, columns)
+
+
 def stored_table(storage_dir: Path | str, asset: str, store=None) -> pl.DataFrame | None:
     """An asset's stored table (every partition's parquet file together), or None where there is none;
     ``storage_dir`` is a folder, or an ``s3://`` prefix read through ``store``.
@@ -70,11 +100,6 @@ def stored_table(storage_dir: Path | str, asset: str, store=None) -> pl.DataFram
     one = join(storage_dir, f"{asset}.parquet")
     files = [one] if store.exists(one) else [o.uri for o in store.list(join(storage_dir, asset))
                                              if o.rel.endswith(".parquet")]
-    frames = []
-    for f in files:
-        try:
-            frames.append(pl.read_parquet(io.BytesIO(store.read_bytes(f))))
-        except Exception:  # a file being replaced or damaged: that partition is left out of the page
-            continue
-    frames = [f for f in frames if f.height]
+    # a file being replaced or damaged: that partition is left out of the page
+    frames = [f for f in (read_stored(f, store) for f in files) if f is not None and f.height]
     return pl.concat(frames, how="diagonal_relaxed") if frames else None

@@ -35,6 +35,7 @@ from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, c
                           stored_cost_table,
                           partial_evidence_text, rank_text, top_models)
 from argus_dagster.outputs.report import STYLE, esc
+from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 
@@ -495,8 +496,6 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
 def judges_of(criterion_scores: pl.DataFrame | None) -> list[str]:
     """The evaluators that scored the stored criteria (each partition's latest materialization), by
     name: ``openai:Qwen2.5-VL-7B``, ``evidence-only``."""
-    from argus_dagster.client.history import evaluator_label
-
     if criterion_scores is None or "judge" not in criterion_scores.columns:
         return []
     return sorted({evaluator_label(j) for j in criterion_scores["judge"].drop_nulls().unique().to_list() if j})

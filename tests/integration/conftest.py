@@ -93,7 +93,7 @@ def local_t2v_run(tmp_path_factory):
     videos) and its local run as `argus evaluate` makes it (``run_all`` on the embedded default, on a
     copy of the bench: a run freezes its new rubrics into the bench folder), made once per test run:
     ``{"bench", "cands", "storage"}``, the last the local evaluation's storage folder."""
-    from argus_dagster.client.runner import run_all
+    from argus_dagster.client.evaluate import run_all
     from argus_dagster.infra.settings import evaluation_settings
 
     from .helpers import t2v_bench
@@ -114,7 +114,7 @@ def local_t2v_run(tmp_path_factory):
 # returned and every progress line it printed are kept beside the home.
 _EVALUATE_DEMO = """
 import json, sys
-from argus_dagster.client.runner import run_all
+from argus_dagster.client.evaluate import run_all
 from argus_dagster.infra.settings import record_bench
 bench, cands, board, progress = sys.argv[1:]
 record_bench(bench, cands, name="demo")

@@ -11,7 +11,7 @@ from pathlib import Path
 def main(state: Path) -> None:
     from dagster_shared.serdes import deserialize_value, serialize_value
 
-    from argus_dagster.client.runner import local_instance
+    from argus_dagster.client.instance import local_instance
     from resources import resources_for
     from tests.integration.helpers import Daemon
 

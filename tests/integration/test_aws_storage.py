@@ -129,7 +129,7 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         assert daemon.tick() == {} and "no change among 2" in daemon.last.skip_reason.skip_message
 
         # argus evaluate asks the same question: nothing to run.
-        from argus_dagster.client.runner import run_all
+        from argus_dagster.client.evaluate import run_all
 
         said: list[str] = []
         assert run_all(tasks=["T2V"], instance=instance, progress=said.append) is not None

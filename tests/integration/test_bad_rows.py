@@ -59,7 +59,7 @@ def evaluated(tmp_path_factory):
 
 
 def _table(asset, settings):
-    from argus_dagster.client.runner import stored_partitions
+    from argus_dagster.client.results import stored_partitions
 
     (df,) = stored_partitions(asset, settings=settings).values()  # one task, one model
     return {r["input_id"]: r for r in df.iter_rows(named=True)}

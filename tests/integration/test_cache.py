@@ -304,7 +304,7 @@ def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
 
 _RUN = """
 import sys
-from argus_dagster.client.runner import run_all
+from argus_dagster.client.evaluate import run_all
 run_all(progress=lambda m: print(m, flush=True))
 """
 
@@ -331,7 +331,7 @@ def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path, m
     """The first run is killed (SIGKILL) while the server holds every request after the 20th; the
     rerun (`argus evaluate`'s run_all again, in this process: what the killed one left is on disk)
     asks nothing that the first run had been answered."""
-    from argus_dagster.client.runner import run_all
+    from argus_dagster.client.evaluate import run_all
 
     bench, cands = _bench(tmp_path, n_inputs=4)
     env = {**os.environ, "ARGUS_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh"),
@@ -377,7 +377,8 @@ def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path, m
 
 
 def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_own(tmp_path, monkeypatch):
-    from argus_dagster.client.runner import local_instance, run_all
+    from argus_dagster.client.evaluate import run_all
+    from argus_dagster.client.instance import local_instance
 
     bench, cands = _bench(tmp_path, n_inputs=2)
     for i in range(2):
@@ -414,7 +415,7 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
 def test_a_partition_with_unanswered_work_is_not_up_to_date(tmp_path, monkeypatch):
     """The VLM is down while a model is added: its partition records the failures and is run again
     by the next `argus evaluate`, which asks only for what failed."""
-    from argus_dagster.client.runner import plan_now, run_all
+    from argus_dagster.client.evaluate import plan_now, run_all
 
     bench, cands = _bench(tmp_path, n_inputs=2)
     with FakeVlmServer() as srv:
@@ -488,7 +489,7 @@ def test_partition_runs_share_one_client_and_its_bound(tmp_path, monkeypatch):
     """The runs of an evaluation (three tasks, two models), and the many criteria each run judges at
     once, build one VLM client between them: the server never sees more requests in flight than the
     configured concurrency, and sees that many."""
-    from argus_dagster.client.runner import run_all
+    from argus_dagster.client.evaluate import run_all
     from resources.vlm import _client
 
     bench, cands = tmp_path / "bench", tmp_path / "cands"

@@ -217,7 +217,7 @@ def cluster(tmp_path_factory, redis_url, postgres_server):
     aws = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
     with pytest.MonkeyPatch.context() as mp, FakeVlmServer() as reference_judge, FakeVlmServer() as judge:
         # The local run of the same bench, with the same (deterministic) judge: the reference.
-        from argus_dagster.client.runner import run_all
+        from argus_dagster.client.evaluate import run_all
         from argus_dagster.infra.settings import evaluation_settings
 
         for k, v in {"ARGUS_HOME": str(root / "local"), "ARGUS_VLM_BASE_URL": reference_judge.base_url,

@@ -17,7 +17,8 @@ import pytest
 
 from argus_dagster.client.demo import build_demo_bench
 from argus_dagster.method.leaderboard import TOTAL
-from argus_dagster.client.runner import local_instance, run_all
+from argus_dagster.client.evaluate import run_all
+from argus_dagster.client.instance import local_instance
 from argus_dagster.infra.settings import record_bench
 from argus_dagster.infra.tables import COSTS
 from assets import ALL_ASSETS

@@ -28,7 +28,8 @@ def _leaderboard(instance: dg.DagsterInstance) -> pl.DataFrame | None:
 
 
 def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monkeypatch):
-    from argus_dagster.client.runner import local_instance, run_all
+    from argus_dagster.client.evaluate import run_all
+    from argus_dagster.client.instance import local_instance
     from argus_dagster.infra.settings import load_settings
 
     home = tmp_path / "home"

@@ -45,13 +45,15 @@ def evaluation(tmp_path_factory):
 
 def _stored(asset: str, partition: str | None):
     """The latest materialization record of an asset partition and the table it stored."""
-    from argus_dagster.client.runner import evaluation_storage, local_instance
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import evaluation_storage
     from argus_dagster.infra.settings import load_settings
-    from assets.lineage import latest_record, stored_table
+    from argus_dagster.infra.tables import recorded_table
+    from assets.lineage import latest_record
 
     settings = load_settings()
     record = latest_record(local_instance(settings), asset, partition)
-    return record, (stored_table(record, evaluation_storage(settings)) if record else None)
+    return record, (recorded_table(record, evaluation_storage(settings)) if record else None)
 
 
 def _declared() -> dict[str, list[str] | None]:
@@ -68,7 +70,7 @@ def _declared() -> dict[str, list[str] | None]:
 
 def test_every_assets_version_is_its_whole_output_but_the_volatile_columns(evaluation):
     assert evaluation["evaluate"]("--protocol", "both") == 0  # FIRM-Video's assets after VideoArgus's
-    from argus_dagster.client.runner import local_instance
+    from argus_dagster.client.instance import local_instance
 
     declared = _declared()
     assert all(v is not None for v in declared.values()), {k for k, v in declared.items() if v is None}

@@ -11,7 +11,8 @@ import pytest
 from argus_dagster.infra import tables
 from argus_dagster.client.demo import BEST_MODEL, KNOWN_BAD
 from argus_dagster.method.inputs import ALL_TASKS
-from argus_dagster.client.runner import current_leaderboard, local_instance
+from argus_dagster.client.instance import local_instance
+from argus_dagster.client.results import current_leaderboard
 from argus_dagster.infra.settings import load_settings
 
 from .helpers import DEMO_HUMAN_T2V, DEMO_ODD_MODEL
@@ -167,7 +168,7 @@ def test_leaderboard_finds_the_home_like_git_and_creates_nothing_elsewhere(demo_
 def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monkeypatch):
     import yaml
 
-    from argus_dagster.client.runner import local_instance
+    from argus_dagster.client.instance import local_instance
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))  # local_instance points it at the evaluation's

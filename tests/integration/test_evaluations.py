@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from argus_dagster.infra.media import write_video
-from argus_dagster.client.runner import current_leaderboard, run_all
+from argus_dagster.client.evaluate import run_all
+from argus_dagster.client.results import current_leaderboard
 from argus_dagster.infra.settings import SettingError, evaluation_settings, load_settings, record_evaluation
 
 pytestmark = pytest.mark.integration

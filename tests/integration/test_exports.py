@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from argus_dagster.client import cli
-from argus_dagster.client.runner import current_leaderboard, stored_partitions
+from argus_dagster.client.results import current_leaderboard, stored_partitions
 
 from .helpers import pattern_clip
 
@@ -98,7 +98,7 @@ def test_default_file_is_named_after_the_evaluation(evaluated, monkeypatch, caps
 def test_the_leaderboard_materialization_links_the_same_tables(evaluated, capsys):
     import dagster as dg
 
-    from argus_dagster.client.runner import local_instance
+    from argus_dagster.client.instance import local_instance
     from argus_dagster.infra.settings import load_settings
 
     settings = load_settings()

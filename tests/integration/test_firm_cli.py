@@ -10,7 +10,8 @@ import pytest
 
 from argus_dagster.client import cli
 from argus_dagster.client.demo import BEST_MODEL
-from argus_dagster.client.runner import best_of_n_report, local_instance, stored_partitions
+from argus_dagster.client.instance import local_instance
+from argus_dagster.client.results import best_of_n_report, stored_partitions
 from argus_dagster.infra.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
 

@@ -61,8 +61,8 @@ def _mean_of(path: str) -> float:
 
 
 def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, capsys):
-    from argus_dagster.client.history import materializations
-    from argus_dagster.client.runner import local_instance
+    from argus_dagster.client.results import materializations
+    from argus_dagster.client.instance import local_instance
     from argus_dagster.infra.settings import load_settings
 
     bench, cands = t2v_bench(tmp_path, n_inputs=2, model="m")

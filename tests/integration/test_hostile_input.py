@@ -210,7 +210,7 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dh"))
     (home / "dh").mkdir(parents=True)
     assert main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V"]) == 0
-    from argus_dagster.client.runner import current_leaderboard
+    from argus_dagster.client.results import current_leaderboard
 
     lb = current_leaderboard()
     assert lb.filter(pl.col("task") == "T2V")["model"].to_list() == ["m"]

@@ -43,7 +43,7 @@ def test_a_bad_line_is_an_error_of_that_line_alone_and_never_takes_a_valid_key(t
     assert main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V"]) == 0
     out = capsys.readouterr().out
     assert "line 2: not UTF-8 text" in out and "line 4: longer than" in out
-    from argus_dagster.client.runner import current_leaderboard
+    from argus_dagster.client.results import current_leaderboard
 
     lb = current_leaderboard()
     row = lb.filter(pl.col("task") == "T2V").to_dicts()

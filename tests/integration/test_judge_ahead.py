@@ -8,7 +8,9 @@ import pytest
 
 from argus_dagster.definitions import ALL_ASSETS, SOURCES, build_definitions
 from argus_dagster.client.demo import build_demo_bench
-from argus_dagster.client.runner import QUIET, local_instance, run_all
+from argus_dagster.client.evaluate import run_all
+from argus_dagster.client.instance import local_instance
+from argus_dagster.client.runs import QUIET
 from argus_dagster.infra.settings import record_bench
 from tests.servers.openai_server import FakeVlmServer, kind_of
 

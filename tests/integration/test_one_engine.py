@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from argus_dagster.infra.media import write_video
-from argus_dagster.client.runner import local_instance, run_all
+from argus_dagster.client.evaluate import run_all
+from argus_dagster.client.instance import local_instance
 
 from .helpers import evaluation_in, pattern_clip, sensor_then_automation, t2v_bench
 
@@ -23,9 +24,10 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
     from argus_dagster.infra.storage import LOCAL
-    from assets.lineage import latest_record, stored_table  # a run of one partition or of a range alike
+    from assets.lineage import latest_record  # a run of one partition or of a range alike
+    from argus_dagster.infra.tables import recorded_table
 
-    return stored_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")
+    return recorded_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")
 
 
 def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):

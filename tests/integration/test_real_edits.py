@@ -39,7 +39,8 @@ def test_evaluate_ranks_a_real_edit_above_doing_nothing(vefx_layout, monkeypatch
     out = capsys.readouterr().out
     assert "TV2V" in out and "editor" in out and "did-nothing" in out
 
-    from argus_dagster.client.runner import current_leaderboard, local_instance
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import current_leaderboard
     import dagster as dg
     from assets import ALL_ASSETS
     from resources import resources_for

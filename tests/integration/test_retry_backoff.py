@@ -51,7 +51,7 @@ def _asked(defs: dg.Definitions, instance: dg.DagsterInstance, at: float) -> set
 
 
 def test_a_partition_whose_judge_is_down_is_retried_after_a_back_off_that_grows(tmp_path, monkeypatch):
-    from argus_dagster.client.runner import plan
+    from argus_dagster.client.runs import plan
 
     monkeypatch.setenv("ARGUS_RETRY_BACKOFF_S", str(BASE_S))
     monkeypatch.setenv("ARGUS_RETRY_BACKOFF_MAX_S", str(MAX_S))

@@ -16,7 +16,7 @@ import pytest
 
 from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
 from argus_dagster.infra.media import write_video
-from argus_dagster.client.runner import _firm_run
+from argus_dagster.client.runs import execute, firm_run
 from assets.firm import best_of_n_tables
 
 from .helpers import graph_resources, load, materialize_task, pattern_clip
@@ -118,8 +118,8 @@ def test_best_of_n_picks_among_samples(graph):
 
 def test_firm_rates_every_sample_and_best_of_n_picks_by_it(graph):
     res, instance = graph["res"], graph["instance"]
-    assert _firm_run(instance, res, "T2V").success
-    out = _firm_run(instance, res, "T2V", "n")
+    assert execute(instance, res, firm_run("T2V")).success
+    out = execute(instance, res, firm_run("T2V", "n"))
     assert out.success and all(e.passed for e in out.get_asset_check_evaluations())
     scores = load("firm_scores", res, instance, dg.MultiPartitionKey({"task": "T2V", "model": "n"}))
     assert _keys(scores) == sorted((i, k) for i in INPUTS for k in SAMPLES["n"])

@@ -177,18 +177,18 @@ def test_a_new_tasks_inputs_run_first_and_its_partitions_after(store):
 def test_runs_take_ranges_of_a_tasks_neighbouring_models():
     """argus evaluate's runs: per task, a range over models next to each other in the partitions'
     order; a partition that needs fewer assets runs apart."""
-    from argus_dagster.client.runner import Plan, _runs
+    from argus_dagster.client.runs import Plan, runs_of
 
     every = {a.key.to_user_string(): {"a|T2V", "b|T2V", "d|T2V", "a|TI2V"} for a in CANDIDATE_ASSETS}
     every["criterion_scores"] |= {"c|T2V"}
     every["video_scores"] |= {"c|T2V"}
     every["diagnostic_reports"] |= {"c|T2V"}
-    runs = _runs(Plan({**every, "input_instances": {"T2V"}, "rubrics": {"T2V"}, "leaderboard": {None}}),
-                 ["a", "b", "c", "d"])
-    assert [(kind, keys) for kind, _, keys in runs] == [
+    runs = runs_of(Plan({**every, "input_instances": {"T2V"}, "rubrics": {"T2V"}, "leaderboard": {None}}),
+                   ["a", "b", "c", "d"])
+    assert [(run.kind, run.keys) for run in runs] == [
         ("task", ["T2V"]), ("partition", ["a|T2V", "b|T2V"]), ("partition", ["d|T2V"]),
         ("partition", ["c|T2V"]), ("partition", ["a|TI2V"]), ("leaderboard", [])]
-    assert runs[3][1] == ["criterion_scores", "video_scores", "diagnostic_reports"]
+    assert runs[3].selection == ["criterion_scores", "video_scores", "diagnostic_reports"]
 
 
 def test_scan_hashes_only_entries_whose_token_moved(tmp_path):

@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 from argus_dagster.infra.media import write_video
-from argus_dagster.client.runner import local_instance, run_all
+from argus_dagster.client.evaluate import run_all
+from argus_dagster.client.instance import local_instance
 
 from .helpers import sensor_then_automation, backfill_as_the_ui_does, evaluation_in, partitions_by_asset, pattern_clip, t2v_bench
 
@@ -22,7 +23,7 @@ CANDIDATE_ASSETS = ["candidate_videos", "criterion_evidence", "criterion_scores"
 
 
 def _stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame:
-    from argus_dagster.client.runner import load_stored
+    from argus_dagster.client.results import load_stored
     from argus_dagster.infra.storage import LOCAL
 
     return load_stored(instance, asset, partition, storage=LOCAL)

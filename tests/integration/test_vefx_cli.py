@@ -76,7 +76,8 @@ def vefx_run(real_data, tmp_path_factory):
 
 
 def _scores():
-    from argus_dagster.client.runner import local_instance, stored_partitions
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import stored_partitions
 
     return pl.concat(stored_partitions("vefx_scores", local_instance(), ["TV2V"]).values())
 
@@ -107,7 +108,8 @@ def test_every_edit_gets_if_rq_ee_on_1_4_and_the_overall_is_their_mean(vefx_run,
 
 
 def test_tsv2v_edits_are_judged_with_their_subject_image(vefx_run, monkeypatch):
-    from argus_dagster.client.runner import local_instance, stored_partitions
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import stored_partitions
     from tests.servers.openai_server import n_images, request_text
 
     monkeypatch.setenv("ARGUS_HOME", str(vefx_run["root"] / "home"))
@@ -136,7 +138,7 @@ def test_the_judge_sees_the_instruction_the_source_and_the_edit(vefx_run):
 def test_a_second_run_is_answered_from_the_cache_and_the_leaderboard_is_per_dimension(vefx_run, monkeypatch, capsys):
     monkeypatch.setenv("ARGUS_HOME", str(vefx_run["root"] / "home"))
     assert vefx_run["rc_again"] == 0 and vefx_run["again"] == 0
-    from argus_dagster.client.runner import vefx_board
+    from argus_dagster.client.results import vefx_board
 
     lb = vefx_board()
     assert set(lb["task"]) == {"TV2V", "TSV2V"}
@@ -196,7 +198,7 @@ def test_align_reports_vefx_metrics_against_ratings_on_1_4(vefx_run, tmp_path, c
 def test_the_human_alignment_asset_compares_vefx_scores_with_the_benchs_ratings(vefx_run, monkeypatch):
     """Ratings in the bench's human/TV2V.csv on VEFX's dimensions, with VEFX's own scores: the asset's
     rows are the evaluators vefx_* against them, the human overall the mean of the three."""
-    from argus_dagster.client.runner import local_instance
+    from argus_dagster.client.instance import local_instance
     from argus_dagster.infra.settings import load_settings
     from assets import ALL_ASSETS, GRAPH_CHECKS
     from assets.alignment import human_alignment

@@ -16,7 +16,8 @@ import pytest
 from argus_dagster.client.demo import build_demo_bench
 from argus_dagster.method.judge import JUDGE_PROMPT_VERSION
 from argus_dagster.method.rubric.generate import PROMPT_VERSION, system_prompt
-from argus_dagster.client.runner import local_instance, run_all
+from argus_dagster.client.evaluate import run_all
+from argus_dagster.client.instance import local_instance
 from argus_dagster.infra.settings import record_bench
 from assets import ALL_ASSETS
 from resources import resources_for

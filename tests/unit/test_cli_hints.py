@@ -39,7 +39,7 @@ def test_nearest_names():
 
 def test_an_error_under_a_deep_folder_keeps_its_reason():
     """The summary of row errors clips a long error in the middle: its path's start and its reason stay."""
-    from argus_dagster.client.runner import error_summary
+    from argus_dagster.outputs.history_words import error_summary
 
     path = "/very/deep/" + "folder/" * 30 + "zero.mp4"
     text = error_summary([("TI2V/m", "zero", f"{path}: not a regular file (a link to /dev/zero)")])

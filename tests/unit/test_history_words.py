@@ -1,6 +1,6 @@
 """What a plan and a diff say in words: an evaluator by name, each reason with what it touches."""
 
-from argus_dagster.client.history import evaluator_label, reason_lines
+from argus_dagster.outputs.history_words import evaluator_label, reason_lines
 
 
 def test_an_evaluator_is_named_as_a_person_reads_it():
@@ -29,7 +29,7 @@ def test_each_reason_counts_the_partitions_and_videos_it_touches():
 
 
 def test_an_edited_input_is_named_with_its_own_videos():
-    from argus_dagster.client.history import input_changes
+    from argus_dagster.outputs.history_words import input_changes
 
     before = [{"input_id": "apple", "prompt": "An apple.", "content_hash": "a1", "error": None},
               {"input_id": "pear", "prompt": "A pear.", "content_hash": "p1", "error": None},

@@ -314,7 +314,7 @@ def test_a_prompt_over_the_bound_is_its_rows_error(tmp_path):
 
 
 def test_the_error_summary_groups_by_kind():
-    from argus_dagster.client.runner import error_summary
+    from argus_dagster.outputs.history_words import error_summary
 
     errors = [("T2V", f"!line-{n}", f"line {n}: input 'p0' is listed again (first on line 1); ids must be unique: "
                                     "rename or remove this line") for n in range(2, 2002)]

@@ -1,0 +1,186 @@
+"""What moved between two passes of an asset (``argus diff``).
+
+The state of an asset after a pass (the runs of one command, :data:`~.results.COMMAND_TAG`) is, per
+partition, its latest materialization up to that pass's last one (:func:`.results.materializations`);
+a diff compares two such states: per model the mean final score and its interval, the videos and
+criteria that moved most (:mod:`argus_dagster.outputs.deltas`), and what changed between them (the
+judge, the rubrics, the inputs by their data versions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster.client.results import Stored, materializations, materialized_table
+from argus_dagster.infra.storage import Storage
+from argus_dagster.method.leaderboard import build_leaderboard
+from argus_dagster.outputs.deltas import criterion_deltas, video_deltas
+from argus_dagster.outputs.history_words import SOURCE_INPUTS, split_partition
+
+
+def passes(history: list[Stored]) -> list[str]:
+    """The passes (commands, or runs launched elsewhere) that materialized the asset, oldest first."""
+    last: dict[str, int] = {}
+    for s in history:
+        last[s.command] = max(last.get(s.command, 0), s.storage_id)
+    return sorted(last, key=last.get)
+
+
+def resolve(history: list[Stored], selector: str) -> str:
+    """The pass a selector names: a pass's id, a run id or a data version (each or its start)."""
+    found = {s.command for s in history if selector and (s.command.startswith(selector) or s.run_id.startswith(selector)
+                                                         or s.data_version.startswith(selector))}
+    if len(found) == 1:
+        return found.pop()
+    if not found:
+        raise ValueError(f"{selector!r}: no materialization of this asset has that run id or data version "
+                         "(argus history lists them)")
+    raise ValueError(f"{selector!r}: names {len(found)} passes; give more of it")
+
+
+def state_after(history: list[Stored], bound: int) -> dict[str | None, Stored]:
+    """Per partition, its latest materialization with a storage id up to ``bound``."""
+    out: dict[str | None, Stored] = {}
+    for s in history:
+        if s.storage_id <= bound:
+            out[s.partition] = s
+    return out
+
+
+def bound_of(history: list[Stored], command: str) -> int:
+    return max(s.storage_id for s in history if s.command == command)
+
+
+def _tables(state: dict, history: list[Stored], storage: Storage) -> dict:
+    newest = {s.partition: s.storage_id for s in history}
+    return {p: materialized_table(s, storage, latest=newest.get(p) == s.storage_id) for p, s in state.items()}
+
+
+@dataclass
+class Diff:
+    """Two passes of an asset compared (:func:`diff`)."""
+
+    asset: str
+    before: str
+    after: str
+    before_time: str
+    after_time: str
+    models: pl.DataFrame  # task, model, mean_before, ci_low_before, ci_high_before, judge_before, *_after
+    videos: pl.DataFrame  # task, model, input_id, sample, final_before, final_after, delta, change
+    criteria: pl.DataFrame  # task, model, input_id, sample, criterion_id, before, after, delta, change
+    judges: tuple[list[str], list[str]]
+    rubrics_changed: list[tuple[str, str]]  # (task, input_id)
+    inputs_changed: dict[str, int]  # input asset -> partitions whose recorded data version moved
+    missing: list[str]  # partitions whose table is no longer kept
+
+
+def _judges(tables: dict) -> list[str]:
+    out = set()
+    for df in tables.values():
+        if df is not None and "judge" in df.columns:
+            out |= {j.strip() for v in df["judge"].drop_nulls().to_list() for j in str(v).split(",") if j.strip()}
+    return sorted(out)
+
+
+def _provenance_moves(before: dict, after: dict, into: dict[str, set]) -> None:
+    for p, a in after.items():
+        b = before.get(p)
+        if b is None or b.storage_id == a.storage_id:
+            continue
+        pa, pb = dg.DataProvenance.from_tags(a.event_tags), dg.DataProvenance.from_tags(b.event_tags)
+        if pa is None or pb is None:
+            continue
+        for dep, v in pa.input_data_versions.items():
+            if pb.input_data_versions.get(dep) != v:
+                into.setdefault(dep.to_user_string(), set()).add(p)
+
+
+def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_scores", a: str | None = None,
+         b: str | None = None, top: int = 10) -> Diff:
+    """Compare the state of ``asset`` after pass ``a`` with its state after pass ``b`` (default: the
+    latest two passes). ``asset``: ``video_scores`` or ``criterion_scores``, whose tables hold scores."""
+    history = materializations(instance, asset)
+    order = passes(history)
+    if a is None and b is None:
+        if len(order) < 2:
+            raise ValueError(f"{asset} was materialized by {len(order)} pass{'es' if len(order) != 1 else ''}: "
+                             "a diff needs two (argus history lists them)")
+        a, b = order[-2], order[-1]
+    else:
+        a, b = resolve(history, a or ""), resolve(history, b) if b else order[-1]
+    bound_a, bound_b = bound_of(history, a), bound_of(history, b)
+    state_a, state_b = state_after(history, bound_a), state_after(history, bound_b)
+    tables_a, tables_b = _tables(state_a, history, storage), _tables(state_b, history, storage)
+    missing = sorted(str(p) for p, t in {**tables_a, **tables_b}.items() if t is None
+                     and (p in state_a and tables_a.get(p) is None or p in state_b and tables_b.get(p) is None))
+
+    videos, crits = [], []
+    video_asset = asset == "video_scores"
+    crit_history = materializations(instance, "criterion_scores") if video_asset else history
+    crit_a = _tables(state_after(crit_history, bound_a), crit_history, storage)
+    crit_b = _tables(state_after(crit_history, bound_b), crit_history, storage)
+    for p in sorted(set(crit_a) | set(crit_b), key=str):
+        task, model = split_partition(p)
+        if crit_b.get(p) is None:
+            continue
+        d = criterion_deltas(crit_a.get(p), crit_b[p]) if crit_a.get(p) is not None else None
+        if d is not None and d.height:
+            crits.append(d.with_columns(pl.lit(task).alias("task"), pl.lit(model).alias("model")))
+    if video_asset:
+        for p in sorted(set(tables_a) | set(tables_b), key=str):
+            task, model = split_partition(p)
+            if tables_b.get(p) is None or tables_a.get(p) is None:
+                continue
+            d = video_deltas(tables_a[p], tables_b[p])
+            if d.height:
+                videos.append(d.with_columns(pl.lit(task).alias("task"), pl.lit(model).alias("model")))
+    by_size = pl.col("delta").abs()
+    video_moves = (pl.concat(videos).sort(by_size, descending=True, nulls_last=True).head(top) if videos
+                   else pl.DataFrame())
+    crit_moves = (pl.concat(crits).sort(by_size, descending=True, nulls_last=True).head(top) if crits
+                  else pl.DataFrame())
+
+    def board(tables: dict) -> pl.DataFrame:
+        parts = [t for t in tables.values() if t is not None and t.height]
+        return build_leaderboard(pl.concat(parts, how="diagonal_relaxed")) if parts and video_asset else pl.DataFrame()
+
+    cols = ["task", "model", "mean_final", "ci_low", "ci_high", "judge"]
+    lb_a, lb_b = board(tables_a), board(tables_b)
+    if lb_a.height or lb_b.height:
+        empty = pl.DataFrame(schema={c: pl.String if c in ("task", "model", "judge") else pl.Float64 for c in cols})
+        sel_a = (lb_a.select(cols) if lb_a.height else empty).rename({c: f"{c}_before" for c in cols[2:]})
+        sel_b = (lb_b.select(cols) if lb_b.height else empty).rename({c: f"{c}_after" for c in cols[2:]})
+        models = sel_a.join(sel_b, on=["task", "model"], how="full", coalesce=True).sort("task", "model")
+    else:
+        models = pl.DataFrame()
+
+    rubric_history = materializations(instance, "rubrics")
+    rubrics_changed = []
+    for task in sorted({split_partition(p)[0] for p in set(state_b)} - {""}):
+        ra = materialized_table(state_after(rubric_history, bound_a).get(task), storage,
+                        latest=False) if rubric_history else None
+        rb_state = state_after(rubric_history, bound_b).get(task)
+        newest = max((s.storage_id for s in rubric_history if s.partition == task), default=None)
+        rb = materialized_table(rb_state, storage, latest=rb_state is not None and rb_state.storage_id == newest)
+        if ra is None or rb is None:
+            continue
+        old = {r["input_id"]: r["rubric_hash"] for r in ra.iter_rows(named=True)}
+        new = {r["input_id"]: r["rubric_hash"] for r in rb.iter_rows(named=True)}
+        rubrics_changed += [(task, i) for i in sorted(set(old) | set(new)) if old.get(i) != new.get(i)]
+
+    moved: dict[str, set] = {}  # an input -> the partitions (of any asset) whose recorded version of it moved
+    for name in ("input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
+                 "video_scores"):
+        h = history if name == asset else crit_history if name == "criterion_scores" else materializations(instance, name)
+        if not h:
+            continue
+        _provenance_moves(state_after(h, bound_a), state_after(h, bound_b), moved)
+    inputs_changed = {k: len(v) for k, v in moved.items() if k in SOURCE_INPUTS}
+
+    time_of = {s.command: s.time for s in history}
+    return Diff(asset, a, b, time_of.get(a, ""), time_of.get(b, ""), models, video_moves, crit_moves,
+                (_judges(crit_a), _judges(crit_b)),  # the criterion rows name the judge's identity
+                rubrics_changed, inputs_changed, missing)

@@ -1,0 +1,306 @@
+"""argus evaluate as a client of the evaluation's Dagster instance: observe, ask Dagster, launch.
+
+It does what the UI, the sensors and a cluster do, in one process: registers models as
+``candidate_models`` partitions, observes the sources (:mod:`assets.sources`), asks Dagster what is
+missing or stale (the automation conditions of :mod:`assets.automation`, evaluated on the instance's
+records: :func:`~argus_dagster.client.runs.plan`) and has Dagster execute exactly that, as in-process
+runs of ranges of partitions (:mod:`argus_dagster.client.runs`) with the evaluation's resources in the
+evaluation's instance (``$ARGUS_HOME/benches/<bench>/<profile>/dagster_home``). Nothing here decides
+what is up to date: a partition whose inputs, code and evaluator are unchanged, and whose last run
+left nothing to retry, is not requested. What makes the runs fast lives in the resources (one VLM
+client per process under one bound per machine, the frame pool, the content cache, VLM waits
+overlapped with CPU tools inside a stage) and in the ranges: few runs, each keeping the judge's slots
+full.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, pool_notice
+from argus_dagster.client.results import COMMAND_TAG, EVALUATOR_TAG, load_stored
+from argus_dagster.client.runs import (Plan, RunSpec, execute, feeds_automated, firm_runs, launch, plan, runs_of,
+                                       vefx_runs)
+from argus_dagster.definitions import (RETRY_METADATA, build_definitions, changed_observations, report,
+                                       source_versions, task_model_partitions)
+from argus_dagster.infra.progress import PROGRESS
+from argus_dagster.infra.settings import Settings, load_settings
+from argus_dagster.infra.storage import Storage
+from argus_dagster.method.bench import task_dir
+from argus_dagster.method.candidate_store import (S3CandidateStore, discover, open_store, partition_hashes, scan,
+                                                  unknown_models, video_hashes)
+from argus_dagster.outputs.history_words import evaluator_label, reason_lines
+from argus_dagster.protocols.alignment.metrics import ALIGNMENT_COLUMNS, format_alignment
+
+PROTOCOLS = ("videoargus", "firm", "both", "vefx")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one command works on: the evaluation's settings, instance, definitions and storage, its
+    selected tasks and ``(task, model)`` partitions, the candidate store's scan (``known``) and each
+    partition's number of videos."""
+
+    settings: Settings
+    instance: dg.DagsterInstance
+    defs: dg.Definitions
+    storage: Storage
+    tasks: list[str]
+    partitions: set[tuple[str, str]]
+    known: dict
+    n_videos: dict[tuple[str, str], int]
+
+
+def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions | None = None) -> Evaluation:
+    """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
+    changed is recorded with its new data version (:mod:`assets.sources`)."""
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    defs = defs or build_definitions(settings)
+    resources = defs.resources
+    storage = resources["storage"].storage()
+    discovery = discover(settings.candidates_dir, settings.bench_dir, storage)
+    for problem in discovery.problems:
+        progress(f"left out: {problem}")
+    found = discovery.models
+    if models:
+        unknown = sorted(set(models) - set(found))
+        if unknown:
+            raise SystemExit(unknown_models(unknown, found, settings.candidates_dir))
+        found = {m: t for m, t in found.items() if m in models}
+    task_list = sorted({t for ts in found.values() for t in ts} if not tasks else set(tasks))
+    if not found:
+        raise SystemExit(f"no candidate videos under {settings.candidates_dir} (expected <TASK>/<model>/<id>.mp4)")
+    for line in ask_dead_run_sensor(instance):  # as the daemon's tick of it would (argus ui)
+        progress(line)
+    notice = pool_notice(instance)
+    if notice:
+        progress(notice)
+    instance.add_dynamic_partitions("candidate_models", sorted(found))
+    partitions = {(t, m) for m, ts in found.items() for t in ts if t in task_list}
+    store = scan(open_store(str(settings.candidates_dir), storage), None)
+    report(instance, changed_observations(instance, source_versions(resources, task_list, partitions, store.known)))
+    return Evaluation(settings=settings, instance=instance, defs=defs, storage=storage, tasks=task_list,
+                      partitions=partitions, known=store.known,
+                      n_videos={(t, m): _count_videos(settings.candidates_dir, t, m, storage) for t, m in partitions})
+
+
+def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, progress: Callable[[str], None] = print,
+             instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> dict[str, list]:
+    """What ``argus evaluate`` would run first, now (``argus evaluate --plan``): the sources observed,
+    the automation conditions asked; nothing runs.
+    ``{asset: [partition keys]}``; what those runs update is asked for after them."""
+    ev = _prepare(tasks, models, progress, instance, settings)
+    the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
+    if the_plan.waiting:
+        progress(the_plan.waiting)
+    _say_reasons(the_plan, ev.n_videos, progress, known=ev.known)
+    return {a: sorted(p for p in parts if p is not None) for a, parts in the_plan.requested.items()}
+
+
+def _say_reasons(the_plan: Plan, n_videos: dict, progress: Callable[[str], None], prefix: str = "",
+                 known: dict | None = None) -> None:
+    """Why the plan runs what it runs, each reason with what it touches
+    (:func:`~argus_dagster.outputs.history_words.reason_lines`); ``known``: the candidate store's scan,
+    for the videos of each input a reason names."""
+    per_input: dict[tuple[str, str], int] = {}
+    for task, input_id in {x for ids in the_plan.inputs_of.values() for x in ids}:
+        per_input[(task, input_id)] = sum(1 for t, m in n_videos if t == task
+                                          for i, _ in video_hashes(partition_hashes(known or {}, task, m), [input_id])
+                                          if i == input_id)
+    lines = reason_lines(the_plan.why, the_plan.requested, n_videos, the_plan.inputs_of, per_input)
+    if lines:
+        progress(f"{prefix}why (what changed: what it runs again):")
+        for line in lines:
+            progress(f"{prefix}  {line}")
+
+
+def _say_up_to_date(runs: list[RunSpec], task_list, partitions, n_videos, progress, elapsed) -> None:
+    """A line for each selected task and partition the first runs leave alone."""
+    ran_tasks = {t for run in runs if run.kind == "task" for t in run.keys}
+    ran_keys = {k for run in runs if run.kind == "partition" for k in run.keys}
+    for task in task_list:
+        if task not in ran_tasks:
+            progress(f"{elapsed()} {task}: inputs and rubrics up to date")
+    for task, model in sorted(partitions):
+        if task not in ran_tasks and str(dg.MultiPartitionKey({"task": task, "model": model})) not in ran_keys:
+            PROGRESS.expect(-n_videos.get((task, model), 0))
+            progress(f"{elapsed()} {task} x {model}: up to date")
+
+
+# The progress line's phase while a run of each kind goes: a task's inputs and rubrics, a range of
+# partitions (evidence, then judging as their first judgments come in), the leaderboard and overview.
+RUN_PHASE = {"task": "rubrics", "partition": "evidence", "leaderboard": "reports"}
+
+
+def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan: Plan | None = None) -> None:
+    """Launch one run of the plan and say what it did (and why, as the conditions said)."""
+    the_plan = the_plan or Plan({})
+    PROGRESS.phase(RUN_PHASE.get(run.kind, "reports"))  # the progress line's phase, from this run on
+    t0 = time.perf_counter()
+    result = launch(instance, resources, run, progress)
+    keys = run.keys
+    seconds = f"{time.perf_counter() - t0:.1f}s" + (f" for {len(keys)} partitions" if len(keys) > 1 else "")
+
+    def took(key) -> str:
+        why = the_plan.reasons(run.selection, key)
+        return f"({seconds}" + (f"; {why}" if why and why != "new" else "") + ")"
+
+    if run.kind == "task":
+        frozen = _frozen_rubrics(result)
+        for task in keys:
+            n, folders = frozen.get(task, (0, []))
+            progress(f"{elapsed()} {task}: inputs and rubrics {took(task)}"
+                     + (f"; {n} new rubric{'s' if n != 1 else ''} frozen in {', '.join(folders)}" if n else ""))
+    elif run.kind == "partition":
+        retry = _retry_left(result)
+        for key in keys:
+            dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
+            left = retry.get(key, 0)
+            progress(f"{elapsed()} {dims['task']} x {dims['model']}: scored {took(key)}"
+                     + (f"; {left} failed tool steps or unanswered judgments, retried on the next run" if left else ""))
+    else:
+        progress(f"{elapsed()} leaderboard {took(None)}")
+
+
+def _frozen_rubrics(result: dg.ExecuteInProcessResult) -> dict[str, tuple[int, list[str]]]:
+    """Per task, how many rubrics a run generated and the folders it froze them in (later runs load them
+    from there)."""
+    out = {}
+    for event in result.get_asset_materialization_events():
+        m = event.materialization
+        if m.asset_key.to_user_string() == "rubrics" and "n_generated" in m.metadata:
+            folders = m.metadata["frozen_in"].value if "frozen_in" in m.metadata else []
+            out[str(m.partition)] = (int(m.metadata["n_generated"].value or 0), list(folders or []))
+    return out
+
+
+def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
+    """Per partition, the failed tool steps and unanswered judgments a candidate run left to retry."""
+    out: dict[str, int] = {}
+    for event in result.get_asset_materialization_events():
+        m = event.materialization
+        for name in RETRY_METADATA.get(m.asset_key.to_user_string(), ()):
+            if name in m.metadata:
+                out[str(m.partition)] = out.get(str(m.partition), 0) + int(m.metadata[name].value or 0)
+    return out
+
+
+def _videoargus(ev: Evaluation, progress, elapsed, force: bool) -> pl.DataFrame | None:
+    """As the daemon's ticks do: ask, launch what is requested, ask again (a task's new rubrics make its
+    candidate partitions' inputs updated: the next question requests them), until nothing is; then
+    the leaderboard, once, after the partitions it follows."""
+    instance, defs, resources = ev.instance, ev.defs, ev.defs.resources
+    model_order = list(instance.get_dynamic_partitions("candidate_models"))
+    done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
+    leaderboard_due = False
+    ran_any = False
+    tags = command_tags(resources)
+    while True:
+        the_plan = plan(instance, defs, ev.tasks, ev.partitions, force, done)
+        if the_plan.waiting and not ran_any:
+            progress(f"{elapsed()} {the_plan.waiting}")
+        force = False  # once
+        runs = runs_of(the_plan, model_order, tags)
+        if any(run.kind == "leaderboard" for run in runs) and len(runs) > 1:
+            leaderboard_due = True  # after the partitions it follows
+            runs = [run for run in runs if run.kind != "leaderboard"]
+        if not runs:
+            break
+        if not ran_any:
+            _say_up_to_date(runs, ev.tasks, ev.partitions, ev.n_videos, progress, elapsed)
+            _say_reasons(the_plan, ev.n_videos, progress, f"{elapsed()} ", ev.known)
+        ran_any = True
+        for run in runs:
+            _run_and_say(run, instance, resources, progress, elapsed, the_plan)
+            done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
+            leaderboard_due &= run.kind != "leaderboard"
+        if not feeds_automated(defs, {a for run in runs for a in run.selection}):
+            break  # what ran updates no automated asset: asking again would request nothing new
+    if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
+        _run_and_say(RunSpec("leaderboard", ["leaderboard"], tags=tags), instance, resources, progress, elapsed)
+    board = load_stored(instance, "leaderboard", storage=ev.storage)
+    if not ran_any:
+        _say_up_to_date([], ev.tasks, ev.partitions, ev.n_videos, progress, elapsed)
+        progress(f"{elapsed()} every partition up to date (--force re-materializes)")
+    return board
+
+
+def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
+            progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
+            force: bool = False, protocol: str = "videoargus",
+            settings: Settings | None = None, defs: dg.Definitions | None = None) -> pl.DataFrame | None:
+    """Bring one evaluation (``settings``, default this process's) up to date for the selected tasks
+    and models, as a client of its Dagster instance; returns the leaderboard (None with
+    ``protocol="firm"``, which makes none).
+
+    1. The models found become ``candidate_models`` partitions, and the sources (bench files, frozen
+       rubrics, candidate videos, the evaluator) are observed: what changed is recorded with a new
+       data version (:mod:`assets.sources`).
+    2. Dagster says what to run: the automation conditions on the assets (:mod:`assets.automation`:
+       missing, new code, an updated dependency, work left to retry), evaluated on the instance's
+       records, as the automation sensor evaluates them under the daemon.
+    3. Dagster runs it: in-process runs on the instance, each a range of partitions (the tasks'
+       inputs and rubrics, then per task a range of its models, then the leaderboard), with the
+       evaluation's resources (one VLM client and frame pool in this process for every run).
+
+    ``force=True`` (``--force``) materializes every selected partition again (the content cache
+    answers every tool step and judgment). ``protocol``: ``videoargus`` (the default), ``firm``
+    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only), ``both``
+    (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and
+    the content cache answers what they computed before) or ``vefx`` (VEFX-Bench's ``vefx_scores``
+    of the TV2V and TSV2V partitions and ``vefx_leaderboard`` only; the content cache answers what they
+    computed before). ``defs``: the evaluation's definitions when the caller built them already.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
+    ev = _prepare(tasks, models, progress, instance, settings, defs)
+    instance, resources = ev.instance, ev.defs.resources
+    PROGRESS.reset(sum(ev.n_videos.values()))
+    t_start = time.perf_counter()
+
+    def elapsed() -> str:
+        return f"[{time.perf_counter() - t_start:6.1f}s]"
+
+    board = _videoargus(ev, progress, elapsed, force) if protocol in ("videoargus", "both") else None
+    protocol_runs = (vefx_runs(ev.tasks, ev.partitions) if protocol == "vefx"
+                     else firm_runs(ev.tasks, ev.partitions, with_inputs=protocol == "firm")
+                     if protocol in ("firm", "both") else [])
+    if protocol == "firm":
+        protocol_runs.append(RunSpec("firm", [], says="FIRM-Video done"))
+    for run in protocol_runs:
+        t0 = time.perf_counter()
+        if run.selection:
+            launch(instance, resources, run, progress)
+        if run.says:
+            progress(f"{elapsed()} " + run.says.replace("{seconds}", f"{time.perf_counter() - t0:.1f}s"))
+    human = sorted(resources["bench"].human_files(ev.storage))
+    if human:  # people's ratings are there: say how well the scores agree with them
+        # Always recomputed (one short run): the ratings themselves may have changed.
+        execute(instance, resources, RunSpec("alignment", ["human_alignment"]))
+        table = load_stored(instance, "human_alignment", storage=ev.storage)
+        progress(f"{elapsed()} human alignment (ratings: {', '.join(f'{t}.csv' for t in human)})")
+        for (task,), rows in table.group_by("task", maintain_order=True):
+            progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
+    return board
+
+
+def command_tags(resources: dict) -> dict[str, str]:
+    """The tags of every run of one command: its id (its runs are one pass, :mod:`~.results`) and the
+    judge it evaluates with."""
+    return {COMMAND_TAG: uuid.uuid4().hex[:12],
+            EVALUATOR_TAG: evaluator_label(resources["judge"].identity(resources["vlm"]))}
+
+
+def _count_videos(candidates: Path | str, task: str, model: str, storage: Storage) -> int:
+    if str(candidates).startswith("s3://"):
+        return sum(1 for e in S3CandidateStore(str(candidates), storage).entries() if e.task == task and e.model == model)
+    folder = task_dir(candidates, task)
+    return sum(1 for p in (folder / model).iterdir() if p.is_file()) if folder and (folder / model).is_dir() else 0

@@ -1,0 +1,279 @@
+"""The one reader of what an evaluation's runs stored, for the command line: the leaderboard, the row
+errors, FIRM-Video's summary and training data, the exports' tables, best-of-N, and every
+materialization of an asset (``argus history``, ``argus diff``).
+
+Dagster's records say where each table is: the IO manager (:class:`resources.storage.StorageIOManager`)
+records its path (and, for a table kept as its own version, ``stored_version``) in the
+materialization's metadata; the table is read from there through the evaluation's storage resource
+(a folder, or S3) by :func:`argus_dagster.infra.tables.read_stored`, the reader the assets use too.
+The run's tags say why it ran (:data:`REASON_TAG`) and which command launched it (:data:`COMMAND_TAG`:
+the runs of one ``argus evaluate`` are one *pass*).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from argus_dagster.client.instance import local_instance
+from argus_dagster.definitions import best_of_n_tables, latest_record, storage_for, task_model_partitions
+from argus_dagster.infra.settings import Settings, load_settings
+from argus_dagster.infra.storage import Storage
+from argus_dagster.infra.tables import read_stored, recorded_table, stored_table
+from argus_dagster.method.candidate_store import discover
+from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_table
+from argus_dagster.outputs.export import TABLES, combine
+from argus_dagster.protocols.firm.export import (check_out_folder, default_condition_frames, default_video_frames,
+                                                 export_dataset)
+
+COMMAND_TAG = "argus/command"  # the argus evaluate (or demo) whose runs these are, one id per command
+REASON_TAG = "argus/reason"  # why the run was requested, in words (the plan's reasons)
+EVALUATOR_TAG = "argus/evaluator"  # the judge the run's evaluation was configured with
+DATA_VERSION_TAG = "dagster/data_version"
+MAX_TAG = 2000  # characters a reason tag keeps
+
+
+def evaluation_storage(settings: Settings) -> Storage:
+    """The storage of ``settings``' evaluation: its storage resource's (the S3 client, when the
+    environment keeps files on S3), through which the command line lists and reads what runs stored."""
+    return storage_for(settings=settings)[1].storage()
+
+
+def stored_video_scores(settings: Settings) -> pl.DataFrame | None:
+    """Every stored ``video_scores`` partition of ``settings``' evaluation as one table (None when there
+    is none), read where its environment keeps the tables (a folder, or S3) without opening its instance."""
+    bench, storage, _ = storage_for(settings=settings)
+    return stored_table(bench.storage_dir, "video_scores", storage.storage())
+
+
+def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None, *,
+                storage: Storage) -> pl.DataFrame | None:
+    """The table the latest materialization of ``asset`` (``partition``) stored, read through
+    ``storage`` from the path its IO manager recorded in the materialization's metadata (as lineage
+    and the sensor read it); None when there is none or it cannot be read."""
+    return recorded_table(latest_record(instance, asset, partition), storage)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One materialization of one asset partition, as Dagster recorded it."""
+
+    storage_id: int
+    timestamp: float
+    run_id: str
+    partition: str | None
+    data_version: str
+    table: str | None  # the kept table (stored_version), else the path recorded
+    kept: bool  # whether the table is its own version (not the file the next materialization replaces)
+    tags: dict = field(default_factory=dict, compare=False)  # the run's
+    event_tags: dict = field(default_factory=dict, compare=False)  # the materialization's (its provenance)
+
+    @property
+    def reason(self) -> str:
+        return self.tags.get(REASON_TAG, "")
+
+    @property
+    def command(self) -> str:
+        """The pass this materialization belongs to: its command's id, else its run's."""
+        return self.tags.get(COMMAND_TAG) or self.run_id
+
+    @property
+    def time(self) -> str:
+        return datetime.fromtimestamp(self.timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def materializations(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> list[Stored]:
+    """Every materialization of ``asset`` (of ``partition`` only, when given), oldest first."""
+    flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None)
+    records, cursor = [], None
+    while True:
+        got = instance.fetch_materializations(flt, limit=1000, cursor=cursor, ascending=True)
+        records += got.records
+        if not got.has_more:
+            break
+        cursor = got.cursor
+    run_ids = sorted({r.run_id for r in records})
+    tags = {}
+    for i in range(0, len(run_ids), 200):
+        for run in instance.get_runs(dg.RunsFilter(run_ids=run_ids[i:i + 200])):
+            tags[run.run_id] = dict(run.tags)
+    out = []
+    for r in records:
+        m = r.asset_materialization
+        md, part = m.metadata, str(m.partition) if m.partition is not None else None
+        kept = md.get("stored_version") or None
+        if kept is None and "stored_versions" in md:
+            kept = (md["stored_versions"].value or {}).get(part)
+        table = kept.value if hasattr(kept, "value") else kept
+        if table is None:
+            path = md.get("path")
+            table = path.value if path is not None else ((md["paths"].value or {}).get(part) if "paths" in md else None)
+        out.append(Stored(r.storage_id, r.timestamp, r.run_id, part, m.tags.get(DATA_VERSION_TAG, "") if m.tags else "",
+                          str(table) if table else None, kept is not None, tags.get(r.run_id, {}), dict(m.tags or {})))
+    return out
+
+
+def materialized_table(stored: Stored | None, storage: Storage, latest: bool = False) -> pl.DataFrame | None:
+    """The table a materialization stored: its kept version, or (for the latest one only, which the
+    next materialization has not replaced yet) the path recorded; None when it is gone (pruned by
+    retention, or removed by hand)."""
+    if stored is None or stored.table is None or not (stored.kept or latest):
+        return None
+    return read_stored(stored.table, storage)
+
+
+def row_errors(tasks: list[str] | None = None, models: list[str] | None = None,
+               instance: dg.DagsterInstance | None = None,
+               settings: Settings | None = None) -> list[tuple[str, str, str]]:
+    """The row errors stored for the evaluated bench (the tasks and models given, else all)."""
+    settings = settings or load_settings()
+    storage = evaluation_storage(settings)
+    found = discover(settings.candidates_dir, settings.bench_dir, storage).models
+    if models:
+        found = {m: t for m, t in found.items() if m in models}
+    task_list = sorted(tasks or {t for ts in found.values() for t in ts})
+    return _row_errors(instance or local_instance(settings), task_list, found, storage)
+
+
+def _row_errors(instance: dg.DagsterInstance, tasks: list[str],
+                found: dict[str, list[str]], storage: Storage) -> list[tuple[str, str, str]]:
+    """``(where, id, error)`` of every row with an error in the evaluated partitions, as stored."""
+    out: list[tuple[str, str, str]] = []
+
+    def stored(asset: str, key) -> pl.DataFrame | None:
+        record = latest_record(instance, asset, str(key))
+        if record is None:
+            return None
+        n_errors = record.asset_materialization.metadata.get("n_errors")
+        if n_errors is not None and n_errors.value == 0:  # counted when it was stored: nothing to read
+            return None
+        return recorded_table(record, storage)
+
+    for task in tasks:
+        seen = set()
+        for asset in ("input_instances", "rubrics"):
+            df = stored(asset, task)
+            for r in (df.filter(pl.col("error").is_not_null()).iter_rows(named=True) if df is not None else []):
+                if r["input_id"] not in seen:  # a bad input is also a rubric error: said once
+                    seen.add(r["input_id"])
+                    out.append((task, r["input_id"], r["error"]))
+        for model in sorted(m for m, ts in found.items() if task in ts):
+            df = stored("video_scores", dg.MultiPartitionKey({"task": task, "model": model}))
+            for r in (df.filter(pl.col("error").is_not_null()).iter_rows(named=True) if df is not None else []):
+                if r["input_id"] not in seen:
+                    out.append((f"{task} x {model}", r["input_id"], r["error"]))
+    return out
+
+
+def current_leaderboard(instance: dg.DagsterInstance | None = None,
+                        settings: Settings | None = None) -> pl.DataFrame | None:
+    """The last materialized leaderboard, read from storage (no recomputation)."""
+    settings = settings or load_settings()
+    return load_stored(instance or local_instance(settings), "leaderboard", storage=evaluation_storage(settings))
+
+
+def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, tasks: list[str] | None = None,
+                      settings: Settings | None = None) -> dict[str, pl.DataFrame]:
+    """Every materialized partition of ``asset`` as stored (of ``tasks`` only, when given), by key."""
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    storage = evaluation_storage(settings)
+    out = {}
+    for key in sorted(instance.get_materialized_partitions(dg.AssetKey(asset)) or ()):
+        task = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension["task"] if "|" in key else key
+        if tasks and task not in tasks:
+            continue
+        table = load_stored(instance, asset, key, storage=storage)
+        if table is not None:
+            out[key] = table
+    return out
+
+
+def export_firm(out: str | Path, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                settings: Settings | None = None, force: bool = False):
+    """Write FIRM-Video's training data folder ``out`` (:mod:`argus_dagster.protocols.firm.export`: JSON lines, the
+    frames as image files, a dataset card) from the stored ``firm_scores``, ``firm_verdicts`` and
+    ``input_instances``; returns its :class:`~argus_dagster.protocols.firm.export.ExportResult`. Reads stored
+    tables and the media they name: no model is called. A folder that holds anything but an earlier
+    export is refused before anything is read, unless ``force``."""
+    check_out_folder(Path(out), force)
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    scores = stored_partitions("firm_scores", instance, tasks, settings)
+    if not scores:
+        raise ValueError("no firm_scores stored: run `argus evaluate --protocol firm` (or both) first")
+    verdicts: dict[tuple, list[dict]] = {}
+    for df in stored_partitions("firm_verdicts", instance, tasks, settings).values():
+        for r in df.iter_rows(named=True):
+            verdicts.setdefault((r["task"], r["model"], r["input_id"], r.get("sample") or ""), []).append(r)
+    inputs = {(r["task"] if "task" in r and r["task"] else key, r["input_id"]): r
+              for key, df in stored_partitions("input_instances", instance, tasks, settings).items()
+              for r in df.iter_rows(named=True)}
+    rows = [r for _, df in sorted(scores.items()) for r in df.iter_rows(named=True)]
+    makers = sorted({m for df in stored_partitions("firm_checklists", instance, tasks, settings).values()
+                     if "maker" in df.columns for m in df["maker"].drop_nulls().unique().to_list()})
+    sources = {"evaluation": f"{settings.evaluation} (bench {settings.bench!r}, profile {settings.profile!r})",
+               "bench": str(settings.bench_dir), "candidates": str(settings.candidates_dir),
+               "tables": "firm_scores, firm_verdicts, input_instances (as last materialized)",
+               "IF checklist planner": "; ".join(makers) or "none recorded",
+               "protocol": "FIRM-Video (check-before-score), argus_dagster/protocols/firm/"}
+    storage = evaluation_storage(settings)  # media on S3 are read through the evaluation's storage
+    return export_dataset(out, rows, verdicts, inputs, sources=sources,
+                          video_frames=partial(default_video_frames, storage=storage),
+                          condition_frames=partial(default_condition_frames, storage=storage), force=force)
+
+
+def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,
+                     instance: dg.DagsterInstance | None = None,
+                     settings: Settings | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Best-of-N picks from the stored ``video_scores`` and ``firm_scores`` (the ``best_of_n`` asset's
+    computation), with the comparison against the bench's ``human/<TASK>.csv`` where it exists."""
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    bench, storage, _ = storage_for(settings=settings)
+    return best_of_n_tables(stored_partitions("video_scores", instance, tasks, settings),
+                            stored_partitions("firm_scores", instance, tasks, settings), by, tasks=tasks,
+                            human=bench.human_files(storage.storage()))
+
+
+def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                 settings: Settings | None = None) -> pl.DataFrame:
+    """Per task and model: videos, mean IF/WC/PQ ratings (1-5) and how many of each are unscored."""
+    parts = [df for df in stored_partitions("firm_scores", instance, tasks, settings).values() if df.height]
+    if not parts:
+        return pl.DataFrame()
+    df = pl.concat(parts, how="diagonal_relaxed")
+    return (df.group_by("task", "model").agg(
+        pl.len().alias("n_videos"),
+        *[pl.col(f"{d}_rating").mean().round(2).alias(f"mean_{d}") for d in ("if", "wc", "pq")],
+        *[pl.col(f"{d}_rating").is_null().sum().alias(f"{d}_unscored") for d in ("if", "wc", "pq")])
+        .sort("task", "model"))
+
+
+def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                        settings: Settings | None = None) -> pl.DataFrame | None:
+    """The stored table ``argus export <what>`` writes (``leaderboard``, ``videos``, ``criteria``, ``costs``; see
+    :mod:`argus_dagster.outputs.export`), of ``tasks`` only when given; None when nothing is stored."""
+    if what not in TABLES:
+        raise ValueError(f"{what!r}: expected one of {', '.join(TABLES)}")
+    settings = settings or load_settings()
+    instance = instance or local_instance(settings)
+    if TABLES[what] == "leaderboard":
+        return combine([current_leaderboard(instance, settings)], tasks)
+    if what == "costs":  # the ledger: every stage's stored table, not the video scores alone
+        stages = {stage: combine(list(stored_partitions(asset, instance, tasks, settings).values()), tasks)
+                  for stage, asset in LEDGER_STAGES.items()}
+        costs = cost_table(stages=stages)
+        return costs if costs.height else None
+    return combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)
+
+
+def vefx_board(instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> pl.DataFrame | None:
+    """The last materialized ``vefx_leaderboard`` (per task, model and dimension, 1-4), or None."""
+    settings = settings or load_settings()
+    return load_stored(instance or local_instance(settings), "vefx_leaderboard", storage=evaluation_storage(settings))

@@ -1,0 +1,272 @@
+"""What the client asks Dagster to run, and how it launches it: the plan (Dagster's answer, from the
+automation conditions on the assets) and the runs that execute it, each a typed :class:`RunSpec`.
+
+Two things here are Dagster features the client does itself, and why:
+
+- **Ranges of partitions.** The assets' ``BackfillPolicy.single_run`` takes a range of partitions in
+  one run; a backfill would cut the requested partitions into those ranges. ``argus evaluate`` cuts
+  them here (:func:`runs_of`: per task over neighbouring models, or per model over tasks) because it
+  executes the runs in its own process, where Dagster's backfill daemon does not run.
+- **In-process runs.** Each spec is executed by ``dg.materialize`` in this process (:func:`launch`),
+  not submitted to the run queue: the runs share this process's VLM client, frame pool and content
+  cache, and there is no daemon or run worker to start for one command (the two paths timed side by
+  side: docs/performance.md, "The CLI and Dagster-launched runs").
+
+FIRM-Video's and VEFX-Bench's runs are specs of the same kind (:func:`firm_runs`, :func:`vefx_runs`),
+launched the same way; their assets run when asked, so Dagster's automation conditions do not
+request them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import dagster as dg
+
+from argus_dagster.client.reasons import requested_reasons
+from argus_dagster.client.results import MAX_TAG, REASON_TAG
+from argus_dagster.definitions import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS,
+                                       FIRM_TASK_ASSETS, GRAPH_CHECKS, RANGE_END_TAG, RANGE_START_TAG, SOURCES,
+                                       TASK_ASSETS, VEFX_CANDIDATE_ASSETS, retries_waiting, task_model_partitions)
+from argus_dagster.infra.processes import launcher_tags
+from argus_dagster.method.inputs import ALL_TASKS
+from argus_dagster.outputs.history_words import retry_wait_text
+from argus_dagster.protocols.vefx import EDIT_TASKS
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
+
+
+def _names(assets) -> list[str]:
+    return [k.to_user_string() for a in assets for k in a.keys]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What Dagster's automation conditions requested, as argus evaluate executes it: by asset name,
+    the partitions to materialize (``None`` for the unpartitioned leaderboard)."""
+
+    requested: dict[str, set]
+    why: dict = field(default_factory=dict)  # (asset, partition) -> the conditions that requested it, in words
+    waiting: str = ""  # the retries the automation sensor holds back now (retry_wait_text)
+    inputs_of: dict = field(default_factory=dict)  # a reason about inputs -> its (task, input_id)s
+
+    def reasons(self, selection: list[str], key) -> str:
+        """Why the first asset of ``selection`` (the most upstream) was requested for ``key``, and the
+        work any of them left to retry."""
+        first = next((self.why[(a, key)] for a in selection if (a, key) in self.why), [])
+        retried = [w for a in selection for w in self.why.get((a, key), []) if w.endswith(" retried")]
+        return "; ".join(dict.fromkeys(first + retried))
+
+    def partitions(self, asset: str) -> set:
+        return self.requested.get(asset, set())
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run the client launches: the assets it materializes (by name; their partitioned checks ride
+    along), its partitions (one key, or a range's keys in order; none for an unpartitioned asset), its
+    tags and why it runs, in words. ``kind`` says what it is to a person: ``task`` (inputs and
+    rubrics), ``partition`` (task x model), ``leaderboard``, or a protocol's run (``firm``, ``vefx``,
+    ``alignment``). ``says``: the line a protocol's run prints when it is done (``{seconds}``: how
+    long it took); a spec without a selection only says it."""
+
+    kind: str
+    selection: list[str]
+    keys: list[str] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+    says: str = ""
+
+
+def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], partitions: set[tuple[str, str]],
+         force: bool = False, done: set = frozenset()) -> Plan:
+    """What to materialize for ``tasks`` and the ``(task, model)`` partitions: Dagster's answer, from
+    the automation conditions on the assets (:mod:`assets.automation`) evaluated on the instance's
+    records (the automation sensor asks the same conditions under the daemon; they read states, so
+    no cursor is kept); every partition with ``force``. What this command materialized already
+    (``done``: ``(asset, partition)``) is not asked again: work its run left to retry waits for the
+    next command.
+
+    A person asking now retries at once: the conditions are asked as of the end of the last back-off
+    the automation sensor is holding (:func:`~assets.automation.retries_waiting`), and the plan says
+    what the sensor would have held back (``Plan.waiting``)."""
+    keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
+    if force:
+        requested = {a.key.to_user_string(): set(tasks) for a in TASK_ASSETS}
+        requested.update({a.key.to_user_string(): set(keys) for a in CANDIDATE_ASSETS})
+        requested["leaderboard"] = {None}
+        return Plan(requested, {(a, k): ["forced (--force)"] for a, keys in requested.items() for k in keys})
+    now = time.time()
+    waiting = {(a, p): due for (a, p), due in retries_waiting(instance, now).items()
+               if (a, p) not in done and (p in tasks or p in keys)}
+    at = max([now, *(due + 1 for due in waiting.values())])  # a second on: the time given keeps microseconds
+    result = dg.evaluate_automation_conditions(
+        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]),
+        evaluation_time=datetime.fromtimestamp(at, timezone.utc))
+    requested = {}
+    inputs_of: dict[str, set] = {}
+    why = requested_reasons(result, instance, defs, inputs_of)
+    for a in AUTOMATED_ASSETS:
+        name = a.key.to_user_string()
+        got = {str(p) if p is not None else None for p in result.get_requested_partitions(a.key)}
+        got = {p for p in got if (name, p) not in done}
+        wanted = got & (set(tasks) if a in TASK_ASSETS else keys if a in CANDIDATE_ASSETS else {None})
+        if wanted:
+            requested[name] = wanted
+    return Plan(requested, why, retry_wait_text(waiting), inputs_of)
+
+
+def feeds_automated(defs: dg.Definitions, assets: set[str]) -> bool:
+    """Whether any of ``assets`` is read by an asset the automation conditions keep up to date (only
+    then can its new materializations make the conditions request more)."""
+    graph = defs.resolve_asset_graph()
+    automated = {k for a in AUTOMATED_ASSETS for k in a.keys}
+    return any(graph.get(dg.AssetKey(a)).child_keys & automated for a in assets)
+
+
+def _stretches(items: list[str], order: list[str]) -> list[list[str]]:
+    """``items`` in ``order``, cut where one is skipped: each stretch is a range of partitions."""
+    out: list[list[str]] = []
+    for x in sorted(items, key=order.index):
+        if out and order.index(x) == order.index(out[-1][-1]) + 1:
+            out[-1].append(x)
+        else:
+            out.append([x])
+    return out
+
+
+def _ranges(by_partition: dict[tuple[str, str], tuple], model_order: list[str]) -> list[tuple[list[str], list[str]]]:
+    """``(selection, partition keys)`` of ranges over ``(task, model)`` partitions with the same assets
+    to materialize: per task over its models, or per model over its tasks, whichever takes fewer runs
+    (a range holds one dimension fixed)."""
+
+    def grouped(by_task: bool) -> list[tuple[list[str], list[str]]]:
+        groups: dict[tuple, list[str]] = {}
+        for (task, model), chosen in by_partition.items():
+            groups.setdefault((task if by_task else model, chosen), []).append(model if by_task else task)
+        out = []
+        for (fixed, chosen), free in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            order = model_order if by_task else list(ALL_TASKS)
+            for stretch in _stretches(free, order):
+                pairs = [(fixed, x) if by_task else (x, fixed) for x in stretch]
+                out.append((list(chosen), [str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in pairs]))
+        return out
+
+    per_task, per_model = grouped(True), grouped(False)
+    return per_model if len(per_model) < len(per_task) else per_task
+
+
+def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = None) -> list[RunSpec]:
+    """The runs that execute ``plan``, each a range of partitions with the same assets to materialize
+    (the assets' backfill policy takes a range in one run): the tasks' inputs and rubrics first, then
+    the task x model partitions (:func:`_ranges`), then the leaderboard. ``tags``: the command's
+    (:func:`~argus_dagster.client.evaluate.command_tags`); each run adds why it runs and, where it
+    calls the judge, :data:`JUDGE_TAG`."""
+    out: list[tuple[str, list[str], list[str]]] = []
+    by_selection: dict[tuple, list[str]] = {}
+    for task in ALL_TASKS:
+        chosen = tuple(a.key.to_user_string() for a in TASK_ASSETS if task in plan.partitions(a.key.to_user_string()))
+        if chosen:
+            by_selection.setdefault(chosen, []).append(task)
+    for chosen, tasks in sorted(by_selection.items()):
+        out += [("task", list(chosen), stretch) for stretch in _stretches(tasks, list(ALL_TASKS))]
+    by_partition: dict[tuple[str, str], tuple] = {}
+    keys = set().union(*(plan.partitions(a.key.to_user_string()) for a in CANDIDATE_ASSETS))
+    for key in keys:
+        dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
+        by_partition[(dims["task"], dims["model"])] = tuple(
+            a.key.to_user_string() for a in CANDIDATE_ASSETS if key in plan.partitions(a.key.to_user_string()))
+    out += [("partition", selection, keys) for selection, keys in _ranges(by_partition, model_order)]
+    if plan.partitions("leaderboard"):
+        out.append(("leaderboard", ["leaderboard"], []))
+    specs = []
+    for kind, selection, keys in out:
+        reason = "; ".join(dict.fromkeys(w for k in (keys or [None]) for a in selection for w in plan.why.get((a, k), [])))
+        specs.append(RunSpec(kind, selection, keys, {**(tags or {}), **({JUDGE_TAG: "1"} if kind == "partition" else {}),
+                                                     **({REASON_TAG: reason[:MAX_TAG]} if reason else {})}, reason))
+    return specs
+
+
+def firm_runs(tasks: list[str], partitions: set[tuple[str, str]], with_inputs: bool = False) -> list[RunSpec]:
+    """FIRM-Video's runs (``--protocol firm|both``): per task its checklists, then per model its
+    verdicts and scores (and their check). ``with_inputs``: each also materializes the input (or
+    candidate) table it reads."""
+    out = []
+    for task in tasks:
+        out.append(firm_run(task, None, with_inputs))
+        out += [firm_run(task, model, with_inputs) for model in sorted(m for t, m in partitions if t == task)]
+    return out
+
+
+def firm_run(task: str, model: str | None = None, with_inputs: bool = False) -> RunSpec:
+    """One FIRM-Video run: a task's checklists, or a task x model partition's verdicts and scores."""
+    if model is None:
+        return RunSpec("firm", (["input_instances"] if with_inputs else []) + _names(FIRM_TASK_ASSETS), [task],
+                       says=f"{task}: FIRM-Video checklists ({{seconds}})")
+    key = str(dg.MultiPartitionKey({"task": task, "model": model}))
+    return RunSpec("firm", (["candidate_videos"] if with_inputs else []) + _names(FIRM_CANDIDATE_ASSETS), [key],
+                   {JUDGE_TAG: "1"}, says=f"{task} x {model}: FIRM-Video scores ({{seconds}})")
+
+
+def vefx_runs(tasks: list[str], partitions: set[tuple[str, str]]) -> list[RunSpec]:
+    """VEFX-Bench's runs (``--protocol vefx``): per edit task its inputs, then per model its
+    candidates and ``vefx_scores`` (and their check), then ``vefx_leaderboard``; a task without a
+    source video is said and skipped."""
+    out = []
+    for task in tasks:
+        if task not in EDIT_TASKS:
+            out.append(RunSpec("vefx", [], says=f"{task}: skipped, VEFX-Bench's protocol judges edits (TV2V, TSV2V)"))
+            continue
+        out.append(RunSpec("vefx", ["input_instances"], [task]))
+        for model in sorted(m for t, m in partitions if t == task):
+            out.append(RunSpec("vefx", ["candidate_videos", *_names(VEFX_CANDIDATE_ASSETS)],
+                               [str(dg.MultiPartitionKey({"task": task, "model": model}))], {JUDGE_TAG: "1"},
+                               says=f"{task} x {model}: VEFX scores ({{seconds}})"))
+    out.append(RunSpec("vefx", ["vefx_leaderboard"], says="VEFX leaderboard"))
+    return out
+
+
+def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec) -> dg.ExecuteInProcessResult:
+    """One of Dagster's in-process runs of ``spec``: its assets and their partitioned checks, over its
+    partitions (one, or the first and last of a range), on the evaluation's instance."""
+    chosen = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} & set(spec.selection)]
+    names = {k for a in chosen for k in a.keys}
+    checks = [c for c in GRAPH_CHECKS if c.partitions_def is not None and spec.keys
+              and all(k.asset_key in names for k in c.check_keys)]
+    run_tags = {**launcher_tags(), **spec.tags}
+    kw = {}
+    if len(spec.keys) == 1:
+        kw["partition_key"] = spec.keys[0]
+    elif spec.keys:
+        run_tags.update({RANGE_START_TAG: str(spec.keys[0]), RANGE_END_TAG: str(spec.keys[-1])})
+    return dg.materialize(ALL_ASSETS + SOURCES + GRAPH_CHECKS, selection=chosen + checks, instance=instance,
+                          resources=resources, run_config=QUIET, tags=run_tags, raise_on_error=False, **kw)
+
+
+def launch(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progress) -> dg.ExecuteInProcessResult:
+    """Execute ``spec`` (:func:`execute`) and say each of its checks that did not pass; a failed run
+    stops the command."""
+    result = execute(instance, resources, spec)
+    if not result.success:
+        resumes = "; argus evaluate again resumes from what was stored" if spec.kind in RESUMABLE else ""
+        raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (argus ui) for its logs{resumes}")
+    for line in failed_checks(result):
+        progress(line)
+    return result
+
+
+RESUMABLE = ("task", "partition", "leaderboard")  # the runs Dagster's conditions request again after a failure
+
+
+def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
+    """A line for every asset check of ``result`` that did not pass (reported, not fatal)."""
+    out = []
+    for ev in result.get_asset_check_evaluations():
+        if not ev.passed:
+            where = f" ({ev.partition})" if ev.partition else ""
+            out.append(f"  check {ev.check_name} on {ev.asset_key.to_user_string()}{where} did not pass: "
+                       "see its metadata in the UI")
+    return out
