@@ -25,6 +25,8 @@ from typing import Iterator
 import cv2
 import numpy as np
 
+from argus_dagster.infra.storage import LOCAL, StorageError, s3_cache_path as storage_cache_path
+
 MAX_SIDE = 768
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"}
 
@@ -272,10 +274,8 @@ FRAME_POOL = FramePool()
 def s3_cache_path(uri: str, cache_dir: str | Path) -> Path:
     """Where the local copy of ``s3://bucket/key`` lives under ``cache_dir``: always inside it
     (:func:`.storage.s3_cache_path`); a URI without a bucket or key is a :class:`MediaError`."""
-    from argus_dagster.infra.storage import StorageError, s3_cache_path as cache_path
-
     try:
-        return cache_path(uri, cache_dir)
+        return storage_cache_path(uri, cache_dir)
     except StorageError as exc:
         raise MediaError(str(exc)) from None
 
@@ -286,8 +286,6 @@ def local_path(uri: str, cache_dir: str | None = None, storage=None) -> str:
     :meth:`.storage.Storage.fetch`)."""
     if not str(uri).startswith("s3://"):
         return uri
-    from argus_dagster.infra.storage import LOCAL
-
     try:
         return (storage or LOCAL).fetch(uri, cache_dir)
     except FileNotFoundError:
@@ -389,8 +387,6 @@ def file_digest(uri: str, storage=None) -> str:
     once it has :func:`settled`; an object's per key, ETag and size (:meth:`.storage.Storage.sha256` of ``storage``, the
     storage resource's)."""
     if str(uri).startswith("s3://"):
-        from argus_dagster.infra.storage import LOCAL
-
         try:
             return (storage or LOCAL).sha256(uri)
         except FileNotFoundError:
@@ -541,7 +537,7 @@ class VideoReader:
         """``(n_frames, fps, width, height)``, all None when neither decoder can open the file."""
         max_side = self._max_side
         try:
-            import decord
+            import decord  # deferred: start-up time (decord loads when a video is first opened)
 
             cap = cv2.VideoCapture(path)  # the geometry from the container, without decoding a frame
             w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH) or 0), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT) or 0)

@@ -35,6 +35,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
+
+from argus_dagster.infra.files import write_atomic
+from argus_dagster.infra.names import folder_name, profile_or_bench_problem, reserved_bench_problem
+from argus_dagster.infra.redact import redact_urls
 
 DEMO_BENCH = "demo"
 DEFAULT_PROFILE = "default"
@@ -58,14 +63,10 @@ class Settings:
 
     @property
     def bench_home(self) -> Path:
-        from argus_dagster.infra.names import folder_name
-
         return self.home / "benches" / folder_name(self.bench)
 
     @property
     def evaluation_dir(self) -> Path:
-        from argus_dagster.infra.names import folder_name
-
         return self.bench_home / folder_name(self.profile)
 
     @property
@@ -166,8 +167,6 @@ def bench_name(bench_dir: str | Path) -> str:
     A name in ``bench.json`` is data from a file: it must follow the bench-name rule of
     :mod:`~argus_dagster.infra.names` (letters, digits and ``_ . = + -``), else this is a
     :class:`SettingError` that names the file and the fix."""
-    from argus_dagster.infra.names import profile_or_bench_problem
-
     if str(bench_dir).startswith("s3://"):
         return str(bench_dir).rstrip("/").rsplit("/", 1)[-1] or "bench"
     folder = Path(bench_dir).expanduser().resolve()
@@ -298,8 +297,6 @@ def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name:
     profile = parse_profile(profile or DEFAULT_PROFILE).name
     records = recorded_evaluations(home)
     if name:
-        from argus_dagster.infra.names import profile_or_bench_problem
-
         problem = profile_or_bench_problem(name, "--name")
         if problem:
             raise SettingError(problem)
@@ -308,8 +305,6 @@ def evaluation_settings(bench_dir: str | Path, candidates_dir: str | Path, name:
         name = same[0]["bench"] if same else bench_name(bench_dir)
         if same:
             _check_bench_json_name(bench_dir, name)
-    from argus_dagster.infra.names import reserved_bench_problem
-
     reserved = reserved_bench_problem(name)
     if reserved:
         raise SettingError(f"{reserved}: name the bench with --name")
@@ -344,8 +339,6 @@ def record_evaluation(settings: Settings, evaluated: bool = True) -> Path:
     content hash and when it was last evaluated (the default for commands that name none).
     ``evaluated=False`` records it without making it the latest (before its runs: an evaluation
     that scores nothing leaves the default as it was)."""
-    from argus_dagster.infra.files import write_atomic
-
     before = 0.0
     if not evaluated and settings.record_path.is_file():
         try:
@@ -472,8 +465,6 @@ class Environment:
 
     def shown(self) -> dict[str, str]:
         """The variables that are set, secrets and credentials masked (for ``argus env``)."""
-        from argus_dagster.infra.redact import redact_urls
-
         out = {}
         for name in VARIABLES:
             value = self.values.get(name)
@@ -565,8 +556,6 @@ def report_url(path: str | Path, reports_dir: Path | None = None, base_url: str 
     folder there (``<bench>/<profile>/reports``) is under that prefix of the base URL; any other
     folder is served as the root. ``base_url``: the reports server's, as the storage resource was
     configured with it (a storage made without one: :func:`reports_base_url`)."""
-    from urllib.parse import quote
-
     root = (reports_dir or load_settings().reports_dir).resolve()
     p = Path(path).resolve()
     try:
@@ -590,8 +579,6 @@ def evaluations_root(reports_dir: Path) -> Path | None:
 def served_prefix(reports_dir: Path) -> str:
     """``<bench>/<profile>/reports/`` (percent-encoded) for an evaluation's reports folder under
     ``$ARGUS_HOME/benches``; empty for a folder elsewhere (served as the root)."""
-    from urllib.parse import quote
-
     r = Path(reports_dir)
     if evaluations_root(r) is None:
         return ""
