@@ -37,7 +37,8 @@ def main() -> None:
 
     import decord
 
-    from argus_dagster.infra.media import POLICIES, FramePool, VideoReader, sample_indices
+    from argus_dagster.infra.frame_pool import FramePool
+    from argus_dagster.infra.media import POLICIES, VideoReader, sample_indices
 
     videos = args.videos or default_videos()
     print(f"{'video':<34}{'size':>11}{'policy':>8}{'frames':>8}{'raw fps':>10}{'project fps':>13}"

@@ -25,7 +25,7 @@ import polars as pl
 from pydantic import Field
 
 from argus_dagster.infra import storage as storage_lib
-from argus_dagster.infra.media import FRAME_POOL
+from argus_dagster.infra.frame_pool import FRAME_POOL
 from argus_dagster.infra.names import file_name
 
 # The Storage of each configuration: a process cache, not the resource's own, because Dagster builds a
@@ -65,7 +65,7 @@ class StorageResource(dg.ConfigurableResource):
     presign_expiry_s: int = 7 * 24 * 3600
     reports_url: str = ""
     frame_pool_mb: float = Field(default=512, ge=0, description="Decoded frames kept per process, in MB "
-                                 "(the process's frame pool, argus_dagster.infra.media.FRAME_POOL).")
+                                 "(the process's frame pool, argus_dagster.infra.frame_pool.FRAME_POOL).")
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         FRAME_POOL.set_budget(int(self.frame_pool_mb * 2**20))

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 
-from argus_dagster.infra.media import native_messages
+from argus_dagster.infra.native_stderr import native_messages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ def test_videos_open_at_once_and_a_bad_ones_error_is_still_its_own(tmp_path):
 
 WRITE_BACK = """
 import os, sys
-from argus_dagster.infra.media import captured_native_stderr, shared_native_stderr
+from argus_dagster.infra.native_stderr import captured_native_stderr, shared_native_stderr
 with captured_native_stderr() as said:
     os.write(2, b"[mov,mp4 @ 0x55d0] moov atom not found\\n")
     os.write(2, b"\\r\\x1b[2Kevidence 3/10 videos")

@@ -10,6 +10,7 @@ import dagster as dg
 import numpy as np
 import pytest
 
+from argus_dagster.infra import frame_pool as pool_lib
 from argus_dagster.infra import media as media_lib
 from argus_dagster.infra.settings import load_settings
 from argus_dagster.method.evidence import executor
@@ -101,17 +102,17 @@ def test_a_field_nobody_configured_is_named_not_read_from_the_environment(tmp_pa
 
 
 def test_the_frame_pool_takes_the_storage_resources_budget(monkeypatch):
-    pool = media_lib.FramePool()
-    monkeypatch.setattr(media_lib, "FRAME_POOL", pool)
+    pool = pool_lib.FramePool()
+    monkeypatch.setattr(pool_lib, "FRAME_POOL", pool)
     monkeypatch.setattr("resources.storage.FRAME_POOL", pool)
     monkeypatch.setenv("ARGUS_FRAME_POOL_MB", "7")  # read when definitions are built, never by a run
-    assert pool.budget_bytes == media_lib.DEFAULT_FRAME_POOL_BYTES
+    assert pool.budget_bytes == pool_lib.DEFAULT_FRAME_POOL_BYTES
     with dg.build_resources({"storage": StorageResource(frame_pool_mb=3)}):
         assert pool.budget_bytes == 3 * 2**20
 
 
 def test_a_budget_made_smaller_lets_the_oldest_frames_go_at_once():
-    pool = media_lib.FramePool(budget_bytes=10_000)
+    pool = pool_lib.FramePool(budget_bytes=10_000)
 
     def frames(n):
         return media_lib.Frames(np.zeros((n, 10, 10, 3), np.uint8), tuple(range(n)), tuple(float(i) for i in range(n)))

@@ -3,7 +3,7 @@
 All criteria of a candidate share one store, so a video is decoded once per policy however many
 criteria and tools read it, and the criteria may run on several threads at once. With content
 digests (``digests``: media id -> hash), decoded frames live in the process's
-:data:`~argus_dagster.infra.media.FRAME_POOL` under (digest, policy), so the judge stage reads the frames
+:data:`~argus_dagster.infra.frame_pool.FRAME_POOL` under (digest, policy), so the judge stage reads the frames
 the evidence stage decoded, and their JPEGs. Crops registered by ``crop_compare`` belong to one
 criterion: :meth:`MediaStore.scope` gives each criterion its own, and so is ``reference`` when it
 stands for one of the input's media (:meth:`MediaStore.use_reference`, method §6).
@@ -15,7 +15,8 @@ import threading
 
 import numpy as np
 
-from argus_dagster.infra.media import (MAX_SIDE, FRAME_POOL, FramePool, Frames, MediaError, SamplingPolicy, VideoReader, is_image,
+from argus_dagster.infra.frame_pool import FRAME_POOL, FramePool
+from argus_dagster.infra.media import (MAX_SIDE, Frames, MediaError, SamplingPolicy, VideoReader, is_image,
                      load_image, resize_longest)
 
 
