@@ -231,7 +231,7 @@ def test_the_benchmarks_the_docs_name_exist_and_import_what_exists(page):
 
 def test_unresolved_imports_are_found(tmp_path):
     bench = tmp_path / "probe.py"
-    bench.write_text("from argus_dagster.runner import evaluate\nfrom argus_dagster.infra.media import FRAME_POOL, "
+    bench.write_text("from argus_dagster.runner import evaluate\nfrom argus_dagster.infra.settings import Settings, "
                      "no_such_name\nimport argus_dagster.sqlite_sync\n")
     assert unresolved_imports(bench) == [
-        "argus_dagster.runner", "argus_dagster.infra.media.no_such_name", "argus_dagster.sqlite_sync"]
+        "argus_dagster.runner", "argus_dagster.infra.settings.no_such_name", "argus_dagster.sqlite_sync"]
