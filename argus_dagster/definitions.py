@@ -2,27 +2,24 @@
 and the one place the command line reaches them through (the rest of ``argus_dagster`` imports
 neither ``assets`` nor ``resources``)."""
 
+from dataclasses import dataclass
+
 import dagster as dg
 
-from argus_dagster.infra.settings import AUTOMATION_INTERVAL_S, sensor_intervals
-from assets import (ALL_ASSETS, ALL_CHECKS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_CHECKS,
-                    FIRM_TASK_ASSETS, GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS,
-                    VEFX_CHECKS, vefx_leaderboard)
+from argus_dagster.infra.settings import AUTOMATION_INTERVAL_S, load_settings, sensor_intervals, served_settings
+from argus_dagster.infra.sqlite import sync_lightly
+from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_TASK_ASSETS,
+                    GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS)
 from assets.automation import RETRY_METADATA, changed_inputs, latest_records, retries_waiting
-from assets.candidates import candidate_videos
 from assets.firm import best_of_n_tables
-from assets.inputs import input_instances
 from assets.lineage import latest_record
-from assets.partitions import RANGE_END_TAG, RANGE_START_TAG, task_model_partitions
+from assets.partitions import RANGE_END_TAG, RANGE_START_TAG
 from assets.robustness import robustness_tables
 from assets.schedules import nightly_reconcile
 from assets.sensors import candidate_store_sensor_every, dead_run_sensor, dead_run_sensor_every
 from assets.sources import changed_observations, report, source_versions
 from resources import executor_for, resources_for, storage_for
-from resources.bench import bench_from_settings
 
-from argus_dagster.infra.settings import load_settings, served_settings
-from argus_dagster.infra.sqlite import sync_lightly
 
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
 # condition that retries transient failures reads materialization metadata. It is declared here,
@@ -62,9 +59,54 @@ def defs() -> dg.Definitions:
     return build_definitions(served_settings())
 
 
-__all__ = ["build_definitions", "defs", "ALL_ASSETS", "ALL_CHECKS", "AUTOMATED_ASSETS", "CANDIDATE_ASSETS",
-           "FIRM_CANDIDATE_ASSETS", "FIRM_CHECKS", "GRAPH_CHECKS", "VEFX_CANDIDATE_ASSETS", "VEFX_CHECKS", "vefx_leaderboard", "FIRM_TASK_ASSETS", "SOURCES", "TASK_ASSETS", "RETRY_METADATA",
-           "changed_inputs", "latest_records", "retries_waiting", "candidate_videos", "best_of_n_tables", "input_instances",
-           "latest_record", "RANGE_END_TAG", "RANGE_START_TAG", "task_model_partitions",
-           "robustness_tables", "changed_observations", "report", "source_versions", "resources_for", "storage_for",
-           "bench_from_settings", "dead_run_sensor"]
+# ---------------------------------------------------------------- what the command line reaches
+
+def _names(assets) -> tuple[str, ...]:
+    return tuple(k.to_user_string() for a in assets for k in a.keys)
+
+
+@dataclass(frozen=True)
+class AssetRoles:
+    """The asset graph's parts by what ``argus evaluate`` does with them, by asset name."""
+
+    task: tuple[str, ...]  # per task: its inputs and rubrics
+    candidate: tuple[str, ...]  # per task x model: VideoArgus's evidence, scores and reports
+    automated: tuple[str, ...]  # what the automation conditions keep up to date (the two above and the leaderboard)
+    firm_task: tuple[str, ...]  # FIRM-Video per task (run when asked)
+    firm_candidate: tuple[str, ...]  # FIRM-Video per task x model (run when asked)
+    vefx_candidate: tuple[str, ...]  # VEFX-Bench per task x model (run when asked)
+
+
+ROLES = AssetRoles(_names(TASK_ASSETS), _names(CANDIDATE_ASSETS), _names(AUTOMATED_ASSETS), _names(FIRM_TASK_ASSETS),
+                   _names(FIRM_CANDIDATE_ASSETS), _names(VEFX_CANDIDATE_ASSETS))
+
+
+def materialize_selection(instance: dg.DagsterInstance, resources: dict, selection: list[str], keys: list[str],
+                          tags: dict[str, str], run_config: dict) -> dg.ExecuteInProcessResult:
+    """One of Dagster's in-process runs of the assets ``selection`` names and their partitioned checks,
+    over the partitions ``keys`` (one, or a range's keys in order: its first and last become the
+    run's range tags), on ``instance`` with ``resources``; a failed run is returned, not raised."""
+    chosen = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} & set(selection)]
+    names = {k for a in chosen for k in a.keys}
+    checks = [c for c in GRAPH_CHECKS if c.partitions_def is not None and keys
+              and all(k.asset_key in names for k in c.check_keys)]
+    kw = {}
+    if len(keys) == 1:
+        kw["partition_key"] = keys[0]
+    elif keys:
+        tags = {**tags, RANGE_START_TAG: str(keys[0]), RANGE_END_TAG: str(keys[-1])}
+    return dg.materialize(ALL_ASSETS + SOURCES + GRAPH_CHECKS, selection=chosen + checks, instance=instance,
+                          resources=resources, run_config=run_config, tags=tags, raise_on_error=False, **kw)
+
+
+def observe_sources(instance: dg.DagsterInstance, resources: dict, tasks: list[str],
+                    partitions: set[tuple[str, str]], known: dict) -> None:
+    """Observe the sources of ``tasks`` and the ``(task, model)`` partitions (``known``: the candidate
+    store's scan) and record those that changed with their new data version (:mod:`assets.sources`)."""
+    report(instance, changed_observations(instance, source_versions(resources, tasks, partitions, known)))
+
+
+# The command line (argus_dagster/client) reaches assets and resources through these names only.
+__all__ = ["build_definitions", "defs", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
+           "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "latest_record", "RETRY_METADATA",
+           "best_of_n_tables", "robustness_tables", "storage_for", "resources_for"]

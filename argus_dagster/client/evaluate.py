@@ -28,15 +28,14 @@ from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, p
 from argus_dagster.client.results import COMMAND_TAG, EVALUATOR_TAG, load_stored
 from argus_dagster.client.runs import (Plan, RunSpec, execute, feeds_automated, firm_runs, launch, plan, runs_of,
                                        vefx_runs)
-from argus_dagster.definitions import (RETRY_METADATA, build_definitions, changed_observations, report,
-                                       source_versions, task_model_partitions)
+from argus_dagster.definitions import RETRY_METADATA, build_definitions, observe_sources
 from argus_dagster.infra.progress import PROGRESS
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
 from argus_dagster.method.bench import task_dir
 from argus_dagster.method.candidate_store import (S3CandidateStore, discover, open_store, partition_hashes, scan,
                                                   unknown_models, video_hashes)
-from argus_dagster.outputs.history_words import evaluator_label, reason_lines
+from argus_dagster.outputs.history_words import evaluator_label, reason_lines, split_partition
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_COLUMNS, format_alignment
 
 PROTOCOLS = ("videoargus", "firm", "both", "vefx")
@@ -86,7 +85,7 @@ def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions |
     instance.add_dynamic_partitions("candidate_models", sorted(found))
     partitions = {(t, m) for m, ts in found.items() for t in ts if t in task_list}
     store = scan(open_store(str(settings.candidates_dir), storage), None)
-    report(instance, changed_observations(instance, source_versions(resources, task_list, partitions, store.known)))
+    observe_sources(instance, resources, task_list, partitions, store.known)
     return Evaluation(settings=settings, instance=instance, defs=defs, storage=storage, tasks=task_list,
                       partitions=partitions, known=store.known,
                       n_videos={(t, m): _count_videos(settings.candidates_dir, t, m, storage) for t, m in partitions})
@@ -162,9 +161,9 @@ def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan:
     elif run.kind == "partition":
         retry = _retry_left(result)
         for key in keys:
-            dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
+            task, model = split_partition(key)
             left = retry.get(key, 0)
-            progress(f"{elapsed()} {dims['task']} x {dims['model']}: scored {took(key)}"
+            progress(f"{elapsed()} {task} x {model}: scored {took(key)}"
                      + (f"; {left} failed tool steps or unanswered judgments, retried on the next run" if left else ""))
     else:
         progress(f"{elapsed()} leaderboard {took(None)}")

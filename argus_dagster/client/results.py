@@ -21,13 +21,14 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.client.instance import local_instance
-from argus_dagster.definitions import best_of_n_tables, latest_record, storage_for, task_model_partitions
+from argus_dagster.definitions import best_of_n_tables, latest_record, storage_for
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import read_stored, recorded_table, stored_table
 from argus_dagster.method.candidate_store import discover
 from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_table
 from argus_dagster.outputs.export import TABLES, combine
+from argus_dagster.outputs.history_words import split_partition
 from argus_dagster.protocols.firm.export import (check_out_folder, default_condition_frames, default_video_frames,
                                                  export_dataset)
 
@@ -185,7 +186,7 @@ def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, ta
     storage = evaluation_storage(settings)
     out = {}
     for key in sorted(instance.get_materialized_partitions(dg.AssetKey(asset)) or ()):
-        task = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension["task"] if "|" in key else key
+        task = split_partition(key)[0]
         if tasks and task not in tasks:
             continue
         table = load_stored(instance, asset, key, storage=storage)

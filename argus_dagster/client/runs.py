@@ -27,20 +27,14 @@ import dagster as dg
 
 from argus_dagster.client.reasons import requested_reasons
 from argus_dagster.client.results import MAX_TAG, REASON_TAG
-from argus_dagster.definitions import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS,
-                                       FIRM_TASK_ASSETS, GRAPH_CHECKS, RANGE_END_TAG, RANGE_START_TAG, SOURCES,
-                                       TASK_ASSETS, VEFX_CANDIDATE_ASSETS, retries_waiting, task_model_partitions)
+from argus_dagster.definitions import ROLES, materialize_selection, retries_waiting
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
-from argus_dagster.outputs.history_words import retry_wait_text
+from argus_dagster.outputs.history_words import retry_wait_text, split_partition
 from argus_dagster.protocols.vefx import EDIT_TASKS
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
-
-
-def _names(assets) -> list[str]:
-    return [k.to_user_string() for a in assets for k in a.keys]
 
 
 @dataclass(frozen=True)
@@ -95,8 +89,8 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
     what the sensor would have held back (``Plan.waiting``)."""
     keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
     if force:
-        requested = {a.key.to_user_string(): set(tasks) for a in TASK_ASSETS}
-        requested.update({a.key.to_user_string(): set(keys) for a in CANDIDATE_ASSETS})
+        requested = {name: set(tasks) for name in ROLES.task}
+        requested.update({name: set(keys) for name in ROLES.candidate})
         requested["leaderboard"] = {None}
         return Plan(requested, {(a, k): ["forced (--force)"] for a, keys in requested.items() for k in keys})
     now = time.time()
@@ -104,16 +98,15 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
                if (a, p) not in done and (p in tasks or p in keys)}
     at = max([now, *(due + 1 for due in waiting.values())])  # a second on: the time given keeps microseconds
     result = dg.evaluate_automation_conditions(
-        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*[a.key for a in AUTOMATED_ASSETS]),
+        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*ROLES.automated),
         evaluation_time=datetime.fromtimestamp(at, timezone.utc))
     requested = {}
     inputs_of: dict[str, set] = {}
     why = requested_reasons(result, instance, defs, inputs_of)
-    for a in AUTOMATED_ASSETS:
-        name = a.key.to_user_string()
-        got = {str(p) if p is not None else None for p in result.get_requested_partitions(a.key)}
+    for name in ROLES.automated:
+        got = {str(p) if p is not None else None for p in result.get_requested_partitions(dg.AssetKey(name))}
         got = {p for p in got if (name, p) not in done}
-        wanted = got & (set(tasks) if a in TASK_ASSETS else keys if a in CANDIDATE_ASSETS else {None})
+        wanted = got & (set(tasks) if name in ROLES.task else keys if name in ROLES.candidate else {None})
         if wanted:
             requested[name] = wanted
     return Plan(requested, why, retry_wait_text(waiting), inputs_of)
@@ -123,7 +116,7 @@ def feeds_automated(defs: dg.Definitions, assets: set[str]) -> bool:
     """Whether any of ``assets`` is read by an asset the automation conditions keep up to date (only
     then can its new materializations make the conditions request more)."""
     graph = defs.resolve_asset_graph()
-    automated = {k for a in AUTOMATED_ASSETS for k in a.keys}
+    automated = {dg.AssetKey(name) for name in ROLES.automated}
     return any(graph.get(dg.AssetKey(a)).child_keys & automated for a in assets)
 
 
@@ -168,17 +161,15 @@ def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = No
     out: list[tuple[str, list[str], list[str]]] = []
     by_selection: dict[tuple, list[str]] = {}
     for task in ALL_TASKS:
-        chosen = tuple(a.key.to_user_string() for a in TASK_ASSETS if task in plan.partitions(a.key.to_user_string()))
+        chosen = tuple(name for name in ROLES.task if task in plan.partitions(name))
         if chosen:
             by_selection.setdefault(chosen, []).append(task)
     for chosen, tasks in sorted(by_selection.items()):
         out += [("task", list(chosen), stretch) for stretch in _stretches(tasks, list(ALL_TASKS))]
     by_partition: dict[tuple[str, str], tuple] = {}
-    keys = set().union(*(plan.partitions(a.key.to_user_string()) for a in CANDIDATE_ASSETS))
+    keys = set().union(*(plan.partitions(name) for name in ROLES.candidate))
     for key in keys:
-        dims = task_model_partitions.get_partition_key_from_str(key).keys_by_dimension
-        by_partition[(dims["task"], dims["model"])] = tuple(
-            a.key.to_user_string() for a in CANDIDATE_ASSETS if key in plan.partitions(a.key.to_user_string()))
+        by_partition[split_partition(key)] = tuple(name for name in ROLES.candidate if key in plan.partitions(name))
     out += [("partition", selection, keys) for selection, keys in _ranges(by_partition, model_order)]
     if plan.partitions("leaderboard"):
         out.append(("leaderboard", ["leaderboard"], []))
@@ -204,10 +195,10 @@ def firm_runs(tasks: list[str], partitions: set[tuple[str, str]], with_inputs: b
 def firm_run(task: str, model: str | None = None, with_inputs: bool = False) -> RunSpec:
     """One FIRM-Video run: a task's checklists, or a task x model partition's verdicts and scores."""
     if model is None:
-        return RunSpec("firm", (["input_instances"] if with_inputs else []) + _names(FIRM_TASK_ASSETS), [task],
+        return RunSpec("firm", (["input_instances"] if with_inputs else []) + list(ROLES.firm_task), [task],
                        says=f"{task}: FIRM-Video checklists ({{seconds}})")
     key = str(dg.MultiPartitionKey({"task": task, "model": model}))
-    return RunSpec("firm", (["candidate_videos"] if with_inputs else []) + _names(FIRM_CANDIDATE_ASSETS), [key],
+    return RunSpec("firm", (["candidate_videos"] if with_inputs else []) + list(ROLES.firm_candidate), [key],
                    {JUDGE_TAG: "1"}, says=f"{task} x {model}: FIRM-Video scores ({{seconds}})")
 
 
@@ -222,7 +213,7 @@ def vefx_runs(tasks: list[str], partitions: set[tuple[str, str]]) -> list[RunSpe
             continue
         out.append(RunSpec("vefx", ["input_instances"], [task]))
         for model in sorted(m for t, m in partitions if t == task):
-            out.append(RunSpec("vefx", ["candidate_videos", *_names(VEFX_CANDIDATE_ASSETS)],
+            out.append(RunSpec("vefx", ["candidate_videos", *ROLES.vefx_candidate],
                                [str(dg.MultiPartitionKey({"task": task, "model": model}))], {JUDGE_TAG: "1"},
                                says=f"{task} x {model}: VEFX scores ({{seconds}})"))
     out.append(RunSpec("vefx", ["vefx_leaderboard"], says="VEFX leaderboard"))
@@ -230,20 +221,10 @@ def vefx_runs(tasks: list[str], partitions: set[tuple[str, str]]) -> list[RunSpe
 
 
 def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec) -> dg.ExecuteInProcessResult:
-    """One of Dagster's in-process runs of ``spec``: its assets and their partitioned checks, over its
-    partitions (one, or the first and last of a range), on the evaluation's instance."""
-    chosen = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} & set(spec.selection)]
-    names = {k for a in chosen for k in a.keys}
-    checks = [c for c in GRAPH_CHECKS if c.partitions_def is not None and spec.keys
-              and all(k.asset_key in names for k in c.check_keys)]
-    run_tags = {**launcher_tags(), **spec.tags}
-    kw = {}
-    if len(spec.keys) == 1:
-        kw["partition_key"] = spec.keys[0]
-    elif spec.keys:
-        run_tags.update({RANGE_START_TAG: str(spec.keys[0]), RANGE_END_TAG: str(spec.keys[-1])})
-    return dg.materialize(ALL_ASSETS + SOURCES + GRAPH_CHECKS, selection=chosen + checks, instance=instance,
-                          resources=resources, run_config=QUIET, tags=run_tags, raise_on_error=False, **kw)
+    """One of Dagster's in-process runs of ``spec`` (:func:`argus_dagster.definitions.materialize_selection`:
+    its assets and their partitioned checks, over its partitions), on the evaluation's instance."""
+    return materialize_selection(instance, resources, spec.selection, spec.keys, {**launcher_tags(), **spec.tags},
+                                 QUIET)
 
 
 def launch(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progress) -> dg.ExecuteInProcessResult:

@@ -6,7 +6,8 @@ server saw the same requests; each step's metadata says who asked."""
 import dagster as dg
 import pytest
 
-from argus_dagster.definitions import ALL_ASSETS, SOURCES, build_definitions
+from argus_dagster.definitions import build_definitions
+from assets import ALL_ASSETS, SOURCES
 from argus_dagster.client.demo import build_demo_bench
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.instance import local_instance
