@@ -30,22 +30,23 @@ from typing import Iterable
 import dagster as dg
 
 from argus_dagster.method.bench import task_location
-from argus_dagster.method.candidate_store import partition_hashes
+from argus_dagster.method.candidate_store import open_store, partition_hashes, scan
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.infra.media import SAMPLING_ID, MediaError, file_digest, regular_file
 from argus_dagster.infra.names import file_name
 from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.method.rubric.frozen import written_as_generated
 from argus_dagster.infra.storage import Storage, is_remote, join
+from argus_dagster.method.evidence.tools.vlm_qa import qa_version
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
+from .automation import DATA_VERSION_TAG, latest_records
 from .partitions import task_model_partitions, task_partitions
 
-DATA_VERSION_TAG = "dagster/data_version"
 GROUP = "sources"
 
 
@@ -112,8 +113,6 @@ def candidate_files_version(hashes: dict[str, str]) -> str:
 def evaluator_versions(rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
                        vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource) -> dict[str, str]:
     """The version of each part of the evaluator, as the configured resources describe it."""
-    from argus_dagster.method.evidence.tools.vlm_qa import qa_version
-
     tool_versions = dict(tools.suite().versions())
     if vlm.configured:
         tool_versions["vlm_qa"] = qa_version(vlm.backend, vlm.model_name())
@@ -159,8 +158,6 @@ def rubric_files(bench: BenchResource, storage: StorageResource, rubric_generato
 @dg.observable_source_asset(partitions_def=task_model_partitions, group_name=GROUP,
                             description="A model's candidate videos for a task (name and sha256 of each).")
 def candidate_files(context, bench: BenchResource, storage: StorageResource) -> dg.DataVersionsByPartition:
-    from argus_dagster.method.candidate_store import open_store, scan
-
     result = scan(open_store(str(bench.candidates_path()), storage.storage()), None)
     known = set(context.instance.get_dynamic_partitions("candidate_models"))
     return dg.DataVersionsByPartition({
@@ -239,10 +236,8 @@ def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[
 def changed_observations(instance: dg.DagsterInstance, observed: list[Observed]) -> list[Observed]:
     """The observations whose version differs from what the instance recorded last (the others
     would only repeat it): each source's latest observation per partition, read once."""
-    from .automation import DATA_VERSION_TAG as TAG, latest_records
-
     records = latest_records(instance)
-    recorded = {a: {p: r.asset_observation.tags.get(TAG) for p, r in records.latest(dg.AssetKey(a), observed=True).items()}
+    recorded = {a: {p: r.asset_observation.tags.get(DATA_VERSION_TAG) for p, r in records.latest(dg.AssetKey(a), observed=True).items()}
                 for a in sorted({o.asset for o in observed})}
     return [o for o in observed if recorded[o.asset].get(o.partition) != o.version]
 

@@ -69,6 +69,11 @@ import numpy as np
 from argus_dagster.method.evidence.tools.measures import dino_sim_measure, sam_track_measure, spatial_relation_measure
 from argus_dagster.infra.identities import EvidenceJudgeIdentity, VlmCall, vlm_call
 from argus_dagster.method.rubric.schema import Criterion
+from argus_dagster.vlm.parsing import extract_json
+from argus_dagster.vlm.protocol import chat_json
+from argus_dagster.vlm.reply import ParseError, VlmError
+from argus_dagster.method.video_prompt import video_messages
+from argus_dagster.method import video_prompt  # read at call time: the shared opening text
 
 
 def judgment_evidence(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -264,7 +269,6 @@ JUDGE_INSTRUCTIONS = (
 
 def compact_evidence(evidence: list[dict[str, Any]], limit: int = _EVIDENCE_CHARS) -> str:
     """The tool records as the judge reads them: long lists shortened, the whole bounded in size."""
-
     def shrink(v: Any, depth: int = 0) -> Any:
         if isinstance(v, float):
             return round(v, 4)
@@ -288,9 +292,6 @@ def parse_judgment(text: str) -> tuple[int, str]:
     ``1e999``, a 400-digit integer, the string ``"1e309"``) is refused with the reason: asked again,
     and the criterion left unscored if it stays so. A finite score outside 0-10 is clamped, and the
     rationale says from what. The rationale is bounded in size."""
-    from argus_dagster.vlm.parsing import extract_json
-    from argus_dagster.vlm.reply import ParseError
-
     data = extract_json(text)
     if isinstance(data, list) and data and isinstance(data[0], dict):
         data = data[0]
@@ -344,16 +345,12 @@ class VlmJudge:
     def cache_identity(self) -> VlmCall:
         """The judge's part of a judgment's identity: the model, the instructions (the video's shared
         system text included) and the request's budget."""
-        from argus_dagster.method.video_prompt import VIDEO_SYSTEM
-
         return vlm_call(self.client, prompt_version=JUDGE_PROMPT_VERSION,
-                        prompt=(VIDEO_SYSTEM, JUDGE_INSTRUCTIONS), max_tokens=JUDGE_MAX_TOKENS, thinking=False)
+                        prompt=(video_prompt.VIDEO_SYSTEM, JUDGE_INSTRUCTIONS), max_tokens=JUDGE_MAX_TOKENS, thinking=False)
 
     def messages(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> list[dict]:
         """The video's shared opening (system text and frames), then the instructions, the criterion,
         the evidence and the request to score: what differs between criteria comes last."""
-        from argus_dagster.method.video_prompt import video_messages
-
         return video_messages(frames, [
             JUDGE_INSTRUCTIONS,
             "Criterion:\n" + json.dumps(view, indent=1),
@@ -362,9 +359,6 @@ class VlmJudge:
         ])
 
     def judge(self, view: dict[str, Any], evidence: list[dict[str, Any]], frames: Any = None) -> Judgment:
-        from argus_dagster.vlm.protocol import chat_json
-        from argus_dagster.vlm.reply import ParseError, VlmError
-
         msgs = self.messages(view, evidence, frames)
         try:
             (score, rationale), reply = chat_json(self.client, msgs, parse_judgment, parse_retries=self.parse_retries,

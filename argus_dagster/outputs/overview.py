@@ -19,6 +19,7 @@ come from :func:`argus_dagster.infra.names.file_name`, whose ``~%E7...`` must re
 from __future__ import annotations
 
 import base64
+import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -558,8 +559,6 @@ def render_evaluations_index(root: Path) -> str:
     """Every evaluation under ``root`` (``$ARGUS_HOME/benches``): bench and profile, linked to its
     overview; when it was last evaluated; its tasks, models and videos scored; what its scores
     cover and which judge; and each task's leading model."""
-    import json
-
     rows = []
     for record_file in sorted(Path(root).glob("*/*/evaluation.json")):
         try:

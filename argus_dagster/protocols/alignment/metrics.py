@@ -150,7 +150,7 @@ def fit_logistic4(pred: np.ndarray, human: np.ndarray,
     linear = Calibration(slope * x + intercept, "linear", (float(slope), float(intercept)))
     if len(x) < 5:  # four parameters need more points than that to mean anything
         return linear
-    from scipy.optimize import leastsq
+    from scipy.optimize import leastsq  # deferred: start-up time (half a second, measured; only this fit needs it)
 
     fits = []
     for p0 in (logistic_starts(x, y) if starts is None else starts):

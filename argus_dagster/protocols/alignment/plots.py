@@ -30,10 +30,10 @@ def scatter_png(path: str | Path, human: pl.DataFrame, scores: pl.DataFrame, eva
     ``human`` and ``scores`` are what :func:`argus_dagster.protocols.alignment.metrics.alignment_table` took; each panel's
     title quotes that table's SRCC and within-input SRCC for the pair.
     """
-    import matplotlib
+    import matplotlib  # deferred: start-up time (half a second, measured; only a plot needs it)
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: start-up time, with matplotlib above
 
     rows = table.filter(pl.col("evaluator") == evaluator)
     dims = rows["dimension"].to_list()

@@ -31,6 +31,8 @@ from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.names import file_name, model_name_problem
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 from argus_dagster.protocols.firm import types as firm_types
+from argus_dagster.protocols import vefx
+from argus_dagster.protocols.alignment.metrics import alignment_table, inter_rater_agreement
 
 DEFAULT_DIMENSION = "overall"
 ARGUS_RANGE = (0.0, 10.0)  # every score this project writes is on 0-10
@@ -392,7 +394,6 @@ def read_scores(path: str | Path, task: str | None = None) -> EvaluatorScores:
     if {"criterion_id", "dimension", "score", "input_id", "model"} <= cols:
         return project_scores(criterion_scores=df, task=task)
     if {"if_score", "rq_score", "ee_score", "overall", "input_id", "model"} <= cols:  # vefx_scores
-        from argus_dagster.protocols import vefx
         if "task" in cols:
             tasks = sorted(df["task"].drop_nulls().unique().to_list())
             if task is not None:
@@ -448,7 +449,6 @@ def _id_text(value: str) -> str:
 def nominal_scales() -> dict[str, tuple[float, float]]:
     """The scale each protocol's dimensions are rated on, by their names: VEFX-Bench's IF, RQ, EE and
     overall on 1-4 (seed 002), FIRM-Video's IF, WC and PQ on 1-5 (seed 001)."""
-    from argus_dagster.protocols import vefx
     return {**{d: (1.0, 5.0) for d in firm_types.DIMENSIONS}, **vefx.NOMINAL_SCALES}
 
 
@@ -541,9 +541,6 @@ def alignment_report(human: HumanRatings, scores: EvaluatorScores, *, dimensions
     scores, 1-4 for VEFX's, 1-5 for FIRM-Video's), else its observed range. Where the ratings hold
     VEFX's IF, RQ and EE but no overall, the human overall is their mean (the card's definition).
     """
-    from argus_dagster.protocols import vefx
-    from argus_dagster.protocols.alignment.metrics import alignment_table, inter_rater_agreement
-
     held, problems = human_scales(human, human.ratings["dimension"].unique().to_list(), human_scale)
     human.problems.extend(p for p in problems if p not in human.problems)
     screen_ratings(human, held, given=human_scale is not None)

@@ -65,7 +65,7 @@ class RapidOcr:
     def _load(self):
         with self._lock:
             if self._engine is None:
-                from rapidocr_onnxruntime import RapidOCR
+                from rapidocr_onnxruntime import RapidOCR  # deferred: start-up time (onnxruntime; only an OCR step needs it)
 
                 self._engine = RapidOCR()
         return self._engine

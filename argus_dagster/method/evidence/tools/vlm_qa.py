@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
+from argus_dagster.infra.identities import vlm_call
+from argus_dagster.infra.media import JUDGE_POLICY, MediaError
+from argus_dagster.method import video_prompt  # VIDEO_SYSTEM read at call time: the shared opening text
 from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.video_prompt import frames_label, video_messages
+from argus_dagster.vlm.parsing import strip_think
+from argus_dagster.vlm.protocol import chat_json
+from argus_dagster.vlm.reply import ParseError, VlmError
 
 
 class NoVlmQa:
@@ -34,9 +42,6 @@ _ANSWER_CHARS = 2000  # a few hundred tokens are asked for; a server that ignore
 
 
 def _answer(text: str) -> str:
-    from argus_dagster.vlm.parsing import strip_think
-    from argus_dagster.vlm.reply import ParseError
-
     answer = strip_think(text)
     if not answer:
         raise ParseError("empty answer")
@@ -69,12 +74,7 @@ class VlmQa:
     @property
     def config(self) -> dict[str, Any]:
         """Part of a step's identity: the request (model, instructions, budget), never the endpoints."""
-        from dataclasses import asdict
-
-        from argus_dagster.infra.identities import vlm_call
-        from argus_dagster.method.video_prompt import VIDEO_SYSTEM
-
-        return asdict(vlm_call(self.client, prompt_version=QA_PROMPT_VERSION, prompt=(VIDEO_SYSTEM, QA_INSTRUCTIONS),
+        return asdict(vlm_call(self.client, prompt_version=QA_PROMPT_VERSION, prompt=(video_prompt.VIDEO_SYSTEM, QA_INSTRUCTIONS),
                                max_tokens=QA_MAX_TOKENS, thinking=False))
 
     def also_reads(self, args: dict[str, Any], media: MediaStore) -> tuple[str, ...]:
@@ -83,11 +83,6 @@ class VlmQa:
         return ("output_video",) if on != "output_video" and media.has("output_video") else ()
 
     def run(self, args: dict[str, Any], media: MediaStore) -> dict[str, Any]:
-        from argus_dagster.infra.media import JUDGE_POLICY, MediaError
-        from argus_dagster.method.video_prompt import frames_label, video_messages
-        from argus_dagster.vlm.protocol import chat_json
-        from argus_dagster.vlm.reply import ParseError, VlmError
-
         on = args.get("on") or "output_video"
         question = str(args.get("question") or "").strip()
         if not question:
