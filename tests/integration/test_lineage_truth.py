@@ -185,7 +185,7 @@ def test_a_hand_edited_frozen_rubric(world):
 
 
 def test_a_tools_version_bumped(world):
-    source = world.code / "argus_dagster" / "evidence" / "tools" / "classical.py"
+    source = world.code / "argus_dagster" / "method" / "evidence" / "tools" / "classical.py"
     text = source.read_text()
     assert text.count('name = "flicker_probe"\n    version = "2"') == 1
     source.write_text(text.replace('name = "flicker_probe"\n    version = "2"', 'name = "flicker_probe"\n    version = "3"'))
