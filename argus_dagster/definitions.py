@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from argus_dagster.infra.settings import AUTOMATION_INTERVAL_S, load_settings, sensor_intervals, served_settings
+from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals
+from argus_dagster.infra.settings import load_settings, served_settings
 from argus_dagster.infra.sqlite import sync_lightly
 from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_TASK_ASSETS,
                     GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS)
@@ -38,15 +39,15 @@ def automation_sensor_every(seconds: int = AUTOMATION_INTERVAL_S) -> dg.Automati
 def build_definitions(settings=None) -> dg.Definitions:
     """The code location of one evaluation (``settings``, default this process's: ``ARGUS_BENCH``,
     ``ARGUS_PROFILE``, ``ARGUS_HOME``); the sensors tick at the intervals of
-    :func:`~argus_dagster.infra.settings.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
+    :func:`~argus_dagster.infra.environment.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
     ``ARGUS_AUTOMATION_INTERVAL_S``, ``ARGUS_DEAD_RUN_INTERVAL_S``)."""
-    sensor_s, automation_s, dead_run_s = sensor_intervals()
+    every = sensor_intervals()
     # The evaluation's own instance (argus ui, its run workers) stores events without a disk sync each.
     sync_lightly((settings or load_settings()).dagster_home)
     return dg.Definitions(assets=ALL_ASSETS + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
-                          jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor_every(sensor_s),
-                                                      automation_sensor_every(automation_s),
-                                                      dead_run_sensor_every(dead_run_s)],
+                          jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor_every(every.candidates_s),
+                                                      automation_sensor_every(every.automation_s),
+                                                      dead_run_sensor_every(every.dead_runs_s)],
                           schedules=[nightly_reconcile], executor=executor_for())
 
 

@@ -11,7 +11,7 @@ A partition of the VideoArgus graph is run when
   failed to make, a tool step that raised, a judgment the VLM did not answer) and its **back-off is
   over**: the materialization's time plus the wait of its ``retry_round`` (the number of its
   partition's materializations in a row that left work, :func:`retry_round`;
-  :class:`~argus_dagster.infra.settings.Backoff`) is not after the evaluation's time. A row with a
+  :class:`~argus_dagster.infra.environment.Backoff`) is not after the evaluation's time. A row with a
   permanent error (an invalid manifest line, a 2-frame clip, a missing video) leaves nothing to
   retry: rerunning would give the same error, so it does not make its partition run again.
 
@@ -29,7 +29,7 @@ import weakref
 
 import dagster as dg
 
-from argus_dagster.infra.settings import Backoff, retry_backoff
+from argus_dagster.infra.environment import Backoff, retry_backoff
 
 AC = dg.AutomationCondition
 

@@ -6,7 +6,8 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.outputs.overview import write_evaluations_index, write_overview
-from argus_dagster.infra.settings import evaluations_root, reports_base_url
+from argus_dagster.infra.environment import reports_base_url
+from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import Storage, join
 from resources.bench import BenchResource
 

@@ -6,6 +6,8 @@ rank agreement of the model leaderboards, per-criterion score agreement and the 
 (:mod:`argus_dagster.protocols.robustness`). ``argus robustness`` prints the same.
 """
 
+from typing import NamedTuple
+
 import dagster as dg
 import polars as pl
 
@@ -22,10 +24,20 @@ class RobustnessConfig(dg.Config):
     key: str = "criterion"
 
 
-def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "criterion", store=None):
-    """``(ranks, moves, criteria, text, missing)`` for ``profiles`` of ``bench`` (default: all it
-    recorded, or on S3 every one with scores stored), their tables read through ``store`` (the
-    storage resource's)."""
+class RobustnessTables(NamedTuple):
+    """The evaluator profiles of one bench compared (:mod:`argus_dagster.protocols.robustness`)."""
+
+    ranks: pl.DataFrame  # per task and pair of profiles: Kendall tau, Spearman, top-1 agreement
+    moves: pl.DataFrame  # the models whose rank moves most between two profiles
+    criteria: pl.DataFrame  # criterion (or dimension) score agreement per pair of profiles
+    text: str  # all three as a person reads them
+    missing: list[str]  # the profiles asked for with nothing stored, left out
+
+
+def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "criterion",
+                      store=None) -> RobustnessTables:
+    """``profiles`` of ``bench`` compared (default: all it recorded, or on S3 every one with scores
+    stored), their tables read through ``store`` (the storage resource's)."""
     names = profiles or bench.profiles(store)
     videos, criteria, missing = rb.profile_tables({p: bench.profile_storage(p) for p in names}, store)
     if len(videos) < 2:
@@ -34,7 +46,7 @@ def robustness_tables(bench: BenchResource, profiles: list[str], key: str = "cri
                          + ": score it with another, e.g. `argus evaluate --bench DIR --candidates DIR --profile vlm-only`")
     ranks, moves = rb.rank_agreement(videos)
     crit = rb.criterion_agreement(criteria, key=key)
-    return ranks, moves, crit, rb.format_robustness(ranks, moves, crit), missing
+    return RobustnessTables(ranks, moves, crit, rb.format_robustness(ranks, moves, crit), missing)
 
 
 # What the data version leaves out (assets.versions): none of the columns of the rank agreement,
@@ -48,9 +60,10 @@ def backbone_robustness(context: dg.AssetExecutionContext, config: RobustnessCon
     """Per task and pair of evaluator profiles of this bench: Kendall tau and Spearman between their
     model leaderboards, top-1 agreement, criterion score agreement and the models that move most."""
     try:
-        ranks, moves, crit, text, missing = robustness_tables(bench, list(config.profiles), config.key, storage.storage())
+        compared = robustness_tables(bench, list(config.profiles), config.key, storage.storage())
     except ValueError as exc:
         raise dg.Failure(str(exc)) from None
+    ranks, moves, crit, text, missing = compared
     if missing:
         context.log.warning(f"no scores stored for profile(s) {missing}: left out")
     version = content_version({"ranks": ranks, "criteria": crit}, BACKBONE_ROBUSTNESS_VOLATILE)

@@ -23,7 +23,7 @@ import dagster as dg
 
 from argus_dagster.method.candidate_store import open_store as open_candidate_store, scan
 from argus_dagster.infra.processes import LAUNCHER_TAG, PROCESS_TAG, alive
-from argus_dagster.infra.settings import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S
+from argus_dagster.infra.environment import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource
@@ -84,7 +84,7 @@ def candidate_store_tick(context: dg.SensorEvaluationContext, bench: BenchResour
 
 def candidate_store_sensor_every(seconds: int = SENSOR_INTERVAL_S) -> dg.SensorDefinition:
     """The candidate-store sensor, ticking at most every ``seconds`` (the code location reads
-    ``ARGUS_SENSOR_INTERVAL_S``: :func:`~argus_dagster.infra.settings.sensor_intervals`)."""
+    ``ARGUS_SENSOR_INTERVAL_S``: :func:`~argus_dagster.infra.environment.sensor_intervals`)."""
     return dg.sensor(name="candidate_store_sensor", minimum_interval_seconds=seconds,
                      default_status=dg.DefaultSensorStatus.RUNNING,
                      description="Adds new models as partitions and observes the sources that changed (videos, bench "

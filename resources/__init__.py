@@ -16,14 +16,15 @@ that uses it, each saying why and how big it may grow.
 """
 
 import enum
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import dagster as dg
 
 from argus_dagster.infra import storage as storage_lib
+from argus_dagster.infra.environment import SettingError, environment, reports_base_url
 from argus_dagster.infra.names import folder_name
-from argus_dagster.infra.settings import (Settings, SettingError, environment, load_settings, parse_profile,
-                                          reports_base_url)
+from argus_dagster.infra.settings import Settings, load_settings, parse_profile
 
 from .bench import BenchResource, bench_from_settings
 from .storage import DEFAULT_KEEP_VERSIONS, StorageIOManager, StorageResource
@@ -36,8 +37,15 @@ ENVIRONMENTS = ("local", "gpu", "aws", "k8s", "celery")
 SHARED_STORAGE = ("aws", "k8s", "celery")
 
 
-def storage_for(env: str | None = None, settings: Settings | None = None
-                ) -> tuple[BenchResource, StorageResource, str]:
+class EvaluationStorage(NamedTuple):
+    """Where one environment keeps one evaluation."""
+
+    bench: BenchResource  # the bench resource: every folder of the evaluation
+    storage: StorageResource  # the storage resource (S3 endpoint, media cache, frame pool, reports URL)
+    cache_dir: str  # the content cache's location: a folder, an s3:// prefix, or "off"
+
+
+def storage_for(env: str | None = None, settings: Settings | None = None) -> EvaluationStorage:
     """Where one environment keeps one evaluation: its bench resource (every folder), its storage
     resource and its content cache's location. ``aws`` keeps the
     ``$ARGUS_HOME`` layout under ``s3://$ARGUS_S3_BUCKET/$ARGUS_S3_PREFIX``."""
@@ -65,7 +73,7 @@ def storage_for(env: str | None = None, settings: Settings | None = None
         presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)),
         frame_pool_mb=variables.number("ARGUS_FRAME_POOL_MB", 512, integer=False, minimum=0),
         reports_url=reports_base_url())
-    return bench, storage, cache_dir
+    return EvaluationStorage(bench, storage, cache_dir)
 
 
 def resources_for(env: str | None = None, settings: Settings | None = None) -> dict:

@@ -59,12 +59,12 @@ def cmd_robustness(args: argparse.Namespace) -> int:
         return 1
     bench, storage, _ = storage_for(settings=settings)
     try:
-        _, _, _, text, missing = robustness_tables(bench, args.profiles or [], args.key, storage.storage())
+        compared = robustness_tables(bench, args.profiles or [], args.key, storage.storage())
     except ValueError as exc:
         say(f"argus robustness: {exc}")
         return 1
-    if missing:
-        say(f"left out (no scores stored): {', '.join(missing)}")
+    if compared.missing:
+        say(f"left out (no scores stored): {', '.join(compared.missing)}")
     say(f"Backbone robustness of bench {settings.bench!r} ({args.key} agreement)\n")
-    say(text)
+    say(compared.text)
     return 0

@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 from argus_dagster.client.printing import say
-from argus_dagster.infra.settings import (VARIABLES, SettingError, Settings, argus_home, environment, find_home,
-                                          recorded_evaluations, served_settings)
+from argus_dagster.infra.environment import VARIABLES, SettingError, environment
+from argus_dagster.infra.settings import Settings, argus_home, find_home, recorded_evaluations, served_settings
 
 
 def cmd_evaluations(args: argparse.Namespace) -> int:

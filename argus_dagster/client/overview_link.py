@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from argus_dagster.client.printing import say
 from argus_dagster.client.selection import selector
-from argus_dagster.infra.settings import reports_port, served_prefix
+from argus_dagster.infra.environment import reports_port
+from argus_dagster.infra.settings import served_prefix
 
 
 def stored_overview(settings) -> str | None:

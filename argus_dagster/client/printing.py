@@ -7,7 +7,8 @@ import errno
 import sys
 
 from argus_dagster.infra.files import WriteError
-from argus_dagster.infra.settings import SettingError, argus_home, load_settings
+from argus_dagster.infra.environment import SettingError
+from argus_dagster.infra.settings import argus_home, load_settings
 
 
 def say(msg: str) -> None:
@@ -15,6 +16,11 @@ def say(msg: str) -> None:
     if sys.stderr.isatty():  # over the progress line, not after it
         sys.stderr.write("\r\033[2K")
     print(msg, flush=True)
+
+
+def only_tasks(lb, tasks: list[str] | None):
+    """The leaderboard ``lb`` of the tasks asked for (all without ``--task``)."""
+    return lb.filter(lb["task"].is_in(tasks)) if tasks else lb
 
 
 def backbones(res: dict) -> str:

@@ -42,7 +42,7 @@ MAX_TAG = 2000  # characters a reason tag keeps
 def evaluation_storage(settings: Settings) -> Storage:
     """The storage of ``settings``' evaluation: its storage resource's (the S3 client, when the
     environment keeps files on S3), through which the command line lists and reads what runs stored."""
-    return storage_for(settings=settings)[1].storage()
+    return storage_for(settings=settings).storage.storage()
 
 
 def stored_video_scores(settings: Settings) -> pl.DataFrame | None:

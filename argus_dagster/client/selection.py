@@ -8,7 +8,8 @@ from pathlib import Path
 from shlex import quote
 
 from argus_dagster.client.printing import say
-from argus_dagster.infra.settings import DEFAULT_PROFILE, DEMO_BENCH, SettingError, find_home, load_settings
+from argus_dagster.infra.environment import SettingError
+from argus_dagster.infra.settings import DEFAULT_PROFILE, DEMO_BENCH, find_home, load_settings
 
 
 def chosen(args: argparse.Namespace):

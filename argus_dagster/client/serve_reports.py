@@ -8,7 +8,8 @@ import argparse
 from argus_dagster.client.printing import say, storage_failure
 from argus_dagster.client.overview_link import stored_overview
 from argus_dagster.client.selection import chosen, read_only_evaluation
-from argus_dagster.infra.settings import SettingError, evaluations_root, find_home, reports_port, served_prefix
+from argus_dagster.infra.environment import SettingError, reports_port
+from argus_dagster.infra.settings import evaluations_root, find_home, served_prefix
 from argus_dagster.outputs.overview import write_evaluations_index
 from argus_dagster.outputs.serve import REPORTS_ONLY, make_server, url_of
 

@@ -33,7 +33,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 from argus_dagster.outputs.page_media import WEBM_ASKED, serve_webm
-from argus_dagster.infra.settings import environment
+from argus_dagster.infra.environment import environment
 
 HOST = "127.0.0.1"
 IDLE_TIMEOUT_S = 30.0  # a connection that sends or takes nothing for this long is closed

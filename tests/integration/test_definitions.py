@@ -96,7 +96,7 @@ def test_the_sensor_intervals_are_settings(monkeypatch):
     import pytest
 
     from argus_dagster.definitions import defs as lazy
-    from argus_dagster.infra.settings import SettingError
+    from argus_dagster.infra.environment import SettingError
 
     def intervals() -> dict[str, int]:
         return {s.name: s.minimum_interval_seconds for s in lazy().get_repository_def().sensor_defs}

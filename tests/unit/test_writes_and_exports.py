@@ -198,7 +198,8 @@ def _bench(root, folder="bench", name=None):
 
 
 def test_index_html_is_no_benchs_name(tmp_path, monkeypatch):
-    from argus_dagster.infra.settings import SettingError, evaluation_settings
+    from argus_dagster.infra.environment import SettingError
+    from argus_dagster.infra.settings import evaluation_settings
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     cands = tmp_path / "cands"
@@ -214,7 +215,8 @@ def test_index_html_is_no_benchs_name(tmp_path, monkeypatch):
 
 
 def test_a_renamed_bench_json_says_so(tmp_path, monkeypatch):
-    from argus_dagster.infra.settings import SettingError, evaluation_settings, record_evaluation
+    from argus_dagster.infra.environment import SettingError
+    from argus_dagster.infra.settings import evaluation_settings, record_evaluation
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     bench, cands = _bench(tmp_path, "b", "kites"), tmp_path / "cands"

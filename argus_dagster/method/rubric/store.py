@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from argus_dagster.method.bench import bench_rubric_paths
 from argus_dagster.infra.files import WriteError
@@ -34,7 +34,6 @@ def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:
     if "input_hash" not in g:  # a released or hand-written rubric: frozen for good
         return False
     if generator.get("call") is not None:  # a VLM generator: the rubric's identity record decides
-
         return g.get("identity") != record_key(rubric_identity(inst, VlmCall(**generator["call"])))
     return (g.get("input_hash") != inst.content_hash
             or g.get("backend") != generator.get("backend")
@@ -62,6 +61,15 @@ def _write(storage: Storage, path: Path | str, rubric: Rubric) -> bool:
         return False
 
 
+class ResolvedRubric(NamedTuple):
+    """An input's frozen rubric, and how it was had."""
+
+    rubric: Rubric
+    source: str  # "loaded" (a frozen file read) or "generated" (written now)
+    postprocess_log: list[str]  # what post-processing changed
+    load_log: list[str]  # each coercion of a lenient read and each criterion left out
+
+
 def resolve_rubric(
     inst: InputInstance,
     task: str,
@@ -71,8 +79,8 @@ def resolve_rubric(
     generate: Callable[[InputInstance], Rubric],
     freeze_in_bench: bool = True,
     storage: Storage | None = None,
-) -> tuple[Rubric, str, list[str], list[str]]:
-    """``(rubric, source, postprocess_log, load_log)``; source is ``loaded`` or ``generated``.
+) -> ResolvedRubric:
+    """The input's rubric: a frozen one read (``source`` ``loaded``), else one generated and frozen.
 
     A frozen rubric is read leniently (:mod:`.lenient`): ``load_log`` lists each coercion and each
     criterion left out. Raises :class:`RubricError` only for a rubric with nothing readable.
@@ -92,10 +100,10 @@ def resolve_rubric(
             if _stale(rubric, inst, generator):
                 continue
             rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
-            return rubric, "loaded", log, load_log
+            return ResolvedRubric(rubric, "loaded", log, load_log)
     rubric = generate(inst)
     rubric, log = postprocess(rubric, has_subject=has_subject, has_source=has_source)
     if not (freeze_in_bench and bench_path is not None and not _other_generator(storage, bench_path, generator)
             and _write(storage, bench_path, rubric)):
         _write(storage, home_path, rubric)
-    return rubric, "generated", log, []
+    return ResolvedRubric(rubric, "generated", log, [])

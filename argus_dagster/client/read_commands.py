@@ -1,0 +1,211 @@
+"""The read-only commands: ``argus leaderboard``, ``argus export``, ``argus best-of-n``, ``argus history``
+and ``argus diff`` read what evaluations stored (:mod:`argus_dagster.client.results`) and print or write
+it; nothing runs. Imported only when one of them runs (:data:`argus_dagster.client.cli.COMMANDS`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from argus_dagster.client.diff import diff
+from argus_dagster.client.instance import local_instance
+from argus_dagster.client.printing import only_tasks, storage_failure
+from argus_dagster.client.printing import say as _print  # the name the commands below print with
+from argus_dagster.client.results import (best_of_n_report, current_leaderboard, evaluation_storage, export_firm,
+                                          materializations, stored_export_table)
+from argus_dagster.client.selection import chosen as _chosen  # the name the commands below read it with
+from argus_dagster.client.selection import read_only_evaluation
+from argus_dagster.infra.files import WriteError
+from argus_dagster.method.leaderboard import format_leaderboard
+from argus_dagster.outputs.export import default_out, encode, write_table
+from argus_dagster.outputs.history_words import evaluator_label
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``argus export leaderboard|videos|criteria|costs``: a stored score table as CSV, JSON or parquet;
+    ``argus export firm --out DIR``: FIRM-Video training data (JSON lines, frames as images, a card)."""
+    if args.what != "firm":
+        return _export_table(args)
+
+    if not args.out:
+        _print("argus export firm: give the folder to write with --out")
+        return 2
+    if args.format not in (None, "json"):
+        _print(f"argus export firm: --format {args.format}: firm writes JSON lines only")
+        return 2
+    try:
+        result = export_firm(args.out, args.task, settings=_chosen(args), force=args.force)
+    except (OSError, ValueError, WriteError) as exc:
+        _print(f"argus export firm: {exc}")
+        return 1
+    for why in result.left_out[:20]:
+        _print(f"left out: {why}")
+    if len(result.left_out) > 20:
+        _print(f"... and {len(result.left_out) - 20} more left out")
+    _print(f"wrote {result.n_instances} instances (one per video and dimension) of {result.n_videos} videos to "
+           f"{args.out}/train.jsonl, their frames under {args.out}/images and a dataset card, {args.out}/README.md")
+    return 0 if result.n_instances else 1
+
+
+def _export_table(args: argparse.Namespace) -> int:
+    """One stored table of one evaluation, whole (``--task``: those tasks' rows), to ``--out`` (default
+    ``<bench>-<profile>-<what>.<format>`` here; ``-`` for standard output, CSV and JSON only)."""
+    settings = read_only_evaluation(args)
+    if settings is None:
+        return 1
+    fmt = args.format or "csv"
+    table = stored_export_table(args.what, args.task, settings=settings)
+    if table is None or not table.height:
+        tasks = f" of {', '.join(args.task)}" if args.task else ""
+        _print(f"argus export {args.what}: nothing stored{tasks} for {settings.evaluation}: run `argus evaluate` first")
+        return 1
+    if args.out == "-":
+        if fmt == "parquet":
+            _print("argus export: parquet is not written to standard output: give --out FILE")
+            return 2
+        sys.stdout.write(encode(table, fmt).decode("utf-8"))
+        sys.stdout.flush()
+        return 0
+    out = Path(args.out) if args.out else default_out(args.what, fmt, settings.evaluation)
+    try:
+        write_table(table, fmt, out)
+    except WriteError as exc:
+        _print(f"argus export {args.what}: {exc}")
+        return 2
+    _print(f"wrote {table.height} rows of {settings.evaluation}'s {args.what} to {out} ({fmt}; columns: docs/exports.md)")
+    return 0
+
+
+def cmd_best_of_n(args: argparse.Namespace) -> int:
+    """The best candidate per input by one evaluator, from the stored tables."""
+    by: str | dict[str, float] = args.by
+    if args.mix:
+        try:
+            by = {k.strip(): float(w) for k, w in (m.split("=", 1) for m in args.mix)}
+        except ValueError:
+            _print(f"argus best-of-n: --mix {' '.join(args.mix)}: give COLUMN=WEIGHT pairs, e.g. final=1 if=1")
+            return 2
+    try:
+        picks, texts = best_of_n_report(by, args.task, settings=_chosen(args))
+    except ValueError as exc:
+        _print(f"argus best-of-n: {exc}")
+        return 1
+    if not texts:
+        _print("no stored scores: run `argus evaluate` (and --protocol firm or both for if, wc, pq) first")
+        return 1
+    _print("\n\n".join(texts.values()))
+    return 0 if picks.height else 1
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Read-only: one evaluation's leaderboard (``--bench``, ``--profile``; default the last evaluated)."""
+    settings = read_only_evaluation(args)
+    if settings is None:
+        return 1
+    try:
+        lb = current_leaderboard(settings=settings)
+    except Exception as exc:
+        # A home this process may not write (a read-only mount, another user's): Dagster cannot open
+        # its instance there, but the leaderboard is a table as stored.
+        stored = settings.storage_dir / "leaderboard.parquet"
+        if storage_failure(exc) is None or not stored.is_file():
+            raise
+        lb = pl.read_parquet(stored)
+    if lb is None:
+        _print(f"no leaderboard yet for {settings.evaluation}: run `argus demo` or `argus evaluate` first")
+        return 1
+    _print(f"Leaderboard of {settings.evaluation}: bench {settings.bench!r} ({settings.bench_dir}), "
+           f"profile {settings.profile!r}\n")
+    _print(format_leaderboard(only_tasks(lb, args.task)))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Read-only: every materialization of an asset (oldest first): time, run, partition, data version,
+    why it ran, and whether its table is still kept."""
+    settings = read_only_evaluation(args)
+    if settings is None:
+        return 1
+    rows = materializations(local_instance(settings), args.asset, args.partition)
+    if not rows:
+        _print(f"no materialization of {args.asset!r} in {settings.evaluation}")
+        return 1
+    storage = evaluation_storage(settings)
+    _print(f"History of {args.asset} in {settings.evaluation} ({len(rows)} materializations, oldest first)")
+    _print(f"{'time (UTC)':19}  {'pass':12}  {'run':8}  {'partition':18}  {'data version':16}  {'judge':24}  "
+           f"{'table':6}  reason")
+    newest = {r.partition: r.storage_id for r in rows}
+    for r in rows[-args.limit:] if args.limit else rows:
+        kept = "kept" if r.table and (r.kept or newest[r.partition] == r.storage_id) and storage.exists(r.table) else "gone"
+        judge = r.tags.get("argus/evaluator") or "-"
+        _print(f"{r.time:19}  {r.command[:12]:12}  {r.run_id[:8]:8}  {(r.partition or '-'):18}  "
+               f"{(r.data_version or '-')[:16]:16}  {judge[:24]:24}  {kept:6}  {r.reason or '-'}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Read-only: two passes of an asset compared (default: the latest two of ``video_scores``)."""
+    settings = read_only_evaluation(args)
+    if settings is None:
+        return 1
+    asset, passes = args.asset, list(args.passes)
+    if asset not in ("video_scores", "criterion_scores"):  # `argus diff A B`: the passes of video_scores
+        asset, passes = "video_scores", [asset] + passes
+    if len(passes) > 2:
+        _print(f"argus diff: at most two passes, got {len(passes)}")
+        return 2
+    try:
+        d = diff(local_instance(settings), evaluation_storage(settings), asset, *(passes + [None, None])[:2])
+    except ValueError as exc:
+        _print(f"argus diff: {exc}")
+        return 1
+    _print(format_diff(d))
+    return 0
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def format_diff(d) -> str:
+    """A diff as a person reads it: the passes, the evaluators, per model before and after, what moved."""
+    def named(judges: list[str]) -> str:
+        return ", ".join(f"{evaluator_label(j)} ({j})" for j in judges) or "none"
+
+    lines = [f"{d.asset}: before = pass {d.before} ({d.before_time} UTC), after = pass {d.after} ({d.after_time} UTC)",
+             f"judge before: {named(d.judges[0])}", f"judge after: {named(d.judges[1])}"]
+    if d.models.height:
+        lines.append("\nper model: mean final score [95% interval] before -> after")
+        lines.append(f"  {'task':5} {'model':16} {'before':>22}    {'after':>22}  {'change':>7}")
+        for r in d.models.iter_rows(named=True):
+            b, a = r["mean_final_before"], r["mean_final_after"]
+            change = f"{a - b:+.2f}" if a is not None and b is not None else "-"
+            lines.append(f"  {r['task']:5} {r['model']:16} {_num(b):>6} [{_num(r['ci_low_before'])}, {_num(r['ci_high_before'])}]"
+                         f" -> {_num(a):>6} [{_num(r['ci_low_after'])}, {_num(r['ci_high_after'])}]  {change:>7}")
+    if d.videos.height:
+        lines.append("\nvideos that moved most (final score):")
+        for r in d.videos.iter_rows(named=True):
+            sample = f"#{r['sample']}" if r["sample"] else ""
+            delta = f"{r['delta']:+.2f}" if r["delta"] is not None else r["change"]
+            lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample}: {_num(r['final_before'])} -> "
+                         f"{_num(r['final_after'])} ({delta})")
+    if d.criteria.height:
+        lines.append("\ncriteria that moved most:")
+        for r in d.criteria.iter_rows(named=True):
+            sample = f"#{r['sample']}" if r["sample"] else ""
+            delta = f"{r['delta']:+.2f}" if r["delta"] is not None else r["change"]
+            lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample} {r['criterion_id']}: "
+                         f"{_num(r['before'])} -> {_num(r['after'])} ({delta})")
+    lines.append("\nwhat changed between them:")
+    lines.append(f"  evaluator: {named(d.judges[0])} -> {named(d.judges[1])}"
+                 if d.judges[0] != d.judges[1] else f"  evaluator: the same, {named(d.judges[1])}")
+    lines.append(f"  rubrics: {len(d.rubrics_changed)} input{'s' if len(d.rubrics_changed) != 1 else ''} got another rubric"
+                 + (f" ({', '.join(f'{t}/{i}' for t, i in d.rubrics_changed[:8])})" if d.rubrics_changed else ""))
+    lines.append("  inputs: " + (", ".join(f"{k} ({n} partition{'s' if n != 1 else ''})"
+                                           for k, n in sorted(d.inputs_changed.items())) or "none moved"))
+    if d.missing:
+        lines.append(f"  not kept any more (retention, ARGUS_KEEP_VERSIONS): {', '.join(d.missing)}")
+    return "\n".join(lines)

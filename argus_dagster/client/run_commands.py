@@ -1,0 +1,141 @@
+"""``argus demo`` and ``argus evaluate``: the evaluation's definitions built, Dagster asked what to run and
+the runs launched (:mod:`argus_dagster.client.evaluate`), then the leaderboard, FIRM-Video's ratings or
+VEFX-Bench's board printed with the errors recorded on rows. Imported only when one of them runs
+(:data:`argus_dagster.client.cli.COMMANDS`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from argus_dagster.client.demo import build_demo_bench
+from argus_dagster.client.evaluate import plan_now, run_all
+from argus_dagster.client.instance import local_instance
+from argus_dagster.client.overview_link import overview_hint
+from argus_dagster.client.printing import backbones, only_tasks
+from argus_dagster.client.printing import say as _print  # the name the commands below print with
+from argus_dagster.client.results import firm_summary, row_errors, stored_partitions, vefx_board
+from argus_dagster.client.selection import selector
+from argus_dagster.definitions import build_definitions
+from argus_dagster.infra.progress import TerminalLine
+from argus_dagster.infra.environment import SettingError
+from argus_dagster.infra.settings import DEMO_BENCH, argus_home, evaluation_settings, record_evaluation
+from argus_dagster.method.leaderboard import format_leaderboard
+from argus_dagster.outputs.history_words import error_summary
+from argus_dagster.protocols import vefx
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    home = argus_home()
+    t0 = time.perf_counter()
+    _print(f"argus demo: ARGUS_HOME={home}")
+    bench, cands = build_demo_bench(home, force=args.rebuild, progress=_print)
+    settings = evaluation_settings(bench, cands, name=DEMO_BENCH, profile=args.profile, home=home)
+    return overview_hint(_evaluate(settings, None, None, t0, force=args.force), settings)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    for label, path in (("--bench", args.bench), ("--candidates", args.candidates)):
+        if not os.path.isdir(path):
+            _print(f"{label} {path}: not a folder")
+            return 2
+    profile = args.profile or "default"
+    if args.vlm_only and "vlm-only" not in profile.split(","):
+        profile = "vlm-only" if profile == "default" else f"{profile},vlm-only"
+    try:
+        settings = evaluation_settings(args.bench, args.candidates, name=args.name, profile=profile,
+                                       rubrics_in=args.rubrics_in)
+    except SettingError as exc:
+        _print(f"argus evaluate: {exc}")
+        return 2
+    if args.plan:
+        return _plan(settings, args.task, args.model)
+    status = _evaluate(settings, args.task, args.model, time.perf_counter(), force=args.force,
+                       protocol=args.protocol)
+    return overview_hint(status, settings)
+
+
+def _plan(settings, tasks, models) -> int:
+    """``argus evaluate --plan``: what Dagster would have run first, asset by asset (nothing runs)."""
+    _print(f"evaluation {settings.evaluation}: bench {settings.bench!r}, profile {settings.profile!r}")
+    requested = plan_now(tasks, models, progress=_print, settings=settings)
+    if not requested:
+        _print("nothing to run: every selected partition is up to date")
+        return 0
+    _print("would run now (what these runs update is asked for after them):")
+    for asset, keys in requested.items():
+        _print(f"  {asset}: {', '.join(keys) if keys else '(unpartitioned)'}")
+    return 0
+
+
+def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
+    try:  # the evaluation's definitions, built once for the message below and every run
+        defs = build_definitions(settings)
+        evaluators = backbones(defs.resources)
+    except SettingError as exc:
+        _print(f"argus: profile {settings.profile!r}: {exc}")
+        return 2
+    _print(f"evaluation {settings.evaluation}: bench {settings.bench!r} ({settings.bench_dir}, candidates "
+           f"{settings.candidates_dir}), profile {settings.profile!r}\n  its instance, tables and reports: "
+           f"{settings.evaluation_dir}")
+    _print(evaluators)
+    if settings.rubrics_in == "home":
+        _print(f"new rubrics are frozen under {settings.frozen_rubrics_dir} (--rubrics-in home: the bench folder "
+               "is not written)")
+    record_evaluation(settings, evaluated=False)  # listed now; the default for later commands once it scores
+    with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
+        instance = local_instance(settings)  # opened once for the runs and the summary (most of a second)
+        lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings,
+                     instance=instance, defs=defs)
+    firm = _print_firm(tasks, models, settings) if protocol in ("firm", "both") else None
+    if protocol == "vefx":
+        return _print_vefx(settings)
+    if lb is None:  # FIRM-Video only
+        if firm is not None and firm.height:
+            record_evaluation(settings)
+            return 0
+        return 1
+    _print(f"\nLeaderboard of {settings.evaluation} (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
+    _print(format_leaderboard(only_tasks(lb, tasks)))
+    summary = error_summary(row_errors(tasks, models, instance=instance, settings=settings))
+    if summary:
+        _print(summary)
+    if not int(lb["n_videos"].sum() or 0):
+        _print("\nno video could be scored: see the errors above")
+        return 1
+    record_evaluation(settings)  # what `argus leaderboard` and `argus open` show by default
+    _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: argus ui{selector(settings)}")
+    return 0
+
+
+def _print_firm(tasks, models, settings):
+    """FIRM-Video's mean ratings per task and model (1-5), and how many videos each dimension left unscored."""
+    table = firm_summary(tasks, settings=settings)
+    if models and table.height:
+        table = table.filter(table["model"].is_in(models))
+    _print("\nFIRM-Video (mean ratings 1-5; unscored: videos without a rating, the reason is on their row)\n")
+    _print(str(table) if table.height else "no firm_scores stored")
+    return table
+
+
+def _print_vefx(settings) -> int:
+    """VEFX-Bench's leaderboard per task and dimension (IF, RQ, EE, overall; 1-4)."""
+    lb = vefx_board(settings=settings)
+    _print("\nVEFX-Bench (mean scores 1-4 per dimension; unscored videos have the reason on their "
+           "vefx_scores row)\n")
+    _print(vefx.format_leaderboard(lb) if lb is not None else "no vefx_leaderboard stored")
+
+    unscored = [(key, r) for key, df in stored_partitions("vefx_scores", settings=settings).items()
+                for r in df.filter(df["overall"].is_null()).iter_rows(named=True)]
+    if unscored:
+        _print(f"\n{len(unscored)} video(s) without an overall score (the others are scored):")
+        for key, r in unscored[:10]:
+            why = r["if_reason"] or r["rq_reason"] or r["ee_reason"] or r["overall_reason"]
+            _print(f"  {r['task']} x {r['model']} {r['input_id']!r}: {why[:160]}")
+        if len(unscored) > 10:
+            _print(f"  ... and {len(unscored) - 10} more")
+    if lb is None or not lb["n_scored"].sum():
+        return 1
+    record_evaluation(settings)
+    return 0
