@@ -26,8 +26,6 @@ from .automation import FOLLOWS_PARTITIONS
 from .overview import overview_metadata
 
 
-
-
 def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> dict:
     """Per task: the PNG written (through ``store``) under the evaluation's ``reports/leaderboard/``
     and shown inline."""
@@ -47,12 +45,13 @@ def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> 
     return meta
 
 
-def export_metadata(tables: dict[str, pl.DataFrame], reports_dir: Path | str, store: Storage) -> dict:
-    """The leaderboard, the video scores it is made of and their costs, as CSV and JSON files under the evaluation's
-    ``reports/exports/`` (what ``argus export`` writes), each linked; a file that cannot be written is
-    said, not fatal."""
+def export_metadata(tables: dict[str, pl.DataFrame], bench: BenchResource, store: Storage) -> dict:
+    """The leaderboard, the video scores it is made of and their costs, as CSV and JSON files under the
+    evaluation's ``reports/exports/`` (what ``argus export`` writes, ``bench`` and ``profile`` on every
+    row), each linked; a file that cannot be written is said, not fatal."""
+    reports_dir = bench.reports_path()
     try:
-        paths = write_exports(tables, reports_dir, store)
+        paths = write_exports(tables, reports_dir, store, bench.bench_name(), bench.profile_name())
     except WriteError as exc:
         return {"export_error": str(exc)}
     return {f"export_{name}": dg.MetadataValue.url(store.link(path, reports_dir)) for name, path in paths.items()}
@@ -97,8 +96,7 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         **cost_metadata(costs),
         "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
-        **export_metadata({"leaderboard": lb, "videos": scores, "costs": costs}, bench.reports_path(),
-                          storage.storage()),
+        **export_metadata({"leaderboard": lb, "videos": scores, "costs": costs}, bench, storage.storage()),
         **overview_metadata(context, bench, storage.storage(), leaderboard=lb),
     })
 

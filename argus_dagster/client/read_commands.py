@@ -52,7 +52,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _export_table(args: argparse.Namespace) -> int:
     """One stored table of one evaluation, whole (``--task``: those tasks' rows), to ``--out`` (default
-    ``<bench>-<profile>-<what>.<format>`` here; ``-`` for standard output, CSV and JSON only)."""
+    ``$ARGUS_HOME/exports/<bench>-<profile>-<what>.<format>``; ``-`` for standard output, CSV and JSON only)."""
     settings = read_only_evaluation(args)
     if settings is None:
         return 1
@@ -69,7 +69,7 @@ def _export_table(args: argparse.Namespace) -> int:
         sys.stdout.write(encode(table, fmt).decode("utf-8"))
         sys.stdout.flush()
         return 0
-    out = Path(args.out) if args.out else default_out(args.what, fmt, settings.evaluation)
+    out = Path(args.out) if args.out else default_out(args.what, fmt, settings.evaluation, settings.home)
     try:
         write_table(table, fmt, out)
     except WriteError as exc:

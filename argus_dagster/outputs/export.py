@@ -107,9 +107,19 @@ def combine(parts: list[pl.DataFrame], tasks: list[str] | None = None) -> pl.Dat
     return df.sort(sort, maintain_order=True) if sort and "mean_final" not in df.columns else df
 
 
-def default_out(what: str, fmt: str, evaluation: str) -> Path:
-    """``<bench>-<profile>-<what>.<fmt>`` in the working directory."""
-    return Path(f"{file_name(evaluation.replace('/', '-'))}-{what}.{fmt}")
+def with_evaluation(df: pl.DataFrame, bench: str, profile: str) -> pl.DataFrame:
+    """``df`` with the evaluation its rows belong to as its first columns, ``bench`` and ``profile``
+    (a table that carries them already, the leaderboard, keeps its own): an exported file says which
+    evaluation it is wherever it is copied to."""
+    named = [pl.lit(value, pl.String).alias(name) for name, value in (("bench", bench), ("profile", profile))
+             if name not in df.columns]
+    return df.select([*named, pl.all()]) if named else df
+
+
+def default_out(what: str, fmt: str, evaluation: str, home: str | Path) -> Path:
+    """``$ARGUS_HOME/exports/<bench>-<profile>-<what>.<fmt>`` (``home``: the ARGUS_HOME in effect): never
+    the working directory, so an export run in a repository leaves it clean."""
+    return Path(home) / "exports" / f"{file_name(evaluation.replace('/', '-'))}-{what}.{fmt}"
 
 
 def write_table(df: pl.DataFrame, fmt: str, out: str | Path) -> Path:
@@ -117,14 +127,17 @@ def write_table(df: pl.DataFrame, fmt: str, out: str | Path) -> Path:
     return write_atomic(out, encode(df, fmt))
 
 
-def write_exports(tables: dict[str, pl.DataFrame], reports_dir: str | Path, store) -> dict[str, str]:
+def write_exports(tables: dict[str, pl.DataFrame], reports_dir: str | Path, store, bench: str,
+                  profile: str) -> dict[str, str]:
     """Each of ``tables`` (by :data:`TABLES` name) as ``<reports_dir>/exports/<name>.csv`` and ``.json``,
-    written through ``store`` (a folder or an ``s3://`` prefix), beside the pages that link them;
-    returns ``{"<name>_<fmt>": path}``. Raises :class:`argus_dagster.infra.files.WriteError`."""
+    each row naming its evaluation (:func:`with_evaluation`), written through ``store`` (a folder or an
+    ``s3://`` prefix), beside the pages that link them; returns ``{"<name>_<fmt>": path}``. Raises
+    :class:`argus_dagster.infra.files.WriteError`."""
     out = {}
     for name, df in tables.items():
+        named = with_evaluation(df, bench, profile)
         for fmt in ("csv", "json"):
             path = join(reports_dir, "exports", f"{name}.{fmt}")
-            store.write_bytes(path, encode(df, fmt))
+            store.write_bytes(path, encode(named, fmt))
             out[f"{name}_{fmt}"] = str(path)
     return out

@@ -64,12 +64,16 @@ def test_videos_json_and_criteria_parquet_keep_every_value(evaluated, capsys):
     assert cli.main(["export", "videos", "--format", "json", "--out", str(videos)]) == 0
     assert cli.main(["export", "criteria", "--format", "parquet", "--out", str(criteria), "--task", "t2v"]) == 0
     stored_v = pl.concat(stored_partitions("video_scores").values()).sort("model", "input_id")
-    back_v = pl.read_json(videos, schema=stored_v.schema).sort("model", "input_id")
-    assert back_v.equals(stored_v) and back_v.height == 4
+    named = {"bench": pl.String, "profile": pl.String}
+    back_v = pl.read_json(videos, schema={**named, **stored_v.schema}).sort("model", "input_id")
+    # every row names its evaluation first, then the stored columns, every value as stored
+    assert back_v.columns[:2] == ["bench", "profile"] and back_v.drop("bench", "profile").equals(stored_v)
+    assert back_v.height == 4 and set(back_v["bench"]) == {"bench"} and set(back_v["profile"]) == {"default"}
     assert isinstance(json.loads(videos.read_text())[0]["caps_fired"], list)  # lists stay lists in JSON
     stored_c = pl.concat(stored_partitions("criterion_scores").values()).sort("model", "input_id", "criterion_id")
     back_c = pl.read_parquet(criteria).sort("model", "input_id", "criterion_id")
-    assert back_c.equals(stored_c) and back_c.height > 4
+    assert back_c.columns[:2] == ["bench", "profile"] and back_c.drop("bench", "profile").equals(stored_c)
+    assert back_c.height > 4 and set(back_c["bench"]) == {"bench"} and set(back_c["profile"]) == {"default"}
 
 
 def test_export_to_standard_output_and_of_a_task_not_evaluated(evaluated, capsys):
@@ -85,10 +89,21 @@ def test_export_to_standard_output_and_of_a_task_not_evaluated(evaluated, capsys
     assert "--out" in capsys.readouterr().out
 
 
-def test_default_file_is_named_after_the_evaluation(evaluated, monkeypatch, capsys):
-    monkeypatch.chdir(evaluated)
+def test_default_file_is_named_after_the_evaluation_under_the_homes_exports(evaluated, monkeypatch, capsys,
+                                                                           tmp_path):
+    here = tmp_path / "a-repository"  # where the command runs: left as it was
+    here.mkdir()
+    monkeypatch.chdir(here)
     assert cli.main(["export", "leaderboard", "--format", "json"]) == 0
-    rows = json.loads((evaluated / "bench-default-leaderboard.json").read_text())
+    assert cli.main(["export", "videos"]) == 0  # CSV
+    assert list(here.iterdir()) == []
+    exports = evaluated / "home" / "exports"
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].endswith(f"to {exports / 'bench-default-leaderboard.json'} (json; columns: docs/exports.md)")
+    assert printed[1].endswith(f"to {exports / 'bench-default-videos.csv'} (csv; columns: docs/exports.md)")
+    videos = pl.read_csv(exports / "bench-default-videos.csv")
+    assert set(videos["bench"]) == {"bench"} and set(videos["profile"]) == {"default"} and videos.height == 4
+    rows = json.loads((exports / "bench-default-leaderboard.json").read_text())
     assert [r["model"] for r in rows] == ["moving", "still"] and isinstance(rows[0]["needs_vlm"], list)
     # moving scores above still on both inputs: first and second in every resample of the inputs
     assert [(r["rank"], r["rank_low"], r["rank_high"], r["shares_top"]) for r in rows] == [(1, 1, 1, True),
@@ -113,6 +128,7 @@ def test_the_leaderboard_materialization_links_the_same_tables(evaluated, capsys
     assert exported.read_text() == out.read_text()  # what argus export writes, byte for byte
     videos = pl.read_json(settings.reports_dir / "exports" / "videos.json")
     assert videos.height == 4 and set(videos["model"]) == {"moving", "still"}
+    assert videos.columns[:2] == ["bench", "profile"] and set(videos["profile"]) == {"default"}
 
 
 _OWN_DEV = """set -e
