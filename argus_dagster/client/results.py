@@ -27,10 +27,11 @@ from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import read_stored, recorded_table, stored_table
 from argus_dagster.method.candidate_store import discover
 from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_table
-from argus_dagster.outputs.export import TABLES, combine
+from argus_dagster.outputs.export import TABLES, combine, with_evaluation
 from argus_dagster.outputs.history_words import split_partition
 from argus_dagster.protocols.firm.export import (check_out_folder, default_condition_frames, default_video_frames,
                                                  export_dataset)
+from argus_dagster.protocols.firm.tables import firm_summary_table
 
 COMMAND_TAG = "argus/command"  # the argus evaluate (or demo) whose runs these are, one id per command
 REASON_TAG = "argus/reason"  # why the run was requested, in words (the plan's reasons)
@@ -242,36 +243,41 @@ def best_of_n_report(by: str | dict[str, float], tasks: list[str] | None = None,
                             human=bench.human_files(storage.storage()))
 
 
-def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
-                 settings: Settings | None = None) -> pl.DataFrame:
-    """Per task and model: videos, mean IF/WC/PQ ratings (1-5) and how many of each are unscored."""
+def firm_scores_rows(tasks: list[str] | None = None, models: list[str] | None = None,
+                     instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> pl.DataFrame:
+    """Every stored ``firm_scores`` row of ``tasks`` (all without) and ``models`` (all without), one table."""
     parts = [df for df in stored_partitions("firm_scores", instance, tasks, settings).values() if df.height]
     if not parts:
         return pl.DataFrame()
     df = pl.concat(parts, how="diagonal_relaxed")
-    return (df.group_by("task", "model").agg(
-        pl.len().alias("n_videos"),
-        *[pl.col(f"{d}_rating").mean().round(2).alias(f"mean_{d}") for d in ("if", "wc", "pq")],
-        *[pl.col(f"{d}_rating").is_null().sum().alias(f"{d}_unscored") for d in ("if", "wc", "pq")])
-        .sort("task", "model"))
+    return df.filter(pl.col("model").is_in(models)) if models else df
+
+
+def firm_summary(tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
+                 settings: Settings | None = None) -> pl.DataFrame:
+    """Per task and model: videos, mean IF/WC/PQ ratings (1-5) and how many of each are unscored."""
+    return firm_summary_table(firm_scores_rows(tasks, None, instance, settings))
 
 
 def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.DagsterInstance | None = None,
                         settings: Settings | None = None) -> pl.DataFrame | None:
     """The stored table ``argus export <what>`` writes (``leaderboard``, ``videos``, ``criteria``, ``costs``; see
-    :mod:`argus_dagster.outputs.export`), of ``tasks`` only when given; None when nothing is stored."""
+    :mod:`argus_dagster.outputs.export`), of ``tasks`` only when given, each row naming its evaluation
+    (``bench``, ``profile``); None when nothing is stored."""
     if what not in TABLES:
         raise ValueError(f"{what!r}: expected one of {', '.join(TABLES)}")
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
     if TABLES[what] == "leaderboard":
-        return combine([current_leaderboard(instance, settings)], tasks)
-    if what == "costs":  # the ledger: every stage's stored table, not the video scores alone
+        table = combine([current_leaderboard(instance, settings)], tasks)
+    elif what == "costs":  # the ledger: every stage's stored table, not the video scores alone
         stages = {stage: combine(list(stored_partitions(asset, instance, tasks, settings).values()), tasks)
                   for stage, asset in LEDGER_STAGES.items()}
-        costs = cost_table(stages=stages)
-        return costs if costs.height else None
-    return combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)
+        table = cost_table(stages=stages)
+        table = table if table.height else None
+    else:
+        table = combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)
+    return None if table is None else with_evaluation(table, settings.bench, settings.profile)
 
 
 def vefx_board(instance: dg.DagsterInstance | None = None, settings: Settings | None = None) -> pl.DataFrame | None:

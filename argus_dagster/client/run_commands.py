@@ -15,7 +15,7 @@ from argus_dagster.client.instance import local_instance
 from argus_dagster.client.overview_link import overview_hint
 from argus_dagster.client.printing import backbones, only_tasks
 from argus_dagster.client.printing import say as _print  # the name the commands below print with
-from argus_dagster.client.results import firm_summary, row_errors, stored_partitions, vefx_board
+from argus_dagster.client.results import firm_scores_rows, row_errors, stored_partitions, vefx_board
 from argus_dagster.client.selection import selector
 from argus_dagster.definitions import build_definitions
 from argus_dagster.infra.progress import TerminalLine
@@ -24,6 +24,7 @@ from argus_dagster.infra.settings import DEMO_BENCH, argus_home, evaluation_sett
 from argus_dagster.method.leaderboard import format_leaderboard
 from argus_dagster.outputs.history_words import error_summary
 from argus_dagster.protocols import vefx
+from argus_dagster.protocols.firm.tables import firm_summary_table, format_firm_summary, unscored_reasons
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -110,12 +111,12 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
 
 
 def _print_firm(tasks, models, settings):
-    """FIRM-Video's mean ratings per task and model (1-5), and how many videos each dimension left unscored."""
-    table = firm_summary(tasks, settings=settings)
-    if models and table.height:
-        table = table.filter(table["model"].is_in(models))
-    _print("\nFIRM-Video (mean ratings 1-5; unscored: videos without a rating, the reason is on their row)\n")
-    _print(str(table) if table.height else "no firm_scores stored")
+    """FIRM-Video's mean ratings per task and model (1-5), how many videos each dimension left unscored
+    and why, in 120 columns (:func:`argus_dagster.protocols.firm.tables.format_firm_summary`)."""
+    rows = firm_scores_rows(tasks, models, settings=settings)
+    table = firm_summary_table(rows)
+    _print("\nFIRM-Video (mean ratings 1-5 per task and model; unscored: videos without a rating)\n")
+    _print(format_firm_summary(table, unscored_reasons(rows)) if table.height else "no firm_scores stored")
     return table
 
 

@@ -1,6 +1,8 @@
 """`argus evaluate --protocol both`, `argus best-of-n` and `argus export firm` on the demo bench (offline),
 and best-of-N over several samples per input from stored tables."""
 
+import contextlib
+import io
 import json
 import os
 
@@ -32,9 +34,11 @@ def demo(tmp_path_factory, demo_bench_in):
         human.mkdir(parents=True)
         (human / "T2V.csv").write_text(
             "input_id,model,score\n" + "".join(f"{i},{m},{s}\n" for i in ids for m, s in HUMAN_T2V.items()))
-        rc = cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V",
-                       "--protocol", "both"])
-        yield {"home": home, "ids": ids, "rc": rc}
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            rc = cli.main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V",
+                           "--protocol", "both"])
+        yield {"home": home, "ids": ids, "rc": rc, "out": printed.getvalue()}
     finally:
         for k, v in saved.items():
             if v is None:
@@ -57,6 +61,28 @@ def test_evaluate_both_stores_firm_scores_beside_the_leaderboard(demo, capsys):
     best = df.filter(pl.col("model") == BEST_MODEL)
     assert best["pq_rating"].to_list() == [4] * len(demo["ids"])
     assert best["pq_rationale"].str.starts_with("Measured defects: low resolution (").all()
+
+
+def test_the_firm_table_in_the_terminal_has_whole_names_fits_120_columns_and_says_why(demo):
+    """What `argus evaluate --protocol both` printed for FIRM-Video, read as a person reads it."""
+    section = demo["out"].partition("FIRM-Video (mean ratings")[2].partition("\nLeaderboard of")[0]
+    lines = section.strip("\n").splitlines()[1:]
+    assert lines and max(len(x) for x in lines) <= 120, lines
+    assert lines[1].split() == ["task", "model", "videos", "IF", "mean", "WC", "mean", "PQ", "mean",
+                                "IF", "unscored", "WC", "unscored", "PQ", "unscored"]
+    df = pl.concat(stored_partitions("firm_scores", local_instance(), ["T2V"]).values())
+    rows = {x.split()[1]: x.split() for x in lines[3:3 + len(HUMAN_T2V)]}
+    for (model,), g in df.group_by("model"):  # each cell as stored: videos, means (- for none), unscored
+        mean_pq = f"{g['pq_rating'].mean():.2f}"
+        assert rows[model] == ["T2V", model, str(g.height), "-", "-", mean_pq, str(g.height), str(g.height), "0"]
+    why = section.partition("unscored, and why")[2]
+    n = df.height
+    models = ", ".join(sorted(HUMAN_T2V))
+    reasons = " ".join(why.split())  # the reasons as words, wherever a line wrapped them
+    for dim, reason in (("IF", df["if_reason"][0]), ("WC", df["wc_reason"][0])):
+        assert (df[f"{dim.lower()}_reason"] == reason).all()
+        assert f"{dim}: {n} videos, {models}: {' '.join(reason.split())}" in reasons
+    assert "PQ:" not in why
 
 
 def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):

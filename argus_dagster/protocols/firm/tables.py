@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from typing import Any, Sequence
 
 import polars as pl
@@ -126,3 +127,77 @@ def firm_evaluator_scores(firm_scores: pl.DataFrame, dimensions: dict[str, str |
                                         pl.lit(dims.get(short), dtype=pl.String).alias("dimension"),
                                         pl.col(col).cast(pl.Float64).alias("score")))
     return pl.concat(parts).filter(pl.col("score").is_not_null())
+
+
+# -- FIRM-Video's results as the terminal shows them ------------------------------------------------
+
+TERMINAL_WIDTH = 120
+_SUMMARY_COLUMNS = (("task", "task"), ("model", "model"), ("videos", "n_videos"),
+                    ("IF mean", "mean_if"), ("WC mean", "mean_wc"), ("PQ mean", "mean_pq"),
+                    ("IF unscored", "if_unscored"), ("WC unscored", "wc_unscored"), ("PQ unscored", "pq_unscored"))
+
+
+def firm_summary_table(scores: pl.DataFrame) -> pl.DataFrame:
+    """Per task and model of stored ``firm_scores`` rows: videos, mean IF/WC/PQ ratings (1-5, null where
+    none is scored) and how many videos each dimension left unscored."""
+    if not scores.height:
+        return pl.DataFrame()
+    return (scores.group_by("task", "model").agg(
+        pl.len().alias("n_videos"),
+        *[pl.col(f"{SHORT[d]}_rating").cast(pl.Float64).mean().round(2).alias(f"mean_{SHORT[d]}") for d in DIMENSIONS],
+        *[pl.col(f"{SHORT[d]}_rating").is_null().sum().alias(f"{SHORT[d]}_unscored") for d in DIMENSIONS])
+        .sort("task", "model"))
+
+
+def unscored_reasons(scores: pl.DataFrame) -> pl.DataFrame:
+    """Why videos are unscored, from stored ``firm_scores`` rows: per dimension (``IF``, ``WC``, ``PQ``)
+    and reason, the videos it left unscored and the models they are of; the most frequent first."""
+    parts = []
+    for d in DIMENSIONS:
+        s = SHORT[d]
+        if f"{s}_rating" not in scores.columns:
+            continue
+        parts.append(scores.filter(pl.col(f"{s}_rating").is_null()).select(
+            pl.lit(s.upper()).alias("dimension"), pl.col(f"{s}_reason").fill_null("").alias("reason"),
+            pl.col("model").cast(pl.String)))
+    if not parts:
+        return pl.DataFrame(schema={"dimension": pl.String, "reason": pl.String, "n_videos": pl.UInt32,
+                                    "models": pl.List(pl.String)})
+    return (pl.concat(parts).group_by("dimension", "reason", maintain_order=True)
+            .agg(pl.len().alias("n_videos"), pl.col("model").unique().sort().alias("models"))
+            .sort(["n_videos", "dimension", "reason"], descending=[True, False, False]))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def format_firm_summary(summary: pl.DataFrame, reasons: pl.DataFrame, width: int = TERMINAL_WIDTH) -> str:
+    """:func:`firm_summary_table` and :func:`unscored_reasons` as a person reads them in a terminal of
+    ``width`` columns: whole column names, ``-`` for a mean with no rating, then every reason a video is
+    unscored, wrapped (never cut) under the table."""
+    if not summary.height:
+        return "no firm_scores stored"
+    rows = [[_cell(r[col]) for _, col in _SUMMARY_COLUMNS] for r in summary.iter_rows(named=True)]
+    widths = [max(len(name), *(len(r[i]) for r in rows)) for i, (name, _) in enumerate(_SUMMARY_COLUMNS)]
+    spare = width - (sum(widths) + 2 * (len(widths) - 1))
+    if spare < 0:  # a long model name: its column narrows, each name cut with an ellipsis
+        widths[1] = max(len("model"), widths[1] + spare)
+        rows = [[c if i != 1 or len(c) <= widths[1] else c[:widths[1] - 1] + "…" for i, c in enumerate(r)] for r in rows]
+    numeric = {i for i, (_, col) in enumerate(_SUMMARY_COLUMNS) if col not in ("task", "model")}
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line([name for name, _ in _SUMMARY_COLUMNS]), line(["-" * w for w in widths]), *map(line, rows)]
+    if not reasons.height:
+        out.append("\nevery video is scored on every dimension")
+        return "\n".join(out)
+    out.append("\nunscored, and why (dimension: videos, models: the reason on their firm_scores rows):")
+    for r in reasons.iter_rows(named=True):
+        head = f"{r['dimension']}: {r['n_videos']} video{'s' if r['n_videos'] != 1 else ''}, {', '.join(r['models'])}: "
+        out.append(textwrap.fill(head + (r["reason"] or "no reason recorded"), width=width, initial_indent="  ",
+                                 subsequent_indent="      ", break_long_words=True))
+    return "\n".join(out)
