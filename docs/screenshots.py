@@ -3,8 +3,8 @@
 Builds and evaluates the demo in a temporary ``ARGUS_HOME`` (``--home``: that home, the demo built
 and evaluated there unless it has been), serves its reports on loopback as ``argus open`` does, and has headless Chromium (Debian's
 ``chromium``, driven by Playwright's Python package, as ``tests/integration/test_browser.py`` does)
-render the overview and a comparison page into ``docs/img/overview.png`` and
-``docs/img/comparison.png`` (palette PNGs, well under 300 KB each).
+render the overview, a comparison page and the sample browser into ``docs/img/overview.png``,
+``docs/img/comparison.png`` and ``docs/img/samples.png`` (palette PNGs, well under 300 KB each).
 
 Beside them it writes ``docs/img/screenshots.json``: a digest of the HTML that the current code
 renders for each page from a fixed fixture (:func:`page_digests`), and each image's sha256.
@@ -73,10 +73,26 @@ def _fixture_comparison() -> str:
                              source_src="_media/source.webm")
 
 
+def _fixture_samples() -> str:
+    """The sample browser of a fixed two-model evaluation, as the current code renders it."""
+    import polars as pl
+
+    from argus_dagster.outputs.samples import render_samples
+
+    videos = pl.DataFrame({"task": ["T2V"] * 6, "model": ["faithful"] * 3 + ["frozen"] * 3,
+                           "input_id": ["a", "b", "c"] * 2, "sample": [""] * 6,
+                           "base_score": [8.0, 8.5, 7.8, 3.0, 3.5, None], "final_score": [8.0, 8.5, 7.8, 3.0, 3.5, None],
+                           "n_scored": [5, 5, 5, 5, 5, 0], "n_criteria": [7] * 6, "weight_scored": [0.7] * 5 + [0.0],
+                           "judge": ["evidence-only"] * 5 + [None], "error": [None] * 5 + ["the video could not be decoded"]})
+    with tempfile.TemporaryDirectory() as reports:
+        return render_samples(Path(reports), videos, None, bench="demo, profile default")
+
+
 def page_digests() -> dict[str, str]:
     """Per screenshot, the sha256 of the HTML the current code renders for its page from a fixed
     fixture (times of day left out): what the screenshot must have been taken with."""
-    pages = {"overview.png": _fixture_overview(), "comparison.png": _fixture_comparison()}
+    pages = {"overview.png": _fixture_overview(), "comparison.png": _fixture_comparison(),
+             "samples.png": _fixture_samples()}
     return {name: hashlib.sha256(STAMP.sub("<time>", html).encode("utf-8")).hexdigest()
             for name, html in pages.items()}
 
@@ -126,6 +142,12 @@ def take(home: Path, out: Path = IMG) -> dict:
             heat = page.locator("section[data-task] svg.heatmap").first.bounding_box()
             images["overview.png"] = page.screenshot(clip={"x": 0, "y": 0, "width": VIEWPORT["width"],
                                                            "height": heat["y"] + heat["height"] + 4})
+            # the sample browser, its rows sorted by final score, the lowest first
+            samples = browser.new_page(viewport=VIEWPORT)
+            samples.goto(url_of(server, "demo/default/reports/samples.html"), wait_until="load")
+            samples.locator('table.samples th[data-key="final_score"]').click()
+            images["samples.png"] = samples.screenshot()
+            samples.close()
             # an edit with subject images: every condition above the models' outputs
             page.locator('section[data-task="TSV2V"] a.compare').first.click()
             page.wait_for_load_state("load")

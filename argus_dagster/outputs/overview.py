@@ -457,7 +457,9 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     tasks = sorted(lb["task"].unique().to_list()) if lb.height else []
     home = ('<a href="../../../index.html">all evaluations</a>'
             if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
-    nav = home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks) + '<a href="#alignment">human alignment</a>'
+    samples = '<a class="samples" href="samples.html">every video (filter, sort, disagreements)</a>' if "samples.html" in present else ""
+    nav = (home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks) + '<a href="#alignment">human alignment</a>'
+           + samples)
     sections = []
     costs = cost_table(video_scores) if costs is None else costs
     for task in tasks:

@@ -326,6 +326,68 @@ def test_a_video_on_a_comparison_page_can_be_sought(site, browser, tmp_path):
     page.close()
 
 
+def test_the_sample_browser_filters_and_sorts_as_a_polars_query_does(site, browser, tmp_path):
+    """reports/samples.html: every stored video one row; a column's filter and a header's click give the
+    rows a polars query gives; the pairs of models that disagree most first; links that resolve."""
+    from argus_dagster.infra.tables import stored_table
+
+    overview, _ = _open(browser, site["base"] + "index.html", tmp_path, "overview-samples")
+    overview.locator("nav a.samples").click()
+    overview.wait_for_load_state("load")
+    assert overview.url == site["base"] + "samples.html"
+    overview.close()
+    page, errors = _open(browser, site["base"] + "samples.html", tmp_path, "samples")
+    stored = stored_table(site["evaluation"] / "storage", "video_scores").with_columns(pl.col("sample").fill_null(""))
+
+    def shown() -> list[tuple]:
+        return [tuple(r) for r in page.locator("table.samples tbody tr").evaluate_all(
+            "rs => rs.map(r => ['task', 'model', 'input_id', 'sample', 'final_score'].map("
+            "k => r.querySelector('td.' + k).textContent))")]
+
+    def keys(df: pl.DataFrame) -> set[tuple]:
+        return {(r["task"], r["model"], r["input_id"], r["sample"]) for r in df.iter_rows(named=True)}
+
+    every = shown()
+    assert len(every) == stored.height and {r[:4] for r in every} == keys(stored)
+    assert page.locator("#count").inner_text() == f"{stored.height} of {stored.height} videos shown"
+    page.locator('input[data-key="model"]').fill(BEST_MODEL.upper())  # any case
+    page.locator('input[data-key="final_score"]').fill(">=5")
+    query = stored.filter(pl.col("model").str.to_lowercase().str.contains(BEST_MODEL.lower(), literal=True)
+                          & (pl.col("final_score") >= 5))
+    assert query.height and {r[:4] for r in shown()} == keys(query)
+    page.locator('input[data-key="final_score"]').fill("2..6")
+    query = stored.filter(pl.col("model").str.to_lowercase().str.contains(BEST_MODEL.lower(), literal=True)
+                          & pl.col("final_score").is_between(2, 6))
+    assert {r[:4] for r in shown()} == keys(query)
+    page.locator('input[data-key="final_score"]').fill("five")  # no filter: said on the box, all rows kept
+    assert page.locator('input[data-key="final_score"].invalid').count() == 1
+    page.locator('input[data-key="model"]').fill("")
+    page.locator('input[data-key="final_score"]').fill("")
+    header = page.locator('table.samples th[data-key="final_score"]')
+    header.click()
+    ascending = sorted(stored["final_score"].drop_nulls().to_list())
+    assert [r[4] for r in shown()] == [f"{x:.2f}" for x in ascending] + ["–"] * stored["final_score"].null_count()
+    header.click()  # again: the other way, a missing score still last
+    assert [r[4] for r in shown()][:len(ascending)] == [f"{x:.2f}" for x in reversed(ascending)]
+    per = stored.filter(pl.col("final_score").is_not_null()).group_by("task", "input_id", "model").agg(
+        pl.col("final_score").mean())
+    pairs = per.join(per, on=["task", "input_id"], suffix="_b").filter(pl.col("model") < pl.col("model_b"))
+    largest = (pairs["final_score"] - pairs["final_score_b"]).abs().max()
+    first = page.locator("table.disagreements tbody tr").first.locator("td.difference").inner_text()
+    assert first == f"{largest:.2f}"
+    links = _links_resolve(page, site["base"])
+    assert len([u for u in links if "/compare/" in u]) >= 1 and len(links) > len(ALL_TASKS)
+    assert errors == [], errors
+    page.close()
+    local = browser.new_page()  # opened as a file, it draws its rows and fetches nothing
+    fetched: list[str] = []
+    local.on("request", lambda r: fetched.append(r.url))
+    path = site["evaluation"] / "reports" / "samples.html"
+    local.goto(path.as_uri(), wait_until="load")
+    assert fetched == [path.as_uri()] and local.locator("table.samples tbody tr").count() == stored.height
+    local.close()
+
+
 def test_report_page_from_the_overview(site, browser, tmp_path):
     overview, _ = _open(browser, site["base"] + "index.html", tmp_path, "overview")
     cell = overview.locator('section[data-task="TI2V"] a.report').first

@@ -1,0 +1,234 @@
+"""The sample browser (``reports/samples.html``): every scored video of an evaluation in one table, with
+what its score covers and why a video has none, filtered by any column and sorted by any column, and
+the inputs on which two models disagree most.
+
+One self-contained file (its rows as JSON inside it, its script inline): it works opened from disk and
+from ``argus open`` alike, and fetches nothing. Each row links to its video's report where that page
+exists, each disagreement to its input's comparison page.
+
+Filters, one per column: text columns keep the rows that contain the text (any case); number columns
+take ``>=5``, ``<3``, ``=7``, ``2..6`` (both ends included), or ``-`` for the rows without a value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from argus_dagster.infra.names import file_name, sample_file_name
+from argus_dagster.infra.storage import LOCAL, Storage, join
+from argus_dagster.infra.tables import stored_table
+from argus_dagster.outputs.history_words import evaluator_label
+from argus_dagster.outputs.overview import href
+from argus_dagster.outputs.report import STYLE, esc
+
+# The table's columns: (key in a row, header a person reads, kind).
+COLUMNS = (("task", "task", "text"), ("model", "model", "text"), ("input_id", "input", "text"),
+           ("sample", "sample", "text"), ("final_score", "final score", "number"),
+           ("base_score", "base score", "number"), ("criteria_low", "lowest criterion", "number"),
+           ("criteria_high", "highest criterion", "number"), ("n_scored", "criteria scored", "number"),
+           ("n_criteria", "criteria", "number"), ("weight_scored", "share of weight scored", "number"),
+           ("judge", "judge", "text"), ("error", "error", "text"))
+DISAGREEMENTS = 50  # the pairs shown, largest difference first
+
+PAGE_STYLE = """
+.filters input{width:100%;box-sizing:border-box;font:inherit;padding:2px 4px;border:1px solid #d0d7de}
+.filters input.invalid{border-color:#cf222e;background:#fff0f0}
+table.samples td,table.samples th{padding:3px 6px;white-space:nowrap} table.samples td.error{white-space:normal;max-width:28em}
+table.samples th.sort{cursor:pointer} table.samples th[aria-sort=ascending]::after{content:" ▲"}
+table.samples th[aria-sort=descending]::after{content:" ▼"} .count{margin:6px 0}
+"""
+
+SCRIPT = """
+(function () {
+  var columns = JSON.parse(document.getElementById('columns').textContent);
+  var rows = JSON.parse(document.getElementById('rows').textContent);
+  var body = document.querySelector('table.samples tbody');
+  var filters = Array.prototype.slice.call(document.querySelectorAll('table.samples .filters input'));
+  var order = {key: null, asc: true};
+
+  function numberTest(text) {  // '>=5', '<3', '=7', '2..6', '-'; null when the text is no such filter
+    var t = text.replace(/\\s+/g, '');
+    if (t === '-') { return function (v) { return v === null; }; }
+    var m = t.match(/^(-?[0-9.]+)\\.\\.(-?[0-9.]+)$/);
+    if (m && isFinite(m[1]) && isFinite(m[2])) {
+      var lo = parseFloat(m[1]), hi = parseFloat(m[2]);
+      return function (v) { return v !== null && v >= lo && v <= hi; };
+    }
+    m = t.match(/^(>=|<=|>|<|=)?(-?[0-9.]+)$/);
+    if (!m || !isFinite(m[2])) { return null; }
+    var x = parseFloat(m[2]), op = m[1] || '=';
+    return function (v) {
+      if (v === null) { return false; }
+      return op === '>=' ? v >= x : op === '<=' ? v <= x : op === '>' ? v > x : op === '<' ? v < x
+        : Math.abs(v - x) < 1e-9;
+    };
+  }
+
+  function tests() {
+    var out = [];
+    filters.forEach(function (input) {
+      var text = input.value.trim(), key = input.dataset.key, kind = input.dataset.kind;
+      input.classList.remove('invalid');
+      if (!text) { return; }
+      if (kind === 'number') {
+        var test = numberTest(text);
+        if (!test) { input.classList.add('invalid'); return; }
+        out.push(function (r) { return test(r[key]); });
+      } else {
+        var low = text.toLowerCase();
+        out.push(function (r) { return r[key] !== null && String(r[key]).toLowerCase().indexOf(low) >= 0; });
+      }
+    });
+    return out;
+  }
+
+  function cell(r, c) {
+    var v = r[c.key];
+    if (v === null || v === '') { return c.kind === 'number' ? '–' : ''; }
+    if (c.key === 'weight_scored') { return Math.round(v * 100) + '%'; }
+    if (c.kind === 'number' && c.key !== 'n_scored' && c.key !== 'n_criteria') { return v.toFixed(2); }
+    return String(v);
+  }
+
+  function draw() {
+    var keep = tests();
+    var shown = rows.filter(function (r) { return keep.every(function (t) { return t(r); }); });
+    if (order.key !== null) {
+      var k = order.key, sign = order.asc ? 1 : -1;
+      shown.sort(function (a, b) {
+        var x = a[k], y = b[k];
+        if (x === null || x === '') { return (y === null || y === '') ? 0 : 1; }  // a missing value stays last
+        if (y === null || y === '') { return -1; }
+        if (typeof x === 'string') { x = x.toLowerCase(); y = String(y).toLowerCase(); }
+        return (x < y ? -1 : x > y ? 1 : 0) * sign;
+      });
+    }
+    var html = [];
+    shown.forEach(function (r) {
+      var tds = columns.map(function (c) {
+        var text = cell(r, c).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+        if (c.key === 'input_id' && r.href) {
+          text = '<a class="report" href="' + r.href + '">' + text + '</a>';
+        }
+        return '<td class="' + c.key + '" data-key="' + c.key + '">' + text + '</td>';
+      });
+      html.push('<tr data-row="' + r.row + '">' + tds.join('') + '</tr>');
+    });
+    body.innerHTML = html.join('');
+    document.getElementById('count').textContent = shown.length + ' of ' + rows.length + ' videos shown';
+  }
+
+  filters.forEach(function (input) { input.addEventListener('input', draw); });
+  document.querySelectorAll('table.samples th.sort').forEach(function (th) {
+    th.title = 'click to sort';
+    th.addEventListener('click', function () {
+      var key = th.dataset.key;
+      order = {key: key, asc: order.key === key ? !order.asc : true};
+      document.querySelectorAll('table.samples th.sort').forEach(function (h) { h.removeAttribute('aria-sort'); });
+      th.setAttribute('aria-sort', order.asc ? 'ascending' : 'descending');
+      draw();
+    });
+  });
+  draw();
+})();
+"""
+
+
+def sample_rows(video_scores: pl.DataFrame, criterion_scores: pl.DataFrame | None) -> pl.DataFrame:
+    """One row per stored video: its scores, the lowest and highest of its criteria's scores, what its
+    score covers, its judge by name and its error; in task, model, input and sample order."""
+    keys = ["task", "model", "input_id", "sample"]
+    v = video_scores.with_columns(pl.col("sample").fill_null(""))
+    if criterion_scores is not None and criterion_scores.height:
+        spread = (criterion_scores.with_columns(pl.col("sample").fill_null(""))
+                  .group_by(keys).agg(pl.col("score").min().alias("criteria_low"),
+                                      pl.col("score").max().alias("criteria_high")))
+        v = v.join(spread, on=keys, how="left")
+    else:
+        v = v.with_columns(pl.lit(None, pl.Float64).alias("criteria_low"), pl.lit(None, pl.Float64).alias("criteria_high"))
+    v = v.with_columns(pl.col("judge").map_elements(lambda j: evaluator_label(j) if j else "", return_dtype=pl.String),
+                       pl.col("error").fill_null(""))
+    return v.select([c for c, _, _ in COLUMNS]).sort(keys)
+
+
+def model_disagreements(video_scores: pl.DataFrame, limit: int = DISAGREEMENTS) -> pl.DataFrame:
+    """Per task, input and pair of models that both have a final score on it (a model's mean over its
+    samples): the two scores and their difference, the largest first."""
+    per = (video_scores.filter(pl.col("final_score").is_not_null())
+           .group_by("task", "input_id", "model").agg(pl.col("final_score").mean().alias("score")))
+    pairs = (per.join(per, on=["task", "input_id"], suffix="_b").filter(pl.col("model") < pl.col("model_b"))
+             .select("task", "input_id", pl.col("model").alias("model_a"), pl.col("score").alias("score_a"),
+                     "model_b", "score_b", (pl.col("score") - pl.col("score_b")).abs().alias("difference")))
+    return pairs.sort(["difference", "task", "input_id", "model_a", "model_b"],
+                      descending=[True, False, False, False, False]).head(limit)
+
+
+def _json_script(element_id: str, value) -> str:
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
+    return f'<script type="application/json" id="{element_id}">{text}</script>'
+
+
+def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
+                   criterion_scores: pl.DataFrame | None = None, *, bench: str | None = None,
+                   store: Storage | None = None) -> str:
+    """The sample browser's HTML; a row links to its video's report, a disagreement to its input's
+    comparison page, only where that page exists under ``reports_dir`` (listed once through ``store``)."""
+    store = store or LOCAL
+    present = {o.rel for o in store.list(reports_dir)}
+    title = f"{bench}: every video" if bench else "every video"
+    if video_scores is None or not video_scores.height:
+        body = '<p class="muted">no video scores stored yet: run <code>argus demo</code> or <code>argus evaluate</code></p>'
+        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+                f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>{body}</body></html>\n")
+    table = sample_rows(video_scores, criterion_scores)
+    rows = []
+    for i, r in enumerate(table.iter_rows(named=True)):
+        page = f"{r['task']}/{file_name(r['model'])}/{sample_file_name(r['input_id'], r['sample'])}.html"
+        link = href(r["task"], file_name(r["model"]), sample_file_name(r["input_id"], r["sample"]) + ".html")
+        rows.append({**r, "row": i, "href": link if page in present else None})
+    heads = "".join(f'<th class="sort" data-key="{key}">{esc(name)}</th>' for key, name, _ in COLUMNS)
+    inputs = "".join(f'<th><input data-key="{key}" data-kind="{kind}" aria-label="filter {esc(name)}" '
+                     f'placeholder="{"e.g. >=5" if kind == "number" else "contains"}"></th>'
+                     for key, name, kind in COLUMNS)
+    pairs = model_disagreements(video_scores)
+    pair_rows = []
+    for r in pairs.iter_rows(named=True):
+        compare = f"{r['task']}/compare/{file_name(r['input_id'])}.html"
+        link = href(r["task"], "compare", file_name(r["input_id"]) + ".html")
+        name = (f'<a class="compare" href="{link}">{esc(r["input_id"])}</a>' if compare in present
+                else esc(r["input_id"]))
+        pair_rows.append(f'<tr><td>{esc(r["task"])}</td><td>{name}</td><td>{esc(r["model_a"])}</td>'
+                         f'<td class="score">{r["score_a"]:.2f}</td><td>{esc(r["model_b"])}</td>'
+                         f'<td class="score">{r["score_b"]:.2f}</td><td class="score difference">{r["difference"]:.2f}</td></tr>')
+    disagreements = (
+        '<table class="disagreements"><thead><tr><th>task</th><th>input</th><th>model</th><th>its score</th>'
+        f'<th>other model</th><th>its score</th><th>difference</th></tr></thead><tbody>{"".join(pair_rows)}</tbody></table>'
+        if pair_rows else '<p class="muted">no input has final scores from two models</p>')
+    columns = [{"key": k, "name": n, "kind": kind} for k, n, kind in COLUMNS]
+    help_text = ("Type in a column's box to filter: text columns keep the rows that contain it (any case); "
+                 "number columns take &gt;=5, &lt;3, =7, 2..6 or - (no value). Click a header to sort by it "
+                 "(again to reverse); rows without a value stay last. Lowest and highest criterion: the range "
+                 "of the video's criterion scores (0-10); share of weight scored: the importance weight its "
+                 "scored criteria hold.")
+    body = (f'<h1>{esc(title)}</h1><nav><a href="index.html">overview</a></nav>'
+            f'<p class="muted">{help_text}</p><div class="count" id="count"></div>'
+            f'<table class="samples"><thead><tr>{heads}</tr><tr class="filters">{inputs}</tr></thead><tbody></tbody></table>'
+            f"<h2 id=\"disagreements\">Where two models disagree most (final score on the same input)</h2>{disagreements}")
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+            f"<style>{STYLE}{PAGE_STYLE}</style></head><body>{body}{_json_script('columns', columns)}"
+            f"{_json_script('rows', rows)}<script>{SCRIPT}</script></body></html>\n")
+
+
+def write_samples(reports_dir: Path | str, storage_dir: Path | str, *, bench: str | None = None,
+                  store: Storage | None = None, video_scores: pl.DataFrame | None = None) -> Path | str:
+    """Write ``reports_dir/samples.html`` whole from the stored tables under ``storage_dir``
+    (``video_scores``, when given, stands for the stored one). Raises
+    :class:`argus_dagster.infra.files.WriteError` when the page cannot be written."""
+    store = store or LOCAL
+    videos = video_scores if video_scores is not None else stored_table(storage_dir, "video_scores", store)
+    page = render_samples(reports_dir, videos, stored_table(storage_dir, "criterion_scores", store), bench=bench,
+                          store=store)
+    return store.write_bytes(join(reports_dir, "samples.html"), page)

@@ -1,0 +1,59 @@
+"""The sample browser's page (reports/samples.html) carries every stored video, as the tables hold it,
+and the model pairs that disagree most; it is one file that links only pages that exist."""
+
+import json
+import re
+
+import polars as pl
+
+from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
+from argus_dagster.outputs.samples import COLUMNS, model_disagreements, render_samples, sample_rows
+
+
+def _videos() -> pl.DataFrame:
+    rows = []
+    for model, base in (("a", 7.0), ("b", 4.0), ("c</script>", 5.5)):
+        for i in range(3):
+            final = None if (model == "b" and i == 2) else base + i
+            rows.append({"task": "T2V", "model": model, "input_id": f"p{i}", "sample": "", "base_score": final,
+                         "final_score": final, "n_scored": 3, "n_criteria": 8, "weight_scored": 0.39,
+                         "judge": "evidence-only", "error": "decode failed" if final is None else None})
+    return frame(rows, VIDEO_SCORES)
+
+
+def _criteria() -> pl.DataFrame:
+    rows = [{"task": "T2V", "model": m, "input_id": f"p{i}", "sample": "", "criterion_id": f"c{k}", "score": s}
+            for m in ("a", "b", "c</script>") for i in range(3) for k, s in enumerate((2.0, 9.0, 5.0))]
+    return frame(rows, CRITERION_SCORES)
+
+
+def _embedded(html: str, element_id: str):
+    text = re.search(rf'<script type="application/json" id="{element_id}">(.*?)</script>', html, re.S).group(1)
+    return json.loads(text.replace("<\\/", "</"))
+
+
+def test_every_video_is_a_row_as_stored(tmp_path):
+    (tmp_path / "T2V" / "a").mkdir(parents=True)
+    (tmp_path / "T2V" / "a" / "p0.html").write_text("<p>report</p>")
+    html = render_samples(tmp_path, _videos(), _criteria(), bench="demo")
+    rows = _embedded(html, "rows")
+    expected = sample_rows(_videos(), _criteria()).to_dicts()
+    assert [{k: r[k] for k, _, _ in COLUMNS} for r in rows] == expected and len(rows) == 9
+    assert {(r["model"], r["input_id"]): (r["criteria_low"], r["criteria_high"]) for r in rows}[("a", "p1")] == (2.0, 9.0)
+    assert [r["href"] for r in rows if r["href"]] == ["T2V/a/p0.html"]  # only pages that exist are linked
+    assert next(r for r in rows if r["final_score"] is None)["error"] == "decode failed"
+    assert "</script>" not in html.split('id="rows">')[1].split("</script>")[0]  # a model's name cannot end the data
+    assert [c["key"] for c in _embedded(html, "columns")] == [k for k, _, _ in COLUMNS]
+
+
+def test_the_pairs_that_disagree_most_come_first():
+    pairs = model_disagreements(_videos())
+    # a: 7 8 9, b: 4 5 (none on p2), c: 5.5 6.5 7.5 -> a-b differ by 3 on p0 and p1, the largest
+    assert pairs.head(2).select("input_id", "model_a", "model_b", "difference").rows() == [
+        ("p0", "a", "b", 3.0), ("p1", "a", "b", 3.0)]
+    assert pairs.height == 3 + 2 + 2  # a-c on 3 inputs, b-c on 2, a-b on 2
+    assert pairs["difference"].to_list() == sorted(pairs["difference"].to_list(), reverse=True)
+
+
+def test_nothing_stored_says_what_to_run(tmp_path):
+    assert "argus evaluate" in render_samples(tmp_path, None)
