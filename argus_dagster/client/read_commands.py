@@ -170,6 +170,13 @@ def _num(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _moved(r: dict) -> tuple[str, str]:
+    """A moved row's sample as it follows the input id (``#2``; nothing for a single video) and its change
+    (``+1.25``, or the words of a row that appeared or went)."""
+    return (f"#{r['sample']}" if r["sample"] else "",
+            f"{r['delta']:+.2f}" if r["delta"] is not None else r["change"])
+
+
 def format_diff(d) -> str:
     """A diff as a person reads it: the passes, the evaluators, per model before and after, what moved."""
     def named(judges: list[str]) -> str:
@@ -188,15 +195,13 @@ def format_diff(d) -> str:
     if d.videos.height:
         lines.append("\nvideos that moved most (final score):")
         for r in d.videos.iter_rows(named=True):
-            sample = f"#{r['sample']}" if r["sample"] else ""
-            delta = f"{r['delta']:+.2f}" if r["delta"] is not None else r["change"]
+            sample, delta = _moved(r)
             lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample}: {_num(r['final_before'])} -> "
                          f"{_num(r['final_after'])} ({delta})")
     if d.criteria.height:
         lines.append("\ncriteria that moved most:")
         for r in d.criteria.iter_rows(named=True):
-            sample = f"#{r['sample']}" if r["sample"] else ""
-            delta = f"{r['delta']:+.2f}" if r["delta"] is not None else r["change"]
+            sample, delta = _moved(r)
             lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample} {r['criterion_id']}: "
                          f"{_num(r['before'])} -> {_num(r['after'])} ({delta})")
     lines.append("\nwhat changed between them:")

@@ -13,6 +13,7 @@ take ``>=5``, ``<3``, ``=7``, ``2..6`` (both ends included), or ``-`` for the ro
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import polars as pl
@@ -188,7 +189,8 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
     for i, r in enumerate(table.iter_rows(named=True)):
         page = f"{r['task']}/{file_name(r['model'])}/{sample_file_name(r['input_id'], r['sample'])}.html"
         link = href(r["task"], file_name(r["model"]), sample_file_name(r["input_id"], r["sample"]) + ".html")
-        rows.append({**r, "row": i, "href": link if page in present else None})
+        values = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
+        rows.append({**values, "row": i, "href": link if page in present else None})
     heads = "".join(f'<th class="sort" data-key="{key}">{esc(name)}</th>' for key, name, _ in COLUMNS)
     inputs = "".join(f'<th><input data-key="{key}" data-kind="{kind}" aria-label="filter {esc(name)}" '
                      f'placeholder="{"e.g. >=5" if kind == "number" else "contains"}"></th>'

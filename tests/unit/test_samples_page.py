@@ -55,5 +55,13 @@ def test_the_pairs_that_disagree_most_come_first():
     assert pairs["difference"].to_list() == sorted(pairs["difference"].to_list(), reverse=True)
 
 
+def test_a_score_that_is_not_a_number_is_a_missing_value(tmp_path):
+    videos = _videos().with_columns(pl.when(pl.col("model") == "a").then(float("nan")).otherwise(pl.col("base_score"))
+                                    .alias("base_score"))
+    rows = _embedded(render_samples(tmp_path, videos, None), "rows")
+    assert [r["base_score"] for r in rows if r["model"] == "a"] == [None, None, None]
+    assert [r["criteria_low"] for r in rows] == [None] * 9  # no criterion scores stored: no range
+
+
 def test_nothing_stored_says_what_to_run(tmp_path):
     assert "argus evaluate" in render_samples(tmp_path, None)
