@@ -10,6 +10,10 @@ BIN    := $(VENV)/bin
 ARGUS_HOME ?= $(CURDIR)/.argus
 export ARGUS_HOME
 PIP    := $(BIN)/pip --disable-pip-version-check -q
+# The install says what it fetches and installs as it goes (a line per package, each line cut to 120
+# characters), not one echoed command for minutes.
+PIP_SAY := $(BIN)/pip --disable-pip-version-check
+SAY_PROGRESS := grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' | cut -c1-120
 # easyocr needs torchvision matched to torch (the `ocr` extra): a venv of its own, for tests/ocr only.
 OCR_VENV ?= .venv-ocr
 OCR_BIN  := $(OCR_VENV)/bin
@@ -18,9 +22,11 @@ OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 .PHONY: setup demo test test-ocr bench ui clean chromium postgres redis
 
 $(BIN)/.installed: pyproject.toml
-	@echo "setting up $(VENV): the pinned dependencies (Dagster, torch CPU, transformers, OpenCV, ...), about 2.6 GB and 3 minutes"
+	@echo "setting up $(VENV): the pinned dependencies (Dagster, torch CPU, transformers, OpenCV, ...), about 3.1 GB and 2 minutes from a local mirror"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
+	@echo "$(PIP_SAY) install --progress-bar off -e '.[dev]'"
+	@# what failed to install is named by the import check below
+	@$(PIP_SAY) install --progress-bar off -e '.[dev]' 2>&1 | $(SAY_PROGRESS) || true
 	@# rapidocr declares the GUI build of OpenCV, which clashes with opencv-python-headless: its
 	@# other dependencies are in pyproject.toml, the package itself goes in without them.
 	$(PIP) install --no-deps rapidocr-onnxruntime==1.4.4 2>&1 | grep -v "is ignored: it is neither" || true
@@ -77,7 +83,7 @@ $(OCR_BIN)/.installed: pyproject.toml
 	@echo "setting up $(OCR_VENV) for the easyocr extra: torch 2.14.1 + torchvision (a CUDA build), about 6 GB and 2 minutes"
 	$(PYTHON) -m venv $(OCR_VENV)
 	$(OCR_BIN)/python -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-	  keep = ('numpy', 'opencv-python-headless', 'pillow', 'decord', 'pytest', 'pytest-timeout'); \
+	  keep = ('numpy', 'opencv-python-headless', 'pillow', 'decord', 'safetensors', 'pytest', 'pytest-timeout'); \
 	  deps = p['dependencies'] + p['optional-dependencies']['dev']; \
 	  print('\n'.join([d for d in deps if re.split('[<>=!;\\[ ]', d)[0] in keep] + p['optional-dependencies']['ocr']))" \
 	  > $(OCR_VENV)/requirements.txt
