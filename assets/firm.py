@@ -28,7 +28,7 @@ from argus_dagster.method.evidence.plan import NormalizedPlan
 from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.protocols.alignment.ratings import read_human
-from argus_dagster.infra.tables import COSTS, frame
+from argus_dagster.infra.tables import COSTS, frame, stored_table
 from assets.versions import content_version, volatile_metadata
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, STAGE_RUBRICS, request_priority
@@ -38,6 +38,7 @@ from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
 from .candidates import _cache_write_errors, _vlm_metadata, video_label
+from .overview import overview_metadata
 from .partitions import task_and_model, task_model_partitions, task_partitions
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
@@ -178,10 +179,10 @@ def _item_columns(rows: list[dict], checklist: Checklist | None, results: dict) 
                                      "ratings, the PQ rating, rationales, and why a dimension is unscored.")})
 def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.DataFrame, firm_checklists: pl.DataFrame,
                     input_instances: pl.DataFrame, vlm: VlmResource, tools: ToolsResource,
-                    storage: StorageResource):
+                    storage: StorageResource, bench: BenchResource):
     """FIRM-Video's three dimensions for every candidate video of the partition (each sample of an
     input against the input's checklist); a video that fails gets its reasons on its row and the rest
-    proceed."""
+    proceed. The overview's FIRM-Video section is rewritten with this partition's rows."""
     task, model = task_and_model(context)
     inputs = {r["input_id"]: r for r in input_instances.iter_rows(named=True)}
     checklists = stored_checklists(firm_checklists)
@@ -250,7 +251,19 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                               **{f"n_{d}_unverifiable": int(sdf[f"{d}_unverifiable"].sum() or 0) for d in ("if", "wc")},
                               "n_left_out_of_export": len(out.left_out),
                               "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
-                              **_vlm_metadata(vlm, stats)})
+                              **_vlm_metadata(vlm, stats),
+                              **overview_metadata(context, bench, store_of,
+                                                  firm_scores=_with_partition(bench, store_of, sdf, task, model))})
+
+
+def _with_partition(bench: BenchResource, store, rows: pl.DataFrame, task: str, model: str) -> pl.DataFrame:
+    """Every stored ``firm_scores`` row, this partition's (``task`` x ``model``) replaced by ``rows``: what
+    the table holds once this run's output is stored."""
+    stored = stored_table(bench.storage_path(), "firm_scores", store)
+    if stored is None or not stored.height:
+        return rows
+    others = stored.filter((pl.col("task") != task) | (pl.col("model") != model))
+    return pl.concat([others, rows], how="diagonal_relaxed")
 
 
 @dg.asset_check(asset="firm_scores", partitions_def=task_model_partitions,

@@ -146,7 +146,7 @@ def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: 
                                                 conditions=conditions, source_src=source_src))
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="5", group_name="reports", kinds={"html"},
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="6", group_name="reports", kinds={"html"},
           automation_condition=UP_TO_DATE, metadata=volatile_metadata(DIAGNOSTIC_REPORTS_VOLATILE))
 @each_partition
 def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, rubrics: pl.DataFrame,
@@ -204,6 +204,8 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                     **{k: v.get(k) for k in ("n_scored", "n_criteria", "judge", "weight_scored")},
                     "caps_fired": v["caps_fired"], "error": v["error"], "href": f"../{quote(safe_name(model))}/{quote(name)}",
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
+                    "requirements": {c["criterion_id"]: c["requirement"] for c in criteria if c.get("requirement")},
+                    "rationales": {c["criterion_id"]: c["rationale"] for c in criteria if c.get("rationale")},
                     "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]],
                     "frame_times": output.captions[::2], "video": video_src}
             store.write_bytes(join(task_dir, "_cards", safe_name(iid), f"{sample_file_name(model, sample)}.json"),

@@ -16,11 +16,13 @@ from argus_dagster.infra.tables import COSTS, frame
 from assets.versions import content_version, volatile_metadata
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
+from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
 from .candidates import _cache_write_errors, _vlm_metadata, video_label
+from .overview import overview_metadata
 from .partitions import task_and_model, task_model_partitions
 
 S, F, I = pl.String, pl.Float64, pl.Int64
@@ -112,15 +114,17 @@ def vefx_scores_valid(vefx_scores: pl.DataFrame) -> dg.AssetCheckResult:
 
 @dg.asset(code_version="1", group_name="vefx", kinds={"polars"}, metadata=volatile_metadata(VEFX_LEADERBOARD_VOLATILE),
           ins={"vefx_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
-def vefx_leaderboard(vefx_scores: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+def vefx_leaderboard(context: dg.AssetExecutionContext, vefx_scores: dict[str, pl.DataFrame], bench: BenchResource,
+                     storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Per task, model and dimension (IF, RQ, EE, overall): the mean 1-4 score with a bootstrap 95%
-    interval and how many videos it covers, best first."""
+    interval and how many videos it covers, best first; the overview's VEFX-Bench section is rewritten."""
     parts = [df for df in vefx_scores.values() if df is not None and df.height]
     scores = pl.concat(parts, how="diagonal_relaxed") if parts else frame([], VEFX_SCORES)
     lb = vefx.leaderboard(scores.filter(pl.col("task").is_in(list(vefx.EDIT_TASKS))))
     return dg.Output(lb, data_version=content_version(lb, VEFX_LEADERBOARD_VOLATILE), metadata={
         "n_partitions": len(parts), "n_rows": lb.height,
-        "leaderboard": dg.MetadataValue.md("```\n" + vefx.format_leaderboard(lb) + "\n```")})
+        "leaderboard": dg.MetadataValue.md("```\n" + vefx.format_leaderboard(lb) + "\n```"),
+        **overview_metadata(context, bench, storage.storage(), vefx_board=lb)})
 
 
 VEFX_CANDIDATE_ASSETS = [vefx_scores]

@@ -35,7 +35,8 @@ from argus_dagster.infra.names import file_name
 from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, cost_table, coverage_text, pairwise_win_rates, share_text,
                           stored_cost_table,
                           partial_evidence_text, rank_text, top_models)
-from argus_dagster.outputs.report import STYLE, esc
+from argus_dagster.outputs.protocol_sections import firm_section, vefx_section
+from argus_dagster.outputs.report import STYLE, esc, score_colour
 from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
@@ -108,12 +109,6 @@ def _cell(value) -> str:
     if isinstance(value, (list, tuple)):
         return esc(", ".join(str(v) for v in value))
     return esc("–" if value is None else value)
-
-
-def _heat_colour(score: float) -> str:
-    """Red (0) through yellow to green (10), light enough for dark text."""
-    hue = max(0.0, min(10.0, score)) * 12.0
-    return f"hsl({hue:.0f},70%,78%)"
 
 
 def _png_img(data: bytes, alt: str, cls: str = "plot") -> str:
@@ -273,7 +268,7 @@ def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62
             c = cell.get((model, d))
             label = f"{model} · d{d} {DIMENSIONS.get(d, '')}: " + (
                 f"{c['mean']:.2f} over {c['n']} scores" if c else "not scored")
-            fill = _heat_colour(c["mean"]) if c else "#f3f4f6"
+            fill = score_colour(c["mean"]) if c else "#f3f4f6"
             text = _num(c["mean"], 1) if c else "–"
             parts.append(f'<g class="cell" data-model="{esc(model)}" data-dimension="{esc(d)}" '
                          f'data-mean="{"" if c is None else repr(float(c["mean"]))}"><title>{esc(label)}</title>'
@@ -284,7 +279,7 @@ def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62
     parts.append(f'<text x="{left - 8}" y="{ly + 11}" text-anchor="end" fill="#5b6570">mean score</text>')
     for k, v in enumerate(range(0, 11, 2)):
         x = left + k * 40
-        parts.append(f'<rect x="{x}" y="{ly}" width="38" height="14" fill="{_heat_colour(v)}"/>'
+        parts.append(f'<rect x="{x}" y="{ly}" width="38" height="14" fill="{score_colour(v)}"/>'
                      f'<text x="{x + 19}" y="{ly + 11}" text-anchor="middle" font-size="10" fill="#1b1f24">{v}</text>')
     return "".join(parts) + "</svg>"
 
@@ -315,7 +310,7 @@ def profile_svg(model: str, means: pl.DataFrame, width: int = 300) -> str:
             continue
         parts.append(f'<rect class="bar" data-dimension="{esc(d)}" data-mean="{float(c["mean"])!r}" x="{left}" '
                      f'y="{y + 3}" width="{max(0.0, c["mean"]) * scale:.1f}" height="{row_h - 5}" '
-                     f'fill="{_heat_colour(c["mean"])}" stroke="#8c959f" stroke-width="0.5">'
+                     f'fill="{score_colour(c["mean"])}" stroke="#8c959f" stroke-width="0.5">'
                      f"<title>{esc(name)}: {c['mean']:.2f} over {c['n']} scores</title></rect>"
                      f'<text x="{left + 10 * scale + 4:.1f}" y="{y + 11}" fill="#1b1f24">{_num(c["mean"], 1)}</text>')
     return "".join(parts) + "</svg>"
@@ -344,7 +339,7 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
         tds = []
         for d in dims:
             c = cell.get((model, d))
-            tds.append(f'<td class="score" style="background:{_heat_colour(c["mean"])}" title="{c["n"]} scores">'
+            tds.append(f'<td class="score" style="background:{score_colour(c["mean"])}" title="{c["n"]} scores">'
                        f'{_num(c["mean"], 1)}</td>' if c else '<td class="score muted">–</td>')
         rows.append(f'<tr data-model="{esc(model)}"><td>{esc(model)}</td>{"".join(tds)}</tr>')
     table = f'<table class="heat sortable">{head}<tbody>{"".join(rows)}</tbody></table>'
@@ -371,7 +366,7 @@ def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> st
                 continue
             title = (f"{a} scores above {b} on {r['rate']:.0%} of {r['n']} shared inputs "
                      f"(95% interval {r['low']:.0%}-{r['high']:.0%})")
-            tds.append(f'<td class="score" style="background:{_heat_colour(10 * r["rate"])}" title="{esc(title)}">'
+            tds.append(f'<td class="score" style="background:{score_colour(10 * r["rate"])}" title="{esc(title)}">'
                        f'{r["rate"]:.0%}<br><span class="muted">[{r["low"]:.0%}, {r["high"]:.0%}] n={r["n"]}</span></td>')
         rows.append(f'<tr data-model="{esc(a)}"><th>{esc(a)}</th>{"".join(tds)}</tr>')
     return f'<table class="winrate">{head}{"".join(rows)}</table>'
@@ -447,10 +442,14 @@ def _share(x: float | None) -> str:
 def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
                     video_scores: pl.DataFrame | None = None, alignment: pl.DataFrame | None = None,
                     title: str = "argus-dagster results", bench: str | None = None,
-                    store: Storage | None = None, costs: pl.DataFrame | None = None) -> str:
+                    store: Storage | None = None, costs: pl.DataFrame | None = None,
+                    firm_scores: pl.DataFrame | None = None, vefx_board: pl.DataFrame | None = None,
+                    vefx_scores: pl.DataFrame | None = None) -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
     or an ``s3://`` prefix of ``store``, listed once). ``costs`` is the evaluation's cost ledger
-    (:func:`~argus_dagster.method.leaderboard.cost_table`; without it, that of ``video_scores``)."""
+    (:func:`~argus_dagster.method.leaderboard.cost_table`; without it, that of ``video_scores``).
+    ``firm_scores``, ``vefx_board`` (``vefx_leaderboard``) and ``vefx_scores``: the other protocols'
+    stored tables, each a section where there is one (:mod:`argus_dagster.outputs.protocol_sections`)."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
@@ -458,8 +457,10 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     home = ('<a href="../../../index.html">all evaluations</a>'
             if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
     samples = '<a class="samples" href="samples.html">every video (filter, sort, disagreements)</a>' if "samples.html" in present else ""
-    nav = (home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks) + '<a href="#alignment">human alignment</a>'
-           + samples)
+    protocols = [firm_section(firm_scores), vefx_section(vefx_board, vefx_scores)]
+    nav = (home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks)
+           + ('<a href="#firm">FIRM-Video</a>' if protocols[0] else "") + ('<a href="#vefx">VEFX-Bench</a>' if protocols[1] else "")
+           + '<a href="#alignment">human alignment</a>' + samples)
     sections = []
     costs = cost_table(video_scores) if costs is None else costs
     for task in tasks:
@@ -490,7 +491,7 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">{spent}updated {esc(stamp)}; score: mean final "
             f"score 0-10 with a bootstrap 95% interval over inputs, rank with the ranks taken in 95% of those resamples (equal scores share a rank); videos scored, errors not scored; click a "
             f"column's header to sort by it</div><nav>{nav}</nav>"
-            + "".join(sections)
+            + "".join(sections) + "".join(protocols)
             + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, present, alignment, store)}</section>')
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}<script>{SORT_SCRIPT}</script></body></html>\n")
@@ -520,7 +521,8 @@ def _evaluation_line(lb: pl.DataFrame, bench: str | None = None, evaluators: lis
 
 def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard: pl.DataFrame | None = None,
                    alignment: pl.DataFrame | None = None, bench: str | None = None,
-                   store: Storage | None = None) -> Path:
+                   store: Storage | None = None, firm_scores: pl.DataFrame | None = None,
+                   vefx_board: pl.DataFrame | None = None) -> Path:
     """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``
     (folders, or ``s3://`` prefixes of ``store``).
 
@@ -530,10 +532,16 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
         leaderboard = stored_table(storage_dir, "leaderboard", store)
     if alignment is None:
         alignment = stored_table(storage_dir, "human_alignment", store)
+    if firm_scores is None:
+        firm_scores = stored_table(storage_dir, "firm_scores", store)
+    if vefx_board is None:
+        vefx_board = stored_table(storage_dir, "vefx_leaderboard", store)
     page = render_overview(reports_dir, leaderboard, criterion_scores=stored_table(storage_dir, "criterion_scores", store),
                            video_scores=(scores := stored_table(storage_dir, "video_scores", store)), alignment=alignment,
                            bench=bench, store=store,
-                           costs=stored_cost_table(storage_dir, store, video_scores=scores))
+                           costs=stored_cost_table(storage_dir, store, video_scores=scores),
+                           firm_scores=firm_scores, vefx_board=vefx_board,
+                           vefx_scores=stored_table(storage_dir, "vefx_scores", store))
     return store.write_bytes(join(reports_dir, "index.html"), page)
 
 

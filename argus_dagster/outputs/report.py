@@ -137,9 +137,9 @@ def _json_list(text: Any) -> list:
 OVERVIEW_HREF = "../../index.html"
 
 
-def _page(title: str, body: str) -> str:
+def _page(title: str, body: str, style: str = "") -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f'<style>{STYLE}</style></head><body><div class="muted"><a class="overview" href="{OVERVIEW_HREF}">'
+            f'<style>{STYLE}{style}</style></head><body><div class="muted"><a class="overview" href="{OVERVIEW_HREF}">'
             f"all results</a></div>{body}</body></html>\n")
 
 
@@ -274,41 +274,126 @@ def render_index(*, task: str, model: str, rows: Iterable[dict]) -> str:
     return _page(f"{task} {model}", body)
 
 
+COMPARE_STYLE = """
+.grid{display:grid;grid-template-columns:repeat(var(--models),minmax(220px,1fr));gap:12px;align-items:start;margin:8px 0}
+.grid .model h2{font-size:14px;margin:4px 0} .grid .player video{width:100%} .grid .frames img{height:72px}
+.sync{display:flex;gap:8px;align-items:center;margin:8px 0} .sync button{font:inherit;padding:2px 10px}
+.sync input[type=range]{flex:1}
+.media-notice{background:#fff8c5;border:1px solid #d4a72c;padding:6px 10px;margin:8px 0}
+table.criteria td.score{width:auto;min-width:64px} table.criteria td.score details summary{color:#1b1f24}
+table.criteria .cid{font-size:11px;color:#5b6570}
+"""
+
+# The comparison page's videos play, pause and seek together: any one's play, pause or seek is every
+# one's (a seek to a time past a shorter video's end puts that one at its end); the bar below seeks all.
+# The notice says the browser copies are being made until each video can play or has failed.
+COMPARE_SCRIPT = """
+(function () {
+  var videos = Array.prototype.slice.call(document.querySelectorAll('.grid video'));
+  var notice = document.querySelector('.media-notice');
+  function settled() {
+    if (notice && videos.every(function (v) { return v.readyState >= 2 || v.error; })) { notice.hidden = true; }
+  }
+  videos.forEach(function (v) {
+    v.addEventListener('loadeddata', settled); v.addEventListener('error', settled, true);
+  });
+  settled();
+  if (videos.length < 2) { var bar = document.querySelector('.sync'); if (bar) { bar.hidden = videos.length === 0; } }
+  var busy = false;
+  function all(fn) { if (busy) { return; } busy = true; try { videos.forEach(fn); } finally { busy = false; } }
+  videos.forEach(function (v) {
+    v.addEventListener('play', function () { all(function (o) { if (o !== v && o.paused) { o.play().catch(function () {}); } }); });
+    v.addEventListener('pause', function () { all(function (o) { if (o !== v && !o.paused) { o.pause(); } }); });
+    v.addEventListener('seeked', function () {
+      all(function (o) {
+        if (o !== v && Math.abs(o.currentTime - v.currentTime) > 0.05) {
+          o.currentTime = Math.min(v.currentTime, isFinite(o.duration) ? o.duration : v.currentTime);
+        }
+      });
+    });
+  });
+  var play = document.getElementById('play-all'), pause = document.getElementById('pause-all');
+  var seek = document.getElementById('seek-all');
+  if (play) { play.addEventListener('click', function () { videos.forEach(function (o) { o.play().catch(function () {}); }); }); }
+  if (pause) { pause.addEventListener('click', function () { videos.forEach(function (o) { o.pause(); }); }); }
+  if (seek) {
+    seek.addEventListener('input', function () {
+      var longest = Math.max.apply(null, videos.map(function (o) { return isFinite(o.duration) ? o.duration : 0; }));
+      var t = parseFloat(seek.value) * longest;
+      videos.forEach(function (o) { o.currentTime = Math.min(t, isFinite(o.duration) ? o.duration : t); });
+    });
+  }
+})();
+"""
+
+
+def score_colour(score: float) -> str:
+    """Red (0) through yellow to green (10), light enough for dark text."""
+    hue = max(0.0, min(10.0, score)) * 12.0
+    return f"hsl({hue:.0f},70%,78%)"
+
+
 def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dict],
                       conditions: list[FrameRow] | None = None, source_src: str | None = None) -> str:
-    """The input (prompt and its conditions: first frame, subject images, source frames), every
-    model's output of it below, then criterion scores in one table: what was asked next to what
-    each model made of it.
+    """The input (prompt and its conditions: first frame, subject images, source video) on top, the
+    models side by side below it (best first), their videos in one row that play, pause and seek
+    together, then one table with the criteria as rows, in their words, and the models as columns,
+    each cell coloured by its score with the judge's rationale a click away.
 
     ``models``: per model ``model``, ``final_score``, ``base_score``, ``caps_fired``, ``error``,
     ``frames`` (JPEG bytes) and ``frame_times`` (their captions), ``video`` (its playable URL),
-    ``href`` and ``scores`` ({criterion_id: score or None}); ``source_src``: the source video's
-    playable URL (an edit's).
+    ``href``, ``scores`` ({criterion_id: score or None}) and, where its card has them,
+    ``requirements`` ({criterion_id: the criterion's words}) and ``rationales`` ({criterion_id: why});
+    ``source_src``: the source video's playable URL (an edit's).
     """
     models = sorted(models, key=lambda m: (m.get("final_score") is None, -(m.get("final_score") or 0.0), m["model"]))
     blocks = []
     for m in models:
         link = f'<a href="{esc(m["href"])}">{esc(m["model"])}</a>' if m.get("href") else esc(m["model"])
         caps = ", ".join(m.get("caps_fired") or []) or "none"
-        covers = f" · {esc(_coverage(m))}" if m.get("n_criteria") is not None else ""
-        blocks.append(f"<h2>{link}: final {_num(m.get('final_score'))}{covers} (base {_num(m.get('base_score'))}, "
-                      f"caps {esc(caps)})</h2>" + _player(m.get("video"), f"{m['model']}'s video")
+        covers = f'<div class="muted">{esc(_coverage(m))}</div>' if m.get("n_criteria") is not None else ""
+        blocks.append(f'<div class="model" data-model="{esc(m["model"])}"><h2>{link}: final {_num(m.get("final_score"))}</h2>'
+                      f'<div class="muted">base {_num(m.get("base_score"))}, caps {esc(caps)}</div>{covers}'
+                      + _player(m.get("video"), f"{m['model']}'s video")
                       + _frame_row(FrameRow("output", m.get("frames") or [], list(m.get("frame_times") or []),
-                                            error=m.get("error"))))
-    criteria = sorted({c for m in models for c in (m.get("scores") or {})})
+                                            error=m.get("error"))) + "</div>")
+    n_videos = sum(1 for m in models if m.get("video"))
+    sync = ('<div class="sync no-print"><button id="play-all" type="button">play all</button>'
+            '<button id="pause-all" type="button">pause all</button>'
+            '<input id="seek-all" type="range" min="0" max="1" step="0.001" value="0" aria-label="seek every video"></div>'
+            if n_videos else "")
+    notice = ('<p class="media-notice">Preparing the browser copies of the videos: the first visit to this page '
+              "makes them (a few seconds a video); they play once ready.</p>" if n_videos or source_src else "")
+    words: dict[str, str] = {}
+    for m in models:
+        for c, text in (m.get("requirements") or {}).items():
+            words.setdefault(c, text)
+    criteria = sorted({c for m in models for c in (m.get("scores") or {})}, key=lambda c: (words.get(c, c).lower(), c))
     head = "".join(f"<th>{esc(m['model'])}</th>" for m in models)
+
     def cell(m: dict, c: str) -> str:
         score = (m.get("scores") or {}).get(c)
-        return f'<td class="score">{float(score):g}</td>' if score is not None else '<td class="score">–</td>'
+        why = (m.get("rationales") or {}).get(c)
+        if score is None:
+            text = "–"
+            style = ""
+        else:
+            text, style = f"{float(score):g}", f' style="background:{score_colour(float(score))}"'
+        inner = f"<details><summary>{text}</summary>{esc(why)}</details>" if why else text
+        return f'<td class="score" data-model="{esc(m["model"])}"{style}>{inner}</td>'
 
-    rows = "".join(f"<tr><td><code>{esc(c)}</code></td>" + "".join(cell(m, c) for m in models) + "</tr>"
-                   for c in criteria)
+    rows = "".join(f'<tr data-criterion="{esc(c)}"><td>{esc(words.get(c) or c)}'
+                   + (f' <span class="cid">{esc(c)}</span>' if c in words else "") + "</td>"
+                   + "".join(cell(m, c) for m in models) + "</tr>" for c in criteria)
     body = (f"<h1>{esc(task)} · {esc(input_id)}: models compared</h1>"
             f'<h2>Input</h2><div class="prompt">{esc(prompt)}</div>'
             + "".join(_frame_row(r) for r in conditions or []) + _player(source_src, "source video")
-            + '<h2 class="outputs">Outputs</h2>' + "".join(blocks)
-            + f"<h2>Criterion scores</h2><table><tr><th>criterion</th>{head}</tr>{rows}</table>")
-    return _page(f"{task} {input_id} compared", body)
+            + f'<h2 class="outputs">Outputs</h2>{notice}{sync}'
+            + f'<div class="grid" style="--models:{max(len(models), 1)}">{"".join(blocks)}</div>'
+            + "<h2>Criterion scores (0-10; click a score for the judge's reason)</h2>"
+            + f'<table class="criteria"><tr><th>criterion</th>{head}</tr>{rows}</table>'
+            + f"<script>{COMPARE_SCRIPT}</script>")
+    return _page(f"{task} {input_id} compared", body, style=COMPARE_STYLE)
 
 
 def leaderboard_png(task: str, rows: list[dict], width: int = 640) -> bytes:

@@ -299,6 +299,52 @@ def test_comparison_page_shows_conditions_then_every_model(site, browser, tmp_pa
     page.close()
 
 
+def test_a_comparison_grid_plays_its_models_side_by_side_and_together(site, browser, tmp_path):
+    """At 1400 px the models' videos sit in one row; play all, a seek and pause all reach every one;
+    below them the criteria, in their words, by models, each score coloured, its reason a click away."""
+    overview, _ = _open(browser, site["base"] + "index.html", tmp_path, "overview-grid")
+    url = urljoin(overview.url, overview.locator('section[data-task="T2V"] a.compare').first.get_attribute("href"))
+    overview.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    assert page.goto(url, wait_until="load").status == 200
+    page.wait_for_function("Array.from(document.querySelectorAll('.grid video')).every(v => v.readyState >= 2)",
+                           timeout=90_000)
+    assert page.locator(".media-notice").is_hidden()  # said while the copies were made, gone once they play
+    boxes = page.locator(".grid video").evaluate_all(
+        "vs => vs.map(v => { const b = v.getBoundingClientRect(); return [b.x, b.y, b.width]; })")
+    models = site["leaderboard"].filter(pl.col("task") == "T2V")["model"].to_list()
+    assert len(boxes) == len(models) >= 3
+    assert len({round(y) for _, y, _ in boxes}) == 1  # one row
+    assert [x for x, _, _ in boxes] == sorted(x for x, _, _ in boxes) and all(w > 150 for *_, w in boxes)
+    assert boxes[-1][0] + boxes[-1][2] <= 1400
+    page.locator("#play-all").click()
+    page.wait_for_function("Array.from(document.querySelectorAll('.grid video')).every(v => v.currentTime > 0.3)",
+                           timeout=30_000)
+    page.locator("#pause-all").click()
+    page.wait_for_function("Array.from(document.querySelectorAll('.grid video')).every(v => v.paused)")
+    page.evaluate("document.querySelector('.grid video').currentTime = 0.5")  # one seek: every video follows
+    page.wait_for_function("Array.from(document.querySelectorAll('.grid video')).every("
+                           "v => Math.abs(v.currentTime - 0.5) < 0.1)", timeout=30_000)
+    page.locator(".grid video").nth(1).evaluate("v => v.play()")  # one played: all play
+    page.wait_for_function("Array.from(document.querySelectorAll('.grid video')).every(v => !v.paused)",
+                           timeout=30_000)
+    page.locator("#pause-all").click()
+    rows = page.locator("table.criteria tr[data-criterion]")
+    assert rows.count() >= 3
+    first = rows.first
+    words = first.locator("td").first.inner_text()
+    assert first.get_attribute("data-criterion") in words and len(words) > len(first.get_attribute("data-criterion")) + 5
+    scored = page.locator("table.criteria td.score[style] details").first
+    assert scored.locator("summary").is_visible()
+    scored.locator("summary").click()
+    assert len(scored.inner_text()) > len(scored.locator("summary").inner_text())  # the reason, once clicked
+    page.screenshot(path=str(tmp_path / "comparison_grid.png"), full_page=True)
+    assert errors == [], errors
+    page.close()
+
+
 def test_a_video_on_a_comparison_page_can_be_sought(site, browser, tmp_path):
     """Chromium seeks a video only where the server answers its ``Range`` request (206): a video sent
     whole (200) is not seekable, and a seek to its middle lands back at 0."""

@@ -17,6 +17,8 @@ from argus_dagster.client.results import best_of_n_report, stored_partitions
 from argus_dagster.infra.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
 
+from .test_browser import browser  # noqa: F401 (the fixture: headless Chromium)
+
 pytestmark = pytest.mark.integration
 HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
 
@@ -250,3 +252,37 @@ def test_export_of_real_edits_shows_the_source_frames_and_the_edit_instruction(r
         assert all(max(s) <= 768 for s in sizes)
     card = (out / "README.md").read_text()
     assert f"- tasks: TV2V {len(edits)} videos" in card
+
+
+def test_the_overview_shows_firm_video_cell_by_cell_in_a_browser(demo, browser, tmp_path):
+    """The overview's FIRM-Video section, read in headless Chromium: a row per task and model whose cells
+    are the stored firm_scores' summary, and each reason a video is unscored with its count."""
+    from argus_dagster.infra.settings import load_settings
+    from argus_dagster.protocols.firm.tables import firm_summary_table, unscored_reasons
+
+    index = load_settings().reports_dir / "index.html"
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(index.as_uri(), wait_until="load")
+    section = page.locator("section#firm")
+    assert section.count() == 1 and page.locator('nav a[href="#firm"]').count() == 1
+    shown = section.locator("table.firm tbody tr").evaluate_all(
+        "rs => rs.map(r => [r.dataset.task, r.dataset.model, ...Array.from(r.querySelectorAll('td[data-key]'))"
+        ".map(c => [c.dataset.key, c.textContent])])")
+    df = pl.concat(stored_partitions("firm_scores", local_instance(), ["T2V"]).values())
+    expected = firm_summary_table(df)
+    assert len(shown) == expected.height == len(HUMAN_T2V)
+    for row, r in zip(shown, expected.iter_rows(named=True)):
+        assert row[:2] == [r["task"], r["model"]]
+        for key, text in row[2:]:
+            value = r[key]
+            assert text == ("–" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)), key
+    reasons = unscored_reasons(df)
+    items = section.locator("ul.unscored li").evaluate_all(
+        "ls => ls.map(l => [l.dataset.dimension, parseInt(l.dataset.videos), l.textContent])")
+    assert [(d, n) for d, n, _ in items] == [(r["dimension"], r["n_videos"]) for r in reasons.iter_rows(named=True)]
+    assert all(r["reason"] in text for (_, _, text), r in zip(items, reasons.iter_rows(named=True)))
+    assert errors == [], errors
+    page.screenshot(path=str(tmp_path / "overview_firm.png"), full_page=True)
+    page.close()

@@ -15,6 +15,9 @@ import pytest
 from argus_dagster.client import cli
 
 from argus_dagster.protocols import vefx
+
+from .test_browser import browser  # noqa: F401 (the fixture: headless Chromium)
+
 pytestmark = pytest.mark.integration
 MODELS = ("editor", "did-nothing")
 
@@ -221,3 +224,36 @@ def test_the_human_alignment_asset_compares_vefx_scores_with_the_benchs_ratings(
         assert got[name]["n_videos"] == df.height and got[name]["dimension"] == vefx.EVALUATORS[name]
         assert got[name]["srcc"] == pytest.approx(-1.0)
     assert got["vefx_overall"]["dimension"] == vefx.OVERALL and got["vefx_overall"]["srcc"] == pytest.approx(-1.0)
+
+
+def test_the_overview_shows_vefx_bench_cell_by_cell_in_a_browser(vefx_run, browser, monkeypatch, tmp_path):
+    """The overview's VEFX-Bench section, read in headless Chromium: per edit task, each model's cell per
+    dimension is the stored vefx_leaderboard's mean, interval and coverage; the input without its
+    files is a reason under it."""
+    from argus_dagster.client.results import vefx_board
+    from argus_dagster.infra.settings import load_settings
+
+    monkeypatch.setenv("ARGUS_HOME", str(vefx_run["root"] / "home"))
+    board = vefx_board()
+    index = load_settings().reports_dir / "index.html"
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(index.as_uri(), wait_until="load")
+    section = page.locator("section#vefx")
+    assert section.count() == 1 and page.locator('nav a[href="#vefx"]').count() == 1
+    cells = section.locator("table.vefx tbody td[data-dimension]").evaluate_all(
+        "cs => cs.map(c => [c.closest('tr').dataset.task, c.closest('tr').dataset.model, c.dataset.dimension,"
+        " c.innerText.replace(/\\s+/g, ' ').trim()])")
+    names = {vefx.IF: "IF", vefx.RQ: "RQ", vefx.EE: "EE", vefx.OVERALL: "overall"}
+    expected = {(r["task"], r["model"], names[r["dimension"]]):
+                (f"{r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}] {r['n_scored']}/{r['n_videos']} scored"
+                 if r["mean"] is not None else f"– 0/{r['n_videos']} scored") for r in board.iter_rows(named=True)}
+    assert {(t, m, d): text for t, m, d, text in cells} == expected
+    assert {t for t, *_ in cells} == {"TV2V", "TSV2V"}
+    reasons = section.locator("ul.unscored li").all_inner_texts()
+    n_missing = len(vefx_run["missing"]) * len(MODELS)
+    assert n_missing and any(x.startswith(f"IF: {n_missing} videos") and "input invalid:" in x for x in reasons), reasons
+    assert errors == [], errors
+    page.screenshot(path=str(tmp_path / "overview_vefx.png"), full_page=True)
+    page.close()

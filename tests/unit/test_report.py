@@ -10,7 +10,8 @@ import numpy as np
 import polars as pl
 
 from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
-from argus_dagster.outputs.report import FrameRow, jpeg, leaderboard_png, render_comparison, render_index, render_video_report
+from argus_dagster.outputs.report import (COMPARE_SCRIPT, FrameRow, jpeg, leaderboard_png, render_comparison, render_index,
+                                         render_video_report)
 
 EVIL = '<script>alert("x")</script><b onmouseover="steal()">bold</b> & "quotes"'
 
@@ -92,7 +93,10 @@ def test_index_and_comparison_pages():
         {"model": "weak", "final_score": 2.0, "scores": {"motion": 1}, "frames": _frames(1)},
         {"model": "strong", "final_score": 8.0, "scores": {"motion": 9, "style": None}, "frames": _frames(2)}])
     parsed = _parse(cmp_page)
-    assert "script" not in parsed.tags and len(parsed.imgs) == 3
+    # the one script is the page's own (the videos played together); the prompt's is text
+    assert parsed.tags.count("script") == 1 and f"<script>{COMPARE_SCRIPT}</script>" in cmp_page
+    assert 'alert("x")' not in cmp_page.replace(COMPARE_SCRIPT, "") and "&lt;script&gt;" in cmp_page
+    assert parsed.handlers == [] and len(parsed.imgs) == 3
     assert cmp_page.index("strong") < cmp_page.index("weak")  # best first
 
 
