@@ -19,27 +19,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-import cv2
 import numpy as np
 import polars as pl
 
 from argus_dagster.client.demo import FPS, build_demo_bench
-from argus_dagster.infra.media import write_video
+from argus_dagster.infra.media import VideoReader, write_video
 from argus_dagster.infra.tables import stored_table
 
 TASKS = ("T2V", "TI2V", "TS2V")
 
 
 def _frames(path: Path) -> np.ndarray:
-    cap = cv2.VideoCapture(str(path))
-    out = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        out.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
-    cap.release()
-    return np.stack(out)
+    """Every frame of ``path``, in order (RGB)."""
+    reader = VideoReader(str(path))
+    try:
+        return reader.get(list(range(reader.info.n_frames)))
+    finally:
+        reader.close()
 
 
 def main(argv: list[str] | None = None) -> int:
