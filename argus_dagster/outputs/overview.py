@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
@@ -222,10 +223,6 @@ def interval_svg(task: str, rows: list[dict], width: int = 640) -> str:
     return "".join(parts) + "</svg>"
 
 
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def dimension_means(task: str, criteria: pl.DataFrame | None) -> pl.DataFrame | None:
     """Per model and dimension of ``task``: the mean of its scored criteria over the model's videos
     (``mean``) and how many scores that is (``n``); None where nothing of the task was scored."""
@@ -245,7 +242,12 @@ def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62
     cell = {(r["model"], r["dimension"]): r for r in means.iter_rows(named=True)}
     dims = sorted(means["dimension"].unique().to_list())
     rows = models + sorted(set(means["model"].to_list()) - set(models))
-    left, top = 180, 46
+    # Every label whole: a dimension's name wrapped over lines under its number, the model column as
+    # wide as its longest name (about 7 px a character at the page's size).
+    names = {d: textwrap.wrap(DIMENSIONS.get(d, ""), 11, break_long_words=True) or [""] for d in dims}
+    lines = max(len(v) for v in names.values()) if names else 1
+    left = max(180, 7 * max((len(m) for m in rows), default=0) + 16)
+    top = 34 + 11 * lines
     width = left + cell_w * len(dims) + 10
     grid_h = row_h * len(rows)
     height = top + grid_h + 40
@@ -255,14 +257,16 @@ def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62
     for k, d in enumerate(dims):
         x = left + k * cell_w + cell_w / 2
         name = DIMENSIONS.get(d, "")
-        parts.append(f'<text x="{x:.1f}" y="{top - 24}" text-anchor="middle" font-weight="600" fill="#1b1f24">'
+        spans = "".join(f'<tspan x="{x:.1f}" dy="{0 if j == 0 else 11}">{esc(part)}</tspan>'
+                        for j, part in enumerate(names[d]))
+        parts.append(f'<text x="{x:.1f}" y="{top - 12 - 11 * lines}" text-anchor="middle" font-weight="600" fill="#1b1f24">'
                      f"<title>d{esc(d)}: {esc(name)}</title>d{esc(d)}</text>"
-                     f'<text x="{x:.1f}" y="{top - 8}" text-anchor="middle" font-size="10" fill="#5b6570">'
-                     f"<title>{esc(name)}</title>{esc(_short(name, 11))}</text>")
+                     f'<text class="dimension-name" x="{x:.1f}" y="{top - 8 - 11 * (lines - 1)}" text-anchor="middle" '
+                     f'font-size="10" fill="#5b6570"><title>{esc(name)}</title>{spans}</text>')
     for i, model in enumerate(rows):
         y = top + i * row_h
-        parts.append(f'<text x="{left - 8}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" fill="#1b1f24">'
-                     f"<title>{esc(model)}</title>{esc(_short(model, 26))}</text>")
+        parts.append(f'<text class="model-name" x="{left - 8}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" '
+                     f'fill="#1b1f24"><title>{esc(model)}</title>{esc(model)}</text>')
         for k, d in enumerate(dims):
             x = left + k * cell_w
             c = cell.get((model, d))
@@ -284,26 +288,30 @@ def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62
     return "".join(parts) + "</svg>"
 
 
-def profile_svg(model: str, means: pl.DataFrame, width: int = 300) -> str:
+def profile_svg(model: str, means: pl.DataFrame, bars: int = 142) -> str:
     """One model's dimension profile as a small inline SVG: a bar per dimension to its mean criterion
-    score (0-10), coloured as the heat map, the number beside it; ``data-model`` names the model."""
+    score (0-10, ``bars`` px at 10), coloured as the heat map, the number beside it; every label whole
+    (the label column as wide as its longest, about 6 px a character); ``data-model`` names the model."""
     mine = {r["dimension"]: r for r in means.filter(pl.col("model") == model).iter_rows(named=True)}
     dims = sorted(means["dimension"].unique().to_list())
-    row_h, top, left, right = 16, 22, 128, 30
+    labels = {d: f"d{d} {DIMENSIONS.get(d, '')}".strip() for d in dims}
+    row_h, top, right = 16, 22, 30
+    left = max(128, 6 * max((len(t) for t in labels.values()), default=0) + 12)
+    width = max(left + bars + right, 7 * len(model) + 12)
     height = top + row_h * len(dims) + 6
-    scale = (width - left - right) / 10.0
+    scale = bars / 10.0
     parts = [f'<svg class="profile" role="img" data-model="{esc(model)}" viewBox="0 0 {width} {height}" '
              f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
              f"<title>{esc(model)}: mean criterion score per dimension (0-10)</title>"
-             f'<text x="6" y="14" font-weight="600" fill="#1b1f24">{esc(_short(model, 40))}</text>']
+             f'<text x="6" y="14" font-weight="600" fill="#1b1f24">{esc(model)}</text>']
     for t in (0, 5, 10):
         x = left + t * scale
         parts.append(f'<line x1="{x:.1f}" y1="{top - 2}" x2="{x:.1f}" y2="{height - 4}" stroke="#e1e4e8"/>')
     for i, d in enumerate(dims):
         y = top + i * row_h
-        name = f"d{d} {DIMENSIONS.get(d, '')}".strip()
+        name = labels[d]
         parts.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end" fill="#5b6570"><title>{esc(name)}</title>'
-                     f"{esc(_short(name, 20))}</text>")
+                     f"{esc(name)}</text>")
         c = mine.get(d)
         if c is None:
             parts.append(f'<text x="{left + 4}" y="{y + 11}" fill="#5b6570" class="unscored">–</text>')

@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from argus_dagster.infra.media import encode_jpeg
+from argus_dagster.method.evidence.tools.vlm_qa import NO_VLM
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 from argus_dagster.method.leaderboard import coverage_text
 
@@ -137,6 +138,24 @@ def _json_list(text: Any) -> list:
 OVERVIEW_HREF = "../../index.html"
 
 
+# What the evidence-only judge writes on every criterion whose plan asked the VLM, when none is
+# configured: a page says it once, above its criteria, and each rationale names it in two words.
+NO_VLM_SAID = f"vlm_qa: {NO_VLM}"
+NO_VLM_SHORT = "vlm_qa (no VLM configured, see above)"
+NO_VLM_NOTICE = ('<p class="no-vlm muted">No VLM is configured: every <code>vlm_qa</code> step was left out, so '
+                 "the criteria only a VLM can answer are unscored and the others rest on measured evidence "
+                 "(set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL; docs/vlm.md).</p>")
+
+
+def says_no_vlm(texts: Iterable[Any]) -> bool:
+    """Whether any of ``texts`` (rationales) says that no VLM is configured."""
+    return any(NO_VLM_SAID in str(t or "") for t in texts)
+
+
+def _said_once(text: Any) -> Any:
+    return str(text).replace(NO_VLM_SAID, NO_VLM_SHORT) if text else text
+
+
 def _page(title: str, body: str, style: str = "") -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f'<style>{STYLE}{style}</style></head><body><div class="muted"><a class="overview" href="{OVERVIEW_HREF}">'
@@ -181,7 +200,7 @@ def _criterion_row(c: dict) -> str:
             f'{esc(c.get("scoring_rule"))}</details></td>'
             f'<td>{status}{_steps(plan, evidence)}{repairs_html}{err}'
             + (f"<details><summary>evidence</summary><pre>{ev}</pre></details>" if ev else "")
-            + f'</td>{score_html}<td>{esc(c.get("rationale"))}<div class="muted">{esc(c.get("judge"))}</div></td></tr>')
+            + f'</td>{score_html}<td>{esc(_said_once(c.get("rationale")))}<div class="muted">{esc(c.get("judge"))}</div></td></tr>')
 
 
 def _rubric_origin(generator: dict | None) -> str:
@@ -242,8 +261,9 @@ def render_video_report(*, task: str, model: str, input_id: str, prompt: str, co
                      f"<details><summary>each with why</summary>{table(unscored, 'criteria unscored')}</details>"
                      if unscored else "")
     source_player = _player(source_src, "source video") if source_src else ""
+    notice = NO_VLM_NOTICE if says_no_vlm(c.get("rationale") for c in criteria) else ""
     body = (f"<h1>{esc(task)} · {esc(model)} · {esc(input_id)}</h1><div class=\"muted\">{links}</div>"
-            f"{summary}{err}<h2>Scored criteria</h2>{scored_html}"
+            f"{summary}{err}{notice}<h2>Scored criteria</h2>{scored_html}"
             f"<h2>Output</h2>{_player(video_src, 'the candidate video')}{_frame_row(output)}"
             f'<h2>Input</h2><div class="prompt">{esc(prompt)}</div>'
             + "".join(_frame_row(r) for r in conditions) + source_player
@@ -373,7 +393,7 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
 
     def cell(m: dict, c: str) -> str:
         score = (m.get("scores") or {}).get(c)
-        why = (m.get("rationales") or {}).get(c)
+        why = _said_once((m.get("rationales") or {}).get(c))
         if score is None:
             text = "–"
             style = ""
@@ -391,6 +411,7 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
             + f'<h2 class="outputs">Outputs</h2>{notice}{sync}'
             + f'<div class="grid" style="--models:{max(len(models), 1)}">{"".join(blocks)}</div>'
             + "<h2>Criterion scores (0-10; click a score for the judge's reason)</h2>"
+            + (NO_VLM_NOTICE if says_no_vlm(w for m in models for w in (m.get("rationales") or {}).values()) else "")
             + f'<table class="criteria"><tr><th>criterion</th>{head}</tr>{rows}</table>'
             + f"<script>{COMPARE_SCRIPT}</script>")
     return _page(f"{task} {input_id} compared", body, style=COMPARE_STYLE)

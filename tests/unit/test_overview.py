@@ -315,3 +315,28 @@ def test_pairwise_win_rates_over_shared_inputs(tmp_path):
     page = render_overview(tmp_path / "reports", lb, video_scores=videos)
     assert 'class="winrate"' in page and ">70%<br>" in page and ">30%<br>" in page and "n=5" in page
     assert "A scores above B on 70% of 5 shared inputs" in page
+
+
+def test_heat_map_and_profile_labels_are_whole():
+    """Every dimension's name and every model's name is drawn whole (wrapped, never cut with an ellipsis)."""
+    import re
+    import textwrap
+
+    from argus_dagster.method.rubric.taxonomy import DIMENSIONS
+    from argus_dagster.outputs.overview import heat_svg, profile_svg
+
+    model = "a-model-with-a-rather-long-name-from-a-sweep-of-checkpoints-0001"
+    dims = sorted(DIMENSIONS)[:6]
+    means = pl.DataFrame({"model": [model] * len(dims), "dimension": dims, "mean": [5.0] * len(dims),
+                          "n": [3] * len(dims)})
+    svg = heat_svg("T2V", [model], means)
+    assert "…" not in svg
+    drawn = re.findall(r'<text class="dimension-name"[^>]*><title>[^<]*</title>(.*?)</text>', svg)
+    assert [" ".join(re.findall(r">([^<]*)</tspan>", t)) for t in drawn] == [
+        " ".join(textwrap.wrap(DIMENSIONS[d], 11, break_long_words=True)) for d in dims]
+    assert re.search(rf'class="model-name"[^>]*><title>{model}</title>{model}</text>', svg)
+    width = float(re.search(r'width="(\d+)"', svg).group(1))
+    assert width > 7 * len(model)  # the model column is as wide as its name
+    prof = profile_svg(model, means)
+    assert "…" not in prof and f">{model}</text>" in prof
+    assert all(f">d{d} {DIMENSIONS[d]}</text>" in prof for d in dims)

@@ -166,3 +166,29 @@ def test_a_condition_image_is_decoded_once_for_every_page_that_shows_it(tmp_path
     bad.write_text("not an image")
     (row,) = condition_rows({"first_frame": str(bad)})
     assert not row.frames and "not a readable image" in row.error
+
+
+def test_a_missing_vlm_is_said_once_per_page_not_on_every_row():
+    from argus_dagster.method.evidence.tools.vlm_qa import NO_VLM
+    from argus_dagster.outputs.report import NO_VLM_SHORT
+
+    said = f"vlm_qa: {NO_VLM}"
+    criteria = [{"criterion_id": f"c{i}", "dimension": 9, "type": "soft", "importance": "high", "requirement": f"r{i}",
+                 "scoring_rule": "", "plan": "[]", "repairs": "[]", "evidence": "[]", "judge": "evidence-only/5",
+                 "score": 6.0 if i else None,
+                 "rationale": (f"6.0/10 (measure): motion -> 6.0. Not used: {said}" if i
+                               else f"unscored: no measurable evidence ({said})")} for i in range(3)]
+    video = {"final_score": 6.0, "base_score": 6.0, "caps_fired": [], "n_scored": 2, "n_criteria": 3}
+    page = render_video_report(task="T2V", model="m", input_id="a", prompt="a cat", conditions=[],
+                               output=FrameRow("output frames", []), video=video, criteria=criteria)
+    text = "".join(_parse(page).text)
+    assert text.count("No VLM is configured") == 1 and NO_VLM not in text
+    assert text.count(NO_VLM_SHORT) == 3 and "motion -> 6.0" in text  # each row keeps its own measure
+    grid = render_comparison(task="T2V", input_id="a", prompt="a cat", models=[
+        {"model": m, "final_score": 6.0, "scores": {"c1": 6.0}, "rationales": {"c1": criteria[1]["rationale"]}}
+        for m in ("x", "y")])
+    assert grid.count("No VLM is configured") == 1 and NO_VLM not in grid and grid.count(NO_VLM_SHORT) == 2
+    plain = render_video_report(task="T2V", model="m", input_id="a", prompt="a cat", conditions=[],
+                                output=FrameRow("output frames", []), video=video,
+                                criteria=[{**c, "rationale": "measured"} for c in criteria])
+    assert "No VLM is configured" not in plain  # said only where a rationale says it

@@ -15,8 +15,11 @@ from argus_dagster.vlm.protocol import chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError
 
 
+NO_VLM = "vlm_qa unavailable: no VLM is configured (set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL)"
+
+
 class NoVlmQa:
-    """The embedded default has no VLM: every call says so explicitly."""
+    """The embedded default has no VLM: every call says so explicitly (:data:`NO_VLM`)."""
 
     name = "vlm_qa"
     version = "none"
@@ -25,7 +28,7 @@ class NoVlmQa:
         return {
             "ok": False,
             "unavailable": True,
-            "error": "vlm_qa unavailable: no VLM is configured (set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL)",
+            "error": NO_VLM,
             "question": args.get("question", ""),
         }
 
