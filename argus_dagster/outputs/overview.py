@@ -33,9 +33,9 @@ from argus_dagster.protocols.alignment.plots import slug
 from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
 from argus_dagster.infra.names import file_name
-from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, cost_table, coverage_text, pairwise_win_rates, share_text,
-                          stored_cost_table,
-                          partial_evidence_text, rank_text, top_models)
+from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, cost_table, pairwise_win_rates,
+                                              partial_evidence_text, rank_text, share_text, stored_cost_table,
+                                              top_models)
 from argus_dagster.outputs.protocol_sections import firm_section, vefx_section
 from argus_dagster.outputs.report import STYLE, esc, score_colour
 from argus_dagster.outputs.history_words import evaluator_label
@@ -235,6 +235,12 @@ def dimension_means(task: str, criteria: pl.DataFrame | None) -> pl.DataFrame | 
                                                      pl.len().alias("n"))
 
 
+def label_lines(name: str, width: int = 11) -> list[str]:
+    """``name`` over lines of about ``width`` characters, broken at spaces, hyphens and after a ``/``
+    ("visual/", "frame", "quality"); a longer word is split, never cut."""
+    return [line.replace("/ ", "/") for line in textwrap.wrap(name.replace("/", "/ "), width, break_long_words=True)] or [""]
+
+
 def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62, row_h: int = 26) -> str:
     """Models (rows, best first) x dimensions (columns) as an inline SVG: each cell coloured by the
     mean criterion score (red 0, yellow 5, green 10) with the number in it, a legend below. Each
@@ -244,7 +250,7 @@ def heat_svg(task: str, models: list[str], means: pl.DataFrame, cell_w: int = 62
     rows = models + sorted(set(means["model"].to_list()) - set(models))
     # Every label whole: a dimension's name wrapped over lines under its number, the model column as
     # wide as its longest name (about 7 px a character at the page's size).
-    names = {d: textwrap.wrap(DIMENSIONS.get(d, ""), 11, break_long_words=True) or [""] for d in dims}
+    names = {d: label_lines(DIMENSIONS.get(d, "")) for d in dims}
     lines = max(len(v) for v in names.values()) if names else 1
     left = max(180, 7 * max((len(m) for m in rows), default=0) + 16)
     top = 34 + 11 * lines
@@ -475,9 +481,11 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
         g = lb.filter(pl.col("task") == task)
         models = [str(m) for m in g["model"].to_list()]
         plot = interval_svg(task, g.to_dicts())
+        covers = task_coverage(video_scores, task)
         sections.append(
             f'<section id="{esc(task)}" data-task="{esc(task)}"><h2>{esc(task)}</h2>'
-            f"{_leaderboard_table(present, task, g)}{plot}"
+            + (f'<p class="coverage">Its scores cover {esc(covers)}.</p>' if covers else "")
+            + f"{_leaderboard_table(present, task, g)}{plot}"
             f"<h3>Mean criterion score per dimension (0-10)</h3>{_heat_map(task, models, criterion_scores)}"
             "<h3>Pairwise: how often the row's model scores above the column's, on the inputs both have</h3>"
             f"{_win_matrix(task, models, video_scores)}"
@@ -573,6 +581,23 @@ def task_leader(task: str, lb: pl.DataFrame) -> str:
     return text + (f' <span class="partial-evidence">({esc(evidence)})</span>' if evidence else "")
 
 
+def task_coverage(videos: pl.DataFrame | None, task: str) -> str:
+    """What a task's scores cover, in whole criteria: ``3 of 8 criteria on most videos, 39% of the
+    weight`` (the commonest count of the task's scored videos; ``on 4 of 9 videos`` where it is not
+    most of them), the weight the mean share of importance weight scored; empty without scored videos."""
+    if videos is None or not videos.height or "n_criteria" not in videos.columns:
+        return ""
+    v = videos.filter((pl.col("task") == task) & pl.col("final_score").is_not_null() & pl.col("n_criteria").is_not_null())
+    if not v.height:
+        return ""
+    counts = v.group_by("n_scored", "n_criteria").len().sort(["len", "n_criteria", "n_scored"], descending=True)
+    top = counts.row(0, named=True)
+    where = "on most videos" if top["len"] * 2 > v.height else f"on {top['len']} of {v.height} videos"
+    weight = v["weight_scored"].drop_nulls().mean() if "weight_scored" in v.columns else None
+    return (f"{top['n_scored']} of {top['n_criteria']} criteria {where}"
+            + (f", {weight:.0%} of the weight" if weight is not None else ""))
+
+
 def render_evaluations_index(root: Path) -> str:
     """Every evaluation under ``root`` (``$ARGUS_HOME/benches``): bench and profile, linked to its
     overview; when it was last evaluated; its tasks, models and videos scored; what its scores
@@ -587,6 +612,7 @@ def render_evaluations_index(root: Path) -> str:
             continue
         folder = record_file.parent
         lb = stored_table(folder / "storage", "leaderboard")
+        videos = stored_table(folder / "storage", "video_scores")
         evaluators = judges_of(stored_table(folder / "storage", "criterion_scores"))
         overview = folder / "reports" / "index.html"
         name = f"{rec.get('bench', folder.parent.name)} / {rec.get('profile', folder.name)}"
@@ -599,15 +625,15 @@ def render_evaluations_index(root: Path) -> str:
             lb = lb.sort("mean_final", descending=True, nulls_last=True)
             leaders = "; ".join(task_leader(t, g) for (t,), g in sorted(lb.group_by("task"), key=lambda kv: kv[0][0])
                                 if g["mean_final"][0] is not None)
-            covers = sorted({coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge"))
-                             for r in lb.iter_rows(named=True) if "n_criteria" in lb.columns})
+            covers = [f"{t}: {text}" for t in sorted(lb["task"].unique().to_list())
+                      if (text := task_coverage(videos, t))]
             facts = (f"{lb['task'].n_unique()} tasks, {lb['model'].n_unique()} models, "
                      f"{int(lb['n_videos'].sum() or 0)} videos scored, {int(lb['n_errors'].sum() or 0)} errors")
         else:
             leaders, covers, facts = "", [], "no leaderboard yet"
         rows.append(f'<tr data-bench="{esc(rec.get("bench", ""))}" data-profile="{esc(rec.get("profile", ""))}">'
                     f"<td>{link}</td><td>{esc(when)}</td><td>{esc(facts)}</td>"
-                    f"<td>{'<br>'.join(esc(c) for c in covers[:3])}</td><td>{esc(', '.join(evaluators)) or '-'}</td>"
+                    f"<td>{'<br>'.join(esc(c) for c in covers)}</td><td>{esc(', '.join(evaluators)) or '-'}</td>"
                     f"<td>{leaders}</td>"
                     f'<td class="muted">{esc(str(rec.get("bench_dir", "")))}</td></tr>')
     table = ('<table class="leaderboard"><tr><th>bench / profile</th><th>last evaluated</th><th>what</th>'

@@ -320,10 +320,9 @@ def test_pairwise_win_rates_over_shared_inputs(tmp_path):
 def test_heat_map_and_profile_labels_are_whole():
     """Every dimension's name and every model's name is drawn whole (wrapped, never cut with an ellipsis)."""
     import re
-    import textwrap
 
     from argus_dagster.method.rubric.taxonomy import DIMENSIONS
-    from argus_dagster.outputs.overview import heat_svg, profile_svg
+    from argus_dagster.outputs.overview import heat_svg, label_lines, profile_svg
 
     model = "a-model-with-a-rather-long-name-from-a-sweep-of-checkpoints-0001"
     dims = sorted(DIMENSIONS)[:6]
@@ -332,11 +331,28 @@ def test_heat_map_and_profile_labels_are_whole():
     svg = heat_svg("T2V", [model], means)
     assert "…" not in svg
     drawn = re.findall(r'<text class="dimension-name"[^>]*><title>[^<]*</title>(.*?)</text>', svg)
-    assert [" ".join(re.findall(r">([^<]*)</tspan>", t)) for t in drawn] == [
-        " ".join(textwrap.wrap(DIMENSIONS[d], 11, break_long_words=True)) for d in dims]
+    lines = [re.findall(r">([^<]*)</tspan>", t) for t in drawn]
+    assert [" ".join(x).replace("/ ", "/") for x in lines] == [DIMENSIONS[d] for d in dims]  # whole, in order
+    assert all(len(line) <= 11 for x in lines for line in x) and lines == [label_lines(DIMENSIONS[d]) for d in dims]
     assert re.search(rf'class="model-name"[^>]*><title>{model}</title>{model}</text>', svg)
     width = float(re.search(r'width="(\d+)"', svg).group(1))
     assert width > 7 * len(model)  # the model column is as wide as its name
     prof = profile_svg(model, means)
     assert "…" not in prof and f">{model}</text>" in prof
     assert all(f">d{d} {DIMENSIONS[d]}</text>" in prof for d in dims)
+
+
+def test_coverage_is_whole_criteria_per_task(tmp_path):
+    from argus_dagster.outputs.overview import task_coverage
+
+    videos = pl.DataFrame({"task": ["T2V"] * 4 + ["TV2V"] * 3, "final_score": [5.0, 6.0, 7.0, None, 4.0, 5.0, 6.0],
+                           "n_scored": [3, 3, 4, 0, 6, 5, 4], "n_criteria": [8, 8, 9, 8, 7, 7, 7],
+                           "weight_scored": [0.4, 0.38, 0.39, 0.0, 0.82, 0.7, 0.6]})
+    # T2V: 2 of its 3 scored videos have 3 of 8 (the unscored one is not counted); weight: their mean
+    assert task_coverage(videos, "T2V") == "3 of 8 criteria on most videos, 39% of the weight"
+    assert task_coverage(videos, "TV2V") == "6 of 7 criteria on 1 of 3 videos, 71% of the weight"
+    assert task_coverage(videos, "TI2V") == "" and task_coverage(None, "T2V") == ""
+    page = render_overview(tmp_path, pl.DataFrame({
+        "task": ["T2V"], "model": ["m"], "mean_final": [6.0], "ci_low": [5.0], "ci_high": [7.0], "n_videos": [3],
+        "n_errors": [1]}), video_scores=videos.with_columns(pl.lit("m").alias("model"), pl.lit("p").alias("input_id")))
+    assert '<p class="coverage">Its scores cover 3 of 8 criteria on most videos, 39% of the weight.</p>' in page
