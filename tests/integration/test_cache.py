@@ -366,7 +366,9 @@ def test_a_killed_run_resumes_without_asking_again_for_finished_work(tmp_path, m
         monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
         lines: list[str] = []
         board = run_all(progress=lines.append)
-        again = [json.dumps(r["body"], sort_keys=True) for r in srv.requests[n_first:]]
+        # The rerun's requests: a request the killed process was still sending when it died reaches the
+        # server cut short, with no body, whenever the server gets to reading it; it is no request of the rerun.
+        again = [json.dumps(r["body"], sort_keys=True) for r in srv.requests[n_first:] if r["body"]]
     assert len(answered) == 20 and again and not answered & set(again)
     assert len(again) == 36 - 20  # a cold run of this bench asks 36 (4 rubrics, 12 vlm_qa, 20 judgments)
     # And the rerun finished the job: every candidate scored.
