@@ -319,17 +319,18 @@ COMPARE_SCRIPT = """
   });
   settled();
   if (videos.length < 2) { var bar = document.querySelector('.sync'); if (bar) { bar.hidden = videos.length === 0; } }
-  var busy = false;
-  function all(fn) { if (busy) { return; } busy = true; try { videos.forEach(fn); } finally { busy = false; } }
+  // A seek this script makes is followed, not passed on: only a person's seek moves the others.
+  var following = new Set();
+  function seekTo(o, t) {
+    var at = Math.min(t, isFinite(o.duration) ? o.duration : t);
+    if (Math.abs(o.currentTime - at) > 0.05) { following.add(o); o.currentTime = at; }
+  }
   videos.forEach(function (v) {
-    v.addEventListener('play', function () { all(function (o) { if (o !== v && o.paused) { o.play().catch(function () {}); } }); });
-    v.addEventListener('pause', function () { all(function (o) { if (o !== v && !o.paused) { o.pause(); } }); });
+    v.addEventListener('play', function () { videos.forEach(function (o) { if (o !== v && o.paused) { o.play().catch(function () {}); } }); });
+    v.addEventListener('pause', function () { videos.forEach(function (o) { if (o !== v && !o.paused) { o.pause(); } }); });
     v.addEventListener('seeked', function () {
-      all(function (o) {
-        if (o !== v && Math.abs(o.currentTime - v.currentTime) > 0.05) {
-          o.currentTime = Math.min(v.currentTime, isFinite(o.duration) ? o.duration : v.currentTime);
-        }
-      });
+      if (following.delete(v)) { return; }
+      videos.forEach(function (o) { if (o !== v) { seekTo(o, v.currentTime); } });
     });
   });
   var play = document.getElementById('play-all'), pause = document.getElementById('pause-all');
@@ -340,7 +341,7 @@ COMPARE_SCRIPT = """
     seek.addEventListener('input', function () {
       var longest = Math.max.apply(null, videos.map(function (o) { return isFinite(o.duration) ? o.duration : 0; }));
       var t = parseFloat(seek.value) * longest;
-      videos.forEach(function (o) { o.currentTime = Math.min(t, isFinite(o.duration) ? o.duration : t); });
+      videos.forEach(function (o) { seekTo(o, t); });
     });
   }
 })();
