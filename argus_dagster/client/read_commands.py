@@ -192,18 +192,16 @@ def format_diff(d) -> str:
             change = f"{a - b:+.2f}" if a is not None and b is not None else "-"
             lines.append(f"  {r['task']:5} {r['model']:16} {_num(b):>6} [{_num(r['ci_low_before'])}, {_num(r['ci_high_before'])}]"
                          f" -> {_num(a):>6} [{_num(r['ci_low_after'])}, {_num(r['ci_high_after'])}]  {change:>7}")
-    if d.videos.height:
-        lines.append("\nvideos that moved most (final score):")
-        for r in d.videos.iter_rows(named=True):
+    for title, rows, what, before, after in (
+            ("videos that moved most (final score)", d.videos, "", "final_before", "final_after"),
+            ("criteria that moved most", d.criteria, "criterion_id", "before", "after")):
+        if rows.height:
+            lines.append(f"\n{title}:")
+        for r in rows.iter_rows(named=True):
             sample, delta = _moved(r)
-            lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample}: {_num(r['final_before'])} -> "
-                         f"{_num(r['final_after'])} ({delta})")
-    if d.criteria.height:
-        lines.append("\ncriteria that moved most:")
-        for r in d.criteria.iter_rows(named=True):
-            sample, delta = _moved(r)
-            lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample} {r['criterion_id']}: "
-                         f"{_num(r['before'])} -> {_num(r['after'])} ({delta})")
+            named_as = f" {r[what]}" if what else ""
+            lines.append(f"  {r['task']} x {r['model']} {r['input_id']}{sample}{named_as}: {_num(r[before])} -> "
+                         f"{_num(r[after])} ({delta})")
     lines.append("\nwhat changed between them:")
     lines.append(f"  evaluator: {named(d.judges[0])} -> {named(d.judges[1])}"
                  if d.judges[0] != d.judges[1] else f"  evaluator: the same, {named(d.judges[1])}")

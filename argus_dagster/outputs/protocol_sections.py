@@ -13,7 +13,9 @@ import polars as pl
 
 from argus_dagster.outputs.report import esc
 from argus_dagster.protocols import vefx
-from argus_dagster.protocols.firm.tables import firm_summary_table, unscored_reasons
+from argus_dagster.protocols.firm.tables import firm_summary_table
+from argus_dagster.protocols.firm.tables import unscored_reasons as firm_unscored
+from argus_dagster.protocols.unscored import unscored_reasons
 
 FIRM_COLUMNS = (("n_videos", "videos"), ("mean_if", "IF mean"), ("mean_wc", "WC mean"), ("mean_pq", "PQ mean"),
                 ("if_unscored", "IF unscored"), ("wc_unscored", "WC unscored"), ("pq_unscored", "PQ unscored"))
@@ -32,8 +34,9 @@ def _reasons(reasons: pl.DataFrame) -> str:
         return '<p class="muted">every video is scored on every dimension</p>'
     items = "".join(
         f'<li data-dimension="{esc(r["dimension"])}" data-videos="{r["n_videos"]}"><b>{esc(r["dimension"])}</b>: '
-        f'{r["n_videos"]} video{"s" if r["n_videos"] != 1 else ""} ({esc(", ".join(r["models"]))}): '
-        f'{esc(r["reason"] or "no reason recorded")}</li>' for r in reasons.iter_rows(named=True))
+        f'{r["n_videos"]} video{"s" if r["n_videos"] != 1 else ""} (<span class="models">{esc(", ".join(r["models"]))}'
+        f'</span>): <span class="reason">{esc(r["reason"] or "no reason recorded")}</span></li>'
+        for r in reasons.iter_rows(named=True))
     return f'<ul class="unscored">{items}</ul>'
 
 
@@ -52,26 +55,14 @@ def firm_section(firm_scores: pl.DataFrame | None) -> str:
             "from the prompt and answers on the video, perceptual quality (PQ) from the video; ratings 1-5, "
             "– where no video of the row has one. Per video: <code>argus export</code>, the firm_scores table.</p>"
             f'<table class="firm sortable"><thead>{head}</thead><tbody>{rows}</tbody></table>'
-            f"<h3>Unscored, and why</h3>{_reasons(unscored_reasons(firm_scores))}</section>")
+            f"<h3>Unscored, and why</h3>{_reasons(firm_unscored(firm_scores))}</section>")
 
 
 def vefx_unscored(vefx_scores: pl.DataFrame | None) -> pl.DataFrame:
     """Why edited videos have no VEFX-Bench score: per dimension (IF, RQ, EE, overall) and reason, the
     videos and their models; the most frequent first."""
-    parts = []
-    for dim, col in vefx.COLUMNS.items():
-        reason = f"{col.removesuffix('_score')}_reason"
-        if vefx_scores is None or col not in vefx_scores.columns or reason not in vefx_scores.columns:
-            continue
-        parts.append(vefx_scores.filter(pl.col(col).is_null()).select(
-            pl.lit(VEFX_NAMES[dim]).alias("dimension"), pl.col(reason).fill_null("").alias("reason"),
-            pl.col("model").cast(pl.String)))
-    if not parts or not sum(p.height for p in parts):
-        return pl.DataFrame(schema={"dimension": pl.String, "reason": pl.String, "n_videos": pl.UInt32,
-                                    "models": pl.List(pl.String)})
-    return (pl.concat(parts).group_by("dimension", "reason", maintain_order=True)
-            .agg(pl.len().alias("n_videos"), pl.col("model").unique().sort().alias("models"))
-            .sort(["n_videos", "dimension", "reason"], descending=[True, False, False]))
+    return unscored_reasons(vefx_scores, {VEFX_NAMES[dim]: (col, f"{col.removesuffix('_score')}_reason")
+                                          for dim, col in vefx.COLUMNS.items()})
 
 
 def vefx_section(board: pl.DataFrame | None, vefx_scores: pl.DataFrame | None = None) -> str:

@@ -133,6 +133,22 @@ def _open(browser, url: str, shots: Path, name: str):
     return page, errors
 
 
+def open_file(browser, path: Path, width: int = 1400):
+    """A new page with ``path`` opened from disk (``file://``); returns it and the console errors seen."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(path.as_uri(), wait_until="load")
+    return page, errors
+
+
+def unscored_items(section) -> list[tuple[str, int, list[str], str]]:
+    """A page section's "unscored, and why" list as (dimension, videos, models, reason), read item by item."""
+    return [(d, int(n), m.split(", ") if m else [], r) for d, n, m, r in section.locator("ul.unscored li").evaluate_all(
+        "ls => ls.map(l => [l.dataset.dimension, l.dataset.videos, l.querySelector('.models').textContent,"
+        " l.querySelector('.reason').textContent])")]
+
+
 def _images_loaded(page) -> int:
     """How many images the page has, after asserting every one decoded (naturalWidth > 0)."""
     broken = page.evaluate("Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"

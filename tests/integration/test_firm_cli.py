@@ -17,7 +17,7 @@ from argus_dagster.client.results import best_of_n_report, stored_partitions
 from argus_dagster.infra.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
 
-from .test_browser import browser  # noqa: F401 (the fixture: headless Chromium)
+from .test_browser import browser, open_file, unscored_items  # noqa: F401 (browser: the Chromium fixture)
 
 pytestmark = pytest.mark.integration
 HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}
@@ -77,14 +77,13 @@ def test_the_firm_table_in_the_terminal_has_whole_names_fits_120_columns_and_say
     for (model,), g in df.group_by("model"):  # each cell as stored: videos, means (- for none), unscored
         mean_pq = f"{g['pq_rating'].mean():.2f}"
         assert rows[model] == ["T2V", model, str(g.height), "-", "-", mean_pq, str(g.height), str(g.height), "0"]
-    why = section.partition("unscored, and why")[2]
-    n = df.height
-    models = ", ".join(sorted(HUMAN_T2V))
-    reasons = " ".join(why.split())  # the reasons as words, wherever a line wrapped them
-    for dim, reason in (("IF", df["if_reason"][0]), ("WC", df["wc_reason"][0])):
-        assert (df[f"{dim.lower()}_reason"] == reason).all()
-        assert f"{dim}: {n} videos, {models}: {' '.join(reason.split())}" in reasons
-    assert "PQ:" not in why
+    from argus_dagster.protocols.firm.tables import unscored_reasons
+    from tests.unit.test_firm_terminal import terminal_reasons
+
+    expected = [(r["dimension"], r["n_videos"], r["models"], " ".join(r["reason"].split()))
+                for r in unscored_reasons(df).iter_rows(named=True)]
+    assert terminal_reasons(section) == expected  # every reason, its count and models, as stored
+    assert sorted(d for d, *_ in expected) == ["IF", "WC"] and all(n == df.height for _, n, _, _ in expected)
 
 
 def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):
@@ -260,11 +259,7 @@ def test_the_overview_shows_firm_video_cell_by_cell_in_a_browser(demo, browser, 
     from argus_dagster.infra.settings import load_settings
     from argus_dagster.protocols.firm.tables import firm_summary_table, unscored_reasons
 
-    index = load_settings().reports_dir / "index.html"
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(index.as_uri(), wait_until="load")
+    page, errors = open_file(browser, load_settings().reports_dir / "index.html")
     section = page.locator("section#firm")
     assert section.count() == 1 and page.locator('nav a[href="#firm"]').count() == 1
     shown = section.locator("table.firm tbody tr").evaluate_all(
@@ -279,10 +274,8 @@ def test_the_overview_shows_firm_video_cell_by_cell_in_a_browser(demo, browser, 
             value = r[key]
             assert text == ("–" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)), key
     reasons = unscored_reasons(df)
-    items = section.locator("ul.unscored li").evaluate_all(
-        "ls => ls.map(l => [l.dataset.dimension, parseInt(l.dataset.videos), l.textContent])")
-    assert [(d, n) for d, n, _ in items] == [(r["dimension"], r["n_videos"]) for r in reasons.iter_rows(named=True)]
-    assert all(r["reason"] in text for (_, _, text), r in zip(items, reasons.iter_rows(named=True)))
+    assert unscored_items(section) == [(r["dimension"], r["n_videos"], r["models"], r["reason"])
+                                       for r in reasons.iter_rows(named=True)] and reasons.height
     assert errors == [], errors
     page.screenshot(path=str(tmp_path / "overview_firm.png"), full_page=True)
     page.close()

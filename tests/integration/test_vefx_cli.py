@@ -16,7 +16,7 @@ from argus_dagster.client import cli
 
 from argus_dagster.protocols import vefx
 
-from .test_browser import browser  # noqa: F401 (the fixture: headless Chromium)
+from .test_browser import browser, open_file, unscored_items  # noqa: F401 (browser: the Chromium fixture)
 
 pytestmark = pytest.mark.integration
 MODELS = ("editor", "did-nothing")
@@ -235,11 +235,7 @@ def test_the_overview_shows_vefx_bench_cell_by_cell_in_a_browser(vefx_run, brows
 
     monkeypatch.setenv("ARGUS_HOME", str(vefx_run["root"] / "home"))
     board = vefx_board()
-    index = load_settings().reports_dir / "index.html"
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(index.as_uri(), wait_until="load")
+    page, errors = open_file(browser, load_settings().reports_dir / "index.html")
     section = page.locator("section#vefx")
     assert section.count() == 1 and page.locator('nav a[href="#vefx"]').count() == 1
     cells = section.locator("table.vefx tbody td[data-dimension]").evaluate_all(
@@ -251,9 +247,17 @@ def test_the_overview_shows_vefx_bench_cell_by_cell_in_a_browser(vefx_run, brows
                  if r["mean"] is not None else f"– 0/{r['n_videos']} scored") for r in board.iter_rows(named=True)}
     assert {(t, m, d): text for t, m, d, text in cells} == expected
     assert {t for t, *_ in cells} == {"TV2V", "TSV2V"}
-    reasons = section.locator("ul.unscored li").all_inner_texts()
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.client.results import stored_partitions
+    from argus_dagster.outputs.protocol_sections import vefx_unscored
+
+    scores = pl.concat(stored_partitions("vefx_scores", local_instance()).values(), how="diagonal_relaxed")
+    items = unscored_items(section)
+    assert items == [(r["dimension"], r["n_videos"], r["models"], r["reason"])
+                     for r in vefx_unscored(scores).iter_rows(named=True)]
     n_missing = len(vefx_run["missing"]) * len(MODELS)
-    assert n_missing and any(x.startswith(f"IF: {n_missing} videos") and "input invalid:" in x for x in reasons), reasons
+    missing_if = [i for i in items if i[0] == "IF"]  # the input without its files: its reason, both models
+    assert n_missing and missing_if[0][1:3] == (n_missing, sorted(MODELS)) and missing_if[0][3].startswith("input invalid:")
     assert errors == [], errors
     page.screenshot(path=str(tmp_path / "overview_vefx.png"), full_page=True)
     page.close()

@@ -338,8 +338,10 @@ def test_heat_map_and_profile_labels_are_whole():
     width = float(re.search(r'width="(\d+)"', svg).group(1))
     assert width > 7 * len(model)  # the model column is as wide as its name
     prof = profile_svg(model, means)
-    assert "…" not in prof and f">{model}</text>" in prof
-    assert all(f">d{d} {DIMENSIONS[d]}</text>" in prof for d in dims)
+    drawn = re.findall(r"<text[^>]*>(?:<title>[^<]*</title>)?([^<]+)</text>", prof)
+    assert "…" not in prof and drawn[0] == model  # the title, whole
+    labels = [t for t in drawn if t.startswith("d") and " " in t]
+    assert labels == [f"d{d} {DIMENSIONS[d]}" for d in dims]
 
 
 def test_coverage_is_whole_criteria_per_task(tmp_path):
@@ -355,4 +357,8 @@ def test_coverage_is_whole_criteria_per_task(tmp_path):
     page = render_overview(tmp_path, pl.DataFrame({
         "task": ["T2V"], "model": ["m"], "mean_final": [6.0], "ci_low": [5.0], "ci_high": [7.0], "n_videos": [3],
         "n_errors": [1]}), video_scores=videos.with_columns(pl.lit("m").alias("model"), pl.lit("p").alias("input_id")))
-    assert '<p class="coverage">Its scores cover 3 of 8 criteria on most videos, 39% of the weight.</p>' in page
+    import re
+
+    section = re.search(r'<section id="T2V" data-task="T2V">(.*?)</section>', page, re.S).group(1)
+    assert re.findall(r'<p class="coverage">(.*?)</p>', section) == [
+        "Its scores cover 3 of 8 criteria on most videos, 39% of the weight."]

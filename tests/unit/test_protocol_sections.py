@@ -10,6 +10,13 @@ from argus_dagster.protocols import vefx
 from argus_dagster.protocols.firm.tables import firm_summary_table
 
 
+def _items(html: str) -> list[tuple[str, int, str, str]]:
+    """The section's "unscored, and why" list as (dimension, videos, models, reason), item by item."""
+    return [(d, int(n), m, r) for d, n, m, r in re.findall(
+        r'<li data-dimension="([^"]+)" data-videos="(\d+)">.*?<span class="models">([^<]*)</span>.*?'
+        r'<span class="reason">([^<]*)</span></li>', html)]
+
+
 def test_firm_cells_are_the_summary_of_the_stored_rows():
     scores = pl.DataFrame({"task": ["T2V"] * 4, "model": ["a", "a", "b", "b"], "input_id": ["p0", "p1"] * 2,
                            "if_rating": [4, 5, None, None], "if_reason": ["", "", "IF needs a VLM", "IF needs a VLM"],
@@ -26,8 +33,7 @@ def test_firm_cells_are_the_summary_of_the_stored_rows():
                        for k in got}, model
         assert len(got) == 7
     assert [m for m, _ in cells] == ["a", "b"]
-    assert 'data-dimension="IF" data-videos="2"' in html and "(b): IF needs a VLM" in html
-    assert "(a): timed out" in html
+    assert _items(html) == [("IF", 2, "b", "IF needs a VLM"), ("WC", 1, "a", "timed out")]
     assert firm_section(None) == firm_section(scores.head(0)) == ""
 
 
@@ -50,5 +56,6 @@ def test_vefx_cells_are_the_stored_board_and_reasons_say_why():
     assert html.index('data-model="e"') < html.index('data-model="n"')
     why = vefx_unscored(scores)
     assert why.select("dimension", "n_videos").rows() == [("EE", 1), ("IF", 1), ("RQ", 1), ("overall", 1)]
-    assert "input invalid: no source" in html and "the overall needs all three" in html
+    assert _items(html) == [(d, 1, "e", "input invalid: no source") for d in ("EE", "IF", "RQ")] + [
+        ("overall", 1, "e", "the overall needs all three (IF, RQ, EE unscored)")]
     assert vefx_section(None) == ""

@@ -182,12 +182,18 @@ def test_a_missing_vlm_is_said_once_per_page_not_on_every_row():
     page = render_video_report(task="T2V", model="m", input_id="a", prompt="a cat", conditions=[],
                                output=FrameRow("output frames", []), video=video, criteria=criteria)
     text = "".join(_parse(page).text)
-    assert text.count("No VLM is configured") == 1 and NO_VLM not in text
-    assert text.count(NO_VLM_SHORT) == 3 and "motion -> 6.0" in text  # each row keeps its own measure
+    notices = re.findall(r'<p class="no-vlm muted">(.*?)</p>', page)
+    assert len(notices) == 1 and notices[0].startswith("No VLM is configured") and NO_VLM not in text
+    # each criterion's rationale cell (the last of its row) keeps its own measure, the VLM named in brief
+    rationales = [re.sub(r"<div.*", "", cell) for cell in re.findall(r"<td>([^<]*<div class=\"muted\">[^<]*</div>)</td></tr>", page)]
+    assert sorted(rationales) == sorted([f"6.0/10 (measure): motion -&gt; 6.0. Not used: {NO_VLM_SHORT}"] * 2
+                                        + [f"unscored: no measurable evidence ({NO_VLM_SHORT})"])
     grid = render_comparison(task="T2V", input_id="a", prompt="a cat", models=[
         {"model": m, "final_score": 6.0, "scores": {"c1": 6.0}, "rationales": {"c1": criteria[1]["rationale"]}}
         for m in ("x", "y")])
-    assert grid.count("No VLM is configured") == 1 and NO_VLM not in grid and grid.count(NO_VLM_SHORT) == 2
+    assert len(re.findall(r'<p class="no-vlm muted">', grid)) == 1 and NO_VLM not in grid
+    reasons = re.findall(r'<td class="score" data-model="(\w)"[^>]*><details><summary>6</summary>([^<]*)</details>', grid)
+    assert reasons == [(m, f"6.0/10 (measure): motion -&gt; 6.0. Not used: {NO_VLM_SHORT}") for m in ("x", "y")]
     plain = render_video_report(task="T2V", model="m", input_id="a", prompt="a cat", conditions=[],
                                 output=FrameRow("output frames", []), video=video,
                                 criteria=[{**c, "rationale": "measured"} for c in criteria])

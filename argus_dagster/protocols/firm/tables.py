@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import polars as pl
 
+from argus_dagster.protocols.unscored import unscored_reasons as reasons_unscored
 from argus_dagster.protocols.firm.scoring import if_score_from_weights, if_weights
 from argus_dagster.protocols.firm.types import (DIMENSIONS, IF, PQ, SHORT, WC, Checklist, ChecklistError,
                                                 ChecklistItem, DimensionResult, DroppedItem)
@@ -152,20 +153,7 @@ def firm_summary_table(scores: pl.DataFrame) -> pl.DataFrame:
 def unscored_reasons(scores: pl.DataFrame) -> pl.DataFrame:
     """Why videos are unscored, from stored ``firm_scores`` rows: per dimension (``IF``, ``WC``, ``PQ``)
     and reason, the videos it left unscored and the models they are of; the most frequent first."""
-    parts = []
-    for d in DIMENSIONS:
-        s = SHORT[d]
-        if f"{s}_rating" not in scores.columns:
-            continue
-        parts.append(scores.filter(pl.col(f"{s}_rating").is_null()).select(
-            pl.lit(s.upper()).alias("dimension"), pl.col(f"{s}_reason").fill_null("").alias("reason"),
-            pl.col("model").cast(pl.String)))
-    if not parts:
-        return pl.DataFrame(schema={"dimension": pl.String, "reason": pl.String, "n_videos": pl.UInt32,
-                                    "models": pl.List(pl.String)})
-    return (pl.concat(parts).group_by("dimension", "reason", maintain_order=True)
-            .agg(pl.len().alias("n_videos"), pl.col("model").unique().sort().alias("models"))
-            .sort(["n_videos", "dimension", "reason"], descending=[True, False, False]))
+    return reasons_unscored(scores, {SHORT[d].upper(): (f"{SHORT[d]}_rating", f"{SHORT[d]}_reason") for d in DIMENSIONS})
 
 
 def _cell(value: Any) -> str:
