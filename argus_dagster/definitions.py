@@ -13,6 +13,8 @@ from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDA
                     GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS)
 from assets.automation import RETRY_METADATA, changed_inputs, latest_records, retries_waiting
 from assets.firm import best_of_n_tables
+from assets.history import (COMMAND_TAG, EVALUATOR_TAG, MAX_TAG, REASON_TAG, Stored, diff, materializations,
+                            materialized_table)
 from assets.lineage import latest_record
 from assets.partitions import RANGE_END_TAG, RANGE_START_TAG
 from assets.robustness import robustness_tables
@@ -110,4 +112,5 @@ def observe_sources(instance: dg.DagsterInstance, resources: dict, tasks: list[s
 # The command line (argus_dagster/client) reaches assets and resources through these names only.
 __all__ = ["build_definitions", "defs", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
            "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "latest_record", "RETRY_METADATA",
-           "best_of_n_tables", "robustness_tables", "storage_for", "resources_for"]
+           "best_of_n_tables", "robustness_tables", "storage_for", "resources_for", "COMMAND_TAG", "EVALUATOR_TAG",
+           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table"]

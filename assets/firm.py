@@ -27,7 +27,6 @@ from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
 from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
-from argus_dagster.protocols.alignment.ratings import read_human
 from argus_dagster.infra.tables import COSTS, frame, stored_table
 from assets.versions import content_version, volatile_metadata
 from argus_dagster.vlm.ledger import CallStats
@@ -345,18 +344,6 @@ class BestOfNConfig(dg.Config):
     n_boot: int = 2000
 
 
-def human_scores(path: Path) -> pl.DataFrame | None:
-    """``input_id, model, sample, score`` from a human ratings file: the ``overall`` dimension when
-    rated, else the mean over the rated dimensions (raters averaged)."""
-    avg = read_human(path).averaged()
-    if avg.height == 0:
-        return None
-    if "overall" in avg["dimension"].to_list():
-        avg = avg.filter(pl.col("dimension") == "overall")
-    one = avg.group_by("input_id", "model").agg(pl.col("score").mean())
-    return bon.split_samples(one)
-
-
 def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: dict[str, pl.DataFrame] | None,
                      by: str | dict[str, float], *, tasks: list[str] | None = None, human: dict[str, Path] | None = None,
                      tie_tolerance: float = 1e-9, n_boot: int = 2000, seed: int = 0) -> tuple[pl.DataFrame, dict[str, str]]:
@@ -380,7 +367,7 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
             continue
         humans = None
         if task in (human or {}):
-            h = human_scores(human[task])
+            h = bon.human_scores(human[task])
             humans = bon.against_humans(picks, h, n_boot=n_boot) if h is not None else None
         tables.append(picks.with_columns(pl.lit(task).alias("task")).select(list(BEST_OF_N)))
         texts[task] = f"{task}\n" + bon.format_best_of_n(picks, humans)

@@ -25,10 +25,11 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, pool_notice
-from argus_dagster.client.results import COMMAND_TAG, EVALUATOR_TAG, load_stored
+from argus_dagster.client.results import load_stored
 from argus_dagster.client.runs import (Plan, RunSpec, execute, feeds_automated, firm_runs, launch, plan, runs_of,
                                        vefx_runs)
-from argus_dagster.definitions import RETRY_METADATA, build_definitions, observe_sources
+from argus_dagster.definitions import (COMMAND_TAG, EVALUATOR_TAG, RETRY_METADATA, build_definitions,
+                                      observe_sources)
 from argus_dagster.infra.progress import PROGRESS
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import polars as pl
 
-from argus_dagster.client.diff import diff
 from argus_dagster.client.instance import local_instance
 from argus_dagster.client.printing import only_tasks, storage_failure
 from argus_dagster.client.printing import say as _print  # the name the commands below print with
 from argus_dagster.client.results import (best_of_n_report, current_leaderboard, evaluation_storage, export_firm,
-                                          materializations, stored_export_table)
+                                          stored_export_table)
 from argus_dagster.client.selection import chosen as _chosen  # the name the commands below read it with
 from argus_dagster.client.selection import read_only_evaluation
+from argus_dagster.definitions import diff, materializations
 from argus_dagster.infra.files import WriteError
 from argus_dagster.method.leaderboard import format_leaderboard
 from argus_dagster.outputs.export import default_out, encode, write_table
@@ -209,6 +209,7 @@ def format_diff(d) -> str:
                  + (f" ({', '.join(f'{t}/{i}' for t, i in d.rubrics_changed[:8])})" if d.rubrics_changed else ""))
     lines.append("  inputs: " + (", ".join(f"{k} ({n} partition{'s' if n != 1 else ''})"
                                            for k, n in sorted(d.inputs_changed.items())) or "none moved"))
+    lines.append("  code: " + (", ".join(f"{k} {b} -> {a}" for k, (b, a) in sorted(d.code_changed.items())) or "the same"))
     if d.missing:
         lines.append(f"  not kept any more (retention, ARGUS_KEEP_VERSIONS): {', '.join(d.missing)}")
     return "\n".join(lines)

@@ -1,19 +1,15 @@
 """The one reader of what an evaluation's runs stored, for the command line: the leaderboard, the row
-errors, FIRM-Video's summary and training data, the exports' tables, best-of-N, and every
-materialization of an asset (``argus history``, ``argus diff``).
+errors, FIRM-Video's summary and training data, the exports' tables and best-of-N (every
+materialization of an asset, for ``argus history`` and ``argus diff``, is read by :mod:`assets.history`).
 
 Dagster's records say where each table is: the IO manager (:class:`resources.storage.StorageIOManager`)
 records its path (and, for a table kept as its own version, ``stored_version``) in the
 materialization's metadata; the table is read from there through the evaluation's storage resource
 (a folder, or S3) by :func:`argus_dagster.infra.tables.read_stored`, the reader the assets use too.
-The run's tags say why it ran (:data:`REASON_TAG`) and which command launched it (:data:`COMMAND_TAG`:
-the runs of one ``argus evaluate`` are one *pass*).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 
@@ -24,7 +20,7 @@ from argus_dagster.client.instance import local_instance
 from argus_dagster.definitions import best_of_n_tables, latest_record, storage_for
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
-from argus_dagster.infra.tables import read_stored, recorded_table, stored_table
+from argus_dagster.infra.tables import recorded_table, stored_table
 from argus_dagster.method.candidate_store import discover
 from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_table
 from argus_dagster.outputs.export import TABLES, combine, with_evaluation
@@ -33,11 +29,7 @@ from argus_dagster.protocols.firm.export import (check_out_folder, default_condi
                                                  export_dataset)
 from argus_dagster.protocols.firm.tables import firm_summary_table
 
-COMMAND_TAG = "argus/command"  # the argus evaluate (or demo) whose runs these are, one id per command
-REASON_TAG = "argus/reason"  # why the run was requested, in words (the plan's reasons)
-EVALUATOR_TAG = "argus/evaluator"  # the judge the run's evaluation was configured with
 DATA_VERSION_TAG = "dagster/data_version"
-MAX_TAG = 2000  # characters a reason tag keeps
 
 
 def evaluation_storage(settings: Settings) -> Storage:
@@ -59,74 +51,6 @@ def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None 
     ``storage`` from the path its IO manager recorded in the materialization's metadata (as lineage
     and the sensor read it); None when there is none or it cannot be read."""
     return recorded_table(latest_record(instance, asset, partition), storage)
-
-
-@dataclass(frozen=True)
-class Stored:
-    """One materialization of one asset partition, as Dagster recorded it."""
-
-    storage_id: int
-    timestamp: float
-    run_id: str
-    partition: str | None
-    data_version: str
-    table: str | None  # the kept table (stored_version), else the path recorded
-    kept: bool  # whether the table is its own version (not the file the next materialization replaces)
-    tags: dict = field(default_factory=dict, compare=False)  # the run's
-    event_tags: dict = field(default_factory=dict, compare=False)  # the materialization's (its provenance)
-
-    @property
-    def reason(self) -> str:
-        return self.tags.get(REASON_TAG, "")
-
-    @property
-    def command(self) -> str:
-        """The pass this materialization belongs to: its command's id, else its run's."""
-        return self.tags.get(COMMAND_TAG) or self.run_id
-
-    @property
-    def time(self) -> str:
-        return datetime.fromtimestamp(self.timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def materializations(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> list[Stored]:
-    """Every materialization of ``asset`` (of ``partition`` only, when given), oldest first."""
-    flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None)
-    records, cursor = [], None
-    while True:
-        got = instance.fetch_materializations(flt, limit=1000, cursor=cursor, ascending=True)
-        records += got.records
-        if not got.has_more:
-            break
-        cursor = got.cursor
-    run_ids = sorted({r.run_id for r in records})
-    tags = {}
-    for i in range(0, len(run_ids), 200):
-        for run in instance.get_runs(dg.RunsFilter(run_ids=run_ids[i:i + 200])):
-            tags[run.run_id] = dict(run.tags)
-    out = []
-    for r in records:
-        m = r.asset_materialization
-        md, part = m.metadata, str(m.partition) if m.partition is not None else None
-        kept = md.get("stored_version") or None
-        if kept is None and "stored_versions" in md:
-            kept = (md["stored_versions"].value or {}).get(part)
-        table = kept.value if hasattr(kept, "value") else kept
-        if table is None:
-            path = md.get("path")
-            table = path.value if path is not None else ((md["paths"].value or {}).get(part) if "paths" in md else None)
-        out.append(Stored(r.storage_id, r.timestamp, r.run_id, part, m.tags.get(DATA_VERSION_TAG, "") if m.tags else "",
-                          str(table) if table else None, kept is not None, tags.get(r.run_id, {}), dict(m.tags or {})))
-    return out
-
-
-def materialized_table(stored: Stored | None, storage: Storage, latest: bool = False) -> pl.DataFrame | None:
-    """The table a materialization stored: its kept version, or (for the latest one only, which the
-    next materialization has not replaced yet) the path recorded; None when it is gone (pruned by
-    retention, or removed by hand)."""
-    if stored is None or stored.table is None or not (stored.kept or latest):
-        return None
-    return read_stored(stored.table, storage)
 
 
 def row_errors(tasks: list[str] | None = None, models: list[str] | None = None,

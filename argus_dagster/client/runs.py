@@ -26,8 +26,7 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from argus_dagster.client.reasons import requested_reasons
-from argus_dagster.client.results import MAX_TAG, REASON_TAG
-from argus_dagster.definitions import ROLES, materialize_selection, retries_waiting
+from argus_dagster.definitions import MAX_TAG, REASON_TAG, ROLES, materialize_selection, retries_waiting
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.outputs.history_words import retry_wait_text, split_partition

@@ -8,6 +8,8 @@ stored before samples were read (no ``sample`` column) holds single videos (samp
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import polars as pl
 
 TOL = 1e-9
@@ -103,3 +105,22 @@ def delta_summary(deltas: pl.DataFrame, limit: int = 40) -> str:
             lines.append(f"- … and {n_videos - limit} more videos")
             break
     return "\n".join(lines)
+
+
+@dataclass
+class Diff:
+    """Two passes of an asset compared (``argus diff``, the overview's "What changed": :func:`assets.history.diff`)."""
+
+    asset: str
+    before: str
+    after: str
+    before_time: str
+    after_time: str
+    models: pl.DataFrame  # task, model, mean_before, ci_low_before, ci_high_before, judge_before, *_after
+    videos: pl.DataFrame  # task, model, input_id, sample, final_before, final_after, delta, change
+    criteria: pl.DataFrame  # task, model, input_id, sample, criterion_id, before, after, delta, change
+    judges: tuple[list[str], list[str]]
+    rubrics_changed: list[tuple[str, str]]  # (task, input_id)
+    inputs_changed: dict[str, int]  # input asset -> partitions whose recorded data version moved
+    missing: list[str]  # partitions whose table is no longer kept
+    code_changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # asset -> (code version before, after)

@@ -24,7 +24,6 @@ import math
 import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 import polars as pl
@@ -36,8 +35,11 @@ from argus_dagster.infra.names import file_name
 from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, cost_table, pairwise_win_rates,
                                               partial_evidence_text, rank_text, share_text, stored_cost_table,
                                               top_models)
+from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
+from argus_dagster.outputs.changes import changes_section
+from argus_dagster.outputs.deltas import Diff
 from argus_dagster.outputs.protocol_sections import firm_section, vefx_section
-from argus_dagster.outputs.report import STYLE, esc, score_colour
+from argus_dagster.outputs.report import STYLE, esc, href, score_colour
 from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
@@ -62,6 +64,7 @@ svg.plot,svg.heatmap{max-width:100%;height:auto;display:block;margin:8px 0;font:
 .profiles{display:flex;flex-wrap:wrap;gap:12px} svg.profile{font:11px system-ui,sans-serif;border:1px solid #e1e4e8}
 details.numbers{margin:4px 0 8px} svg{break-inside:avoid}
 .facts{margin:4px 0 8px} .facts b{font-weight:600}
+ul.what-changed{margin:4px 0 8px} ul.what-changed .before{color:#57606a}
 @media print{nav,.no-print,details.numbers{display:none} section{break-inside:avoid} body{margin:0;max-width:none}
  svg text{fill:#000}}
 """
@@ -91,11 +94,6 @@ document.querySelectorAll('table.sortable th').forEach(function (th) {
   });
 });
 """
-
-
-def href(*parts: str) -> str:
-    """A relative link to ``parts`` joined, each segment percent-encoded."""
-    return "/".join(quote(p, safe="") for p in parts)
 
 
 def _num(x, digits: int = 2) -> str:
@@ -458,12 +456,15 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
                     title: str = "argus-dagster results", bench: str | None = None,
                     store: Storage | None = None, costs: pl.DataFrame | None = None,
                     firm_scores: pl.DataFrame | None = None, vefx_board: pl.DataFrame | None = None,
-                    vefx_scores: pl.DataFrame | None = None) -> str:
+                    vefx_scores: pl.DataFrame | None = None, changes: Diff | None = None,
+                    changes_note: str = "") -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
     or an ``s3://`` prefix of ``store``, listed once). ``costs`` is the evaluation's cost ledger
     (:func:`~argus_dagster.method.leaderboard.cost_table`; without it, that of ``video_scores``).
     ``firm_scores``, ``vefx_board`` (``vefx_leaderboard``) and ``vefx_scores``: the other protocols'
-    stored tables, each a section where there is one (:mod:`argus_dagster.outputs.protocol_sections`)."""
+    stored tables, each a section where there is one (:mod:`argus_dagster.outputs.protocol_sections`).
+    ``changes``: the latest two passes compared (:mod:`argus_dagster.outputs.changes`), or
+    ``changes_note`` saying why there is no comparison; without either, no "What changed" section."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
@@ -472,7 +473,9 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
             if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
     samples = '<a class="samples" href="samples.html">every video (filter, sort, disagreements)</a>' if "samples.html" in present else ""
     protocols = [firm_section(firm_scores), vefx_section(vefx_board, vefx_scores)]
+    changed = changes_section(changes, present, changes_note) if changes is not None or changes_note else ""
     nav = (home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks)
+           + ('<a href="#changes">what changed</a>' if changed else "")
            + ('<a href="#firm">FIRM-Video</a>' if protocols[0] else "") + ('<a href="#vefx">VEFX-Bench</a>' if protocols[1] else "")
            + '<a href="#alignment">human alignment</a>' + samples)
     sections = []
@@ -507,10 +510,10 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     body = (f"<h1>{esc(title)}</h1>{evaluation}<div class=\"muted\">{spent}updated {esc(stamp)}; score: mean final "
             f"score 0-10 with a bootstrap 95% interval over inputs, rank with the ranks taken in 95% of those resamples (equal scores share a rank); videos scored, errors not scored; click a "
             f"column's header to sort by it</div><nav>{nav}</nav>"
-            + "".join(sections) + "".join(protocols)
+            + "".join(sections) + changed + "".join(protocols)
             + f'<section id="alignment"><h2>Human alignment</h2>{_alignment(reports_dir, present, alignment, store)}</section>')
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{STYLE}{OVERVIEW_STYLE}</style></head><body>{body}<script>{SORT_SCRIPT}</script></body></html>\n")
+            f"<style>{STYLE}{OVERVIEW_STYLE}{CHANGES_STYLE}</style></head><body>{body}<script>{SORT_SCRIPT}</script></body></html>\n")
 
 
 def judges_of(criterion_scores: pl.DataFrame | None) -> list[str]:
@@ -538,7 +541,8 @@ def _evaluation_line(lb: pl.DataFrame, bench: str | None = None, evaluators: lis
 def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard: pl.DataFrame | None = None,
                    alignment: pl.DataFrame | None = None, bench: str | None = None,
                    store: Storage | None = None, firm_scores: pl.DataFrame | None = None,
-                   vefx_board: pl.DataFrame | None = None) -> Path:
+                   vefx_board: pl.DataFrame | None = None, changes: Diff | None = None,
+                   changes_note: str = "") -> Path:
     """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``
     (folders, or ``s3://`` prefixes of ``store``).
 
@@ -557,7 +561,8 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
                            bench=bench, store=store,
                            costs=stored_cost_table(storage_dir, store, video_scores=scores),
                            firm_scores=firm_scores, vefx_board=vefx_board,
-                           vefx_scores=stored_table(storage_dir, "vefx_scores", store))
+                           vefx_scores=stored_table(storage_dir, "vefx_scores", store), changes=changes,
+                           changes_note=changes_note)
     return store.write_bytes(join(reports_dir, "index.html"), page)
 
 

@@ -15,6 +15,7 @@ import html
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+from urllib.parse import quote
 
 import cv2
 import numpy as np
@@ -50,6 +51,11 @@ def bounded(text: str, most: int = MAX_FIELD) -> str:
     if len(text) <= most:
         return text
     return f"{text[:most]} … [{len(text) - most:,} more characters not shown]"
+
+
+def href(*parts: str) -> str:
+    """A relative link to ``parts`` joined, each segment percent-encoded."""
+    return "/".join(quote(p, safe="") for p in parts)
 
 
 def esc(value: Any) -> str:

@@ -1,6 +1,8 @@
 """The sample browser (``reports/samples.html``): every scored video of an evaluation in one table, with
-what its score covers and why a video has none, filtered by any column and sorted by any column, and
-the inputs on which two models disagree most.
+what its score covers and why a video has none, filtered by any column and sorted by any column; the
+inputs on which two models disagree most, and the videos whose final score moved most between the two
+latest passes (:mod:`argus_dagster.outputs.changes`), and those on which the evaluator and people
+disagree most, where the bench has human ratings.
 
 One self-contained file (its rows as JSON inside it, its script inline): it works opened from disk and
 from ``argus open`` alike, and fetches nothing. Each row links to its video's report where that page
@@ -21,9 +23,11 @@ import polars as pl
 from argus_dagster.infra.names import file_name, sample_file_name
 from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
+from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
+from argus_dagster.outputs.changes import MOVED_HEAD, evaluators, moved_rows, video_link
+from argus_dagster.outputs.deltas import Diff
 from argus_dagster.outputs.history_words import evaluator_label
-from argus_dagster.outputs.overview import href
-from argus_dagster.outputs.report import STYLE, esc
+from argus_dagster.outputs.report import STYLE, esc, href
 
 # The table's columns: (key in a row, header a person reads, kind).
 COLUMNS = (("task", "task", "text"), ("model", "model", "text"), ("input_id", "input", "text"),
@@ -167,6 +171,70 @@ def model_disagreements(video_scores: pl.DataFrame, limit: int = DISAGREEMENTS) 
                       descending=[True, False, False, False, False]).head(limit)
 
 
+def people_disagreements(video_scores: pl.DataFrame, people: pl.DataFrame | None,
+                         limit: int = DISAGREEMENTS) -> pl.DataFrame:
+    """Per task, the videos that people rated and the evaluator scored (``people``: ``task, input_id,
+    model, sample, score``, raters averaged): each side's score and its place among the task's such
+    videos (0 the lowest, 100 the highest, ties sharing their mean place), the largest difference of
+    places first. Places, not scores, because the two scales differ."""
+    schema = {"task": pl.String, "model": pl.String, "input_id": pl.String, "sample": pl.String, "final_score": pl.Float64,
+              "evaluator_place": pl.Float64, "people": pl.Float64, "people_place": pl.Float64, "difference": pl.Float64}
+    if people is None or not people.height:
+        return pl.DataFrame(schema=schema)
+    keys = ["task", "model", "input_id", "sample"]
+    scored = (video_scores.with_columns(pl.col("sample").cast(pl.String).fill_null(""))
+              .filter(pl.col("final_score").is_not_null()).select(*keys, "final_score"))
+    both = scored.join(people.with_columns(pl.col("sample").cast(pl.String).fill_null(""))
+                       .select(*keys, pl.col("score").cast(pl.Float64).alias("people")), on=keys)
+
+    def place(col: str) -> pl.Expr:
+        n = pl.len().over("task")
+        return pl.when(n > 1).then((pl.col(col).rank("average").over("task") - 1) / (n - 1) * 100)
+
+    both = both.with_columns(place("final_score").alias("evaluator_place"), place("people").alias("people_place"))
+    both = both.with_columns((pl.col("evaluator_place") - pl.col("people_place")).abs().alias("difference"))
+    return (both.filter(pl.col("difference").is_not_null()).select(list(schema))
+            .sort(["difference", *keys], descending=[True, False, False, False, False]).head(limit))
+
+
+def _people(video_scores: pl.DataFrame, people: pl.DataFrame | None, present: set[str]) -> str:
+    """Where the evaluator and people disagree most, or why that cannot be said."""
+    head = '<h2 id="people">Where the evaluator and people disagree most (place among the rated videos)</h2>'
+    if people is None or not people.height:
+        return head + ('<p class="muted">no human ratings: add <code>$ARGUS_HOME/benches/&lt;bench&gt;/human/'
+                       "&lt;TASK&gt;.csv</code> (input_id, model, score)</p>")
+    table = people_disagreements(video_scores, people)
+    if not table.height:
+        return head + '<p class="muted">no video has both a final score and two or more rated videos beside it</p>'
+    rows = "".join(
+        f'<tr data-task="{esc(r["task"])}" data-model="{esc(r["model"])}" data-input="{esc(r["input_id"])}" '
+        f'data-sample="{esc(r["sample"])}"><td>{esc(r["task"])}</td><td>{esc(r["model"])}</td>'
+        f'<td>{video_link(present, r["task"], r["model"], r["input_id"], r["sample"])}</td><td class="score" data-key="final_score">{r["final_score"]:.2f}</td>'
+        f'<td class="score" data-key="evaluator_place">{r["evaluator_place"]:.0f}</td>'
+        f'<td class="score" data-key="people">{r["people"]:.2f}</td>'
+        f'<td class="score" data-key="people_place">{r["people_place"]:.0f}</td>'
+        f'<td class="score" data-key="difference">{r["difference"]:.0f}</td></tr>' for r in table.iter_rows(named=True))
+    return (head + '<p class="muted">A video\'s place among its task\'s videos that people rated and the evaluator '
+            "scored: 0 the lowest, 100 the highest (ties share their mean place); the scales differ, the places "
+            "compare.</p>"
+            '<table class="people"><thead><tr><th>task</th><th>model</th><th>video</th><th>final score</th>'
+            "<th>its place</th><th>people's mean</th><th>their place</th><th>difference</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
+
+
+def _passes(changes: Diff | None, present: set[str]) -> str:
+    """Where the two latest passes disagree most: the videos whose final score moved most."""
+    head = '<h2 id="passes">Where the two latest passes disagree most (final score of the same video)</h2>'
+    if changes is None:
+        return head + '<p class="muted">one pass so far: nothing to compare</p>'
+    said = (f'<p class="muted">pass <code>{esc(changes.before[:8])}</code> ({esc(changes.before_time)} UTC), evaluator '
+            f'{esc(evaluators(changes.judges[0]))} → pass <code>{esc(changes.after[:8])}</code> ({esc(changes.after_time)} UTC), '
+            f"evaluator {esc(evaluators(changes.judges[1]))}</p>")
+    if not changes.videos.height:
+        return head + said + '<p class="muted">no video\'s final score moved</p>'
+    return (head + said + f'<table class="passes">{MOVED_HEAD}<tbody>{moved_rows(changes.videos, present)}</tbody></table>')
+
+
 def _json_script(element_id: str, value) -> str:
     text = json.dumps(value, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
@@ -174,9 +242,12 @@ def _json_script(element_id: str, value) -> str:
 
 def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
                    criterion_scores: pl.DataFrame | None = None, *, bench: str | None = None,
-                   store: Storage | None = None) -> str:
+                   store: Storage | None = None, changes: Diff | None = None,
+                   people: pl.DataFrame | None = None) -> str:
     """The sample browser's HTML; a row links to its video's report, a disagreement to its input's
-    comparison page, only where that page exists under ``reports_dir`` (listed once through ``store``)."""
+    comparison page, only where that page exists under ``reports_dir`` (listed once through ``store``).
+    ``changes``: the latest two passes compared, whose videos that moved most it lists; ``people``:
+    human ratings (``task, input_id, model, sample, score``) to set beside the evaluator's."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     title = f"{bench}: every video" if bench else "every video"
@@ -215,22 +286,24 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
                  "(again to reverse); rows without a value stay last. Lowest and highest criterion: the range "
                  "of the video's criterion scores (0-10); share of weight scored: the importance weight its "
                  "scored criteria hold.")
-    body = (f'<h1>{esc(title)}</h1><nav><a href="index.html">overview</a></nav>'
+    body = (f'<h1>{esc(title)}</h1><nav><a href="index.html">overview</a> <a href="#disagreements">models disagree</a> <a href="#passes">passes disagree</a> <a href="#people">evaluator and people disagree</a></nav>'
             f'<p class="muted">{help_text}</p><div class="count" id="count"></div>'
             f'<table class="samples"><thead><tr>{heads}</tr><tr class="filters">{inputs}</tr></thead><tbody></tbody></table>'
-            f"<h2 id=\"disagreements\">Where two models disagree most (final score on the same input)</h2>{disagreements}")
+            f"<h2 id=\"disagreements\">Where two models disagree most (final score on the same input)</h2>{disagreements}"
+            + _passes(changes, present) + _people(video_scores, people, present))
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{STYLE}{PAGE_STYLE}</style></head><body>{body}{_json_script('columns', columns)}"
+            f"<style>{STYLE}{PAGE_STYLE}{CHANGES_STYLE}</style></head><body>{body}{_json_script('columns', columns)}"
             f"{_json_script('rows', rows)}<script>{SCRIPT}</script></body></html>\n")
 
 
 def write_samples(reports_dir: Path | str, storage_dir: Path | str, *, bench: str | None = None,
-                  store: Storage | None = None, video_scores: pl.DataFrame | None = None) -> Path | str:
+                  store: Storage | None = None, video_scores: pl.DataFrame | None = None,
+                  changes: Diff | None = None, people: pl.DataFrame | None = None) -> Path | str:
     """Write ``reports_dir/samples.html`` whole from the stored tables under ``storage_dir``
     (``video_scores``, when given, stands for the stored one). Raises
     :class:`argus_dagster.infra.files.WriteError` when the page cannot be written."""
     store = store or LOCAL
     videos = video_scores if video_scores is not None else stored_table(storage_dir, "video_scores", store)
     page = render_samples(reports_dir, videos, stored_table(storage_dir, "criterion_scores", store), bench=bench,
-                          store=store)
+                          store=store, changes=changes, people=people)
     return store.write_bytes(join(reports_dir, "samples.html"), page)

@@ -44,6 +44,7 @@ import polars as pl
 
 from argus_dagster.method.bench import SAMPLE_STEM, model_samples
 from argus_dagster.infra.names import model_name_problem
+from argus_dagster.protocols.alignment.ratings import read_human
 
 SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.0, 5.0), "pq": (1.0, 5.0),
           "if_rating": (1.0, 5.0), "wc_rating": (1.0, 5.0), "pq_rating": (1.0, 5.0), "if_score": (0.0, 1.0),
@@ -325,3 +326,15 @@ def format_best_of_n(picks: pl.DataFrame, humans: dict | None = None) -> str:
 
 def _f(x) -> str:
     return "      -" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:7.3f}"
+
+
+def human_scores(path: Path) -> pl.DataFrame | None:
+    """``input_id, model, sample, score`` from a human ratings file: the ``overall`` dimension when
+    rated, else the mean over the rated dimensions (raters averaged)."""
+    avg = read_human(path).averaged()
+    if avg.height == 0:
+        return None
+    if "overall" in avg["dimension"].to_list():
+        avg = avg.filter(pl.col("dimension") == "overall")
+    one = avg.group_by("input_id", "model").agg(pl.col("score").mean())
+    return split_samples(one)

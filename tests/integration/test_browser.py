@@ -19,15 +19,18 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import polars as pl
 import pytest
+from scipy.stats import rankdata
 
 from argus_dagster.client.demo import BEST_MODEL, KNOWN_BAD
 from argus_dagster.method.inputs import ALL_TASKS
 
+from .helpers import DEMO_HUMAN_T2V
 from .helpers import DEMO_ODD_MODEL as ODD_MODEL
 
 pytestmark = pytest.mark.integration
@@ -64,8 +67,10 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def browser():
+@contextmanager
+def launched():
+    """Headless Chromium, driven by Playwright's synchronous API (whose event loop runs while it is
+    open: a test that runs an evaluation in between opens it after)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -77,6 +82,12 @@ def browser():
             yield b
         finally:
             b.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launched() as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
@@ -388,6 +399,15 @@ def test_a_video_on_a_comparison_page_can_be_sought(site, browser, tmp_path):
     page.close()
 
 
+def _people_rows(page) -> list[tuple]:
+    """The sample browser's evaluator-against-people table: (model, video, final score, its place, people's
+    mean, their place, difference), each read from its own cell."""
+    keys = ["final_score", "evaluator_place", "people", "people_place", "difference"]
+    return [(r[0], r[1], *map(float, r[2:])) for r in page.locator("table.people tbody tr").evaluate_all(
+        "(rs, keys) => rs.map(r => [r.dataset.model, r.children[2].textContent].concat("
+        "keys.map(k => r.querySelector('td[data-key=' + k + ']').textContent)))", keys)]
+
+
 def test_the_sample_browser_filters_and_sorts_as_a_polars_query_does(site, browser, tmp_path):
     """reports/samples.html: every stored video one row; a column's filter and a header's click give the
     rows a polars query gives; the pairs of models that disagree most first; links that resolve."""
@@ -437,6 +457,23 @@ def test_the_sample_browser_filters_and_sorts_as_a_polars_query_does(site, brows
     largest = (pairs["final_score"] - pairs["final_score_b"]).abs().max()
     first = page.locator("table.disagreements tbody tr").first.locator("td.difference").inner_text()
     assert first == f"{largest:.2f}"
+    # the evaluator against people (the bench's T2V ratings): each rated video's place among the task's
+    # rated videos on both sides, as scipy ranks them, the largest difference of places first
+    people = _people_rows(page)
+    rated = (stored.filter((pl.col("task") == "T2V") & pl.col("model").is_in(list(DEMO_HUMAN_T2V))
+                           & pl.col("final_score").is_not_null())
+             .with_columns(pl.col("model").replace_strict(DEMO_HUMAN_T2V, return_dtype=pl.Float64).alias("people")))
+    n = rated.height
+    ours = dict(zip(zip(rated["model"], rated["input_id"]),
+                    zip(rated["final_score"], (rankdata(rated["final_score"]) - 1) / (n - 1) * 100,
+                        rated["people"], (rankdata(rated["people"]) - 1) / (n - 1) * 100)))
+    assert people and len(people) == min(n, 50)
+    for model, video, score, place, rating, their_place, difference in people:
+        want = ours[(model, video)]
+        assert (score, place, rating, their_place) == pytest.approx((round(want[0], 2), round(want[1]), want[2],
+                                                                     round(want[3])), abs=0.51), (model, video)
+        assert difference == pytest.approx(abs(want[1] - want[3]), abs=0.51)
+    assert people[0][6] == pytest.approx(max(abs(w[1] - w[3]) for w in ours.values()), abs=0.51)
     links = _links_resolve(page, site["base"])
     assert len([u for u in links if "/compare/" in u]) >= 1 and len(links) > len(ALL_TASKS)
     assert errors == [], errors

@@ -7,6 +7,8 @@ import io
 import os
 import re
 from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import dagster as dg
 import polars as pl
@@ -17,6 +19,7 @@ from argus_dagster.infra.media import write_video
 from tests.servers.openai_server import FakeVlmServer
 
 from .helpers import pattern_clip, t2v_bench
+from .test_browser import launched, open_file
 
 pytestmark = pytest.mark.integration
 
@@ -60,8 +63,38 @@ def _mean_of(path: str) -> float:
     return float(df["final_score"].drop_nulls().mean())
 
 
+def _what_changed(browser, path) -> tuple[dict, dict, list[str]]:
+    """The overview's "What changed" section as a person reads it in Chromium: each part's text (the
+    evaluator's before and after by their own elements), per model its before and after cells, and
+    the console errors seen."""
+    page, errors = open_file(browser, path)
+    section = page.locator("section#changes")
+    parts = dict(section.locator("ul.what-changed li").evaluate_all(
+        "ls => ls.map(l => [l.dataset.part, l.textContent.split(': ').slice(1).join(': ')])"))
+    parts["evaluator before"], parts["evaluator after"] = section.locator("li[data-part=evaluator]").evaluate(
+        "l => [l.querySelector('.before') && l.querySelector('.before').textContent, l.querySelector('.after').textContent]")
+    models = {r[0]: (float(r[1].split()[0]), float(r[2].split()[0]), r[3]) for r in section.locator(
+        "table.changes-models tbody tr").evaluate_all(
+        "rs => rs.map(r => [r.dataset.model].concat(['before', 'after', 'change'].map("
+        "k => r.querySelector('td[data-key=' + k + ']').textContent)))")}
+    links = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+    page.close()
+    return parts, models, errors + [h for h in links if h.startswith("file:") and not Path(unquote(urlsplit(h).path)).exists()]
+
+
+def _passes_table(browser, path) -> list[tuple[str, str, float, float]]:
+    """The sample browser's videos that moved between the two latest passes: (model, video, before, after)."""
+    page, errors = open_file(browser, path)
+    rows = page.locator("table.passes tbody tr").evaluate_all(
+        "rs => rs.map(r => [r.dataset.model, r.children[2].textContent,"
+        " r.querySelector('td[data-key=before]').textContent, r.querySelector('td[data-key=after]').textContent])")
+    page.close()
+    assert errors == [], errors
+    return [(m, v, float(b), float(a)) for m, v, b, a in rows]
+
+
 def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, capsys):
-    from argus_dagster.client.results import materializations
+    from argus_dagster.definitions import materializations
     from argus_dagster.client.instance import local_instance
     from argus_dagster.infra.settings import load_settings
 
@@ -141,6 +174,41 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     overview = (settings.reports_dir / "index.html").read_text()
     facts = re.search(r'<div class="facts">(.*?)</div>', overview).group(1)
     assert dict(re.findall(r"(\w+) <b>([^<]*)</b>", facts))["evaluator"] == "openai:judge", facts
+
+    # the overview's "What changed", read in Chromium: both evaluators named, each model's mean before and
+    # after as the kept tables hold them, no console error and no link to a page that is not there
+    with launched() as browser:
+        parts, models, problems = _what_changed(browser, settings.reports_dir / "index.html")
+        moved = _passes_table(browser, settings.reports_dir / "samples.html")
+    assert problems == [], problems
+    assert (parts["evaluator before"], parts["evaluator after"]) == ("evidence-only", "openai:judge"), parts
+    # the rest as argus diff says it (the VLM writes the rubrics too: both inputs got another one)
+    said = {line.strip().split(": ", 1)[0]: line.strip().split(": ", 1)[1] for line in text.splitlines()
+            if line.startswith(("  rubrics: ", "  inputs: ", "  code: "))}
+    assert parts["rubrics"] == said["rubrics"] == "2 inputs got another rubric (T2V/p0, T2V/p1)", parts
+    assert parts["code"] == said["code"] == "the same", parts
+    words = {"judge_config": "judge", "rubric_generator_config": "rubric generator", "rubrics": "rubrics",
+             "tool_suite_config": "tools", "bench_files": "bench files (prompts, conditions)"}
+    assert parts["inputs"] == ", ".join(sorted(re.sub(r"^(\S+)", lambda m: words[m.group(1)], item)
+                                               for item in said["inputs"].split(", "))), (parts, said)
+    assert set(models) == {"m", "n"}, models
+    for h_before, h_after in zip(sorted(first, key=lambda h: h.partition), sorted(second, key=lambda h: h.partition)):
+        b, a, change = models[h_before.partition.split("|")[0]]
+        assert b == pytest.approx(_mean_of(h_before.table), abs=0.006)
+        assert a == pytest.approx(_mean_of(h_after.table), abs=0.006)
+        assert float(change) == pytest.approx(a - b, abs=0.011)
+    # the sample browser's videos that moved most between the passes, each as its kept tables hold it
+    kept = {}
+    for h, when in [(h, 0) for h in first] + [(h, 1) for h in second]:
+        df = pl.read_parquet(io.BytesIO(open(h.table, "rb").read()))
+        for r in df.iter_rows(named=True):
+            kept.setdefault((h.partition.split("|")[0], r["input_id"]), [None, None])[when] = r["final_score"]
+    assert moved, "no video moved"
+    for model, video, b, a in moved:
+        assert (b, a) == pytest.approx(tuple(kept[(model, video)]), abs=0.006), (model, video)
+    assert {(m, v) for m, v, _, _ in moved} == {k for k, (b, a) in kept.items() if abs(a - b) > 1e-9}
+    changes = [abs(a - b) for _, _, b, a in moved]
+    assert changes == sorted(changes, reverse=True)
 
     # an edited prompt: the plan names the input, and counts its videos (one per model)
     manifest = bench / "T2V" / "manifest.jsonl"

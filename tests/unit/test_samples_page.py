@@ -5,6 +5,7 @@ import json
 import re
 
 import polars as pl
+import pytest
 
 from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
 from argus_dagster.outputs.samples import COLUMNS, model_disagreements, render_samples, sample_rows
@@ -65,3 +66,28 @@ def test_a_score_that_is_not_a_number_is_a_missing_value(tmp_path):
 
 def test_nothing_stored_says_what_to_run(tmp_path):
     assert "argus evaluate" in render_samples(tmp_path, None)
+
+
+def test_evaluator_and_people_are_compared_by_place_not_by_scale():
+    """People rate 1-5, the evaluator 0-10: each video's place among the task's rated videos (ties share
+    their mean place), the largest difference first; a task with one rated video has no places."""
+    from argus_dagster.outputs.samples import people_disagreements
+
+    videos = frame([{"task": "T2V", "model": m, "input_id": "p", "sample": "", "final_score": s}
+                    for m, s in (("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 9.0))]
+                   + [{"task": "TI2V", "model": "a", "input_id": "q", "sample": "", "final_score": 5.0}], VIDEO_SCORES)
+    people = pl.DataFrame({"task": ["T2V"] * 4 + ["TI2V"], "model": ["a", "b", "c", "d", "a"],
+                           "input_id": ["p"] * 4 + ["q"], "sample": [""] * 5, "score": [5.0, 4.0, 4.0, 1.0, 3.0]})
+    table = people_disagreements(videos, people)
+    got = {r["model"]: (r["evaluator_place"], r["people_place"], r["difference"]) for r in table.iter_rows(named=True)}
+    third = 100 / 3
+    want = {"a": (0.0, 100.0, 100.0), "b": (third, 1.5 * third, 0.5 * third), "c": (2 * third, 1.5 * third, 0.5 * third),
+            "d": (100.0, 0.0, 100.0)}
+    assert set(got) == set(want) and all(got[m] == pytest.approx(want[m]) for m in want), got
+    assert table["difference"].to_list() == sorted(table["difference"].to_list(), reverse=True)
+    assert table["task"].unique().to_list() == ["T2V"]  # TI2V: one rated video, no place
+    assert people_disagreements(videos, None).height == 0
+    page = render_samples("/nowhere", videos, None, people=people)
+    cells = re.findall(r'<tr data-task="T2V" data-model="(\w)"[^>]*>.*?data-key="difference">(\d+)</td>', page)
+    assert cells[:2] == [("a", "100"), ("d", "100")] and sorted(cells[2:]) == [("b", "17"), ("c", "17")]
+    assert "no human ratings" in render_samples("/nowhere", videos, None)

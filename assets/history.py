@@ -1,24 +1,107 @@
-"""What moved between two passes of an asset (``argus diff``).
+"""Every materialization of an asset as Dagster recorded it, and what moved between two passes of
+it (``argus history``, ``argus diff`` and the overview's "What changed").
 
-The state of an asset after a pass (the runs of one command, :data:`~.results.COMMAND_TAG`) is, per
-partition, its latest materialization up to that pass's last one (:func:`.results.materializations`);
-a diff compares two such states: per model the mean final score and its interval, the videos and
-criteria that moved most (:mod:`argus_dagster.outputs.deltas`), and what changed between them (the
-judge, the rubrics, the inputs by their data versions).
+The IO manager (:class:`resources.storage.StorageIOManager`) records each stored table's path (and, for
+a table kept as its own version, ``stored_version``) in the materialization's metadata; the table is
+read from there through the evaluation's storage (:func:`argus_dagster.infra.tables.read_stored`). The
+run's tags say why it ran (:data:`REASON_TAG`) and which command launched it (:data:`COMMAND_TAG`: the
+runs of one ``argus evaluate`` are one *pass*; a run launched elsewhere, from the UI or a sensor, is a
+pass of its own).
+
+The state of an asset after a pass is, per partition, its latest materialization up to that pass's
+last one; a diff compares two such states: per model the mean final score and its interval, the
+videos and criteria that moved most (:mod:`argus_dagster.outputs.deltas`), and what changed between
+them (the judge, the rubrics, the inputs by their data versions, the assets' code versions).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 import dagster as dg
 import polars as pl
 
-from argus_dagster.client.results import Stored, materializations, materialized_table
 from argus_dagster.infra.storage import Storage
+from argus_dagster.infra.tables import read_stored
 from argus_dagster.method.leaderboard import build_leaderboard
-from argus_dagster.outputs.deltas import criterion_deltas, video_deltas
+from argus_dagster.outputs.deltas import Diff, criterion_deltas, video_deltas
 from argus_dagster.outputs.history_words import SOURCE_INPUTS, split_partition
+
+from .automation import DATA_VERSION_TAG
+
+COMMAND_TAG = "argus/command"  # the argus evaluate (or demo) whose runs these are, one id per command
+REASON_TAG = "argus/reason"  # why the run was requested, in words (the plan's reasons)
+EVALUATOR_TAG = "argus/evaluator"  # the judge the run's evaluation was configured with
+MAX_TAG = 2000  # characters a reason tag keeps
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One materialization of one asset partition, as Dagster recorded it."""
+
+    storage_id: int
+    timestamp: float
+    run_id: str
+    partition: str | None
+    data_version: str
+    table: str | None  # the kept table (stored_version), else the path recorded
+    kept: bool  # whether the table is its own version (not the file the next materialization replaces)
+    tags: dict = field(default_factory=dict, compare=False)  # the run's
+    event_tags: dict = field(default_factory=dict, compare=False)  # the materialization's (its provenance)
+
+    @property
+    def reason(self) -> str:
+        return self.tags.get(REASON_TAG, "")
+
+    @property
+    def command(self) -> str:
+        """The pass this materialization belongs to: its command's id, else its run's."""
+        return self.tags.get(COMMAND_TAG) or self.run_id
+
+    @property
+    def time(self) -> str:
+        return datetime.fromtimestamp(self.timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def materializations(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> list[Stored]:
+    """Every materialization of ``asset`` (of ``partition`` only, when given), oldest first."""
+    flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None)
+    records, cursor = [], None
+    while True:
+        got = instance.fetch_materializations(flt, limit=1000, cursor=cursor, ascending=True)
+        records += got.records
+        if not got.has_more:
+            break
+        cursor = got.cursor
+    run_ids = sorted({r.run_id for r in records})
+    tags = {}
+    for i in range(0, len(run_ids), 200):
+        for run in instance.get_runs(dg.RunsFilter(run_ids=run_ids[i:i + 200])):
+            tags[run.run_id] = dict(run.tags)
+    out = []
+    for r in records:
+        m = r.asset_materialization
+        md, part = m.metadata, str(m.partition) if m.partition is not None else None
+        kept = md.get("stored_version") or None
+        if kept is None and "stored_versions" in md:
+            kept = (md["stored_versions"].value or {}).get(part)
+        table = kept.value if hasattr(kept, "value") else kept
+        if table is None:
+            path = md.get("path")
+            table = path.value if path is not None else ((md["paths"].value or {}).get(part) if "paths" in md else None)
+        out.append(Stored(r.storage_id, r.timestamp, r.run_id, part, m.tags.get(DATA_VERSION_TAG, "") if m.tags else "",
+                          str(table) if table else None, kept is not None, tags.get(r.run_id, {}), dict(m.tags or {})))
+    return out
+
+
+def materialized_table(stored: Stored | None, storage: Storage, latest: bool = False) -> pl.DataFrame | None:
+    """The table a materialization stored: its kept version, or (for the latest one only, which the
+    next materialization has not replaced yet) the path recorded; None when it is gone (pruned by
+    retention, or removed by hand)."""
+    if stored is None or stored.table is None or not (stored.kept or latest):
+        return None
+    return read_stored(stored.table, storage)
 
 
 def passes(history: list[Stored]) -> list[str]:
@@ -59,24 +142,6 @@ def _tables(state: dict, history: list[Stored], storage: Storage) -> dict:
     return {p: materialized_table(s, storage, latest=newest.get(p) == s.storage_id) for p, s in state.items()}
 
 
-@dataclass
-class Diff:
-    """Two passes of an asset compared (:func:`diff`)."""
-
-    asset: str
-    before: str
-    after: str
-    before_time: str
-    after_time: str
-    models: pl.DataFrame  # task, model, mean_before, ci_low_before, ci_high_before, judge_before, *_after
-    videos: pl.DataFrame  # task, model, input_id, sample, final_before, final_after, delta, change
-    criteria: pl.DataFrame  # task, model, input_id, sample, criterion_id, before, after, delta, change
-    judges: tuple[list[str], list[str]]
-    rubrics_changed: list[tuple[str, str]]  # (task, input_id)
-    inputs_changed: dict[str, int]  # input asset -> partitions whose recorded data version moved
-    missing: list[str]  # partitions whose table is no longer kept
-
-
 def _judges(tables: dict) -> list[str]:
     out = set()
     for df in tables.values():
@@ -85,7 +150,10 @@ def _judges(tables: dict) -> list[str]:
     return sorted(out)
 
 
-def _provenance_moves(before: dict, after: dict, into: dict[str, set]) -> None:
+def _provenance_moves(before: dict, after: dict, into: dict[str, set], code: dict[str, set], asset: str) -> None:
+    """The inputs whose recorded data version moved between ``before`` and ``after`` (states of
+    ``asset``), into ``into`` (input -> partitions); the asset's code versions that moved, into ``code``
+    (as ``(before, after)`` pairs)."""
     for p, a in after.items():
         b = before.get(p)
         if b is None or b.storage_id == a.storage_id:
@@ -96,6 +164,8 @@ def _provenance_moves(before: dict, after: dict, into: dict[str, set]) -> None:
         for dep, v in pa.input_data_versions.items():
             if pb.input_data_versions.get(dep) != v:
                 into.setdefault(dep.to_user_string(), set()).add(p)
+        if pa.code_version != pb.code_version:
+            code.setdefault(asset, set()).add((pb.code_version, pa.code_version))
 
 
 def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_scores", a: str | None = None,
@@ -172,15 +242,18 @@ def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_sco
         rubrics_changed += [(task, i) for i in sorted(set(old) | set(new)) if old.get(i) != new.get(i)]
 
     moved: dict[str, set] = {}  # an input -> the partitions (of any asset) whose recorded version of it moved
+    code: dict[str, set] = {}  # an asset -> its (code version before, after) pairs
     for name in ("input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
                  "video_scores"):
         h = history if name == asset else crit_history if name == "criterion_scores" else materializations(instance, name)
         if not h:
             continue
-        _provenance_moves(state_after(h, bound_a), state_after(h, bound_b), moved)
+        _provenance_moves(state_after(h, bound_a), state_after(h, bound_b), moved, code, name)
     inputs_changed = {k: len(v) for k, v in moved.items() if k in SOURCE_INPUTS}
+    code_changed = {k: (", ".join(sorted({str(b) for b, _ in v})), ", ".join(sorted({str(a) for _, a in v})))
+                    for k, v in code.items()}
 
     time_of = {s.command: s.time for s in history}
     return Diff(asset, a, b, time_of.get(a, ""), time_of.get(b, ""), models, video_moves, crit_moves,
                 (_judges(crit_a), _judges(crit_b)),  # the criterion rows name the judge's identity
-                rubrics_changed, inputs_changed, missing)
+                rubrics_changed, inputs_changed, missing, code_changed)
