@@ -56,7 +56,7 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
 HUMAN_ALIGNMENT_VOLATILE: tuple[str, ...] = ()
 
 
-@dg.asset(code_version="4", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(HUMAN_ALIGNMENT_VOLATILE),
+@dg.asset(code_version="5", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(HUMAN_ALIGNMENT_VOLATILE),
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
@@ -132,7 +132,7 @@ def human_alignment_in_range(human_alignment: pl.DataFrame) -> dg.AssetCheckResu
         bad = bad | (v(c) < 0) | (v(c) > 1)
     for c in ("rmse", "mae", "std_abs_err"):
         bad = bad | (v(c) < 0)
-    for c in ("srcc", "pairwise_acc", "within_input_srcc", "within_input_krcc"):
+    for c in ("srcc", "krcc", "plcc", "rmse", "pairwise_acc", "within_input_srcc", "within_input_krcc"):
         bad = bad | (v(f"{c}_lo") > v(f"{c}_hi"))
     n_bad = t.filter(bad.fill_null(False)).height if t.height else 0
     return dg.AssetCheckResult(passed=n_bad == 0, metadata={"n_bad": n_bad, "n_rows": t.height})

@@ -23,7 +23,11 @@ def rated_videos(context: dg.AssetExecutionContext, bench: BenchResource, store:
     ``overall`` dimension where rated, raters averaged); None without any. A file that cannot be read
     is said in the log (``human_alignment`` says why on its own materialization)."""
     frames = []
-    for task, path in bench.human_files(store).items():
+    try:
+        files = bench.human_files(store)
+    except ValueError:  # a bench resource made without its ratings' folder (a library caller's): none
+        return None
+    for task, path in files.items():
         try:
             df = human_scores(path)
         except Exception as exc:
@@ -66,7 +70,7 @@ def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, s
         meta["samples_error"] = f"{type(exc).__name__}: {exc}"
     try:
         index = write_overview(reports, bench.storage_path(), bench=f"{bench.bench_name()} ({bench.bench_path()}), profile {bench.profile_name()}",
-                               store=store, **changes, **tables)
+                               store=store, people=people, **changes, **tables)
     except Exception as exc:  # a full disk, an unreadable stored table: the asset's own table still counts
         context.log.warning(f"overview {join(reports, 'index.html')} not written: {exc}")
         return {**meta, "overview_error": f"{type(exc).__name__}: {exc}"}

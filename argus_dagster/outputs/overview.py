@@ -38,7 +38,7 @@ from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, c
 from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.changes import changes_section
 from argus_dagster.outputs.deltas import Diff
-from argus_dagster.outputs.protocol_sections import firm_section, vefx_section
+from argus_dagster.outputs.protocol_sections import best_of_n_section, firm_section, vefx_section
 from argus_dagster.outputs.report import STYLE, esc, href, score_colour
 from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.infra.settings import evaluations_root
@@ -51,11 +51,14 @@ SHOWN_ELSEWHERE = ("bench", "profile", "n_scored", "n_criteria", "weight_scored"
 # The rank, its 95% interval and the pairwise contradiction have columns of their own; which models share
 # the top and whether the ranking rests on partial evidence are said below the table.
 RANK_COLUMNS = ("rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged")
-ALIGNMENT_SHOWN = ("task", "dimension", "evaluator", "n_videos", "srcc", "krcc", "plcc", "pairwise_acc",
-                   "within_input_srcc", "mae")
+# The alignment table's columns: (stored column, header a person reads); a figure with a bootstrap
+# interval (``<col>_lo``, ``<col>_hi``) shows it under its value.
+ALIGNMENT_SHOWN = (("task", "task"), ("dimension", "human dimension"), ("evaluator", "evaluator"),
+                   ("n_videos", "videos"), ("srcc", "SRCC"), ("krcc", "KRCC"), ("plcc", "PLCC"), ("rmse", "RMSE"),
+                   ("pairwise_acc", "pairwise accuracy"), ("within_input_srcc", "within-input SRCC"), ("mae", "MAE"))
 OVERVIEW_STYLE = """
 nav a{margin-right:12px} h2{font-size:18px} h3{font-size:14px;margin:16px 0 6px}
-table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.costs{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
+table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.costs,table.best-of-n{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
 table.sortable th{cursor:pointer;user-select:none} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
@@ -100,6 +103,10 @@ def _num(x, digits: int = 2) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return f"{float(x):.{digits}f}"
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def _cell(value) -> str:
@@ -413,16 +420,28 @@ def _alignment(reports_dir: Path | str, present: set[str], alignment: pl.DataFra
     if alignment is None or alignment.height == 0:
         return ('<p class="muted">no human ratings: add <code>$ARGUS_HOME/benches/&lt;bench&gt;/human/&lt;TASK&gt;.csv</code> '
                 "(input_id, model, score[, dimension][, rater]) and materialize <code>human_alignment</code></p>")
-    cols = [c for c in ALIGNMENT_SHOWN if c in alignment.columns]
-    head = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr>"
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(r[c])}</td>" for c in cols) + "</tr>"
+    cols = [(c, name) for c, name in ALIGNMENT_SHOWN if c in alignment.columns]
+    head = "<tr>" + "".join(f"<th>{esc(name)}</th>" for _, name in cols) + "</tr>"
+
+    def cell(r: dict, c: str) -> str:
+        lo, hi = r.get(f"{c}_lo"), r.get(f"{c}_hi")
+        interval = (f'<br><span class="muted interval">[{_num(lo)}, {_num(hi)}]</span>'
+                    if _finite(lo) and _finite(hi) and _finite(r[c]) else "")
+        return f'<td data-key="{c}">{_cell(r[c])}{interval}</td>'
+
+    rows = "".join(f'<tr data-task="{esc(r.get("task", ""))}" data-evaluator="{esc(r["evaluator"])}" '
+                   f'data-dimension="{esc(r["dimension"])}">' + "".join(cell(r, c) for c, _ in cols) + "</tr>"
                    for r in alignment.iter_rows(named=True))
     plots = []
     for r in alignment.select("task", "evaluator").unique(maintain_order=True).iter_rows(named=True):
         png = f"alignment/{r['task']}/{slug(str(r['evaluator']))}.png"
         if png in present:
             plots.append(_png_img(store.read_bytes(join(reports_dir, png)), f"{r['task']} · {r['evaluator']} against human ratings", "scatter-img"))
-    return (f'<table class="alignment">{head}{rows}</table>'
+    said = ('<p class="muted">Per task, human dimension and evaluator, over the videos people rated and the '
+            "evaluator scored: rank correlations (SRCC, KRCC), PLCC and RMSE after a four-parameter logistic "
+            "fit, pairwise accuracy within an input; under each figure its bootstrap 95% interval over "
+            "inputs. Every figure of the three papers: the human_alignment asset's table.</p>")
+    return (said + f'<table class="alignment">{head}{rows}</table>'
             + (f'<div class="scatter">{"".join(plots)}</div>' if plots else ""))
 
 
@@ -457,14 +476,15 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
                     store: Storage | None = None, costs: pl.DataFrame | None = None,
                     firm_scores: pl.DataFrame | None = None, vefx_board: pl.DataFrame | None = None,
                     vefx_scores: pl.DataFrame | None = None, changes: Diff | None = None,
-                    changes_note: str = "") -> str:
+                    changes_note: str = "", people: pl.DataFrame | None = None) -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
     or an ``s3://`` prefix of ``store``, listed once). ``costs`` is the evaluation's cost ledger
     (:func:`~argus_dagster.method.leaderboard.cost_table`; without it, that of ``video_scores``).
     ``firm_scores``, ``vefx_board`` (``vefx_leaderboard``) and ``vefx_scores``: the other protocols'
     stored tables, each a section where there is one (:mod:`argus_dagster.outputs.protocol_sections`).
     ``changes``: the latest two passes compared (:mod:`argus_dagster.outputs.changes`), or
-    ``changes_note`` saying why there is no comparison; without either, no "What changed" section."""
+    ``changes_note`` saying why there is no comparison; without either, no "What changed" section.
+    ``people``: human ratings per video (``task, input_id, model, sample, score``), for best-of-N."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
@@ -472,11 +492,12 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     home = ('<a href="../../../index.html">all evaluations</a>'
             if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
     samples = '<a class="samples" href="samples.html">every video (filter, sort, disagreements)</a>' if "samples.html" in present else ""
-    protocols = [firm_section(firm_scores), vefx_section(vefx_board, vefx_scores)]
+    protocols = [firm_section(firm_scores), vefx_section(vefx_board, vefx_scores), best_of_n_section(video_scores, people)]
     changed = changes_section(changes, present, changes_note) if changes is not None or changes_note else ""
     nav = (home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks)
            + ('<a href="#changes">what changed</a>' if changed else "")
            + ('<a href="#firm">FIRM-Video</a>' if protocols[0] else "") + ('<a href="#vefx">VEFX-Bench</a>' if protocols[1] else "")
+           + ('<a href="#best-of-n">best of N</a>' if protocols[2] else "")
            + '<a href="#alignment">human alignment</a>' + samples)
     sections = []
     costs = cost_table(video_scores) if costs is None else costs
@@ -542,7 +563,7 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
                    alignment: pl.DataFrame | None = None, bench: str | None = None,
                    store: Storage | None = None, firm_scores: pl.DataFrame | None = None,
                    vefx_board: pl.DataFrame | None = None, changes: Diff | None = None,
-                   changes_note: str = "") -> Path:
+                   changes_note: str = "", people: pl.DataFrame | None = None) -> Path:
     """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``
     (folders, or ``s3://`` prefixes of ``store``).
 
@@ -562,7 +583,7 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
                            costs=stored_cost_table(storage_dir, store, video_scores=scores),
                            firm_scores=firm_scores, vefx_board=vefx_board,
                            vefx_scores=stored_table(storage_dir, "vefx_scores", store), changes=changes,
-                           changes_note=changes_note)
+                           changes_note=changes_note, people=people)
     return store.write_bytes(join(reports_dir, "index.html"), page)
 
 

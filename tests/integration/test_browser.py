@@ -623,3 +623,52 @@ def test_report_links_in_metadata_are_http_and_resolve(site, dagster_ui):
         assert url.startswith(site["base"]) or url == site["served"] + "index.html", url
         with urllib.request.urlopen(url, timeout=30) as resp:
             assert resp.status == 200, url
+
+
+def test_overview_alignment_and_best_of_n_read_cell_by_cell(site, browser, tmp_path):
+    """The human-alignment table shows each stored figure with its bootstrap interval; best of N on T2V
+    (the people's ratings are one per model: DEMO_HUMAN_T2V) equals the pick made by hand from the
+    stored final scores among the rated models: how often it is the people's best, and their mean."""
+    from argus_dagster.infra.tables import stored_table
+
+    page, errors = _open(browser, site["base"] + "index.html", tmp_path, "overview-alignment")
+    stored = stored_table(site["evaluation"] / "storage", "human_alignment")
+    rows = page.locator("section#alignment table.alignment tr[data-evaluator]").evaluate_all(
+        "rs => rs.map(r => [r.dataset.task, r.dataset.evaluator, r.dataset.dimension, Object.fromEntries("
+        "Array.from(r.querySelectorAll('td[data-key]')).map(c => [c.dataset.key, c.textContent]))])")
+    assert len(rows) == stored.height
+    by = {(r["task"], r["evaluator"], r["dimension"]): r for r in stored.iter_rows(named=True)}
+    intervals = 0
+    for task, evaluator, dimension, cells in rows:
+        want = by[(task, evaluator, dimension)]
+        for key in ("srcc", "krcc", "plcc", "rmse", "pairwise_acc"):
+            value, lo, hi = want[key], want[f"{key}_lo"], want[f"{key}_hi"]
+            if value is None or value != value:
+                assert cells[key] == "–", (key, cells)
+            elif lo == lo and hi == hi:
+                assert cells[key] == f"{value:.2f}[{lo:.2f}, {hi:.2f}]", (key, cells)
+                intervals += 1
+            else:
+                assert cells[key] == f"{value:.2f}", (key, cells)
+    assert intervals >= 4  # argus:final on T2V has an interval on every figure
+    # best of N on T2V, by hand: among the models people rated, the one with the highest final score
+    videos = stored_table(site["evaluation"] / "storage", "video_scores")
+    rated = videos.filter((pl.col("task") == "T2V") & pl.col("model").is_in(list(DEMO_HUMAN_T2V))
+                          & pl.col("final_score").is_not_null())
+    hits, picked = [], []
+    for _, g in rated.group_by("input_id"):
+        top = g.sort("final_score", descending=True)
+        assert top["final_score"][0] > top["final_score"][1]  # no tie to draw
+        picked.append(DEMO_HUMAN_T2V[top["model"][0]])
+        hits.append(picked[-1] == max(DEMO_HUMAN_T2V[m] for m in g["model"]))
+    row = page.locator('section#best-of-n tr[data-task="T2V"]')
+    cell = lambda key: row.locator(f'td[data-key="{key}"]').evaluate("c => c.firstChild.textContent")  # noqa: E731
+    assert int(cell("n_rated")) == len(hits)
+    assert float(cell("hit_rate")) == pytest.approx(sum(hits) / len(hits), abs=0.006)
+    assert float(cell("random_hit_rate")) == pytest.approx(0.25, abs=0.006)  # one best model of four
+    assert float(cell("mean_human_pick")) == pytest.approx(sum(picked) / len(picked), abs=0.006)
+    assert float(cell("mean_human_random")) == pytest.approx(sum(DEMO_HUMAN_T2V.values()) / 4, abs=0.006)
+    every = videos.filter(pl.col("task") == "T2V").group_by("input_id").agg(pl.col("final_score").is_not_null().sum())
+    assert int(cell("n_inputs")) == every.filter(pl.col("final_score") >= 2).height
+    assert errors == [], errors
+    page.close()

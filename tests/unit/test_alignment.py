@@ -197,6 +197,30 @@ def test_bootstrap_resamples_whole_inputs_like_a_direct_recomputation():
     assert got["within_input_srcc"] == pytest.approx((np.percentile(wi, 2.5), np.percentile(wi, 97.5)))
     point = al.spearman(pred, human)
     assert got["srcc"][0] < point < got["srcc"][1]
+    assert np.isnan(got["plcc"]).all() and np.isnan(got["rmse"]).all()  # no fit given: no PLCC or RMSE interval
+
+
+def test_bootstrap_intervals_of_krcc_plcc_and_rmse_hold_the_fit_and_resample_inputs():
+    """KRCC on the pooled videos of each resample; PLCC and RMSE of the fitted values (the whole sample's
+    logistic fit, held) on the same resamples; the point figures of align() lie inside."""
+    rng = np.random.default_rng(5)
+    groups = np.repeat(np.arange(30), 3)
+    human = _tied(rng, 90, 5)
+    pred = 2 * human + rng.normal(scale=2.0, size=90)
+    fit = al.fit_logistic4(pred, human)
+    got = al.bootstrap_intervals(pred, human, groups, n_boot=200, seed=3, fitted=fit.fitted)
+    picks = np.random.default_rng(3).integers(0, 30, size=(200, 30))
+    krcc, plcc, rmse = [], [], []
+    for pick in picks:
+        idx = np.concatenate([np.flatnonzero(groups == k) for k in pick])
+        krcc.append(stats.kendalltau(pred[idx], human[idx]).statistic)
+        plcc.append(stats.pearsonr(fit.fitted[idx], human[idx]).statistic)
+        rmse.append(float(np.sqrt(np.mean((fit.fitted[idx] - human[idx]) ** 2))))
+    for name, vals in (("krcc", krcc), ("plcc", plcc), ("rmse", rmse)):
+        assert got[name] == pytest.approx((np.percentile(vals, 2.5), np.percentile(vals, 97.5))), name
+    row = al.align(pred, human, groups, n_boot=200, seed=3).row()
+    for name in ("krcc", "plcc", "rmse"):
+        assert row[f"{name}_lo"] < row[name] < row[f"{name}_hi"], (name, row)
 
 
 # --- the whole table ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 from html.parser import HTMLParser
 from urllib.parse import unquote
+import re
 
 import polars as pl
 import pytest
@@ -229,14 +230,19 @@ def test_human_alignment_table_and_scatter_plots(tmp_path):
 
     reports, videos, criteria = _site(tmp_path)
     row = {c: None for c in ALIGNMENT_SCHEMA}
-    row.update(evaluator="argus:final", dimension="overall", n_videos=12, srcc=0.81, krcc=0.66, mae=0.9)
+    row.update(evaluator="argus:final", dimension="overall", n_videos=12, srcc=0.81, krcc=0.66, mae=0.9,
+               srcc_lo=0.62, srcc_hi=0.93, krcc_lo=float("nan"), krcc_hi=float("nan"))
     alignment = pl.DataFrame([{"task": "T2V", **row}], schema={"task": pl.String, **ALIGNMENT_SCHEMA})
     ok, png = cv2.imencode(".png", np.full((20, 30, 3), 200, np.uint8))
     write_atomic(reports / "alignment" / "T2V" / "argus-final.png", png.tobytes())
     page = render_overview(reports, _lb(), video_scores=videos, alignment=alignment)
     parsed = _Links()
     parsed.feed(page)
-    assert "<td>0.81</td>" in page and "<td>argus:final</td>" in page
+    tr = re.search(r'<tr data-task="T2V" data-evaluator="argus:final" data-dimension="overall">(.*?)</tr>', page).group(1)
+    cells = dict(re.findall(r'<td data-key="(\w+)">(.*?)</td>', tr))
+    assert cells["evaluator"] == "argus:final" and cells["n_videos"] == "12" and cells["krcc"] == "0.66"
+    assert cells["srcc"] == '0.81<br><span class="muted interval">[0.62, 0.93]</span>'  # its interval beneath
+    assert cells["plcc"] == "–"
     assert len(parsed.imgs) == 1  # the scatter plot (the leaderboard plots are inline SVG)
     assert "no human ratings" not in page
 

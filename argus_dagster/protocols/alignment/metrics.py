@@ -20,8 +20,9 @@ percentile-bootstrap 95% intervals that resample *inputs* (a prompt's candidates
 they share a rubric and are not independent draws).
 
 Rank correlations are implemented here (average ranks for ties, Kendall's tau-b) rather than
-delegated, so that scipy is an independent reference in the tests; scipy is used only for the
-logistic least-squares fit.
+delegated, so that scipy is an independent reference in the tests; scipy is used for the logistic
+least-squares fit, and for the bootstrap's global Kendall tau-b, whose O(n log n) the resamples need
+(this module's is O(n²): 36 ms against scipy's 0.9 ms on 2,000 videos, times 1,000 resamples).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Iterable
 
 import numpy as np
 import polars as pl
+from scipy import stats as scipy_stats
 
 # ---------------------------------------------------------------------------------------------------
 # Rank correlations (VEFX card: SRCC and KRCC on raw predictions; VideoArgus: the same, within input)
@@ -395,16 +397,19 @@ def per_input_values(pred: np.ndarray, human: np.ndarray, groups: Iterable) -> d
 
 
 def bootstrap_intervals(pred: np.ndarray, human: np.ndarray, groups: Iterable, n_boot: int = 1000,
-                        seed: int = 0) -> dict[str, tuple[float, float]]:
+                        seed: int = 0, fitted: np.ndarray | None = None) -> dict[str, tuple[float, float]]:
     """Percentile 95% intervals of the main figures, resampling inputs whole (with replacement).
 
-    Every statistic is evaluated on the same resamples: global SRCC on the pooled videos of the drawn
-    inputs; within-input SRCC/KRCC as the mean over the drawn inputs that count; pairwise accuracy as
-    the drawn inputs' total credit over their total pairs. A resample where a statistic is undefined is
-    left out of that statistic's interval; fewer than two inputs give no interval.
+    Every statistic is evaluated on the same resamples: global SRCC and KRCC (tau-b) on the pooled
+    videos of the drawn inputs; within-input SRCC/KRCC as the mean over the drawn inputs that count;
+    pairwise accuracy as the drawn inputs' total credit over their total pairs; with ``fitted`` (the
+    predictions through the whole sample's logistic fit, which is held, not refitted), PLCC and RMSE
+    of the drawn videos' fitted values. A resample where a statistic is undefined is left out of that
+    statistic's interval; fewer than two inputs give no interval.
     """
     p = np.asarray(pred, dtype=float)
     h = np.asarray(human, dtype=float)
+    f = np.asarray(fitted, dtype=float) if fitted is not None else None
     idx_by_group = _groups(groups)
     k = len(idx_by_group)
     nan = (float("nan"), float("nan"))
@@ -419,6 +424,10 @@ def bootstrap_intervals(pred: np.ndarray, human: np.ndarray, groups: Iterable, n
         for pick in picks:
             idx = np.concatenate([idx_by_group[j] for j in pick])
             stats["srcc"].append(spearman(p[idx], h[idx]))
+            stats["krcc"].append(_kendall_fast(p[idx], h[idx]))
+            if f is not None:
+                stats["plcc"].append(pearson(f[idx], h[idx]))
+                stats["rmse"].append(rmse(f[idx], h[idx]))
             pairs = per["pairs"][pick].sum()
             stats["pairwise_acc"].append(per["credit"][pick].sum() / pairs if pairs else float("nan"))
             stats["within_input_srcc"].append(np.nanmean(per["srcc"][pick]))
@@ -431,7 +440,14 @@ def bootstrap_intervals(pred: np.ndarray, human: np.ndarray, groups: Iterable, n
     return out
 
 
-BOOTSTRAPPED = ("srcc", "pairwise_acc", "within_input_srcc", "within_input_krcc")
+BOOTSTRAPPED = ("srcc", "krcc", "plcc", "rmse", "pairwise_acc", "within_input_srcc", "within_input_krcc")
+
+
+def _kendall_fast(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's tau-b in O(n log n) (scipy's), for the resamples; undefined (constant side) is NaN."""
+    if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        return float("nan")
+    return float(scipy_stats.kendalltau(x, y).statistic)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -498,7 +514,8 @@ def align(pred: np.ndarray, human: np.ndarray, groups: Iterable, *, evaluator: s
     errs = rating_errors(to_rating(p, pr, hr), h)
     # Preferences are read on the human scale, so the 0.5 tie tolerance means the same on both sides.
     pref_acc, _ = preference_accuracy(map_to_scale(p, pr, hr), h, g)
-    intervals = bootstrap_intervals(p, h, g, n_boot=n_boot, seed=seed)
+    intervals = bootstrap_intervals(p, h, g, n_boot=n_boot, seed=seed,
+                                    fitted=cal.fitted if cal.method != "constant" else None)
     return AlignmentResult(
         evaluator=evaluator, dimension=dimension, n_videos=n, n_inputs=len(set(g)),
         srcc=spearman(p, h), krcc=kendall_tau_b(p, h),
@@ -511,7 +528,8 @@ def align(pred: np.ndarray, human: np.ndarray, groups: Iterable, *, evaluator: s
 
 ALIGNMENT_COLUMNS = ["evaluator", "dimension", "n_videos", "n_inputs", "srcc", "krcc", "plcc", "rmse", "pairwise_acc",
                      "within_input_srcc", "within_input_krcc", "mae", "std_abs_err", "accuracy", "relaxed_accuracy",
-                     "n_within_inputs", "n_pairs", "srcc_lo", "srcc_hi", "pairwise_acc_lo", "pairwise_acc_hi",
+                     "n_within_inputs", "n_pairs", "srcc_lo", "srcc_hi", "krcc_lo", "krcc_hi", "plcc_lo", "plcc_hi",
+                     "rmse_lo", "rmse_hi", "pairwise_acc_lo", "pairwise_acc_hi",
                      "within_input_srcc_lo", "within_input_srcc_hi", "within_input_krcc_lo", "within_input_krcc_hi",
                      "calibration", "preference_acc", "n_raters", "inter_rater_srcc"]
 _INT_COLS = {"n_videos", "n_inputs", "n_within_inputs", "n_pairs", "n_raters"}
@@ -629,7 +647,8 @@ columns:
   videos          videos rated by people and scored by the evaluator (the figures use these)
   inputs          inputs (prompts) those videos belong to
   srcc, krcc      Spearman and Kendall rank correlation over all videos (raw scores)
-  srcc 95% CI     bootstrap interval of srcc, resampling whole inputs
+  srcc 95% CI     bootstrap interval of srcc, resampling whole inputs (the stored table and the overview
+                  carry those of krcc, plcc, rmse and pair too)
   plcc, rmse      Pearson correlation and root-mean-square error after the four-parameter logistic fit
   pair            pairwise accuracy: share of video pairs of one input ordered as people ordered them
                   (VEFX-Bench tie rules)
