@@ -27,7 +27,11 @@ from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
 from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
+from argus_dagster.infra.names import file_name, sample_file_name
+from argus_dagster.infra.storage import join
 from argus_dagster.infra.tables import COSTS, frame, stored_table
+from argus_dagster.outputs.firm_pages import index_path, page_name, render_firm_index, render_firm_video
+from argus_dagster.outputs.report import href
 from assets.versions import content_version, volatile_metadata
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, STAGE_RUBRICS, request_priority
@@ -240,6 +244,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
             context.log.warning(f"{task}/{model}/{video_label(r['input_id'], r['sample'])} {d.upper()}: {r[f'{d}_reason']}")
     means = {f"mean_{d}_rating": (float(sdf[f"{d}_rating"].mean()) if sdf[f"{d}_rating"].drop_nulls().len() else None)
              for d in ("if", "wc", "pq")}
+    pages = _write_pages(context, bench, store_of, task, model, sdf, vdf, inputs)
     yield dg.Output(vdf, output_name="firm_verdicts",
                     data_version=content_version(vdf, FIRM_VERDICTS_VOLATILE),
                     metadata={"n_verdicts": vdf.height, "n_videos": sdf.height})
@@ -249,10 +254,45 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                               **{f"n_{d}_scored": sdf[f"{d}_rating"].drop_nulls().len() for d in ("if", "wc", "pq")},
                               **{f"n_{d}_unverifiable": int(sdf[f"{d}_unverifiable"].sum() or 0) for d in ("if", "wc")},
                               "n_left_out_of_export": len(out.left_out),
-                              "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
+                              "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache), **pages,
                               **_vlm_metadata(vlm, stats),
                               **overview_metadata(context, bench, store_of,
                                                   firm_scores=_with_partition(bench, store_of, sdf, task, model))})
+
+
+def _write_pages(context: dg.AssetExecutionContext, bench: BenchResource, store, task: str, model: str,
+                 scores: pl.DataFrame, verdicts: pl.DataFrame, inputs: dict[str, dict]) -> dict:
+    """Each video's FIRM-Video page (its checklist, verdicts and evidence under its ratings) and the
+    partition's index, beside the VideoArgus reports (:mod:`argus_dagster.outputs.firm_pages`); a page
+    that cannot be written is said in the metadata and the log, and the tables stand."""
+    folder = join(bench.reports_path(), task, file_name(model))
+    reports = {o.rel for o in store.list(folder)}
+    by_video = {k: g.to_dicts() for k, g in verdicts.partition_by("input_id", "sample", as_dict=True).items()} if verdicts.height else {}
+    written, failed = 0, []
+    for r in scores.iter_rows(named=True):
+        iid, sample = r["input_id"], r["sample"] or ""
+        report = f"{sample_file_name(iid, sample)}.html"
+        try:
+            store.write_bytes(join(folder, page_name(iid, sample)), render_firm_video(
+                task=task, model=model, input_id=iid, sample=sample, prompt=(inputs.get(iid) or {}).get("prompt") or "",
+                score=r, verdicts=by_video.get((iid, r["sample"]), []),
+                report_href=f"../{href(report)}" if report in reports else None))
+            written += 1
+        except Exception as exc:  # one page failing leaves the others
+            failed.append(f"{video_label(iid, sample)}: {type(exc).__name__}: {exc}")
+    index = join(bench.reports_path(), index_path(task, model))
+    try:
+        store.write_bytes(index, render_firm_index(task=task, model=model, rows=scores.to_dicts()))
+    except Exception as exc:
+        failed.append(f"index: {type(exc).__name__}: {exc}")
+    for f in failed[:5]:
+        context.log.warning(f"{task}/{model} FIRM-Video page not written: {f}")
+    out = {"firm_pages": written}
+    if failed:
+        out["firm_pages_errors"] = "; ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+    else:
+        out["firm_index_url"] = dg.MetadataValue.url(store.link(index, bench.reports_path()))
+    return out
 
 
 def _with_partition(bench: BenchResource, store, rows: pl.DataFrame, task: str, model: str) -> pl.DataFrame:

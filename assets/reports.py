@@ -28,6 +28,7 @@ from argus_dagster.infra.files import WriteError
 from argus_dagster.infra.names import ERROR_ROW_MARK, file_name, sample_file_name
 from argus_dagster.outputs.page_media import MediaFolder, page_video
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
+from argus_dagster.outputs.firm_pages import FIRM_FOLDER
 from argus_dagster.outputs.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.infra.storage import Storage, join
@@ -166,6 +167,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     cands = {(r["input_id"], r["sample"]): r for r in candidate_videos.iter_rows(named=True)}
     rows, index_rows = [], []
     media = MediaFolder(reports_dir, task, store)  # the task's playable copies, listed once for these pages
+    firm = {o.rel for o in store.list(join(out_dir, FIRM_FOLDER))}  # FIRM-Video's pages of its videos, if it ran
     # Each video's evidence and scores, split once (a filter per video would read the whole table each time).
     by_video = {name: dict(table.partition_by("input_id", "sample", as_dict=True)) if table.height else {}
                 for name, table in (("evidence", criterion_evidence), ("scores", criterion_scores))}
@@ -197,7 +199,8 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
             page = render_video_report(task=task, model=model, input_id=label, prompt=inp.get("prompt") or "",
                                        conditions=conditions, output=output, video=v, criteria=criteria,
                                        compare_href=f"../compare/{quote(safe_name(iid))}.html",
-                                       rubric_generator=generator, video_src=video_src, source_src=source_src)
+                                       rubric_generator=generator, video_src=video_src, source_src=source_src,
+                                       firm_href=f"{FIRM_FOLDER}/{quote(name)}" if name in firm else None)
             store.write_bytes(join(out_dir, name), page)
             page_sha256 = hashlib.sha256(page.encode()).hexdigest()
             card = {"model": video_label(model, sample), "final_score": v["final_score"], "base_score": v["base_score"],

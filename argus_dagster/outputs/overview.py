@@ -492,7 +492,7 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     home = ('<a href="../../../index.html">all evaluations</a>'
             if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
     samples = '<a class="samples" href="samples.html">every video (filter, sort, disagreements)</a>' if "samples.html" in present else ""
-    protocols = [firm_section(firm_scores), vefx_section(vefx_board, vefx_scores), best_of_n_section(video_scores, people)]
+    protocols = [firm_section(firm_scores, present), vefx_section(vefx_board, vefx_scores), best_of_n_section(video_scores, people)]
     changed = changes_section(changes, present, changes_note) if changes is not None or changes_note else ""
     nav = (home + "".join(f'<a href="#{esc(t)}">{esc(t)}</a>' for t in tasks)
            + ('<a href="#changes">what changed</a>' if changed else "")

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from argus_dagster.outputs.report import esc
+from argus_dagster.outputs.firm_pages import index_path
+from argus_dagster.outputs.report import esc, href
 from argus_dagster.protocols import best_of_n as bon
 from argus_dagster.protocols import vefx
 from argus_dagster.protocols.firm.tables import firm_summary_table
@@ -43,20 +44,33 @@ def _reasons(reasons: pl.DataFrame) -> str:
     return f'<ul class="unscored">{items}</ul>'
 
 
-def firm_section(firm_scores: pl.DataFrame | None) -> str:
-    """FIRM-Video's section (``<section id="firm">``), empty when no ``firm_scores`` are stored."""
+def _model_cell(task: str, model: str, present: set[str]) -> str:
+    """A model's name, a link to its FIRM-Video pages of ``task`` where they exist."""
+    index = index_path(task, model)
+    if index not in present:
+        return esc(model)
+    link = href(*index.split("/"))
+    return f'<a class="firm-index" href="{link}">{esc(model)}</a>'
+
+
+def firm_section(firm_scores: pl.DataFrame | None, present: set[str] | None = None) -> str:
+    """FIRM-Video's section (``<section id="firm">``), empty when no ``firm_scores`` are stored; each
+    model's name links its FIRM-Video pages (each video's checklist) where ``present`` lists them."""
     if firm_scores is None or not firm_scores.height:
         return ""
+    present = present or set()
     summary = firm_summary_table(firm_scores)
     head = "<tr><th>task</th><th>model</th>" + "".join(f"<th>{esc(name)}</th>" for _, name in FIRM_COLUMNS) + "</tr>"
     rows = "".join(
-        f'<tr data-task="{esc(r["task"])}" data-model="{esc(r["model"])}"><td>{esc(r["task"])}</td><td>{esc(r["model"])}</td>'
+        f'<tr data-task="{esc(r["task"])}" data-model="{esc(r["model"])}"><td>{esc(r["task"])}</td>'
+        f'<td>{_model_cell(r["task"], r["model"], present)}</td>'
         + "".join(f'<td class="score" data-key="{key}">{_number(r[key])}</td>' for key, _ in FIRM_COLUMNS) + "</tr>"
         for r in summary.iter_rows(named=True))
     return ('<section id="firm" data-protocol="firm"><h2>FIRM-Video: check, then score</h2>'
             '<p class="muted">Instruction following (IF) and world coherence (WC) from checklists a VLM writes '
             "from the prompt and answers on the video, perceptual quality (PQ) from the video; ratings 1-5, "
-            "– where no video of the row has one. Per video: <code>argus export</code>, the firm_scores table.</p>"
+            "– where no video of the row has one. A model's name opens its videos' pages: each checklist item "
+            "with its verdict and the evidence. Every row: the firm_scores table.</p>"
             f'<table class="firm sortable"><thead>{head}</thead><tbody>{rows}</tbody></table>'
             f"<h3>Unscored, and why</h3>{_reasons(firm_unscored(firm_scores))}</section>")
 

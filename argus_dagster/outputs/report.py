@@ -233,18 +233,21 @@ def _rubric_origin(generator: dict | None) -> str:
 def render_video_report(*, task: str, model: str, input_id: str, prompt: str, conditions: list[FrameRow],
                         output: FrameRow, video: dict, criteria: list[dict], index_href: str | None = "index.html",
                         compare_href: str | None = None, rubric_generator: dict | None = None,
-                        video_src: str | None = None, source_src: str | None = None) -> str:
+                        video_src: str | None = None, source_src: str | None = None,
+                        firm_href: str | None = None) -> str:
     """One video's page: first its score, caps and scored criteria, then the video (played, and its
     stills with their times), the input, the criteria left unscored and who wrote the rubric.
     ``video``: a ``video_scores`` row; ``criteria``: per criterion the rubric's requirement and
     scoring rule, the evidence row (plan, repairs, evidence) and the score row;
     ``rubric_generator``: the rubric's ``generator`` block (who wrote it, and what it was told);
     ``video_src``, ``source_src``: the candidate's and the source video's playable URLs
-    (:func:`argus_dagster.outputs.page_media.page_video`)."""
+    (:func:`argus_dagster.outputs.page_media.page_video`); ``firm_href``: its FIRM-Video page (the
+    checklist, verdicts and evidence), where one was written."""
     caps = video.get("caps_fired") or []
     links = " · ".join(x for x in (
         f'<a href="{esc(index_href)}">all videos of {esc(task)} × {esc(model)}</a>' if index_href else "",
-        f'<a href="{esc(compare_href)}">compare models on this input</a>' if compare_href else "") if x)
+        f'<a href="{esc(compare_href)}">compare models on this input</a>' if compare_href else "",
+        f'<a class="firm" href="{esc(firm_href)}">its FIRM-Video checklist</a>' if firm_href else "") if x)
     summary = (f'<div class="summary"><span>final <b>{_num(video.get("final_score"))}</b></span>'
                f'<span>base <b>{_num(video.get("base_score"))}</b></span><span>α {_num(video.get("cap_alpha"))}</span>'
                f'<span>caps fired: {esc(", ".join(caps) or "none")}</span>'

@@ -5,6 +5,8 @@ import contextlib
 import io
 import json
 import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import dagster as dg
 import polars as pl
@@ -276,6 +278,23 @@ def test_the_overview_shows_firm_video_cell_by_cell_in_a_browser(demo, browser, 
     reasons = unscored_reasons(df)
     assert unscored_items(section) == [(r["dimension"], r["n_videos"], r["models"], r["reason"])
                                        for r in reasons.iter_rows(named=True)] and reasons.height
+    # each model's name opens its FIRM-Video pages, and each video's page links its VideoArgus report
+    reports = load_settings().reports_dir
+    links = section.locator("table.firm a.firm-index").evaluate_all("as => as.map(a => [a.textContent, a.href])")
+    assert [m for m, _ in links] == expected["model"].to_list()
+    for model, url in links:
+        index, errs = open_file(browser, Path(unquote(urlsplit(url).path)))
+        pages = index.locator("table.firm-index a").evaluate_all("as => as.map(a => a.href)")
+        first = index.locator("table.firm-index tbody tr").first.get_attribute("data-input")
+        assert len(pages) == len(demo["ids"]) and errs == [], (model, errs)
+        index.close()
+        video, errs = open_file(browser, Path(unquote(urlsplit(pages[0]).path)))
+        report = video.locator("a.report").evaluate("a => a.href")
+        assert Path(unquote(urlsplit(report).path)).parent == reports / "T2V" / model and errs == []
+        assert Path(unquote(urlsplit(report).path)).is_file()
+        stored = df.filter((pl.col("model") == model) & (pl.col("input_id") == first)).row(0, named=True)
+        assert video.locator(".ratings div[data-dimension=if] .why").inner_text() == stored["if_reason"]
+        video.close()
     assert errors == [], errors
     page.screenshot(path=str(tmp_path / "overview_firm.png"), full_page=True)
     page.close()

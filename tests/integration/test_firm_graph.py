@@ -254,3 +254,44 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
         assert first.shape == (64, 96, 3)  # the condition image itself (JPEG), not a frame of the video
         png = _clip(5)[0][:, :, ::-1].astype(float)  # cv2.imwrite took the array as BGR: the file's RGB
         assert np.abs(first - png).mean() < np.abs(first - png[:, :, ::-1]).mean()
+
+
+def test_each_video_has_a_page_with_its_checklist_verdicts_and_evidence(online):
+    """Each video's FIRM-Video page, read in headless Chromium: its three ratings as firm_scores holds
+    them, and each checklist item of IF and WC with its verdict in words and the verifier's evidence as
+    firm_verdicts holds them; the partition's index lists every video with its ratings and links it."""
+    from .test_browser import launched, open_file
+
+    res, instance = online["res"], online["instance"]
+    folder = Path(res["bench"].reports_path()) / "T2V" / "m" / "firm"
+    scores = load("firm_scores", res, instance, _key("m"))
+    verdicts = load("firm_verdicts", res, instance, _key("m"))
+    # IF asks whether a requirement is met, WC whether the video violates coherence (yes = a violation)
+    words = {(IF, True, "yes"): "met", (IF, True, "no"): "not met", (WC, True, "yes"): "violation",
+             (WC, True, "no"): "no violation"}
+    with launched() as browser:
+        index, errors = open_file(browser, folder / "_index.html")
+        listed = index.locator("table.firm-index tbody tr").evaluate_all(
+            "rs => rs.map(r => [r.dataset.input, r.querySelector('a').getAttribute('href'),"
+            " ['if', 'wc', 'pq'].map(k => r.querySelector('td[data-key=' + k + ']').textContent)])")
+        assert [(i, [int(x) for x in ratings]) for i, _, ratings in listed] == [
+            (r["input_id"], [r["if_rating"], r["wc_rating"], r["pq_rating"]]) for r in scores.iter_rows(named=True)]
+        assert errors == [], errors
+        index.close()
+        for input_id, link, _ in listed:
+            page, errors = open_file(browser, folder / link)
+            row = scores.filter(pl.col("input_id") == input_id).row(0, named=True)
+            ratings = dict(page.locator(".ratings > div").evaluate_all(
+                "ds => ds.map(d => [d.dataset.dimension, d.querySelector('b').textContent])"))
+            assert ratings == {s: str(row[f"{s}_rating"]) for s in ("if", "wc", "pq")}, ratings
+            for dim, short in ((IF, "if"), (WC, "wc")):
+                shown = page.locator(f'section[data-dimension="{short}"] table.checklist tbody tr').evaluate_all(
+                    "rs => rs.map(r => [r.dataset.item, r.querySelector('td.verdict').textContent,"
+                    " r.querySelector('td.evidence').textContent])")
+                stored = verdicts.filter((pl.col("input_id") == input_id) & (pl.col("dimension") == dim))
+                assert shown and shown == [[v["item_id"], words.get((dim, v["verifiable"], v["verdict"]), "cannot tell"),
+                                            v["evidence"] or ""]
+                                           for v in stored.iter_rows(named=True)], (input_id, dim)
+            assert errors == [], errors
+            page.close()
+    assert len(listed) == len(PROMPTS)

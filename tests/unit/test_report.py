@@ -144,6 +144,12 @@ def test_repairs_read_as_sentences_and_unscored_criteria_come_last():
     assert (page.index('class="summary"') < page.index("<code>motion</code>") < page.index("<video")
             < page.index("a cat") < page.index("Not scored (1 of 2)") < page.index("<code>style</code>"))
     assert 'src="../_media/x.webm"' in page
+    assert re.findall(r'<a class="firm" href="([^"]*)"', page) == []  # FIRM-Video has not run
+    with_firm = render_video_report(task="T2V", model="m", input_id="a", prompt="a cat", conditions=[],
+                                    output=FrameRow("output", _frames(1), ["0.0s"]), video={"final_score": 7.0},
+                                    criteria=[scored], firm_href="firm/a%20b.html")
+    assert re.findall(r'<a class="firm" href="([^"]*)">([^<]*)</a>', with_firm) == [
+        ("firm/a%20b.html", "its FIRM-Video checklist")]
 
 
 def test_a_condition_image_is_decoded_once_for_every_page_that_shows_it(tmp_path):
