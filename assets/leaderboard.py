@@ -74,7 +74,7 @@ def cost_metadata(costs: pl.DataFrame) -> dict:
 LEADERBOARD_VOLATILE: tuple[str, ...] = ()
 
 
-@dg.asset(code_version="7", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
+@dg.asset(code_version="8", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],

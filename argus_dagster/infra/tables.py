@@ -50,7 +50,7 @@ VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "base_score":
 # ``loses_to``: models ranked below it that beat it on most shared inputs; ``partial_evidence``: the scored
 # criteria cover less than half of the rubric weight; ``not_judged``: the dimensions left unscored.
 LEADERBOARD = {"bench": S, "profile": S, "task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
-               "n_scored": F, "n_criteria": F, "weight_scored": F, "judge": S, "needs_vlm": pl.List(S),
+               "n_scored": F, "n_criteria": F, "weight_scored": F, "covers": S, "judge": S, "needs_vlm": pl.List(S),
                "ci_scope": S, "rank": I, "rank_low": I, "rank_high": I, "shares_top": B, "loses_to": S,
                "partial_evidence": B, "not_judged": S}
 

@@ -164,6 +164,8 @@ def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, prof
                                   "n_scored": _mean(ok["n_scored"].to_list()) if "n_scored" in cols else None,
                                   "n_criteria": _mean(ok["n_criteria"].to_list()) if "n_criteria" in cols else None,
                                   "weight_scored": weight,
+                                  "covers": usual_coverage(ok["n_scored"].to_list(), ok["n_criteria"].to_list())
+                                  if {"n_scored", "n_criteria"} <= cols else None,
                                   "judge": ", ".join(judges) or None, "needs_vlm": needs,
                                   "ci_scope": "scored criteria only" if needs or ("n_scored" in cols and any(
                                       (a or 0) < (b or 0) for a, b in zip(ok["n_scored"], ok["n_criteria"]))) else "all criteria",
@@ -172,6 +174,22 @@ def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, prof
             ranked = _task_ranks(tg, [r["model"] for r in task_rows], [r["mean_final"] for r in task_rows])
             rows += [{**r, **ranked[r["model"]]} for r in task_rows]
     return frame(rows, LEADERBOARD).sort(["task", "rank", "model"], nulls_last=True)
+
+
+def usual_coverage(n_scored: list, n_criteria: list, unit: str = "videos") -> str:
+    """What scores cover in whole criteria: the commonest (scored, of) pair of the scored videos given,
+    ``3 of 8 criteria on most videos``, or ``on 4 of 9 videos`` where that count is not most of them
+    (the larger pair first on a tie); empty without a video."""
+    pairs = [(int(a), int(b)) for a, b in zip(n_scored, n_criteria) if a is not None and b is not None]
+    if not pairs:
+        return ""
+    counts: dict[tuple[int, int], int] = {}
+    for pair in pairs:
+        counts[pair] = counts.get(pair, 0) + 1
+    (scored, of), n = max(counts.items(), key=lambda kv: (kv[1], kv[0][1], kv[0][0]))
+    where = (f"on every {unit[:-1]}" if len(pairs) == 1 else f"on all {len(pairs)} {unit}") if n == len(pairs) else (
+        f"on most {unit}" if n * 2 > len(pairs) else f"on {n} of {len(pairs)} {unit}")
+    return f"{scored} of {of} criteria {where}"
 
 
 def coverage_text(n_scored: float | None, n_criteria: float | None, judge: str | None) -> str:
@@ -366,7 +384,8 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
         rows = g.to_dicts()
         has_ranks = "rank" in g.columns and g["rank"].drop_nulls().len() > 0
         out.append(f"{task}")
-        out.append(f"  {'rank':>4}  {'95% rank':>8}  {'model':<18} {'final':>6}  {'covers':<41} {'95% CI*':>13}  {'n':>3}  {'errors':>6}")
+        width = max([41] + [len(f"{r['covers']} · {r.get('judge') or 'no judge'}") for r in rows if r.get("covers")])
+        out.append(f"  {'rank':>4}  {'95% rank':>8}  {'model':<18} {'final':>6}  {'covers':<{width}} {'95% CI*':>13}  {'n':>3}  {'errors':>6}")
         needs: set[str] = set()
         partial = False
         means = np.array([np.nan if r["mean_final"] is None else r["mean_final"] for r in rows], dtype=float)
@@ -375,9 +394,10 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
             rank = r.get("rank") if has_ranks else (None if np.isnan(fallback[k]) else int(fallback[k]))
             score = f"{r['mean_final']:6.2f}" if r["mean_final"] is not None else "     -"
             ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if r["ci_low"] is not None else "-"
-            covers = coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge"))
+            covers = (f"{r['covers']} · {r.get('judge') or 'no judge'}" if r.get("covers")
+                      else coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge")))
             out.append(f"  {rank if rank is not None else '-':>4}  {rank_text(r):>8}  {r['model']:<18} {score}  "
-                       f"{covers:<41} {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
+                       f"{covers:<{width}} {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
             needs |= set(r.get("needs_vlm") or [])
             partial |= r.get("ci_scope") == "scored criteria only"
         out.append("  * the interval covers " + ("the scored criteria only" if partial else "all criteria"))

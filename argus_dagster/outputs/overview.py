@@ -34,7 +34,7 @@ from argus_dagster.infra.tables import stored_table
 from argus_dagster.infra.names import file_name
 from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, cost_table, pairwise_win_rates,
                                               partial_evidence_text, rank_text, share_text, stored_cost_table,
-                                              top_models)
+                                              top_models, usual_coverage)
 from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.changes import changes_section
 from argus_dagster.outputs.deltas import Diff
@@ -127,7 +127,8 @@ def _sort_value(x) -> str:
 
 
 def coverage_cell(r: dict, judge_shown: bool = False) -> str:
-    """``3 of 9.7 criteria · 29% of the weight · evidence-only``: what a model's score covers (the
+    """``3 of 8 criteria on most videos · 29% of the weight · evidence-only``: what a model's score
+    covers in whole criteria (a table stored before ``covers`` was kept: the means, ``3 of 9.7``; the
     judge left out where the page says it once for the task)."""
     if not r.get("n_criteria"):
         return "–"
@@ -135,7 +136,7 @@ def coverage_cell(r: dict, judge_shown: bool = False) -> str:
     def num(x) -> str:
         return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
 
-    text = f"{num(r.get('n_scored') or 0)} of {num(r['n_criteria'])} criteria"
+    text = r.get("covers") or f"{num(r.get('n_scored') or 0)} of {num(r['n_criteria'])} criteria"
     if r.get("weight_scored") is not None:
         text += f" · {r['weight_scored']:.0%} of the weight"
     return text + (f" · {r['judge']}" if r.get("judge") and not judge_shown else "")
@@ -616,11 +617,8 @@ def task_coverage(videos: pl.DataFrame | None, task: str) -> str:
     v = videos.filter((pl.col("task") == task) & pl.col("final_score").is_not_null() & pl.col("n_criteria").is_not_null())
     if not v.height:
         return ""
-    counts = v.group_by("n_scored", "n_criteria").len().sort(["len", "n_criteria", "n_scored"], descending=True)
-    top = counts.row(0, named=True)
-    where = "on most videos" if top["len"] * 2 > v.height else f"on {top['len']} of {v.height} videos"
     weight = v["weight_scored"].drop_nulls().mean() if "weight_scored" in v.columns else None
-    return (f"{top['n_scored']} of {top['n_criteria']} criteria {where}"
+    return (usual_coverage(v["n_scored"].to_list(), v["n_criteria"].to_list())
             + (f", {weight:.0%} of the weight" if weight is not None else ""))
 
 

@@ -430,8 +430,9 @@ def test_leaderboard_and_pages_show_coverage_next_to_the_score():
     assert row["n_scored"] == 3 and row["n_criteria"] == 6 and row["judge"] == "evidence-only"
     assert row["ci_scope"] == "scored criteria only"
     text = format_leaderboard(lb)
-    assert "3 of 6 criteria · evidence-only" in text
-    # A model's row averages its videos, whose rubrics may differ in size: the text says so.
+    assert row["covers"] == "3 of 6 criteria on all 3 videos"
+    assert "3 of 6 criteria on all 3 videos · evidence-only" in text
+    # A table stored before the whole count was kept: the means, and the text says so.
     assert coverage_text(5, 25 / 3, "evidence-only") == "mean 5 of 8.3 criteria · evidence-only"
     assert "interval covers the scored criteria only" in text
     assert "needs a VLM (not scored): entity_presence, overall_alignment, physical_plausibility" in text

@@ -5,6 +5,7 @@ and the loopback server behind `argus open`."""
 import urllib.error
 import urllib.request
 from html.parser import HTMLParser
+from pathlib import Path
 from urllib.parse import unquote
 import re
 
@@ -368,3 +369,27 @@ def test_coverage_is_whole_criteria_per_task(tmp_path):
     section = re.search(r'<section id="T2V" data-task="T2V">(.*?)</section>', page, re.S).group(1)
     assert re.findall(r'<p class="coverage">(.*?)</p>', section) == [
         "Its scores cover 3 of 8 criteria on most videos, 39% of the weight."]
+
+
+def test_a_models_coverage_is_whole_criteria_in_its_row_and_in_the_terminal():
+    """The leaderboard keeps what a model's score covers in whole criteria (the commonest count of its
+    scored videos), which the overview's row and the terminal's table show instead of a mean."""
+    from argus_dagster.infra.tables import VIDEO_SCORES, frame
+    from argus_dagster.method.leaderboard import build_leaderboard, format_leaderboard, usual_coverage
+
+    rows = [{"task": "T2V", "model": m, "input_id": f"p{i}", "sample": "", "final_score": 5.0 + i, "n_scored": s,
+             "n_criteria": c, "weight_scored": 0.4, "judge": "evidence-only"}
+            for m, counts in (("a", [(3, 8), (3, 8), (4, 9)]), ("b", [(5, 7), (5, 7), (5, 7)]))
+            for i, (s, c) in enumerate(counts)]
+    lb = build_leaderboard(frame(rows, VIDEO_SCORES))
+    covers = dict(zip(lb["model"], lb["covers"]))
+    assert covers == {"a": "3 of 8 criteria on most videos", "b": "5 of 7 criteria on all 3 videos"}
+    assert usual_coverage([2], [6]) == "2 of 6 criteria on every video" and usual_coverage([], []) == ""
+    table = format_leaderboard(lb).splitlines()
+    head = re.split(r"\s{2,}", table[1].strip())
+    col = head.index("covers")
+    shown = {line.split()[2]: re.split(r"\s{2,}", line.strip())[col] for line in table[2:4]}
+    assert shown == {m: f"{covers[m]} · evidence-only" for m in "ab"}, table
+    page = render_overview(Path("/nowhere"), lb)
+    cells = dict(re.findall(r'<tr data-model="(\w)">.*?<td data-sort="[^"]*">([^<]*)</td>', page))
+    assert cells == {m: f"{covers[m]} · 40% of the weight" for m in "ab"}, cells

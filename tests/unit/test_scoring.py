@@ -147,7 +147,7 @@ def test_build_leaderboard_means_errors_and_order():
     lb = build_leaderboard(_scores(), bench="b1", profile="vlm-only")
     assert set(lb["bench"]) == {"b1"} and set(lb["profile"]) == {"vlm-only"}
     assert lb.columns == ["bench", "profile", "task", "model", "mean_final", "ci_low", "ci_high", "n_videos", "n_errors",
-                          "n_scored", "n_criteria", "weight_scored", "judge", "needs_vlm", "ci_scope",
+                          "n_scored", "n_criteria", "weight_scored", "covers", "judge", "needs_vlm", "ci_scope",
                           "rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged"]
     rows = {(r["task"], r["model"]): r for r in lb.iter_rows(named=True)}
     a = rows[("T2V", "a")]
