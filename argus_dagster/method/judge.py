@@ -111,8 +111,8 @@ def _flicker(r: dict, view: dict | None = None) -> tuple[float, str]:
     x = max(r["jitter"], r.get("color_jitter", 0.0))
     # On a log scale: doubling the flicker costs the same at any level, so strengths stay apart.
     s = 10 * _lin(float(np.log(max(x, 1e-3))), float(np.log(48.0)), 0.0)
-    return s, (f"flicker_probe: luma jitter {r['jitter']:.2f}, colour jitter {r.get('color_jitter', 0.0):.2f} "
-               f"on consecutive frames, {len(r['flagged_frames'])} flagged frames")
+    return s, (f"flicker_probe: luma jitter {r['jitter']:.2f}, colour jitter {r.get('color_jitter', 0.0):.2f}, "
+               f"{len(r['flagged_frames'])} flagged frames")
 
 
 def _coherence(r: dict) -> tuple[float, str]:
@@ -123,12 +123,15 @@ def _coherence(r: dict) -> tuple[float, str]:
     if r.get("reversal_steps", 0) >= 8:  # a few steps of to-and-fro motion say nothing about order
         parts.append(_lin(r.get("reversal_fraction", 0.0), 0.8, 0.3))
     # Each defect costs its own share: a second one on top of the worst is not free.
-    return 10 * float(np.prod(parts)), (f"{len(r.get('jump_times', []))} jumps ({r.get('jump_fraction', 0.0):.0%} of steps, "
-                        f"jump rate {r.get('jump_rate', 0.0):.2f}/s), "
-                        f"{r.get('duplicate_fraction', 0.0):.0%} duplicated frames, {r.get('reversal_fraction', 0.0):.0%} "
-                        f"motion reversals, speed surplus {r.get('speed_surplus', 0.0):.2f}, longest freeze "
-                        f"{r.get('longest_freeze_s', 0.0):.2f}s, {r.get('out_of_order_fraction', 0.0):.0%} of frames out of "
-                        f"order (displacement {r.get('order_displacement', 0.0):.2f}), incoherence {r.get('incoherence')}")
+    # In words, only what is there: the defects that cost (every count is in the evidence record).
+    found = [text for cost, text in (
+        (parts[0] * parts[4], f"{len(r.get('jump_times', []))} jumps ({r.get('jump_rate', 0.0):.2f}/s)"),
+        (parts[1], f"{r.get('duplicate_fraction', 0.0):.0%} duplicated frames"),
+        (parts[2], f"a {r.get('longest_freeze_s', 0.0):.2f} s freeze"),
+        (parts[3], f"speed surplus {r.get('speed_surplus', 0.0):.2f}"),
+        (parts[5], f"{r.get('out_of_order_fraction', 0.0):.0%} of frames out of order"),
+        (parts[6] if len(parts) > 6 else 1.0, f"{r.get('reversal_fraction', 0.0):.0%} motion reversals")) if cost < 1.0]
+    return 10 * float(np.prod(parts)), ", ".join(found) or "no jump, freeze, duplicate or reversal"
 
 
 def _motion(r: dict, view: dict | None = None) -> tuple[float, str]:
@@ -138,13 +141,14 @@ def _motion(r: dict, view: dict | None = None) -> tuple[float, str]:
     flow = r.get("steady_flow", r["mean_flow"])
     amount = min(_lin(flow, 0.0, 4.0), 1 - r["static_fraction"])
     # Enough motion and coherent motion: a slow clip whose frames jump is worse than either alone.
-    return amount * coherence, (f"motion_probe: steady flow {flow:.2f} px/s (mean {r['mean_flow']:.2f}), static share "
-                                f"{r['static_fraction']:.2f}, smoothness {r['smoothness']:.2f}; {how}")
+    return amount * coherence, (f"motion_probe: steady flow {flow:.2f} px/s, static share {r['static_fraction']:.2f}, "
+                                f"{how}")
 
 
 def _aesthetic(r: dict, view: dict | None = None) -> tuple[float, str]:
     extra = f" (sharpness {r['sharpness']:.2f}, noise sigma {r['noise_sigma']:.2f})" if "sharpness" in r else ""
-    return r["quality"] / 10.0, f"aesthetic[{r.get('backend', '?')}]: quality {r['quality']:.1f}/100{extra}"
+    backend = f"[{r['backend']}]" if r.get("backend") else ""
+    return r["quality"] / 10.0, f"aesthetic{backend}: quality {r['quality']:.1f}/100{extra}"
 
 
 def _ssim(r: dict, view: dict | None = None) -> tuple[float, str]:
@@ -200,7 +204,7 @@ _WORST = re.compile(r"\b(worst|min|minimum|lowest|any)\b", re.IGNORECASE)
 
 class EvidenceOnlyJudge:
     name = "evidence-only"
-    version = "5"
+    version = "6"
     needs_frames = False
     deterministic = True  # an unscored criterion stays unscored on a rerun
 
@@ -236,11 +240,40 @@ class EvidenceOnlyJudge:
         values = [s for s, _ in measured]
         raw = min(values) if worst else float(np.mean(values))
         score = round(float(np.clip(raw, 0.0, 10.0)), 1)
-        how = "lowest" if worst and len(values) > 1 else ("mean" if len(values) > 1 else "measure")
-        text = "; ".join(f"{d} -> {s:.1f}" for s, d in measured)
-        if skipped:
-            text += ". Not used: " + "; ".join(skipped)
-        return Judgment(score, f"{score:.1f}/10 ({how} of measured evidence): {text}", self.identity)
+        return Judgment(score, rationale_sentence(score, worst, measured, skipped), self.identity)
+
+
+# A measure's name in words, by the tool (and view) its record's text starts with.
+MEASURE_WORDS = {"flicker_probe": "flicker", "motion_probe": "motion", "motion_probe (temporal coherence)": "temporal coherence",
+                 "aesthetic": "frame quality", "ssim_compare": "similarity to the reference",
+                 "change_probe": "change from the source", "ocr": "on-screen text", "dino_sim": "DINO similarity",
+                 "sam_track": "tracking", "spatial_relation": "spatial relation"}
+
+
+def measure_words(text: str) -> tuple[str, str]:
+    """``("flicker", "luma jitter 0.42, ...")`` from a measure's ``"flicker_probe: luma jitter 0.42, ..."``
+    (a backend or mode in brackets after the tool follows the value: ``quality 61.0/100 [niqe]``)."""
+    tool, _, value = text.partition(": ")
+    base, _, bracket = tool.partition("[")
+    words = MEASURE_WORDS.get(tool) or MEASURE_WORDS.get(base) or tool
+    return words, (f"{value} [{bracket}" if bracket else value)
+
+
+def rationale_sentence(score: float, worst: bool, measured: list[tuple[float, str]], skipped: list[str]) -> str:
+    """The evidence-only judge's rationale, one sentence naming each measure and its value:
+    ``Flicker (luma jitter 0.42, colour jitter 0.10, 0 flagged frames) gives 9.1/10.``, or for several
+    ``6.2/10, the mean of flicker 9.1 (...) and frame quality 3.4 (...)``; then what was not used."""
+    named = [(s, *measure_words(d)) for s, d in measured]
+    if len(named) == 1:
+        _, words, value = named[0]
+        text = f"{words[:1].upper()}{words[1:]} ({value}) gives {score:.1f}/10"
+    else:
+        items = [f"{words} {s:.1f} ({value})" for s, words, value in named]
+        text = (f"{score:.1f}/10, the {'lowest' if worst else 'mean'} of "
+                + ", ".join(items[:-1]) + f" and {items[-1]}")
+    if skipped:
+        text += "; not used: " + "; ".join(skipped)
+    return text + "."
 
 
 # ------------------------------------------------------------------------------------- VLM judge

@@ -259,7 +259,7 @@ def test_judge_unavailable_vlm_qa_only_is_unscored(clips):
     j = EvidenceOnlyJudge().judge(view(), records)
     assert j.score is None
     assert "unscored" in j.rationale and "vlm_qa" in j.rationale
-    assert j.judge == "evidence-only/5"
+    assert j.judge == "evidence-only/6"
 
 
 def test_judge_no_evidence_is_unscored():
@@ -289,13 +289,20 @@ def test_judge_worst_takes_minimum_mean_otherwise():
     worst = judge.judge(view("worst of the measures"), recs)
     assert worst.score == 4 and "lowest" in worst.rationale
     assert judge.judge(view("take the minimum"), recs).score == 4
+    # one sentence naming each measure and its value
+    assert judge.judge(view("mean of the measures"), recs).rationale == (
+        "7.0/10, the mean of flicker 10.0 (luma jitter 0.50, colour jitter 0.00, 0 flagged frames) and frame quality "
+        "4.0 (quality 40.0/100).")
+    named = {**recs[1], "backend": "niqe", "sharpness": 0.5, "noise_sigma": 2.0}
+    assert judge.judge(view(), [named]).rationale == (
+        "Frame quality (quality 40.0/100 (sharpness 0.50, noise sigma 2.00) [niqe]) gives 4.0/10.")
 
 
 def test_judge_failed_records_not_used_but_reported():
     recs = [{"tool": "motion_probe", "ok": False, "error": "boom"}, flicker_rec(0.5)]
     j = EvidenceOnlyJudge().judge(view("worst"), recs)
     assert j.score == 10
-    assert "Not used" in j.rationale and "boom" in j.rationale
+    assert j.rationale == "Flicker (luma jitter 0.50, colour jitter 0.00, 0 flagged frames) gives 10.0/10; not used: motion_probe: boom."
 
 
 def test_judge_on_real_evidence(clips):

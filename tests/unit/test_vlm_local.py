@@ -164,7 +164,7 @@ def test_the_resources_wire_the_local_model_into_the_judge(tiny_vlm, monkeypatch
     # Without a VLM, the embedded default stays.
     monkeypatch.delenv("ARGUS_VLM_PATH")
     none = vlm_from_env("ARGUS_VLM")
-    assert JudgeResource().judge(none).identity == "evidence-only/5"
+    assert JudgeResource().judge(none).identity == "evidence-only/6"
     assert RubricGeneratorResource().identity(none)["backend"] == "offline"
     with pytest.raises(ValueError, match="needs a configured VLM"):
         JudgeResource(backend="vlm").judge(none)
