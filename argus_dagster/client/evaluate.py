@@ -101,21 +101,43 @@ def plan_now(tasks: list[str] | None = None, models: list[str] | None = None, pr
     the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions)
     if the_plan.waiting:
         progress(the_plan.waiting)
-    _say_reasons(the_plan, ev.n_videos, progress, known=ev.known)
+    _say_reasons(the_plan, ev, progress)
     return {a: sorted(p for p in parts if p is not None) for a, parts in the_plan.requested.items()}
 
 
-def _say_reasons(the_plan: Plan, n_videos: dict, progress: Callable[[str], None], prefix: str = "",
-                 known: dict | None = None) -> None:
-    """Why the plan runs what it runs, each reason with what it touches
-    (:func:`~argus_dagster.outputs.history_words.reason_lines`); ``known``: the candidate store's scan,
-    for the videos of each input a reason names."""
+def stored_criteria(ev: Evaluation, the_plan: Plan) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], list[str]]]:
+    """What the stored ``criterion_scores`` say the plan's reasons touch: per ``(task, model)`` whose
+    criteria are judged again, its criterion judgments; per ``(task, input_id)`` a reason names, the
+    criteria its rubric holds now (the rubric a prompt edit writes again)."""
+    named = {x for ids in the_plan.inputs_of.values() for x in ids}
+    wanted = {p for p in the_plan.requested.get("criterion_scores", set()) if p}
+    wanted |= {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in ev.partitions if t in {t for t, _ in named}}
+    judgments: dict[tuple[str, str], int] = {}
+    rubric_now: dict[tuple[str, str], set[str]] = {}
+    for key in sorted(wanted):
+        table = load_stored(ev.instance, "criterion_scores", key, storage=ev.storage)
+        if table is None or not table.height:
+            continue
+        task, model = split_partition(key)
+        judgments[(task, model)] = table.filter(pl.col("criterion_id").is_not_null()).height
+        for r in table.filter(pl.col("criterion_id").is_not_null()).select("input_id", "criterion_id").unique().iter_rows():
+            if (task, r[0]) in named:
+                rubric_now.setdefault((task, r[0]), set()).add(r[1])
+    return judgments, {k: sorted(v) for k, v in rubric_now.items()}
+
+
+def _say_reasons(the_plan: Plan, ev: Evaluation, progress: Callable[[str], None], prefix: str = "") -> None:
+    """Why the plan runs what it runs, each reason with what it touches: partitions, videos and
+    criterion judgments, or the inputs it names with their videos and the criteria of their rubrics
+    (:func:`~argus_dagster.outputs.history_words.reason_lines`)."""
     per_input: dict[tuple[str, str], int] = {}
     for task, input_id in {x for ids in the_plan.inputs_of.values() for x in ids}:
-        per_input[(task, input_id)] = sum(1 for t, m in n_videos if t == task
-                                          for i, _ in video_hashes(partition_hashes(known or {}, task, m), [input_id])
+        per_input[(task, input_id)] = sum(1 for t, m in ev.n_videos if t == task
+                                          for i, _ in video_hashes(partition_hashes(ev.known or {}, task, m), [input_id])
                                           if i == input_id)
-    lines = reason_lines(the_plan.why, the_plan.requested, n_videos, the_plan.inputs_of, per_input)
+    judgments, rubric_now = stored_criteria(ev, the_plan)
+    lines = reason_lines(the_plan.why, the_plan.requested, ev.n_videos, the_plan.inputs_of, per_input,
+                         judgments=judgments, rubric_now=rubric_now)
     if lines:
         progress(f"{prefix}why (what changed: what it runs again):")
         for line in lines:
@@ -216,7 +238,7 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool) -> pl.DataFrame 
             break
         if not ran_any:
             _say_up_to_date(runs, ev.tasks, ev.partitions, ev.n_videos, progress, elapsed)
-            _say_reasons(the_plan, ev.n_videos, progress, f"{elapsed()} ", ev.known)
+            _say_reasons(the_plan, ev, progress, f"{elapsed()} ")
         ran_any = True
         for run in runs:
             _run_and_say(run, instance, resources, progress, elapsed, the_plan)

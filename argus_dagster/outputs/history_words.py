@@ -69,15 +69,29 @@ def input_changes(task: str, before: list[dict] | None, now: list[dict]) -> list
     return out
 
 
+def _criteria_words(ids: list[str], most: int = 6) -> str:
+    words = [i.replace("_", " ") for i in ids]
+    return ", ".join(words[:most]) + (f" and {len(words) - most} more" if len(words) > most else "")
+
+
 def reason_lines(why: dict[tuple[str, str | None], list[str]], requested: dict[str, set],
                  n_videos: dict[tuple[str, str], int], inputs_of: dict[str, set] | None = None,
-                 per_input: dict[tuple[str, str], int] | None = None) -> list[str]:
+                 per_input: dict[tuple[str, str], int] | None = None, *,
+                 judgments: dict[tuple[str, str], int] | None = None,
+                 rubric_now: dict[tuple[str, str], list[str]] | None = None) -> list[str]:
     """Each reason a plan gives, with what it touches: ``judge: evidence-only -> openai:X: 9 partitions,
-    32 videos`` (``why``: per (asset, partition) its reasons; ``requested``: the plan's partitions per
-    asset; ``n_videos``: per (task, model) its videos). A reason about inputs (``inputs_of``: its
-    ``(task, input_id)``s) counts them and their videos (``per_input``): ``prompt of T2V/apple
-    changed: 1 input, 5 videos``. The lookahead ("an input runs first") is not a reason of its own."""
-    inputs_of, per_input = inputs_of or {}, per_input or {}
+    32 videos, 410 criterion judgments as stored now`` (``why``: per (asset, partition) its reasons; ``requested``:
+    the plan's partitions per asset; ``n_videos``: per (task, model) its videos; ``judgments``: per
+    (task, model) its stored criterion judgments, counted where the reason makes ``criterion_scores``
+    run). A reason about inputs (``inputs_of``: its ``(task, input_id)``s) counts them and their
+    videos (``per_input``) and names the criteria of their rubrics now (``rubric_now``), which are
+    written again: ``prompt of T2V/apple changed: 1 input, 5 videos; its rubric (now: subject present,
+    action) is written again``. The lookahead ("an input runs first") is not a reason of its own."""
+    inputs_of, per_input, judgments, rubric_now = inputs_of or {}, per_input or {}, judgments or {}, rubric_now or {}
+    judged: dict[str, set] = {}  # a reason -> the (task, model)s whose criterion_scores it runs
+    for p in requested.get("criterion_scores", set()):
+        for text in why.get(("criterion_scores", p), []) if p is not None else []:
+            judged.setdefault(text, set()).add(split_partition(p))
     touched: dict[str, tuple[set, set]] = {}
     for asset, parts in requested.items():
         for p in parts:
@@ -94,13 +108,22 @@ def reason_lines(why: dict[tuple[str, str | None], list[str]], requested: dict[s
         if text in inputs_of:
             n = sum(per_input.get(k, 0) for k in inputs_of[text])
             k = len(inputs_of[text])
-            lines.append(f"{text}: {k} input{'s' if k != 1 else ''}, {n} video{'s' if n != 1 else ''}")
+            line = f"{text}: {k} input{'s' if k != 1 else ''}, {n} video{'s' if n != 1 else ''}"
+            now = sorted({c for key in inputs_of[text] for c in rubric_now.get(key, [])})
+            if now and "rubrics" in requested:
+                line += (f"; {'its rubric' if k == 1 else 'their rubrics'} (now: {_criteria_words(now)}) "
+                         f"{'is' if k == 1 else 'are'} written again")
+            lines.append(line)
             continue
         videos = {k for k in n_videos if k in keys or k[0] in tasks}
         counts = ([f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}"] if tasks else []) + (
             [f"{len(keys)} partition{'s' if len(keys) != 1 else ''}"] if keys else [])
         n = sum(n_videos[k] for k in videos)
-        lines.append(f"{text}: {', '.join(counts)}, {n} video{'s' if n != 1 else ''}")
+        line = f"{text}: {', '.join(counts)}, {n} video{'s' if n != 1 else ''}"
+        c = sum(judgments.get(k, 0) for k in judged.get(text, set()))
+        if c:
+            line += f", {c} criterion judgment{'s' if c != 1 else ''} as stored now"
+        lines.append(line)
     return lines
 
 

@@ -58,6 +58,10 @@ def _cell(page: str, row: str, column: str) -> str:
     return found[0][head.index(column)]
 
 
+def _rows_of(path: str) -> int:
+    return pl.read_parquet(io.BytesIO(open(path, "rb").read())).height
+
+
 def _mean_of(path: str) -> float:
     df = pl.read_parquet(io.BytesIO(open(path, "rb").read()))
     return float(df["final_score"].drop_nulls().mean())
@@ -115,13 +119,16 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
         plan = capsys.readouterr().out.splitlines()
         assert plan[0].startswith("evaluation bench/default: bench 'bench', profile 'default'"), plan
         judge = [line.strip() for line in plan if line.strip().startswith("judge: ")]
-        assert judge == ["judge: evidence-only -> openai:judge: 2 partitions, 4 videos"], plan
+        stored = sum(_rows_of(s.table) for s in materializations(local_instance(load_settings()), "criterion_scores"))
+        assert stored > 4  # every criterion of each of the four videos
+        said_plan = f"judge: evidence-only -> openai:judge: 2 partitions, 4 videos, {stored} criterion judgments as stored now"
+        assert judge == [said_plan], plan
         assert len(srv.requests) == 0  # the plan ran nothing
         assert cli.main(["evaluate", *where]) == 0
         out = capsys.readouterr().out
         lines = [re.sub(r"^\[\s*[\d.]+s\]", "", line).strip() for line in out.splitlines()]  # less the elapsed time
         said = [line for line in lines if line.startswith("judge: ")]
-        assert said == ["judge: evidence-only -> openai:judge: 2 partitions, 4 videos"], out
+        assert said == [said_plan], out
 
     settings = load_settings()
     history = materializations(local_instance(settings), "video_scores")
@@ -215,4 +222,8 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     manifest.write_text(manifest.read_text().replace("take 0.", "take zero."))
     assert cli.main(["evaluate", "--plan", *where]) == 0
     plan = [line.strip() for line in capsys.readouterr().out.splitlines()]
-    assert "prompt of T2V/p0 changed: 1 input, 2 videos" in plan, plan
+    latest = {h.partition: h for h in materializations(local_instance(settings), "criterion_scores")}
+    now = sorted({c for h in latest.values() for i, c in pl.read_parquet(io.BytesIO(open(h.table, "rb").read()))
+                  .select("input_id", "criterion_id").iter_rows() if i == "p0"})
+    named = ", ".join(c.replace("_", " ") for c in now[:6]) + (f" and {len(now) - 6} more" if len(now) > 6 else "")
+    assert f"prompt of T2V/p0 changed: 1 input, 2 videos; its rubric (now: {named}) is written again" in plan, plan

@@ -26,6 +26,11 @@ def test_each_reason_counts_the_partitions_and_videos_it_touches():
     assert lines == {judge: "3 partitions, 9 videos",
                      "rubric generator: offline -> openai:judge": "1 task, 5 videos",  # every video of the task
                      "videos of TI2V x m changed": "1 partition, 4 videos"}
+    # the criterion judgments stored for the partitions whose criterion_scores a reason runs
+    judgments = {("T2V", "m"): 18, ("T2V", "n"): 12, ("TI2V", "m"): 40, ("TI2V", "n"): 70}
+    counted = dict(line.rsplit(": ", 1) for line in reason_lines(why, requested, n_videos, judgments=judgments))
+    assert counted[judge] == "3 partitions, 9 videos, 70 criterion judgments as stored now"  # 18 + 12 + 40
+    assert counted["videos of TI2V x m changed"] == "1 partition, 4 videos"  # runs no criterion_scores itself
 
 
 def test_an_edited_input_is_named_with_its_own_videos():
@@ -49,3 +54,10 @@ def test_an_edited_input_is_named_with_its_own_videos():
                          {("T2V", "apple"): 5, ("T2V", "gone"): 0, ("T2V", "new"): 2, ("T2V", "pear"): 1})
     assert lines == ["prompt of T2V/apple changed: 1 input, 5 videos", "input T2V/gone removed: 1 input, 0 videos",
                      "input T2V/new added: 1 input, 2 videos", "conditions of T2V/pear changed: 1 input, 1 video"]
+    # the inputs' rubrics are written again: each names the criteria its rubric holds now
+    now = {("T2V", "apple"): ["subject_present", "action", "a", "b", "c", "d", "e"], ("T2V", "pear"): ["shape"]}
+    lines = reason_lines(why, {"input_instances": {"T2V"}, "rubrics": {"T2V"}}, {("T2V", "m"): 9}, inputs_of,
+                         {("T2V", "apple"): 5, ("T2V", "pear"): 1}, rubric_now=now)
+    assert lines[0] == ("prompt of T2V/apple changed: 1 input, 5 videos; its rubric (now: a, action, b, c, d, e and "
+                        "1 more) is written again")
+    assert lines[3] == "conditions of T2V/pear changed: 1 input, 1 video; its rubric (now: shape) is written again"
