@@ -16,7 +16,7 @@ import pytest
 
 from argus_dagster.protocols.firm.offline import PQ_OFFLINE_VERSION
 from argus_dagster.protocols.firm.scoring import if_rating, wc_rating, wc_score
-from argus_dagster.protocols.firm.tables import checklist_from_rows
+from argus_dagster.protocols.firm.tables import checklist_from_rows, firm_summary_table
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
 from argus_dagster.infra.media import write_video
 from argus_dagster.client.results import export_firm, firm_summary
@@ -270,6 +270,21 @@ def test_each_video_has_a_page_with_its_checklist_verdicts_and_evidence(online):
     words = {(IF, True, "yes"): "met", (IF, True, "no"): "not met", (WC, True, "yes"): "violation",
              (WC, True, "no"): "no violation"}
     with launched() as browser:
+        # the overview's FIRM-Video section, with the loopback judge's IF and WC scored: each cell the
+        # stored firm_scores' summary, each model's name a link to its pages
+        overview, errors = open_file(browser, Path(res["bench"].reports_path()) / "index.html")
+        shown = overview.locator("section#firm table.firm tbody tr").evaluate_all(
+            "rs => rs.map(r => [r.dataset.model, r.querySelector('a.firm-index') !== null,"
+            " Object.fromEntries(Array.from(r.querySelectorAll('td[data-key]')).map(c => [c.dataset.key, c.textContent]))])")
+        every = pl.concat([load("firm_scores", res, instance, _key(m)) for m in MODELS])
+        summary = firm_summary_table(every)
+        assert [m for m, _, _ in shown] == summary["model"].to_list() and all(linked for _, linked, _ in shown)
+        for (_, _, cells), r in zip(shown, summary.iter_rows(named=True)):
+            assert cells == {k: ("–" if r[k] is None else f"{r[k]:.2f}" if isinstance(r[k], float) else str(r[k]))
+                             for k in cells}, cells
+        assert summary["mean_if"].null_count() == 0 and summary["mean_wc"].null_count() == 0
+        assert errors == [], errors
+        overview.close()
         index, errors = open_file(browser, folder / "_index.html")
         listed = index.locator("table.firm-index tbody tr").evaluate_all(
             "rs => rs.map(r => [r.dataset.input, r.querySelector('a').getAttribute('href'),"
