@@ -7,7 +7,6 @@ import polars as pl
 
 from argus_dagster.outputs.overview import write_evaluations_index, write_overview
 from argus_dagster.outputs.samples import write_samples
-from argus_dagster.infra.environment import reports_base_url
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import Storage, join
 from argus_dagster.protocols.best_of_n import human_scores
@@ -80,7 +79,7 @@ def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, s
     if root is not None:  # the index of every evaluation of this ARGUS_HOME, one level up
         try:
             write_evaluations_index(root)
-            meta["evaluations_index_url"] = dg.MetadataValue.url((store.reports_url or reports_base_url()) + "index.html")
+            meta["evaluations_index_url"] = dg.MetadataValue.url(store.link(root / "index.html", root))
         except Exception as exc:
             context.log.warning(f"index of evaluations {root / 'index.html'} not written: {exc}")
     return meta

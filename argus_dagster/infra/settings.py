@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from argus_dagster.infra.environment import SettingError, environment, reports_base_url
+from argus_dagster.infra.environment import SettingError, environment
 from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.names import folder_name, profile_or_bench_problem, reserved_bench_problem
 
@@ -357,22 +357,22 @@ def current_bench_hash(settings: Settings) -> str:
         return ""
 
 
-def report_url(path: str | Path, reports_dir: Path | None = None, base_url: str | None = None) -> str:
-    """The URL of a file under the reports folder (its path segments percent-encoded, so the
-    ``~%E7...`` names of :func:`argus_dagster.infra.names.file_name` resolve); ``file://`` for one outside.
+def report_url(path: str | Path, reports_dir: Path, base_url: str) -> str:
+    """The URL of a file under the reports folder ``reports_dir`` (its path segments percent-encoded,
+    so the ``~%E7...`` names of :func:`argus_dagster.infra.names.file_name` resolve) on the reports
+    server at ``base_url``; ``file://`` for one outside.
 
     The reports server serves every evaluation of a home from ``$ARGUS_HOME/benches``: a reports
     folder there (``<bench>/<profile>/reports``) is under that prefix of the base URL; any other
-    folder is served as the root. ``base_url``: the reports server's, as the storage resource was
-    configured with it (a storage made without one: :func:`reports_base_url`)."""
-    root = (reports_dir or load_settings().reports_dir).resolve()
+    folder is served as the root. Both come from the evaluation's resources (the storage resource's
+    ``reports_url``, the bench's reports folder), never from the environment at run time."""
+    root = Path(reports_dir).resolve()
     p = Path(path).resolve()
     try:
         rel = p.relative_to(root)
     except ValueError:
         return p.as_uri()
-    base = base_url or reports_base_url()
-    return (base if base.endswith("/") else base + "/") + served_prefix(root) + quote(rel.as_posix())
+    return (base_url if base_url.endswith("/") else base_url + "/") + served_prefix(root) + quote(rel.as_posix())
 
 
 def evaluations_root(reports_dir: Path) -> Path | None:

@@ -375,14 +375,16 @@ class Storage:
 
     def link(self, uri: str | Path, reports_dir: str | Path | None = None) -> str:
         """A link a person can open: a presigned HTTPS URL for an object (valid ``presign_expiry_s``),
-        the reports server's URL for a file under ``reports_dir``, else a ``file://`` URL."""
+        the reports server's URL (``reports_url``) for a file under ``reports_dir``, else a ``file://``
+        URL (also for any file when this storage was made without a reports server's URL)."""
         uri = str(uri)
         if is_remote(uri):
             bucket, key = split(uri)
             return self.client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
                                                       ExpiresIn=self.presign_expiry_s)
-
-        return report_url(uri, Path(reports_dir) if reports_dir else None, base_url=self.reports_url)
+        if not reports_dir or not self.reports_url:
+            return Path(uri).resolve().as_uri()
+        return report_url(uri, Path(reports_dir), self.reports_url)
 
     def links_in(self, folder: str | Path, names: list[str], reports_dir: str | Path | None = None) -> list[str]:
         """:meth:`link` of each file ``names`` (plain names) in ``folder``. For a local folder the

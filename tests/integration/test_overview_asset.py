@@ -4,7 +4,7 @@ is said in the metadata without failing it."""
 import dagster as dg
 import polars as pl
 
-from argus_dagster.infra.storage import LOCAL
+from argus_dagster.infra.storage import LOCAL, Storage
 from assets.overview import overview_metadata
 from resources.bench import BenchResource
 
@@ -19,8 +19,8 @@ LB = pl.DataFrame({"task": ["T2V"], "model": ["m"], "mean_final": [7.0], "ci_low
 
 def test_written_and_linked_over_http(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
-    monkeypatch.setenv("ARGUS_REPORTS_URL", "http://127.0.0.1:9/")
-    meta = overview_metadata(dg.build_asset_context(), _bench(tmp_path), LOCAL, leaderboard=LB)
+    meta = overview_metadata(dg.build_asset_context(), _bench(tmp_path), Storage(reports_url="http://127.0.0.1:9/"),
+                             leaderboard=LB)
     assert meta["overview_url"].value == "http://127.0.0.1:9/index.html"
     assert 'data-task="T2V"' in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
 

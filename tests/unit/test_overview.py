@@ -17,7 +17,9 @@ from argus_dagster.infra.names import file_name
 from argus_dagster.outputs.overview import SORT_SCRIPT, render_overview, stored_table, write_overview
 import xml.etree.ElementTree as ET
 from argus_dagster.outputs.serve import make_server, serve_in_thread, url_of
+from argus_dagster.infra.environment import reports_base_url
 from argus_dagster.infra.settings import report_url
+from argus_dagster.infra.storage import LOCAL, Storage
 
 EVIL = '<script>alert(1)</script>'
 ODD = "猫 cat/../x"
@@ -199,7 +201,7 @@ def test_server_serves_the_folder_on_loopback_only(tmp_path, monkeypatch):
         # A page named from an odd id, by the URL settings.report_url gives it.
         monkeypatch.setenv("ARGUS_REPORTS_URL", url_of(server))
         page = reports / "TV2V" / "compare" / f"{file_name(ODD)}.html"
-        with urllib.request.urlopen(report_url(page, reports), timeout=10) as resp:
+        with urllib.request.urlopen(report_url(page, reports, reports_base_url()), timeout=10) as resp:
             assert resp.read() == b"<p>compare</p>"
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(url_of(server, "../secret.txt"), timeout=10)
@@ -213,14 +215,19 @@ def test_server_serves_the_folder_on_loopback_only(tmp_path, monkeypatch):
 def test_report_url_setting(tmp_path, monkeypatch):
     monkeypatch.delenv("ARGUS_REPORTS_URL", raising=False)
     monkeypatch.setenv("ARGUS_REPORTS_PORT", "4040")
-    assert report_url(tmp_path / "reports" / "T2V" / "a b.html", tmp_path / "reports") == "http://127.0.0.1:4040/T2V/a%20b.html"
+    reports = tmp_path / "reports"
+    assert report_url(reports / "T2V" / "a b.html", reports, reports_base_url()) == "http://127.0.0.1:4040/T2V/a%20b.html"
     monkeypatch.setenv("ARGUS_REPORTS_URL", "https://reports.example/argus")
-    assert report_url(tmp_path / "reports" / "index.html", tmp_path / "reports") == "https://reports.example/argus/index.html"
-    assert report_url(tmp_path / "elsewhere.png", tmp_path / "reports").startswith("file://")
+    assert report_url(reports / "index.html", reports, reports_base_url()) == "https://reports.example/argus/index.html"
+    assert report_url(tmp_path / "elsewhere.png", reports, reports_base_url()).startswith("file://")
     monkeypatch.delenv("ARGUS_REPORTS_URL")
     monkeypatch.setenv("ARGUS_REPORTS_PORT", "http")
     with pytest.raises(ValueError, match="ARGUS_REPORTS_PORT"):
-        report_url(tmp_path / "reports" / "index.html", tmp_path / "reports")
+        reports_base_url()
+    # a storage links through the reports server it was made with, and nothing from the environment
+    assert Storage(reports_url="http://127.0.0.1:9/").link(reports / "x y.html", reports) == "http://127.0.0.1:9/x%20y.html"
+    assert LOCAL.link(reports / "x.html", reports) == (reports / "x.html").resolve().as_uri()
+    assert Storage(reports_url="http://127.0.0.1:9/").link(reports / "x.html") == (reports / "x.html").resolve().as_uri()
 
 
 def test_human_alignment_table_and_scatter_plots(tmp_path):
@@ -291,7 +298,7 @@ def test_one_server_for_every_evaluation_of_a_home_and_their_index(tmp_path, mon
             with urllib.request.urlopen(url_of(server, href), timeout=10) as resp:
                 assert "all evaluations" in resp.read().decode()  # and the overview links back
         reports = root / "alpha" / "judge=big,vlm-only" / "reports"
-        with urllib.request.urlopen(report_url(reports / "index.html", reports), timeout=10) as resp:
+        with urllib.request.urlopen(report_url(reports / "index.html", reports, url_of(server)), timeout=10) as resp:
             assert resp.status == 200
         with urllib.request.urlopen(url_of(server), timeout=10) as resp:
             assert "alpha / judge=big,vlm-only" in resp.read().decode()
