@@ -11,7 +11,9 @@ from argus_dagster.infra.settings import load_settings, served_settings
 from argus_dagster.infra.sqlite import sync_lightly
 from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_TASK_ASSETS,
                     GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS)
-from assets.automation import RETRY_METADATA, changed_inputs, latest_records, retries_waiting
+from assets import vefx_leaderboard
+from assets.automation import (FOLLOWS_PARTITIONS, RETRY_METADATA, UP_TO_DATE, changed_inputs, latest_records,
+                               retries_waiting)
 from assets.firm import best_of_n_tables
 from assets.history import (COMMAND_TAG, EVALUATOR_TAG, MAX_TAG, REASON_TAG, Stored, diff, materializations,
                             materialized_table)
@@ -38,15 +40,36 @@ def automation_sensor_every(seconds: int = AUTOMATION_INTERVAL_S) -> dg.Automati
                     "transient failures.")
 
 
-def build_definitions(settings=None) -> dg.Definitions:
+# The protocols' assets, which the command line may ask Dagster about (build_definitions(protocols=...)).
+PROTOCOL_ASSETS = {"firm": FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS, "vefx": VEFX_CANDIDATE_ASSETS + [vefx_leaderboard]}
+
+
+def with_conditions(assets: list, protocols: tuple[str, ...]) -> list:
+    """``assets`` with the ``protocols``' assets carrying the automation conditions VideoArgus's
+    carry (:data:`~assets.automation.UP_TO_DATE`; VEFX-Bench's leaderboard follows the partitions
+    that exist, as the leaderboard does), so that Dagster can be asked which of them are missing or
+    out of date."""
+    chosen = {id(a) for p in protocols for a in PROTOCOL_ASSETS[p]}
+
+    def condition(spec: dg.AssetSpec) -> dg.AssetSpec:
+        cond = FOLLOWS_PARTITIONS if spec.key == vefx_leaderboard.key else UP_TO_DATE
+        return spec.replace_attributes(automation_condition=cond)
+
+    return [dg.map_asset_specs(condition, [a])[0] if id(a) in chosen else a for a in assets]
+
+
+def build_definitions(settings=None, protocols: tuple[str, ...] = ()) -> dg.Definitions:
     """The code location of one evaluation (``settings``, default this process's: ``ARGUS_BENCH``,
     ``ARGUS_PROFILE``, ``ARGUS_HOME``); the sensors tick at the intervals of
     :func:`~argus_dagster.infra.environment.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
-    ``ARGUS_AUTOMATION_INTERVAL_S``, ``ARGUS_DEAD_RUN_INTERVAL_S``)."""
+    ``ARGUS_AUTOMATION_INTERVAL_S``, ``ARGUS_DEAD_RUN_INTERVAL_S``). ``protocols`` (``firm``,
+    ``vefx``): for the command line only, whose ``--protocol`` asks Dagster what of them to run
+    (:func:`with_conditions`); the served code location has none, so the automation sensor never
+    runs a protocol: a person asks for it."""
     every = sensor_intervals()
     # The evaluation's own instance (argus ui, its run workers) stores events without a disk sync each.
     sync_lightly((settings or load_settings()).dagster_home)
-    return dg.Definitions(assets=ALL_ASSETS + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
+    return dg.Definitions(assets=with_conditions(ALL_ASSETS, protocols) + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
                           jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor_every(every.candidates_s),
                                                       automation_sensor_every(every.automation_s),
                                                       dead_run_sensor_every(every.dead_runs_s)],
@@ -78,10 +101,11 @@ class AssetRoles:
     firm_task: tuple[str, ...]  # FIRM-Video per task (run when asked)
     firm_candidate: tuple[str, ...]  # FIRM-Video per task x model (run when asked)
     vefx_candidate: tuple[str, ...]  # VEFX-Bench per task x model (run when asked)
+    vefx_board: tuple[str, ...]  # VEFX-Bench's leaderboard (run when asked)
 
 
 ROLES = AssetRoles(_names(TASK_ASSETS), _names(CANDIDATE_ASSETS), _names(AUTOMATED_ASSETS), _names(FIRM_TASK_ASSETS),
-                   _names(FIRM_CANDIDATE_ASSETS), _names(VEFX_CANDIDATE_ASSETS))
+                   _names(FIRM_CANDIDATE_ASSETS), _names(VEFX_CANDIDATE_ASSETS), _names([vefx_leaderboard]))
 
 
 def materialize_selection(instance: dg.DagsterInstance, resources: dict, selection: list[str], keys: list[str],

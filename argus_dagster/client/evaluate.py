@@ -26,8 +26,8 @@ import polars as pl
 
 from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, pool_notice
 from argus_dagster.client.results import load_stored
-from argus_dagster.client.runs import (Plan, RunSpec, execute, feeds_automated, firm_runs, launch, plan, runs_of,
-                                       vefx_runs)
+from argus_dagster.client.runs import (CANDIDATE_LEVEL, PROTOCOL_SELECTION, Plan, RunSpec, execute, feeds, launch,
+                                       plan, runs_of)
 from argus_dagster.definitions import (COMMAND_TAG, EVALUATOR_TAG, RETRY_METADATA, build_definitions,
                                       observe_sources)
 from argus_dagster.infra.progress import PROGRESS
@@ -38,6 +38,7 @@ from argus_dagster.method.candidate_store import (S3CandidateStore, discover, op
                                                   unknown_models, video_hashes)
 from argus_dagster.outputs.history_words import evaluator_label, reason_lines, split_partition
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_COLUMNS, format_alignment
+from argus_dagster.protocols.vefx import EDIT_TASKS
 
 PROTOCOLS = ("videoargus", "firm", "both", "vefx")
 
@@ -58,12 +59,14 @@ class Evaluation:
     n_videos: dict[tuple[str, str], int]
 
 
-def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions | None = None) -> Evaluation:
+def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions | None = None,
+             protocols: tuple[str, ...] = ()) -> Evaluation:
     """Find the models, make them ``candidate_models`` partitions, and observe the sources: what
-    changed is recorded with its new data version (:mod:`assets.sources`)."""
+    changed is recorded with its new data version (:mod:`assets.sources`). ``protocols``: those whose
+    assets the definitions built here let Dagster be asked about."""
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
-    defs = defs or build_definitions(settings)
+    defs = defs or build_definitions(settings, protocols=protocols)
     resources = defs.resources
     storage = resources["storage"].storage()
     discovery = discover(settings.candidates_dir, settings.bench_dir, storage)
@@ -244,7 +247,7 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool) -> pl.DataFrame 
             _run_and_say(run, instance, resources, progress, elapsed, the_plan)
             done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
             leaderboard_due &= run.kind != "leaderboard"
-        if not feeds_automated(defs, {a for run in runs for a in run.selection}):
+        if not feeds(defs, {a for run in runs for a in run.selection}):
             break  # what ran updates no automated asset: asking again would request nothing new
     if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
         _run_and_say(RunSpec("leaderboard", ["leaderboard"], tags=tags), instance, resources, progress, elapsed)
@@ -275,15 +278,17 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
 
     ``force=True`` (``--force``) materializes every selected partition again (the content cache
     answers every tool step and judgment). ``protocol``: ``videoargus`` (the default), ``firm``
-    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores`` only), ``both``
-    (the FIRM runs follow each partition's VideoArgus run; they are never skipped as up to date, and
-    the content cache answers what they computed before) or ``vefx`` (VEFX-Bench's ``vefx_scores``
-    of the TV2V and TSV2V partitions and ``vefx_leaderboard`` only; the content cache answers what they
-    computed before). ``defs``: the evaluation's definitions when the caller built them already.
+    (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores``, with the input and
+    candidate tables they read), ``both`` (VideoArgus's loop, then FIRM-Video's) or ``vefx``
+    (VEFX-Bench's ``vefx_scores`` of the TV2V and TSV2V partitions and ``vefx_leaderboard``). A
+    protocol goes through the same loop (:func:`_protocol`): Dagster says which of its partitions are
+    missing or out of date, and an up-to-date protocol runs nothing (``--force`` runs it again; the
+    content cache answers what it computed before). ``defs``: the evaluation's definitions when the
+    caller built them already (with the protocol's conditions: ``build_definitions(protocols=...)``).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    ev = _prepare(tasks, models, progress, instance, settings, defs)
+    ev = _prepare(tasks, models, progress, instance, settings, defs, PROTOCOLS_RUN[protocol])
     instance, resources = ev.instance, ev.defs.resources
     PROGRESS.reset(sum(ev.n_videos.values()))
     t_start = time.perf_counter()
@@ -292,17 +297,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
     board = _videoargus(ev, progress, elapsed, force) if protocol in ("videoargus", "both") else None
-    protocol_runs = (vefx_runs(ev.tasks, ev.partitions) if protocol == "vefx"
-                     else firm_runs(ev.tasks, ev.partitions, with_inputs=protocol == "firm")
-                     if protocol in ("firm", "both") else [])
-    if protocol == "firm":
-        protocol_runs.append(RunSpec("firm", [], says="FIRM-Video done"))
-    for run in protocol_runs:
-        t0 = time.perf_counter()
-        if run.selection:
-            launch(instance, resources, run, progress)
-        if run.says:
-            progress(f"{elapsed()} " + run.says.replace("{seconds}", f"{time.perf_counter() - t0:.1f}s"))
+    for name in PROTOCOLS_RUN[protocol]:
+        _protocol(ev, name, progress, elapsed, force)
     human = sorted(resources["bench"].human_files(ev.storage))
     if human:  # people's ratings are there: say how well the scores agree with them
         # Always recomputed (one short run): the ratings themselves may have changed.
@@ -312,6 +308,56 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
     return board
+
+
+# The protocols each --protocol runs after VideoArgus's loop (or alone), each a loop of its own.
+PROTOCOLS_RUN = {"videoargus": (), "both": ("firm",), "firm": ("firm",), "vefx": ("vefx",)}
+# What a protocol's run did, in words: per task, per task x model, or once.
+PROTOCOL_WORDS = {"firm": {"task": "FIRM-Video checklists", "partition": "FIRM-Video scores"},
+                  "vefx": {"task": "inputs", "partition": "VEFX scores", "board": "VEFX leaderboard"}}
+PROTOCOL_NAMES = {"firm": "FIRM-Video", "vefx": "VEFX-Bench"}
+
+
+def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool) -> None:
+    """A protocol's loop, as VideoArgus's: ask Dagster which of the protocol's assets (and the input
+    and candidate tables they read) are missing or out of date (:data:`~.runs.PROTOCOL_SELECTION`,
+    whose conditions the command line's definitions give them), launch that, ask again, until
+    nothing is requested. VEFX-Bench judges edits: the other tasks are said and left out."""
+    instance, defs, resources = ev.instance, ev.defs, ev.defs.resources
+    tasks, partitions = ev.tasks, ev.partitions
+    if name == "vefx":
+        for task in [t for t in tasks if t not in EDIT_TASKS]:
+            progress(f"{elapsed()} {task}: skipped, VEFX-Bench's protocol judges edits (TV2V, TSV2V)")
+        tasks = [t for t in tasks if t in EDIT_TASKS]
+        partitions = {(t, m) for t, m in partitions if t in EDIT_TASKS}
+    selection = PROTOCOL_SELECTION[name]
+    model_order = list(instance.get_dynamic_partitions("candidate_models"))
+    done: set[tuple[str, str | None]] = set()
+    tags, ran_any, words = command_tags(resources), False, PROTOCOL_WORDS[name]
+    while tasks:
+        the_plan = plan(instance, defs, tasks, partitions, force, done, selection)
+        force = False  # once
+        runs = runs_of(the_plan, model_order, tags, protocol=name)
+        if not runs:
+            break
+        if not ran_any:
+            _say_reasons(the_plan, ev, progress, f"{elapsed()} ")
+        ran_any = True
+        for run in runs:
+            t0 = time.perf_counter()
+            launch(instance, resources, run, progress)
+            seconds = f"{time.perf_counter() - t0:.1f}s" + (f" for {len(run.keys)} partitions" if len(run.keys) > 1 else "")
+            level = ("partition" if any(n in CANDIDATE_LEVEL for n in run.selection) and run.keys
+                     else "task" if run.keys else "board")
+            for key in run.keys or [None]:
+                task, model = split_partition(key) if key else ("", "")
+                where = f"{task} x {model}" if model else task
+                what = words.get(level) or ", ".join(run.selection)
+                progress(f"{elapsed()} " + (f"{where}: " if where else "") + f"{what} ({seconds})")
+            done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
+        if not feeds(defs, {a for run in runs for a in run.selection}, selection):
+            break
+    progress(f"{elapsed()} {PROTOCOL_NAMES[name]} " + ("done" if ran_any else "up to date (--force runs it again)"))
 
 
 def command_tags(resources: dict) -> dict[str, str]:

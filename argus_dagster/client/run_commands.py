@@ -10,7 +10,7 @@ import os
 import time
 
 from argus_dagster.client.demo import build_demo_bench
-from argus_dagster.client.evaluate import plan_now, run_all
+from argus_dagster.client.evaluate import PROTOCOLS_RUN, plan_now, run_all
 from argus_dagster.client.instance import local_instance
 from argus_dagster.client.overview_link import overview_hint
 from argus_dagster.client.printing import backbones, only_tasks
@@ -72,7 +72,7 @@ def _plan(settings, tasks, models) -> int:
 
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
     try:  # the evaluation's definitions, built once for the message below and every run
-        defs = build_definitions(settings)
+        defs = build_definitions(settings, protocols=PROTOCOLS_RUN[protocol])  # --protocol: asked of Dagster too
         evaluators = backbones(defs.resources)
     except SettingError as exc:
         _print(f"argus: profile {settings.profile!r}: {exc}")

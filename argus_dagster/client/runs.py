@@ -12,9 +12,11 @@ Two things here are Dagster features the client does itself, and why:
   cache, and there is no daemon or run worker to start for one command (the two paths timed side by
   side: docs/performance.md, "The CLI and Dagster-launched runs").
 
-FIRM-Video's and VEFX-Bench's runs are specs of the same kind (:func:`firm_runs`, :func:`vefx_runs`),
-launched the same way; their assets run when asked, so Dagster's automation conditions do not
-request them.
+FIRM-Video's and VEFX-Bench's assets go through the same loop (:data:`PROTOCOL_SELECTION`): the
+command line's definitions give them the conditions the VideoArgus assets carry
+(``build_definitions(protocols=...)``), Dagster answers which of their partitions are missing or
+out of date, and the same runs execute them. The served definitions (the UI, the daemon) give them
+none: there a protocol runs when a person asks for it.
 """
 
 from __future__ import annotations
@@ -30,9 +32,15 @@ from argus_dagster.definitions import MAX_TAG, REASON_TAG, ROLES, materialize_se
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.outputs.history_words import retry_wait_text, split_partition
-from argus_dagster.protocols.vefx import EDIT_TASKS
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+# The assets a run materializes per task, per task x model, or once (unpartitioned), whichever loop asks.
+TASK_LEVEL = ROLES.task + ROLES.firm_task
+CANDIDATE_LEVEL = ROLES.candidate + ROLES.firm_candidate + ROLES.vefx_candidate
+# What each loop asks Dagster about: VideoArgus's assets, or a protocol's with the tables it reads.
+PROTOCOL_SELECTION = {"videoargus": ROLES.automated,
+                      "firm": ("input_instances", "candidate_videos") + ROLES.firm_task + ROLES.firm_candidate,
+                      "vefx": ("input_instances", "candidate_videos") + ROLES.vefx_candidate + ROLES.vefx_board}
 JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
 
 
@@ -75,7 +83,7 @@ class RunSpec:
 
 
 def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], partitions: set[tuple[str, str]],
-         force: bool = False, done: set = frozenset()) -> Plan:
+         force: bool = False, done: set = frozenset(), selection: tuple[str, ...] = ROLES.automated) -> Plan:
     """What to materialize for ``tasks`` and the ``(task, model)`` partitions: Dagster's answer, from
     the automation conditions on the assets (:mod:`assets.automation`) evaluated on the instance's
     records (the automation sensor asks the same conditions under the daemon; they read states, so
@@ -85,38 +93,41 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
 
     A person asking now retries at once: the conditions are asked as of the end of the last back-off
     the automation sensor is holding (:func:`~assets.automation.retries_waiting`), and the plan says
-    what the sensor would have held back (``Plan.waiting``)."""
+    what the sensor would have held back (``Plan.waiting``). ``selection``: the assets asked about
+    (:data:`PROTOCOL_SELECTION`; their definitions in ``defs`` carry the conditions)."""
     keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
+
+    def of(name: str) -> set:
+        return set(tasks) if name in TASK_LEVEL else keys if name in CANDIDATE_LEVEL else {None}
+
     if force:
-        requested = {name: set(tasks) for name in ROLES.task}
-        requested.update({name: set(keys) for name in ROLES.candidate})
-        requested["leaderboard"] = {None}
+        requested = {name: of(name) for name in selection}
         return Plan(requested, {(a, k): ["forced (--force)"] for a, keys in requested.items() for k in keys})
     now = time.time()
     waiting = {(a, p): due for (a, p), due in retries_waiting(instance, now).items()
                if (a, p) not in done and (p in tasks or p in keys)}
     at = max([now, *(due + 1 for due in waiting.values())])  # a second on: the time given keeps microseconds
     result = dg.evaluate_automation_conditions(
-        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*ROLES.automated),
+        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*selection),
         evaluation_time=datetime.fromtimestamp(at, timezone.utc))
     requested = {}
     inputs_of: dict[str, set] = {}
     why = requested_reasons(result, instance, defs, inputs_of)
-    for name in ROLES.automated:
+    for name in selection:
         got = {str(p) if p is not None else None for p in result.get_requested_partitions(dg.AssetKey(name))}
         got = {p for p in got if (name, p) not in done}
-        wanted = got & (set(tasks) if name in ROLES.task else keys if name in ROLES.candidate else {None})
+        wanted = got & of(name)
         if wanted:
             requested[name] = wanted
     return Plan(requested, why, retry_wait_text(waiting), inputs_of)
 
 
-def feeds_automated(defs: dg.Definitions, assets: set[str]) -> bool:
-    """Whether any of ``assets`` is read by an asset the automation conditions keep up to date (only
-    then can its new materializations make the conditions request more)."""
+def feeds(defs: dg.Definitions, assets: set[str], selection: tuple[str, ...] = ROLES.automated) -> bool:
+    """Whether any of ``assets`` is read by an asset of ``selection`` (only then can its new
+    materializations make the conditions request more of them)."""
     graph = defs.resolve_asset_graph()
-    automated = {dg.AssetKey(name) for name in ROLES.automated}
-    return any(graph.get(dg.AssetKey(a)).child_keys & automated for a in assets)
+    asked = {dg.AssetKey(name) for name in selection}
+    return any(graph.get(dg.AssetKey(a)).child_keys & asked for a in assets)
 
 
 def _stretches(items: list[str], order: list[str]) -> list[list[str]]:
@@ -151,72 +162,46 @@ def _ranges(by_partition: dict[tuple[str, str], tuple], model_order: list[str]) 
     return per_model if len(per_model) < len(per_task) else per_task
 
 
-def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = None) -> list[RunSpec]:
+def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = None,
+            protocol: str = "videoargus") -> list[RunSpec]:
     """The runs that execute ``plan``, each a range of partitions with the same assets to materialize
-    (the assets' backfill policy takes a range in one run): the tasks' inputs and rubrics first, then
-    the task x model partitions (:func:`_ranges`), then the leaderboard. ``tags``: the command's
+    (the assets' backfill policy takes a range in one run): the tasks' inputs and rubrics (or a
+    protocol's per-task assets) first, then the task x model partitions (:func:`_ranges`), then what
+    is unpartitioned (the leaderboard, VEFX-Bench's). ``tags``: the command's
     (:func:`~argus_dagster.client.evaluate.command_tags`); each run adds why it runs and, where it
-    calls the judge, :data:`JUDGE_TAG`."""
+    calls the judge, :data:`JUDGE_TAG`. ``protocol``: the loop's; a protocol's runs are of its kind."""
     out: list[tuple[str, list[str], list[str]]] = []
+    kinds = ({"task": "task", "partition": "partition", "board": "leaderboard"} if protocol == "videoargus"
+             else dict.fromkeys(("task", "partition", "board"), protocol))
     by_selection: dict[tuple, list[str]] = {}
     for task in ALL_TASKS:
-        chosen = tuple(name for name in ROLES.task if task in plan.partitions(name))
+        chosen = tuple(name for name in TASK_LEVEL if task in plan.partitions(name))
         if chosen:
             by_selection.setdefault(chosen, []).append(task)
+    # VideoArgus's assets take a range of partitions in one run (BackfillPolicy.single_run); a
+    # protocol's take one partition a run.
+    ranged = protocol == "videoargus"
     for chosen, tasks in sorted(by_selection.items()):
-        out += [("task", list(chosen), stretch) for stretch in _stretches(tasks, list(ALL_TASKS))]
+        stretches = _stretches(tasks, list(ALL_TASKS)) if ranged else [[t] for t in tasks]
+        out += [(kinds["task"], list(chosen), stretch) for stretch in stretches]
     by_partition: dict[tuple[str, str], tuple] = {}
-    keys = set().union(*(plan.partitions(name) for name in ROLES.candidate))
+    keys = set().union(*(plan.partitions(name) for name in CANDIDATE_LEVEL))
     for key in keys:
-        by_partition[split_partition(key)] = tuple(name for name in ROLES.candidate if key in plan.partitions(name))
-    out += [("partition", selection, keys) for selection, keys in _ranges(by_partition, model_order)]
-    if plan.partitions("leaderboard"):
-        out.append(("leaderboard", ["leaderboard"], []))
+        by_partition[split_partition(key)] = tuple(name for name in CANDIDATE_LEVEL if key in plan.partitions(name))
+    ranges = (_ranges(by_partition, model_order) if ranged else
+              [(list(chosen), [str(dg.MultiPartitionKey({"task": t, "model": m}))])
+               for (t, m), chosen in sorted(by_partition.items(), key=lambda kv: (kv[0][0], model_order.index(kv[0][1])
+                                                                                   if kv[0][1] in model_order else 0))])
+    out += [(kinds["partition"], selection, keys) for selection, keys in ranges]
+    for name in sorted(n for n, parts in plan.requested.items() if None in parts):
+        out.append((kinds["board"], [name], []))
     specs = []
     for kind, selection, keys in out:
         reason = "; ".join(dict.fromkeys(w for k in (keys or [None]) for a in selection for w in plan.why.get((a, k), [])))
-        specs.append(RunSpec(kind, selection, keys, {**(tags or {}), **({JUDGE_TAG: "1"} if kind == "partition" else {}),
+        judged = bool(keys) and any(name in CANDIDATE_LEVEL for name in selection)
+        specs.append(RunSpec(kind, selection, keys, {**(tags or {}), **({JUDGE_TAG: "1"} if judged else {}),
                                                      **({REASON_TAG: reason[:MAX_TAG]} if reason else {})}, reason))
     return specs
-
-
-def firm_runs(tasks: list[str], partitions: set[tuple[str, str]], with_inputs: bool = False) -> list[RunSpec]:
-    """FIRM-Video's runs (``--protocol firm|both``): per task its checklists, then per model its
-    verdicts and scores (and their check). ``with_inputs``: each also materializes the input (or
-    candidate) table it reads."""
-    out = []
-    for task in tasks:
-        out.append(firm_run(task, None, with_inputs))
-        out += [firm_run(task, model, with_inputs) for model in sorted(m for t, m in partitions if t == task)]
-    return out
-
-
-def firm_run(task: str, model: str | None = None, with_inputs: bool = False) -> RunSpec:
-    """One FIRM-Video run: a task's checklists, or a task x model partition's verdicts and scores."""
-    if model is None:
-        return RunSpec("firm", (["input_instances"] if with_inputs else []) + list(ROLES.firm_task), [task],
-                       says=f"{task}: FIRM-Video checklists ({{seconds}})")
-    key = str(dg.MultiPartitionKey({"task": task, "model": model}))
-    return RunSpec("firm", (["candidate_videos"] if with_inputs else []) + list(ROLES.firm_candidate), [key],
-                   {JUDGE_TAG: "1"}, says=f"{task} x {model}: FIRM-Video scores ({{seconds}})")
-
-
-def vefx_runs(tasks: list[str], partitions: set[tuple[str, str]]) -> list[RunSpec]:
-    """VEFX-Bench's runs (``--protocol vefx``): per edit task its inputs, then per model its
-    candidates and ``vefx_scores`` (and their check), then ``vefx_leaderboard``; a task without a
-    source video is said and skipped."""
-    out = []
-    for task in tasks:
-        if task not in EDIT_TASKS:
-            out.append(RunSpec("vefx", [], says=f"{task}: skipped, VEFX-Bench's protocol judges edits (TV2V, TSV2V)"))
-            continue
-        out.append(RunSpec("vefx", ["input_instances"], [task]))
-        for model in sorted(m for t, m in partitions if t == task):
-            out.append(RunSpec("vefx", ["candidate_videos", *ROLES.vefx_candidate],
-                               [str(dg.MultiPartitionKey({"task": task, "model": model}))], {JUDGE_TAG: "1"},
-                               says=f"{task} x {model}: VEFX scores ({{seconds}})"))
-    out.append(RunSpec("vefx", ["vefx_leaderboard"], says="VEFX leaderboard"))
-    return out
 
 
 def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec) -> dg.ExecuteInProcessResult:

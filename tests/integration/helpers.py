@@ -269,3 +269,18 @@ class Daemon:
 def sensor_then_automation(instance: dg.DagsterInstance, resources: dict) -> dict[str, list[str]]:
     """The daemon's first look at an instance (:class:`Daemon`): what it would request."""
     return Daemon(instance, resources).tick()
+
+
+def firm_run(task: str, model: str | None = None, with_inputs: bool = False):
+    """One FIRM-Video run, as ``argus evaluate --protocol firm`` launches one: a task's checklists (with
+    ``with_inputs``, the input table they read), or a task x model's verdicts and scores (and the
+    candidate table)."""
+    import dagster as dg
+
+    from argus_dagster.client.runs import RunSpec
+    from argus_dagster.definitions import ROLES
+
+    if model is None:
+        return RunSpec("firm", (["input_instances"] if with_inputs else []) + list(ROLES.firm_task), [task])
+    key = str(dg.MultiPartitionKey({"task": task, "model": model}))
+    return RunSpec("firm", (["candidate_videos"] if with_inputs else []) + list(ROLES.firm_candidate), [key])

@@ -178,6 +178,21 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
         assert kinds.count("firm_if_plan") == len(PROMPTS)
         assert kinds.count("firm_if_verify") == len(PROMPTS) * len(MODELS)
         assert not {"rubric", "judge", "qa"} & set(kinds)
+        # asked again, Dagster finds nothing of FIRM-Video missing or out of date: nothing runs
+        where = ["--bench", str(bench), "--candidates", str(cands), "--protocol", "firm"]
+        n = len(srv.requests)
+        assert cli.main(["evaluate", *where]) == 0
+        out = capsys.readouterr().out
+        assert len(srv.requests) == n and "FIRM-Video up to date" in out, out
+        # a prompt edited: the task's checklists and every model's scores are asked for again, and only the
+        # edited prompt is planned anew (the others' frozen checklists come from the content cache)
+        manifest = bench / "T2V" / "manifest.jsonl"
+        manifest.write_text(manifest.read_text().replace("take 0", "take zero"))
+        assert cli.main(["evaluate", *where]) == 0
+        out = capsys.readouterr().out
+        again = [kind_of(r["body"]) for r in srv.requests[n:]]
+        assert again.count("firm_if_plan") == 1 and again.count("firm_if_verify") == len(MODELS), again
+        assert "prompt of T2V/p0 changed" in out and "FIRM-Video done" in out, out
         n = len(srv.requests)
         path = tmp_path / "firm"
         assert cli.main(["export", "firm", "--out", str(path), "--task", "T2V"]) == 0

@@ -20,13 +20,13 @@ from argus_dagster.protocols.firm.tables import checklist_from_rows, firm_summar
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
 from argus_dagster.infra.media import write_video
 from argus_dagster.client.results import export_firm, firm_summary
-from argus_dagster.client.runs import execute, firm_run
+from argus_dagster.client.runs import execute
 from argus_dagster.infra.tables import COSTS
 from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
-from .helpers import graph_resources, load
+from .helpers import firm_run, graph_resources, load
 
 pytestmark = pytest.mark.integration
 MODELS = ("m", "m2")

@@ -16,10 +16,10 @@ import pytest
 
 from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
 from argus_dagster.infra.media import write_video
-from argus_dagster.client.runs import execute, firm_run
+from argus_dagster.client.runs import execute
 from assets.firm import best_of_n_tables
 
-from .helpers import graph_resources, load, materialize_task, pattern_clip
+from .helpers import firm_run, graph_resources, load, materialize_task, pattern_clip
 
 pytestmark = pytest.mark.integration
 INPUTS = ("p0", "q__1")

@@ -29,20 +29,22 @@ def test_local_files_are_written_whole_listed_and_read(tmp_path):
 
 
 def test_a_local_link_is_the_reports_server_url(tmp_path, monkeypatch):
-    monkeypatch.setenv("ARGUS_REPORTS_URL", "http://127.0.0.1:9/")
+    """A storage links a page through the reports server it was made with; the environment is not
+    read at run time (a storage made without a server's URL links the file)."""
+    monkeypatch.setenv("ARGUS_REPORTS_URL", "http://127.0.0.1:8/")
     page = tmp_path / "reports" / "T2V" / "m" / "p 0.html"
-    assert Storage().link(page, tmp_path / "reports") == "http://127.0.0.1:9/T2V/m/p%200.html"
+    assert Storage(reports_url="http://127.0.0.1:9/").link(page, tmp_path / "reports") == "http://127.0.0.1:9/T2V/m/p%200.html"
+    assert Storage().link(page, tmp_path / "reports") == page.resolve().as_uri()
 
 
 def test_links_in_a_folder_are_each_files_link(tmp_path, monkeypatch):
     """The pages' links made from one resolution are the links made one by one: under the reports
     folder (the server's URL), outside it (``file://``), through a symlinked folder, odd names."""
-    monkeypatch.setenv("ARGUS_REPORTS_URL", "http://127.0.0.1:9/")
     reports = tmp_path / "reports"
     (reports / "T2V" / "m x").mkdir(parents=True)
     (tmp_path / "alias").symlink_to(reports / "T2V")
     names = ["p 0.html", "~%E7.html", "猫 cat#1?.html", "a%20b.html"]
-    store = Storage()
+    store = Storage(reports_url="http://127.0.0.1:9/")
     for folder in (reports / "T2V" / "m x", tmp_path / "elsewhere", tmp_path / "alias" / "m x"):
         assert store.links_in(folder, names, reports) == [store.link(folder / n, reports) for n in names]
     assert store.links_in(reports, [], reports) == []
