@@ -279,7 +279,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     ``force=True`` (``--force``) materializes every selected partition again (the content cache
     answers every tool step and judgment). ``protocol``: ``videoargus`` (the default), ``firm``
     (FIRM-Video's ``firm_checklists``, ``firm_verdicts`` and ``firm_scores``, with the input and
-    candidate tables they read), ``both`` (VideoArgus's loop, then FIRM-Video's) or ``vefx``
+    candidate tables they read), ``both`` (FIRM-Video's loop, then VideoArgus's, whose reports link
+    each video's FIRM-Video page) or ``vefx``
     (VEFX-Bench's ``vefx_scores`` of the TV2V and TSV2V partitions and ``vefx_leaderboard``). A
     protocol goes through the same loop (:func:`_protocol`): Dagster says which of its partitions are
     missing or out of date, and an up-to-date protocol runs nothing (``--force`` runs it again; the
@@ -296,9 +297,9 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     def elapsed() -> str:
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
-    board = _videoargus(ev, progress, elapsed, force) if protocol in ("videoargus", "both") else None
-    for name in PROTOCOLS_RUN[protocol]:
+    for name in PROTOCOLS_RUN[protocol]:  # first: each video's report then links its FIRM-Video page
         _protocol(ev, name, progress, elapsed, force)
+    board = _videoargus(ev, progress, elapsed, force) if protocol in ("videoargus", "both") else None
     human = sorted(resources["bench"].human_files(ev.storage))
     if human:  # people's ratings are there: say how well the scores agree with them
         # Always recomputed (one short run): the ratings themselves may have changed.
@@ -310,7 +311,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     return board
 
 
-# The protocols each --protocol runs after VideoArgus's loop (or alone), each a loop of its own.
+# The protocols each --protocol runs before VideoArgus's loop (or alone), each a loop of its own.
 PROTOCOLS_RUN = {"videoargus": (), "both": ("firm",), "firm": ("firm",), "vefx": ("vefx",)}
 # What a protocol's run did, in words: per task, per task x model, or once.
 PROTOCOL_WORDS = {"firm": {"task": "FIRM-Video checklists", "partition": "FIRM-Video scores"},

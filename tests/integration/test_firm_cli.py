@@ -293,7 +293,7 @@ def test_the_overview_shows_firm_video_cell_by_cell_in_a_browser(demo, browser, 
     reasons = unscored_reasons(df)
     assert unscored_items(section) == [(r["dimension"], r["n_videos"], r["models"], r["reason"])
                                        for r in reasons.iter_rows(named=True)] and reasons.height
-    # each model's name opens its FIRM-Video pages, and each video's page links its VideoArgus report
+    # each model's name opens its FIRM-Video pages, and each video's VideoArgus report links its page
     reports = load_settings().reports_dir
     links = section.locator("table.firm a.firm-index").evaluate_all("as => as.map(a => [a.textContent, a.href])")
     assert [m for m, _ in links] == expected["model"].to_list()
@@ -304,9 +304,12 @@ def test_the_overview_shows_firm_video_cell_by_cell_in_a_browser(demo, browser, 
         assert len(pages) == len(demo["ids"]) and errs == [], (model, errs)
         index.close()
         video, errs = open_file(browser, Path(unquote(urlsplit(pages[0]).path)))
-        report = video.locator("a.report").evaluate("a => a.href")
-        assert Path(unquote(urlsplit(report).path)).parent == reports / "T2V" / model and errs == []
-        assert Path(unquote(urlsplit(report).path)).is_file()
+        assert errs == [], errs
+        # the video's VideoArgus report links its FIRM-Video page (--protocol both ran FIRM-Video first)
+        report = reports / "T2V" / model / Path(unquote(urlsplit(pages[0]).path)).name
+        back, _ = open_file(browser, report)  # (its video's browser copy is made by `argus open`, not from disk)
+        assert back.locator("a.firm").evaluate("a => a.href") == pages[0]
+        back.close()
         stored = df.filter((pl.col("model") == model) & (pl.col("input_id") == first)).row(0, named=True)
         assert video.locator(".ratings div[data-dimension=if] .why").inner_text() == stored["if_reason"]
         video.close()
