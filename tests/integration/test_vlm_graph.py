@@ -8,6 +8,7 @@ At most 1% of criteria may end unscored, the key appears nowhere, and the calls 
 import html
 import os
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import dagster as dg
 import polars as pl
@@ -148,3 +149,50 @@ def test_each_report_shows_what_the_rubric_generator_was_told(vlm_run):
 def test_judge_and_vlm_qa_requests_ask_not_to_think(vlm_run):
     judged = [b for s in vlm_run["servers"] for b in s.bodies()]
     assert judged and all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in judged)
+
+
+def test_the_pages_of_the_vlm_profile_and_both_protocols_in_a_browser(vlm_run):
+    """The demo evaluated with the loopback judge (the VLM profile), then FIRM-Video on T2V and
+    VEFX-Bench on TV2V through the same judge pool; the overview read in headless Chromium: a section
+    per task with its models, the FIRM-Video and VEFX-Bench sections cell by cell as the stored tables
+    hold them, no console error and no link to a file that is not there; a report names the VLM judge
+    and carries no "no VLM" notice. (Its last test: the protocols' requests follow the others'.)"""
+    from argus_dagster.client.results import stored_partitions, vefx_board
+    from argus_dagster.infra.settings import load_settings
+    from argus_dagster.outputs.protocol_sections import VEFX_NAMES
+    from argus_dagster.outputs.report import NO_VLM_NOTICE
+    from argus_dagster.protocols.firm.tables import firm_summary_table
+
+    from .test_browser import launched, open_file
+
+    assert run_all(models=MODELS, tasks=["T2V"], protocol="firm", progress=lambda m: None) is None
+    run_all(models=MODELS, tasks=["TV2V"], protocol="vefx", progress=lambda m: None)
+    instance, reports = local_instance(), load_settings().reports_dir
+    firm = firm_summary_table(pl.concat(stored_partitions("firm_scores", instance, ["T2V"]).values()))
+    board = vefx_board()
+    with launched() as browser:
+        page, errors = open_file(browser, reports / "index.html")
+        tasks = page.locator("section[data-task]").evaluate_all("ss => ss.map(s => s.dataset.task)")
+        assert sorted(tasks) == sorted(set(vlm_run["lb"]["task"]))
+        shown = page.locator("section#firm table.firm tbody tr").evaluate_all(
+            "rs => rs.map(r => [r.dataset.task, r.dataset.model, Object.fromEntries("
+            "Array.from(r.querySelectorAll('td[data-key]')).map(c => [c.dataset.key, c.textContent]))])")
+        assert [(t, m) for t, m, _ in shown] == list(zip(firm["task"], firm["model"]))
+        for (_, _, cells), r in zip(shown, firm.iter_rows(named=True)):
+            assert cells == {k: ("–" if r[k] is None else f"{r[k]:.2f}" if isinstance(r[k], float) else str(r[k]))
+                             for k in cells}
+        assert firm["mean_if"].drop_nulls().len() == len(MODELS)  # the checklists were answered by the judge
+        vefx_cells = page.locator("section#vefx table.vefx tbody td[data-dimension]").evaluate_all(
+            "cs => cs.map(c => [c.closest('tr').dataset.model, c.dataset.dimension, c.dataset.sort || null])")
+        stored = {(r["model"], VEFX_NAMES[r["dimension"]]): r["mean"] for r in board.iter_rows(named=True)}
+        assert len(vefx_cells) == len(stored) == 4 * len(MODELS)
+        for model, dim, value in vefx_cells:
+            want = stored[(model, dim)]
+            assert (value is None) == (want is None) and (want is None or float(value) == pytest.approx(want, abs=1e-6))
+        links = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+        missing = [h for h in links if h.startswith("file:") and not Path(unquote(urlsplit(h).path)).exists()]
+        assert errors == [] and missing == [], (errors, missing)
+        page.close()
+    report = reports / "T2V" / "faithful" / f"{sorted(vlm_run['tables']['rubrics'].filter(pl.col('task') == 'T2V')['input_id'])[0]}.html"
+    text = report.read_text()
+    assert NO_VLM_NOTICE not in text and "vlm/openai/judge-model" in text
