@@ -34,7 +34,6 @@ from typing import Iterable
 
 import numpy as np
 import polars as pl
-from scipy import stats as scipy_stats
 
 # ---------------------------------------------------------------------------------------------------
 # Rank correlations (VEFX card: SRCC and KRCC on raw predictions; VideoArgus: the same, within input)
@@ -445,9 +444,11 @@ BOOTSTRAPPED = ("srcc", "krcc", "plcc", "rmse", "pairwise_acc", "within_input_sr
 
 def _kendall_fast(x: np.ndarray, y: np.ndarray) -> float:
     """Kendall's tau-b in O(n log n) (scipy's), for the resamples; undefined (constant side) is NaN."""
+    from scipy.stats import kendalltau  # deferred: start-up time and memory (scipy.stats: ~70 MB, measured)
+
     if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
         return float("nan")
-    return float(scipy_stats.kendalltau(x, y).statistic)
+    return float(kendalltau(x, y).statistic)
 
 
 # ---------------------------------------------------------------------------------------------------
