@@ -254,6 +254,9 @@ def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_sco
                     for k, v in code.items()}
 
     time_of = {s.command: s.time for s in history}
+    # Why the later pass ran, as its runs recorded it (the plan's reasons, in the words the run used).
+    reasons = list(dict.fromkeys(r.strip() for s in history + crit_history if s.command == b
+                                 for r in s.reason.split("; ") if r.strip()))
     return Diff(asset, a, b, time_of.get(a, ""), time_of.get(b, ""), models, video_moves, crit_moves,
                 (_judges(crit_a), _judges(crit_b)),  # the criterion rows name the judge's identity
-                rubrics_changed, inputs_changed, missing, code_changed)
+                rubrics_changed, inputs_changed, missing, code_changed, reasons)

@@ -212,4 +212,7 @@ def format_diff(d) -> str:
     lines.append("  code: " + (", ".join(f"{k} {b} -> {a}" for k, (b, a) in sorted(d.code_changed.items())) or "the same"))
     if d.missing:
         lines.append(f"  not kept any more (retention, ARGUS_KEEP_VERSIONS): {', '.join(d.missing)}")
+    if d.reasons:
+        lines.append("why the later pass ran (as its runs recorded it):")
+        lines += [f"  {r}" for r in d.reasons]
     return "\n".join(lines)

@@ -134,4 +134,14 @@ def changes_section(d: Diff | None, present: set[str], why_none: str = "") -> st
             f'<p class="passes">The latest change: pass <code>{esc(_short(d.before))}</code> ({esc(d.before_time)} UTC) '
             f'→ pass <code>{esc(_short(d.after))}</code> ({esc(d.after_time)} UTC); '
             "<code>argus diff</code> prints it whole, <code>argus history</code> lists every pass.</p>"
-            f'<ul class="what-changed">{_facts(d)}</ul>{_models(d)}{videos}{_criteria(d, present)}</section>')
+            f'<ul class="what-changed">{_facts(d)}</ul>{_reasons(d)}{_models(d)}{videos}{_criteria(d, present)}</section>')
+
+
+def _reasons(d: Diff) -> str:
+    """Why the later pass ran, as its runs recorded it: the words ``argus evaluate`` said."""
+    if not d.reasons:
+        return ""
+    items = "".join(f'<li class="reason">{esc(r)}</li>' for r in d.reasons[:12])
+    more = f'<li class="muted">and {len(d.reasons) - 12} more</li>' if len(d.reasons) > 12 else ""
+    return f'<h3>Why its runs ran</h3><ul class="why-ran">{items}{more}</ul>'
+

@@ -124,3 +124,4 @@ class Diff:
     inputs_changed: dict[str, int]  # input asset -> partitions whose recorded data version moved
     missing: list[str]  # partitions whose table is no longer kept
     code_changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # asset -> (code version before, after)
+    reasons: list[str] = field(default_factory=list)  # why the later pass's runs ran, as they recorded it

@@ -75,6 +75,7 @@ def _what_changed(browser, path) -> tuple[dict, dict, list[str]]:
     section = page.locator("section#changes")
     parts = dict(section.locator("ul.what-changed li").evaluate_all(
         "ls => ls.map(l => [l.dataset.part, l.textContent.split(': ').slice(1).join(': ')])"))
+    parts["why"] = section.locator("ul.why-ran li.reason").evaluate_all("ls => ls.map(l => l.textContent)")
     parts["evaluator before"], parts["evaluator after"] = section.locator("li[data-part=evaluator]").evaluate(
         "l => [l.querySelector('.before') && l.querySelector('.before').textContent, l.querySelector('.after').textContent]")
     models = {r[0]: (float(r[1].split()[0]), float(r[2].split()[0]), r[3]) for r in section.locator(
@@ -174,6 +175,8 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     inputs = next(line.strip() for line in text.splitlines() if line.strip().startswith("inputs: "))
     moved = dict(re.fullmatch(r"(\S+) \((\d+) partitions?\)", item).groups() for item in inputs[len("inputs: "):].split(", "))
     assert moved["judge_config"] == "2", text
+    why = text.split("why the later pass ran (as its runs recorded it):\n", 1)[1].splitlines()
+    assert "  judge: evidence-only -> openai:judge" in why, text
 
     # the home page and the overview name the evaluator of the latest materialization
     home = (tmp_path / "home" / "benches" / "index.html").read_text()
@@ -189,6 +192,10 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
         moved = _passes_table(browser, settings.reports_dir / "samples.html")
     assert problems == [], problems
     assert (parts["evaluator before"], parts["evaluator after"]) == ("evidence-only", "openai:judge"), parts
+    # why the latest pass ran, in the words its runs recorded (those argus evaluate printed)
+    assert "judge: evidence-only -> openai:judge" in parts["why"], parts["why"]
+    assert set(parts["why"]) <= {r.strip() for h in second for r in h.reason.split("; ")} | {
+        r.strip() for h in materializations(local_instance(settings), "criterion_scores") for r in h.reason.split("; ")}
     # the rest as argus diff says it (the VLM writes the rubrics too: both inputs got another one)
     said = {line.strip().split(": ", 1)[0]: line.strip().split(": ", 1)[1] for line in text.splitlines()
             if line.startswith(("  rubrics: ", "  inputs: ", "  code: "))}
