@@ -62,7 +62,8 @@ def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, s
     people = rated_videos(context, bench, store)
     try:  # first, so that the overview links it
         samples = write_samples(reports, bench.storage_path(), bench=f"{bench.bench_name()}, profile {bench.profile_name()}",
-                                store=store, changes=changes.get("changes"), people=people)
+                                store=store, changes=changes.get("changes"), people=people,
+                                firm_scores=tables.get("firm_scores"))
         meta["samples_url"] = dg.MetadataValue.url(store.link(samples, reports))
     except Exception as exc:  # as the overview's: said, not fatal
         context.log.warning(f"sample browser {join(reports, 'samples.html')} not written: {exc}")

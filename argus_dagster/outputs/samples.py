@@ -26,6 +26,7 @@ from argus_dagster.infra.tables import stored_table
 from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.changes import MOVED_HEAD, evaluators, moved_rows, video_link
 from argus_dagster.outputs.deltas import Diff
+from argus_dagster.outputs.firm_pages import FIRM_FOLDER
 from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.outputs.report import STYLE, esc, href
 
@@ -36,6 +37,8 @@ COLUMNS = (("task", "task", "text"), ("model", "model", "text"), ("input_id", "i
            ("criteria_high", "highest criterion", "number"), ("n_scored", "criteria scored", "number"),
            ("n_criteria", "criteria", "number"), ("weight_scored", "share of weight scored", "number"),
            ("judge", "judge", "text"), ("error", "error", "text"))
+# FIRM-Video's ratings (1-5) of each video, where the protocol ran: before the judge column.
+FIRM_COLUMNS = (("firm_if", "FIRM IF", "number"), ("firm_wc", "FIRM WC", "number"), ("firm_pq", "FIRM PQ", "number"))
 DISAGREEMENTS = 50  # the pairs shown, largest difference first
 
 PAGE_STYLE = """
@@ -94,7 +97,9 @@ SCRIPT = """
     var v = r[c.key];
     if (v === null || v === '') { return c.kind === 'number' ? '–' : ''; }
     if (c.key === 'weight_scored') { return Math.round(v * 100) + '%'; }
-    if (c.kind === 'number' && c.key !== 'n_scored' && c.key !== 'n_criteria') { return v.toFixed(2); }
+    if (c.kind === 'number' && c.key !== 'n_scored' && c.key !== 'n_criteria' && c.key.indexOf('firm_') !== 0) {
+      return v.toFixed(2);
+    }
     return String(v);
   }
 
@@ -117,6 +122,9 @@ SCRIPT = """
         var text = cell(r, c).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
         if (c.key === 'input_id' && r.href) {
           text = '<a class="report" href="' + r.href + '">' + text + '</a>';
+        }
+        if (c.key === 'firm_if' && r.firm_href) {
+          text = '<a class="firm" href="' + r.firm_href + '">' + (text || 'page') + '</a>';
         }
         return '<td class="' + c.key + '" data-key="' + c.key + '">' + text + '</td>';
       });
@@ -142,9 +150,19 @@ SCRIPT = """
 """
 
 
-def sample_rows(video_scores: pl.DataFrame, criterion_scores: pl.DataFrame | None) -> pl.DataFrame:
+def columns_for(firm_scores: pl.DataFrame | None) -> tuple[tuple[str, str, str], ...]:
+    """The table's columns: FIRM-Video's ratings before the judge's where ``firm_scores`` has rows."""
+    if firm_scores is None or not firm_scores.height:
+        return COLUMNS
+    at = [c for c, _, _ in COLUMNS].index("judge")
+    return COLUMNS[:at] + FIRM_COLUMNS + COLUMNS[at:]
+
+
+def sample_rows(video_scores: pl.DataFrame, criterion_scores: pl.DataFrame | None,
+                firm_scores: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per stored video: its scores, the lowest and highest of its criteria's scores, what its
-    score covers, its judge by name and its error; in task, model, input and sample order."""
+    score covers, FIRM-Video's ratings where it ran (``firm_scores``), its judge by name and its error;
+    in task, model, input and sample order."""
     keys = ["task", "model", "input_id", "sample"]
     v = video_scores.with_columns(pl.col("sample").fill_null(""))
     if criterion_scores is not None and criterion_scores.height:
@@ -156,7 +174,11 @@ def sample_rows(video_scores: pl.DataFrame, criterion_scores: pl.DataFrame | Non
         v = v.with_columns(pl.lit(None, pl.Float64).alias("criteria_low"), pl.lit(None, pl.Float64).alias("criteria_high"))
     v = v.with_columns(pl.col("judge").map_elements(lambda j: evaluator_label(j) if j else "", return_dtype=pl.String),
                        pl.col("error").fill_null(""))
-    return v.select([c for c, _, _ in COLUMNS]).sort(keys)
+    if firm_scores is not None and firm_scores.height:
+        firm = firm_scores.select(*[pl.col(k).cast(pl.String).fill_null("") if k == "sample" else pl.col(k) for k in keys],
+                                  *[pl.col(f"{d}_rating").cast(pl.Int64).alias(f"firm_{d}") for d in ("if", "wc", "pq")])
+        v = v.join(firm, on=keys, how="left")
+    return v.select([c for c, _, _ in columns_for(firm_scores)]).sort(keys)
 
 
 def model_disagreements(video_scores: pl.DataFrame, limit: int = DISAGREEMENTS) -> pl.DataFrame:
@@ -243,11 +265,12 @@ def _json_script(element_id: str, value) -> str:
 def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
                    criterion_scores: pl.DataFrame | None = None, *, bench: str | None = None,
                    store: Storage | None = None, changes: Diff | None = None,
-                   people: pl.DataFrame | None = None) -> str:
+                   people: pl.DataFrame | None = None, firm_scores: pl.DataFrame | None = None) -> str:
     """The sample browser's HTML; a row links to its video's report, a disagreement to its input's
     comparison page, only where that page exists under ``reports_dir`` (listed once through ``store``).
     ``changes``: the latest two passes compared, whose videos that moved most it lists; ``people``:
-    human ratings (``task, input_id, model, sample, score``) to set beside the evaluator's."""
+    human ratings (``task, input_id, model, sample, score``) to set beside the evaluator's;
+    ``firm_scores``: FIRM-Video's, whose ratings are columns and whose pages the IF cell links."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     title = f"{bench}: every video" if bench else "every video"
@@ -255,17 +278,20 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
         body = '<p class="muted">no video scores stored yet: run <code>argus demo</code> or <code>argus evaluate</code></p>'
         return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
                 f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>{body}</body></html>\n")
-    table = sample_rows(video_scores, criterion_scores)
+    table = sample_rows(video_scores, criterion_scores, firm_scores)
+    shown = columns_for(firm_scores)
     rows = []
     for i, r in enumerate(table.iter_rows(named=True)):
-        page = f"{r['task']}/{file_name(r['model'])}/{sample_file_name(r['input_id'], r['sample'])}.html"
-        link = href(r["task"], file_name(r["model"]), sample_file_name(r["input_id"], r["sample"]) + ".html")
+        name = sample_file_name(r["input_id"], r["sample"]) + ".html"
+        page = f"{r['task']}/{file_name(r['model'])}/{name}"
+        firm = f"{r['task']}/{file_name(r['model'])}/{FIRM_FOLDER}/{name}"
         values = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
-        rows.append({**values, "row": i, "href": link if page in present else None})
-    heads = "".join(f'<th class="sort" data-key="{key}">{esc(name)}</th>' for key, name, _ in COLUMNS)
+        rows.append({**values, "row": i, "href": href(r["task"], file_name(r["model"]), name) if page in present else None,
+                     "firm_href": href(r["task"], file_name(r["model"]), FIRM_FOLDER, name) if firm in present else None})
+    heads = "".join(f'<th class="sort" data-key="{key}">{esc(name)}</th>' for key, name, _ in shown)
     inputs = "".join(f'<th><input data-key="{key}" data-kind="{kind}" aria-label="filter {esc(name)}" '
                      f'placeholder="{"e.g. >=5" if kind == "number" else "contains"}"></th>'
-                     for key, name, kind in COLUMNS)
+                     for key, name, kind in shown)
     pairs = model_disagreements(video_scores)
     pair_rows = []
     for r in pairs.iter_rows(named=True):
@@ -280,12 +306,13 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
         '<table class="disagreements"><thead><tr><th>task</th><th>input</th><th>model</th><th>its score</th>'
         f'<th>other model</th><th>its score</th><th>difference</th></tr></thead><tbody>{"".join(pair_rows)}</tbody></table>'
         if pair_rows else '<p class="muted">no input has final scores from two models</p>')
-    columns = [{"key": k, "name": n, "kind": kind} for k, n, kind in COLUMNS]
+    columns = [{"key": k, "name": n, "kind": kind} for k, n, kind in shown]
     help_text = ("Type in a column's box to filter: text columns keep the rows that contain it (any case); "
                  "number columns take &gt;=5, &lt;3, =7, 2..6 or - (no value). Click a header to sort by it "
                  "(again to reverse); rows without a value stay last. Lowest and highest criterion: the range "
                  "of the video's criterion scores (0-10); share of weight scored: the importance weight its "
-                 "scored criteria hold.")
+                 "scored criteria hold." + (" FIRM IF, WC, PQ: FIRM-Video's ratings (1-5); the IF cell opens the "
+                                            "video's checklist." if shown != COLUMNS else ""))
     body = (f'<h1>{esc(title)}</h1><nav><a href="index.html">overview</a> <a href="#disagreements">models disagree</a> <a href="#passes">passes disagree</a> <a href="#people">evaluator and people disagree</a></nav>'
             f'<p class="muted">{help_text}</p><div class="count" id="count"></div>'
             f'<table class="samples"><thead><tr>{heads}</tr><tr class="filters">{inputs}</tr></thead><tbody></tbody></table>'
@@ -298,12 +325,14 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
 
 def write_samples(reports_dir: Path | str, storage_dir: Path | str, *, bench: str | None = None,
                   store: Storage | None = None, video_scores: pl.DataFrame | None = None,
-                  changes: Diff | None = None, people: pl.DataFrame | None = None) -> Path | str:
+                  changes: Diff | None = None, people: pl.DataFrame | None = None,
+                  firm_scores: pl.DataFrame | None = None) -> Path | str:
     """Write ``reports_dir/samples.html`` whole from the stored tables under ``storage_dir``
-    (``video_scores``, when given, stands for the stored one). Raises
+    (``video_scores`` and ``firm_scores``, when given, stand for the stored ones). Raises
     :class:`argus_dagster.infra.files.WriteError` when the page cannot be written."""
     store = store or LOCAL
     videos = video_scores if video_scores is not None else stored_table(storage_dir, "video_scores", store)
     page = render_samples(reports_dir, videos, stored_table(storage_dir, "criterion_scores", store), bench=bench,
-                          store=store, changes=changes, people=people)
+                          store=store, changes=changes, people=people,
+                          firm_scores=firm_scores if firm_scores is not None else stored_table(storage_dir, "firm_scores", store))
     return store.write_bytes(join(reports_dir, "samples.html"), page)

@@ -316,3 +316,16 @@ def test_the_overview_shows_firm_video_cell_by_cell_in_a_browser(demo, browser, 
     assert errors == [], errors
     page.screenshot(path=str(tmp_path / "overview_firm.png"), full_page=True)
     page.close()
+    # the sample browser carries each video's FIRM-Video ratings as stored, its IF cell opening the video's page
+    samples, errors = open_file(browser, reports / "samples.html")
+    rows = samples.locator("table.samples tbody tr").evaluate_all(
+        "rs => rs.map(r => [r.querySelector('td.model').textContent, r.querySelector('td.input_id').textContent,"
+        " ['firm_if', 'firm_wc', 'firm_pq'].map(k => r.querySelector('td.' + k).textContent),"
+        " (r.querySelector('td.firm_if a') || {}).href || null])")
+    stored = {(r["model"], r["input_id"]): r for r in df.iter_rows(named=True)}
+    assert len(rows) == len(stored) and errors == [], errors
+    for model, video, ratings, link in rows:
+        r = stored[(model, video)]
+        assert ratings == [("–" if r[f"{d}_rating"] is None else str(r[f"{d}_rating"])) for d in ("if", "wc", "pq")]
+        assert Path(unquote(urlsplit(link).path)) == reports / "T2V" / model / "firm" / f"{video}.html"
+    samples.close()
