@@ -58,7 +58,7 @@ ALIGNMENT_SHOWN = (("task", "task"), ("dimension", "human dimension"), ("evaluat
                    ("pairwise_acc", "pairwise accuracy"), ("within_input_srcc", "within-input SRCC"), ("mae", "MAE"))
 OVERVIEW_STYLE = """
 nav a{margin-right:12px} h2{font-size:18px} h3{font-size:14px;margin:16px 0 6px}
-table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.costs,table.best-of-n{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
+table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.costs,table.best-of-n,table.firm,table.vefx{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
 table.sortable th{cursor:pointer;user-select:none} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
