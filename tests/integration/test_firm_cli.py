@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import os
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -159,6 +160,12 @@ def test_best_of_n_over_samples_of_one_model_from_stored_tables(tmp_path):
     assert by_if.filter(pl.col("input_id") == "p0")["pick_sample"][0] == "2"
 
 
+def _said(out: str) -> list[str]:
+    """What argus evaluate said while it ran (its lines that start with the elapsed time), each less that
+    time and its indent; the tables printed after are not among them."""
+    return [m.group(1).strip() for line in out.splitlines() if (m := re.match(r"^\[\s*[\d.]+s\](.*)$", line))]
+
+
 def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path, monkeypatch, capsys):
     """`argus evaluate --protocol firm` against the loopback judge: no rubric, evidence or judge call,
     one planner call per input; `argus export firm` then writes one record per video and dimension."""
@@ -183,7 +190,8 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
         n = len(srv.requests)
         assert cli.main(["evaluate", *where]) == 0
         out = capsys.readouterr().out
-        assert len(srv.requests) == n and "FIRM-Video up to date" in out, out
+        assert len(srv.requests) == n, out
+        assert _said(out)[-1] == "FIRM-Video up to date (--force runs it again)", out
         # a prompt edited: the task's checklists and every model's scores are asked for again, and only the
         # edited prompt is planned anew (the others' frozen checklists come from the content cache)
         manifest = bench / "T2V" / "manifest.jsonl"
@@ -192,7 +200,11 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
         out = capsys.readouterr().out
         again = [kind_of(r["body"]) for r in srv.requests[n:]]
         assert again.count("firm_if_plan") == 1 and again.count("firm_if_verify") == len(MODELS), again
-        assert "prompt of T2V/p0 changed" in out and "FIRM-Video done" in out, out
+        said = _said(out)
+        reasons = [line for line in said if line.startswith("prompt of ")]
+        assert reasons and re.fullmatch(r"prompt of T2V/p0 changed: 1 input, (\d+) videos?(; .*)?", reasons[0]).group(1) \
+            == str(len(MODELS)), said  # the edited input, with its videos (one per model)
+        assert len(reasons) == 1 and said[-1] == "FIRM-Video done", said
         n = len(srv.requests)
         path = tmp_path / "firm"
         assert cli.main(["export", "firm", "--out", str(path), "--task", "T2V"]) == 0

@@ -7,6 +7,7 @@ At most 1% of criteria may end unscored, the key appears nowhere, and the calls 
 
 import html
 import os
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -195,4 +196,7 @@ def test_the_pages_of_the_vlm_profile_and_both_protocols_in_a_browser(vlm_run):
         page.close()
     report = reports / "T2V" / "faithful" / f"{sorted(vlm_run['tables']['rubrics'].filter(pl.col('task') == 'T2V')['input_id'])[0]}.html"
     text = report.read_text()
-    assert NO_VLM_NOTICE not in text and "vlm/openai/judge-model" in text
+    assert NO_VLM_NOTICE not in text  # a VLM judged: no notice that none is configured
+    # each criterion's rationale cell names its judge beneath it: the VLM's identity, every row
+    judges = re.findall(r'<div class="muted">([^<]*)</div></td></tr>', text)
+    assert judges and set(judges) == {f"vlm/openai/judge-model/{JUDGE_PROMPT_VERSION}"}, judges

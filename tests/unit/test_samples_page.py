@@ -90,4 +90,6 @@ def test_evaluator_and_people_are_compared_by_place_not_by_scale():
     page = render_samples("/nowhere", videos, None, people=people)
     cells = re.findall(r'<tr data-task="T2V" data-model="(\w)"[^>]*>.*?data-key="difference">(\d+)</td>', page)
     assert cells[:2] == [("a", "100"), ("d", "100")] and sorted(cells[2:]) == [("b", "17"), ("c", "17")]
-    assert "no human ratings" in render_samples("/nowhere", videos, None)
+    without = re.search(r'<h2 id="people">[^<]*</h2><p class="muted">(.*?)</p>', render_samples("/nowhere", videos, None))
+    assert without.group(1).startswith("no human ratings: add")  # said in the section, and no table
+    assert '<table class="people">' not in render_samples("/nowhere", videos, None)
