@@ -114,7 +114,8 @@ def stored_criteria(ev: Evaluation, the_plan: Plan) -> tuple[dict[tuple[str, str
     criteria its rubric holds now (the rubric a prompt edit writes again)."""
     named = {x for ids in the_plan.inputs_of.values() for x in ids}
     wanted = {p for p in the_plan.requested.get("criterion_scores", set()) if p}
-    wanted |= {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in ev.partitions if t in {t for t, _ in named}}
+    named_tasks = {task for task, _ in named}
+    wanted |= {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in ev.partitions if t in named_tasks}
     judgments: dict[tuple[str, str], int] = {}
     rubric_now: dict[tuple[str, str], set[str]] = {}
     for key in sorted(wanted):
@@ -218,7 +219,7 @@ def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
     return out
 
 
-def _videoargus(ev: Evaluation, progress, elapsed, force: bool) -> pl.DataFrame | None:
+def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str]) -> pl.DataFrame | None:
     """As the daemon's ticks do: ask, launch what is requested, ask again (a task's new rubrics make its
     candidate partitions' inputs updated: the next question requests them), until nothing is; then
     the leaderboard, once, after the partitions it follows."""
@@ -227,7 +228,6 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool) -> pl.DataFrame 
     done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
     leaderboard_due = False
     ran_any = False
-    tags = command_tags(resources)
     while True:
         the_plan = plan(instance, defs, ev.tasks, ev.partitions, force, done)
         if the_plan.waiting and not ran_any:
@@ -297,9 +297,10 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     def elapsed() -> str:
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
+    tags = command_tags(resources)  # one pass: every run of this command, whichever loop launches it
     for name in PROTOCOLS_RUN[protocol]:  # first: each video's report then links its FIRM-Video page
-        _protocol(ev, name, progress, elapsed, force)
-    board = _videoargus(ev, progress, elapsed, force) if protocol in ("videoargus", "both") else None
+        _protocol(ev, name, progress, elapsed, force, tags)
+    board = _videoargus(ev, progress, elapsed, force, tags) if protocol in ("videoargus", "both") else None
     human = sorted(resources["bench"].human_files(ev.storage))
     if human:  # people's ratings are there: say how well the scores agree with them
         # Always recomputed (one short run): the ratings themselves may have changed.
@@ -319,7 +320,7 @@ PROTOCOL_WORDS = {"firm": {"task": "FIRM-Video checklists", "partition": "FIRM-V
 PROTOCOL_NAMES = {"firm": "FIRM-Video", "vefx": "VEFX-Bench"}
 
 
-def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool) -> None:
+def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool, tags: dict[str, str]) -> None:
     """A protocol's loop, as VideoArgus's: ask Dagster which of the protocol's assets (and the input
     and candidate tables they read) are missing or out of date (:data:`~.runs.PROTOCOL_SELECTION`,
     whose conditions the command line's definitions give them), launch that, ask again, until
@@ -334,7 +335,7 @@ def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool) -> None
     selection = PROTOCOL_SELECTION[name]
     model_order = list(instance.get_dynamic_partitions("candidate_models"))
     done: set[tuple[str, str | None]] = set()
-    tags, ran_any, words = command_tags(resources), False, PROTOCOL_WORDS[name]
+    ran_any, words = False, PROTOCOL_WORDS[name]
     while tasks:
         the_plan = plan(instance, defs, tasks, partitions, force, done, selection)
         force = False  # once

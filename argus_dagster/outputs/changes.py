@@ -31,7 +31,8 @@ def _num(x) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def _short(pass_id: str) -> str:
+def short_pass(pass_id: str) -> str:
+    """A pass as ``argus history`` prints it: the start of its id."""
     return pass_id[:8]
 
 
@@ -131,8 +132,8 @@ def changes_section(d: Diff | None, present: set[str], why_none: str = "") -> st
               f"{moved_rows(d.videos, present, SHOWN)}</tbody></table>" if d.videos.height
               else '<p class="muted">no video\'s final score moved</p>')
     return ('<section id="changes"><h2>What changed</h2>'
-            f'<p class="passes">The latest change: pass <code>{esc(_short(d.before))}</code> ({esc(d.before_time)} UTC) '
-            f'→ pass <code>{esc(_short(d.after))}</code> ({esc(d.after_time)} UTC); '
+            f'<p class="passes">The latest change: pass <code>{esc(short_pass(d.before))}</code> ({esc(d.before_time)} UTC) '
+            f'→ pass <code>{esc(short_pass(d.after))}</code> ({esc(d.after_time)} UTC); '
             "<code>argus diff</code> prints it whole, <code>argus history</code> lists every pass.</p>"
             f'<ul class="what-changed">{_facts(d)}</ul>{_reasons(d)}{_models(d)}{videos}{_criteria(d, present)}</section>')
 

@@ -24,9 +24,9 @@ from argus_dagster.infra.names import file_name, sample_file_name
 from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
 from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
-from argus_dagster.outputs.changes import MOVED_HEAD, evaluators, moved_rows, video_link
+from argus_dagster.outputs.changes import MOVED_HEAD, evaluators, moved_rows, short_pass, video_link
 from argus_dagster.outputs.deltas import Diff
-from argus_dagster.outputs.firm_pages import FIRM_FOLDER
+from argus_dagster.outputs.firm_pages import page_name
 from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.outputs.report import STYLE, esc, href
 
@@ -249,8 +249,8 @@ def _passes(changes: Diff | None, present: set[str]) -> str:
     head = '<h2 id="passes">Where the two latest passes disagree most (final score of the same video)</h2>'
     if changes is None:
         return head + '<p class="muted">one pass so far: nothing to compare</p>'
-    said = (f'<p class="muted">pass <code>{esc(changes.before[:8])}</code> ({esc(changes.before_time)} UTC), evaluator '
-            f'{esc(evaluators(changes.judges[0]))} → pass <code>{esc(changes.after[:8])}</code> ({esc(changes.after_time)} UTC), '
+    said = (f'<p class="muted">pass <code>{esc(short_pass(changes.before))}</code> ({esc(changes.before_time)} UTC), evaluator '
+            f'{esc(evaluators(changes.judges[0]))} → pass <code>{esc(short_pass(changes.after))}</code> ({esc(changes.after_time)} UTC), '
             f"evaluator {esc(evaluators(changes.judges[1]))}</p>")
     if not changes.videos.height:
         return head + said + '<p class="muted">no video\'s final score moved</p>'
@@ -284,10 +284,11 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
     for i, r in enumerate(table.iter_rows(named=True)):
         name = sample_file_name(r["input_id"], r["sample"]) + ".html"
         page = f"{r['task']}/{file_name(r['model'])}/{name}"
-        firm = f"{r['task']}/{file_name(r['model'])}/{FIRM_FOLDER}/{name}"
+        firm = f"{r['task']}/{file_name(r['model'])}/{page_name(r['input_id'], r['sample'])}"
         values = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
         rows.append({**values, "row": i, "href": href(r["task"], file_name(r["model"]), name) if page in present else None,
-                     "firm_href": href(r["task"], file_name(r["model"]), FIRM_FOLDER, name) if firm in present else None})
+                     "firm_href": href(r["task"], file_name(r["model"]), *page_name(r["input_id"], r["sample"]).split("/"))
+                     if firm in present else None})
     heads = "".join(f'<th class="sort" data-key="{key}">{esc(name)}</th>' for key, name, _ in shown)
     inputs = "".join(f'<th><input data-key="{key}" data-kind="{kind}" aria-label="filter {esc(name)}" '
                      f'placeholder="{"e.g. >=5" if kind == "number" else "contains"}"></th>'
