@@ -282,6 +282,14 @@ BREAKS = (
           (("argus_dagster/method/rubric/schema.py", "    depth = 0\n    for piece in _JSON_STRING.split(text):",
             "    depth = 0\n    return False\n    for piece in _JSON_STRING.split(text):"),),
           ("tests/unit/test_writes_and_exports.py",)),
+    Break("text-policy-passes-surrogates", "text that is not UTF-8 (a lone surrogate: a name's byte 0xff, a "
+          "\"\\ud800\" escape) passes where it enters, and fails a whole run where it is written",
+          (("argus_dagster/infra/names.py", '        text.encode("utf-8")\n', '        text.encode("utf-8", "surrogatepass")\n'),),
+          ("tests/unit/test_hostile_properties.py", "tests/unit/test_settings.py")),
+    Break("history-limit-unchecked", "argus history --limit takes any whole number: -1 drops the first row silently",
+          (("argus_dagster/client/arguments.py", 'hi.add_argument("--limit", type=whole_number(1, 1_000_000),',
+            'hi.add_argument("--limit", type=int,'),),
+          ("tests/unit/test_cli_exit.py",)),
     # -- servers and argus ui --
     Break("quick-exit-under-a-profiler", "argus leaves at once under a profiler too: cProfile never writes "
           "the results it gathered",
@@ -298,6 +306,12 @@ BREAKS = (
           (("argus_dagster/outputs/serve.py", 'if ranged is None or self.headers.get("If-Range") is not None or os.path.isdir(path):',
             'if True:'),),
           ("tests/unit/test_serve_media.py",)),
+    Break("reports-deadline-from-last-byte", "the reports server's head deadline runs from a connection's last byte: "
+          "a client that trickles a byte now and then holds its connection for good",
+          (("argus_dagster/outputs/serve.py", "        a.data += chunk\n",
+            "        a.data += chunk\n        a.deadline = time.monotonic() + self.bounds.head_s\n"
+            "        self._watch(conn, a.deadline)\n"),),
+          ("tests/unit/test_serve_slow_clients.py",)),
     Break("webm-copy-unchecked", "a page video's WebM copy is put in place without counting its frames: a copy "
           "cut short by a full disk is served",
           (("argus_dagster/outputs/page_media.py", "    check_copy(dst, written, size)\n", ""),),
@@ -348,8 +362,13 @@ BREAKS = (
           (("argus_dagster/outputs/history_words.py", "        c = sum(judgments.get(k, 0) for k in judged.get(text, set()))\n",
             "        c = 0\n"),),
           ("tests/unit/test_history_words.py",)),
+    Break("embedded-json-keeps-lt", "embedded JSON keeps `<` as itself: a value holding `<!--<script>` swallows the page's script",
+          (("argus_dagster/outputs/report.py", '{"<": "\\\\u003c", ">"', '{">"'),),
+          ("tests/unit/test_report.py", "tests/integration/test_hostile_pages.py")),
+    Break("disagreements-one-extreme-short", "the bounded disagreements keep `limit` extremes per input, one too few",
+          (("argus_dagster/outputs/samples.py", "    ends = limit + 1\n", "    ends = limit\n"),),
+          ("tests/unit/test_samples_page.py",)),
 )
-
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info")
 
 

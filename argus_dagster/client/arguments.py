@@ -1,20 +1,91 @@
-"""What each ``argus`` command accepts: its options, their defaults and their help (argparse)."""
+"""What each ``argus`` command accepts: its options, their defaults and their help (argparse).
+
+Every numeric option is checked where it is parsed (its ``type=``: a whole number or a finite
+number within the range it means something in), so a value out of range never reaches a command as a
+silent default: a bad value, like any other option argparse refuses, is one line on stderr and exit
+status 2."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from typing import Callable
 
 from argus_dagster.method.inputs import ALL_TASKS
 
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose epilog may be a function, called when its help is printed (``argus
-    align``'s legend lives beside the alignment metrics, which every other command does without)."""
+    align``'s legend lives beside the alignment metrics, which every other command does without), and
+    whose errors are one line (the usage is in ``--help``)."""
 
     def format_help(self) -> str:
         if callable(self.epilog):
             self.epilog = self.epilog()
         return super().format_help()
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def whole_number(low: int, high: int, meaning: str = "") -> Callable[[str], int]:
+    """An argparse ``type=`` that reads a whole number from ``low`` to ``high`` (``meaning``: what an
+    end of the range means, said with the refusal)."""
+
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not a number, a fraction, or more digits than int() reads
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a whole number from {low} to {high}{meaning}")
+        return value
+
+    return read
+
+
+# The largest magnitude a numeric option takes where no other bound applies: far above any scale or
+# weight in use, and far below where a difference or a sum of two of them overflows.
+MAX_MAGNITUDE = 1e9
+
+
+def finite_number(text: str) -> float:
+    """An argparse ``type=``: a finite number of magnitude at most :data:`MAX_MAGNITUDE` (``nan`` and
+    ``inf`` parse as floats, and would reach the arithmetic)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a finite number of magnitude at most {MAX_MAGNITUDE:,.0f}")
+    return value
+
+
+def mix_weight(text: str) -> tuple[str, float]:
+    """An argparse ``type=`` for one ``COLUMN=WEIGHT`` of ``argus best-of-n --mix``: the weight a
+    positive finite number (a zero weight leaves its column out, and says nothing)."""
+    column, sep, weight = text.partition("=")
+    try:
+        value = finite_number(weight) if sep and column.strip() else None
+    except argparse.ArgumentTypeError:
+        value = None
+    if value is None or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give COLUMN=WEIGHT with a positive weight of at most "
+                                         f"{MAX_MAGNITUDE:,.0f}, e.g. final=1")
+    return column.strip(), value
+
+
+class ScaleRange(argparse.Action):
+    """``--human-scale LO HI``: two finite numbers (:func:`finite_number`), LO below HI."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        lo, hi = values
+        if not lo < hi:
+            parser.error(f"argument {option_string}: {lo:g} {hi:g}: LO must be below HI")
+        setattr(namespace, self.dest, [lo, hi])
+
+
+PORT_OR_FREE = whole_number(0, 65535, " (0 picks a free one)")
 
 
 def alignment_legend() -> str:
@@ -86,7 +157,7 @@ def parser() -> argparse.ArgumentParser:
     bn = sub.add_parser("best-of-n", help="the best candidate per input by an evaluator, from the stored scores")
     bn.add_argument("--by", choices=("final", "if", "wc", "pq", "if_score", "wc_score"), default="final",
                     help="final (VideoArgus), a FIRM-Video rating (ties broken by its score), or a FIRM-Video score")
-    bn.add_argument("--mix", nargs="+", metavar="COL=W",
+    bn.add_argument("--mix", nargs="+", metavar="COL=W", type=mix_weight,
                     help="a weighted mix instead of --by (each column put on [0, 1] by its scale), e.g. final=1 pq=1")
     bn.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
     _evaluation_options(bn)
@@ -96,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
     hi = sub.add_parser("history", help="every materialization of an asset: time, run, data version, why it ran")
     hi.add_argument("asset", nargs="?", default="video_scores", help="the asset (default video_scores)")
     hi.add_argument("--partition", help="only this partition (a task, or model|TASK)")
-    hi.add_argument("--limit", type=int, default=0, help="only the latest N")
+    hi.add_argument("--limit", type=whole_number(1, 1_000_000), help="only the latest N (default: all)")
     _evaluation_options(hi)
     df = sub.add_parser("diff", help="two passes of an asset compared: per model before and after, what moved "
                         "and what changed (default: the latest two of video_scores)")
@@ -107,7 +178,8 @@ def parser() -> argparse.ArgumentParser:
     _evaluation_options(df)
     op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
                         "and print the URL")
-    op.add_argument("--port", type=int, help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
+    op.add_argument("--port", type=PORT_OR_FREE,
+                    help="the port (default ARGUS_REPORTS_PORT, else 3030; 0 picks a free one)")
     op.add_argument("--before-results", action="store_true",
                     help="serve even before the first results (argus ui: pages appear as runs write them)")
     _evaluation_options(op)
@@ -117,8 +189,11 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--profile", help="its evaluator profile (default ARGUS_PROFILE, else default)")
     ui.add_argument("--host", default="127.0.0.1", help="the Dagster UI's address (default 127.0.0.1); it answers "
                     "requests whose Host is this name or loopback only")
-    ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
-    ui.add_argument("--reports-port", type=int, help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
+    ui.add_argument("--port", type=PORT_OR_FREE, default=3000,
+                    help="the Dagster UI's port (default 3000; 0 picks a free one, printed)")
+    # Never 0: the pages and the run metadata link the reports at this port.
+    ui.add_argument("--reports-port", type=whole_number(1, 65535),
+                    help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
     al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)",
                         epilog=alignment_legend, formatter_class=argparse.RawDescriptionHelpFormatter)
     al.add_argument("--human", action="append", required=True,
@@ -129,11 +204,12 @@ def parser() -> argparse.ArgumentParser:
                          "or a table input_id, model, evaluator, score (repeatable)")
     al.add_argument("--dimension", action="append", help="only this human dimension (repeatable)")
     al.add_argument("--task", type=str.upper, choices=ALL_TASKS, help="the task, where the scores hold several (any case)")
-    al.add_argument("--human-scale", nargs=2, type=float, metavar=("LO", "HI"),
+    al.add_argument("--human-scale", nargs=2, type=finite_number, action=ScaleRange, metavar=("LO", "HI"),
                     help="the human rating scale of every dimension (default: the scale the ratings declare in "
                          "scale_min/scale_max columns, else the dimension's nominal scale: 1-4 for VEFX's, 1-5 for "
                          "FIRM-Video's and T2VScore's; never the observed range)")
-    al.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
+    al.add_argument("--n-boot", type=whole_number(0, 100_000, " (0: no intervals)"), default=1000,
+                    help="bootstrap resamples for the 95%% intervals (0: none)")
     al.add_argument("--out", help="write the table as CSV here")
     rb = sub.add_parser("robustness", help="a bench's evaluator profiles compared: rank agreement, criterion "
                         "agreement, models that move (from their stored scores)")

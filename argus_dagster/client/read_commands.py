@@ -81,13 +81,7 @@ def _export_table(args: argparse.Namespace) -> int:
 
 def cmd_best_of_n(args: argparse.Namespace) -> int:
     """The best candidate per input by one evaluator, from the stored tables."""
-    by: str | dict[str, float] = args.by
-    if args.mix:
-        try:
-            by = {k.strip(): float(w) for k, w in (m.split("=", 1) for m in args.mix)}
-        except ValueError:
-            _print(f"argus best-of-n: --mix {' '.join(args.mix)}: give COLUMN=WEIGHT pairs, e.g. final=1 if=1")
-            return 2
+    by: str | dict[str, float] = dict(args.mix) if args.mix else args.by  # (column, weight) pairs, checked when parsed
     try:
         picks, texts = best_of_n_report(by, args.task, settings=_chosen(args))
     except ValueError as exc:

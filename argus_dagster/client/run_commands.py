@@ -20,6 +20,7 @@ from argus_dagster.client.selection import selector
 from argus_dagster.definitions import build_definitions
 from argus_dagster.infra.progress import TerminalLine
 from argus_dagster.infra.environment import SettingError
+from argus_dagster.infra.names import shown, text_problem
 from argus_dagster.infra.settings import DEMO_BENCH, argus_home, evaluation_settings, record_evaluation
 from argus_dagster.method.leaderboard import format_leaderboard
 from argus_dagster.outputs.history_words import error_summary
@@ -39,7 +40,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     for label, path in (("--bench", args.bench), ("--candidates", args.candidates)):
         if not os.path.isdir(path):
-            _print(f"{label} {path}: not a folder")
+            _print(f"{label} {shown(path)}: not a folder")
+            return 2
+        problem = text_problem(os.path.abspath(path))  # it names the bench, and is written in its tables
+        if problem:
+            _print(f"{label} {shown(os.path.abspath(path))}: the folder's path is {problem}; rename the folder")
             return 2
     profile = args.profile or "default"
     if args.vlm_only and "vlm-only" not in profile.split(","):

@@ -3,8 +3,10 @@
 Each child is started in a session (process group) of its own with ``PR_SET_PDEATHSIG``
 (:func:`die_with_parent`), and :data:`WATCHER` (a small process of its own) ends their whole groups
 when the parent is gone, a kill -9 included. Ctrl-C (SIGINT), SIGTERM or SIGHUP stop them as
-:func:`stop_children` does: each group is interrupted as Ctrl-C would, waited for, then killed, so
-nothing a child started outlives it.
+:func:`stop_children` does: the signal is passed on to each group, which has :data:`STOP_GRACE_S` to
+end before what is left of it is killed, so nothing a child started outlives it and stopping takes
+seconds however busy the machine (dagster dev alone can take longer than that to stop its webserver
+and daemon on a loaded machine). A second signal while they stop does not cut the stopping short.
 """
 
 from __future__ import annotations
@@ -67,6 +69,36 @@ def die_with_parent(parent: int):
     return preexec
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 3.0  # what a child's process group has to end on the signal passed on, before it is killed
+# The signal each child's group is sent when argus ui receives one. The children have sessions of their
+# own, with no terminal to hang up: a hangup asks them to stop, SIGTERM's meaning (dagster dev stops its
+# webserver and daemon on SIGTERM, as on Ctrl-C; on SIGHUP it dies at once and leaves them to the kill).
+PASSED_ON = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM, signal.SIGHUP: signal.SIGTERM}
+
+
+class _StopSignals:
+    """The handler of :data:`STOP_SIGNALS`: records each, and raises ``KeyboardInterrupt`` once, only
+    while :attr:`armed` (never while the children start, nor while they are stopped)."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.armed = False
+
+    def __call__(self, signum, frame) -> None:
+        self.received.append(signum)
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+
+    def arm(self) -> None:
+        """Raise from now on; at once when a signal came while disarmed."""
+        self.armed = True
+        if self.received:
+            self.armed = False
+            raise KeyboardInterrupt
+
+
 def supervise(commands: dict[str, list[str]], env: dict[str, str], front: Front,
               stopped: Callable[[str, int], None]) -> int:
     """Serve ``front`` and run each of ``commands`` (name -> argv, with ``env``) until one of them ends
@@ -75,11 +107,8 @@ def supervise(commands: dict[str, list[str]], env: dict[str, str], front: Front,
     stopped with all it started (:func:`stop_children`) before this returns."""
     children: dict[str, subprocess.Popen] = {}
     watcher = None
-
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    signals = _StopSignals()  # disarmed while the children start: none is started and then forgotten
+    previous = {sig: signal.signal(sig, signals) for sig in STOP_SIGNALS}
     status = 0
     try:
         front.serve_in_thread()
@@ -88,16 +117,19 @@ def supervise(commands: dict[str, list[str]], env: dict[str, str], front: Front,
                                               preexec_fn=die_with_parent(os.getpid()))
         watcher = subprocess.Popen([sys.executable, "-c", WATCHER, str(os.getpid()), *(str(p.pid) for p in children.values())],
                                    start_new_session=True, stdin=subprocess.DEVNULL)
+        signals.arm()
         while all(p.poll() is None for p in children.values()):
             time.sleep(0.5)
+        signals.armed = False
         name, ended = next((n, p) for n, p in children.items() if p.poll() is not None)
         stopped(name, ended.returncode)
         status = 1
     except KeyboardInterrupt:
         pass
     finally:
+        signals.armed = False
         front.close()
-        stop_children(children)
+        stop_children(children, PASSED_ON[signals.received[0]] if signals.received else signal.SIGINT)
         if watcher is not None:
             watcher.kill()
             watcher.wait()
@@ -106,23 +138,36 @@ def supervise(commands: dict[str, list[str]], env: dict[str, str], front: Front,
     return status
 
 
-def stop_children(children: dict[str, subprocess.Popen], grace_s: float = 30.0) -> None:
-    """Interrupt each child's process group (as Ctrl-C would), wait for them, then kill what is left of
-    each group: nothing they started outlives them."""
-    for p in children.values():
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+def stop_children(children: dict[str, subprocess.Popen], signum: int = signal.SIGINT,
+                  grace_s: float = STOP_GRACE_S) -> None:
+    """Send ``signum`` to each child's process group (SIGINT: as Ctrl-C would), give the groups
+    ``grace_s`` to end, then kill what is left of each: nothing they started outlives them, and this
+    returns a moment after ``grace_s`` at most."""
+    groups = [p.pid for p in children.values()]
+    for group in groups:
+        _signal_group(group, signum)
     deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        for p in children.values():
+            p.poll()  # reaped: an ended child's zombie would keep its group alive
+        if not any(_signal_group(group, 0) for group in groups):
+            break
+        time.sleep(0.05)
+    for group in groups:  # the group: a webserver or daemon its parent left behind
+        _signal_group(group, signal.SIGKILL)
     for p in children.values():
         try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except Exception:
+            p.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:  # a process the kernel has not ended yet (a stuck disk)
             pass
-        try:
-            os.killpg(p.pid, signal.SIGKILL)  # the group: a webserver or daemon its parent left behind
-        except (ProcessLookupError, PermissionError):
-            pass
-        p.wait()
+
+
+def _signal_group(group: int, signum: int) -> bool:
+    """Send ``signum`` to a process group; whether it still had a process (0: only ask)."""
+    try:
+        os.killpg(group, signum)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from argus_dagster.infra.names import shown, text_problem
 from argus_dagster.infra.redact import redact_urls
 
 # Every ARGUS_* variable the project reads, with what it sets. `environment()` is the one place that
@@ -82,9 +83,16 @@ class Environment:
     values: dict
 
     def get(self, name: str, default: str = "") -> str:
+        """The variable's value (``default`` when unset or empty); a value that is not UTF-8 text (its
+        bytes as the process received them) is a :class:`SettingError`, never a name or URL that would
+        fail where it is written or hashed."""
         if name not in VARIABLES:
             raise KeyError(f"{name} is not a documented setting (see environment.VARIABLES)")
-        return self.values.get(name) or default
+        value = self.values.get(name) or default
+        problem = text_problem(value)
+        if problem:
+            raise SettingError(f"{name} is {problem}; set it to UTF-8 text")  # never its value: it may be a key
+        return value
 
     def number(self, name: str, default: float, *, integer: bool = True, minimum: float | None = None) -> float:
         raw = self.get(name)
@@ -109,6 +117,7 @@ class Environment:
             value = self.values.get(name)
             if not value:
                 continue
+            value = shown(value)  # printable, whatever bytes it holds
             out[name] = "***" if name.endswith("_KEY") else redact_urls(value) if name.endswith("_URL") else value
         return out
 

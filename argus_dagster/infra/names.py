@@ -25,6 +25,11 @@ What each kind of name may contain:
   this where it enters (:func:`~argus_dagster.infra.settings.bench_name`); a bench named after its folder
   keeps the folder's name. No bench takes a name of the home's own files (:data:`RESERVED_BENCH_NAMES`,
   ``index.html``). Every command the CLI prints for a user to copy is shell-quoted.
+
+Text from outside (a manifest line, a file or folder name, a judge's answer, an ``ARGUS_*`` setting)
+is held to :func:`text_problem` where it enters: text that no UTF-8 writer can encode is refused there,
+on its own row, and never reaches a table, a hash or a page. A name refused so is shown with
+:func:`shown` (its undecodable bytes as ``\\xff``), so the message itself can always be printed.
 """
 
 from __future__ import annotations
@@ -39,6 +44,53 @@ MAX_ID = 200
 MAX_MODEL = 100
 FORBIDDEN_IN_MODEL = ("|", ",", "[", "]", "...", "*", "?", "/", "\\")
 PROFILE_OR_BENCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=+-]{0,63}")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` from outside cannot be used as text, or None.
+
+    Python holds the bytes of a file name or setting that are not UTF-8 as lone surrogates
+    (``os.fsdecode``'s U+DC80-U+DCFF), and ``json.loads`` makes one of a ``"\\ud800"`` escape without
+    its pair: no UTF-8 writer (a parquet table, SQLite, a page) and no hash of the text can encode
+    either, so such text is refused where it enters, never carried on to fail a whole run."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not UTF-8 text (character {exc.start + 1} is a lone surrogate, U+{ord(text[exc.start]):04X})"
+    return None
+
+
+def json_text_problem(value: object) -> str | None:
+    """:func:`text_problem` of the first string in a parsed JSON ``value`` (its keys included) that
+    has one, prefixed by the field that holds it (``field 'prompt': ...``); None when every string is
+    text. Walked without recursion: a value nested as deep as the JSON parser allows is read whole."""
+    stack: list[tuple[str, object]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        field = where if len(where) <= 80 else where[:77] + "..."
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem:
+                return f"field {field!r}: {problem}" if where else problem
+        elif isinstance(item, dict):
+            for key in item:
+                problem = text_problem(str(key))
+                if problem:
+                    return f"a field name in {field!r}: {problem}" if where else f"a field name: {problem}"
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def shown(text: str) -> str:
+    """``text`` as a message may print it: a name's bytes that are not UTF-8 as ``\\xff``, a lone
+    surrogate of any other kind as ``\\ud800``; valid text as it is."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def _has_control(text: str) -> bool:
@@ -117,7 +169,8 @@ def input_id_problem(value: object) -> str | None:
         return f"the id has {len(value)} characters (at most {MAX_ID})"
     if _has_control(value):
         return "the id contains control characters"
-    return None
+    problem = text_problem(value)
+    return problem and f"the id is {problem}"
 
 
 def model_name_problem(value: str) -> str | None:
@@ -130,6 +183,9 @@ def model_name_problem(value: str) -> str | None:
         return f"the model name has {len(value)} characters (at most {MAX_MODEL})"
     if _has_control(value):
         return "the model name contains control characters"
+    problem = text_problem(value)
+    if problem:
+        return f"the model name is {problem}"
     bad = [s for s in FORBIDDEN_IN_MODEL if s in value]
     if bad:
         return f"the model name contains {' and '.join(repr(s) for s in bad)} (not allowed: | , [ ] ... * ? / \\)"

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Iterator
 
 from argus_dagster.method.inputs import InputInstance, infer_task, instance_hash
 from argus_dagster.infra.media import MediaError, check_image, file_digest, regular_file
-from argus_dagster.infra.names import input_id_problem, line_key, lookup_names, model_name_problem
+from argus_dagster.infra.names import (input_id_problem, json_text_problem, line_key, lookup_names,
+                                       model_name_problem)
 from argus_dagster.infra.storage import LOCAL, is_remote, join
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
@@ -81,6 +82,9 @@ def resolve_media(base: Path, rel: Any, *, input_id: str, field: str) -> str:
 def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
     if not isinstance(raw, dict):
         raise ValueError(f"line {line_no}: expected a JSON object")
+    problem = json_text_problem(raw)
+    if problem:  # a "\ud800" escape without its pair: no table, hash or page could hold the line
+        raise ValueError(f"line {line_no}: {problem}; remove it, or write the character itself")
     input_id = _field(raw, "id")
     if input_id is None:
         raise ValueError(f"line {line_no}: missing field 'id'")

@@ -8,8 +8,9 @@ key, ETag and size, :meth:`~argus_dagster.infra.storage.Storage.sha256`), the ha
 :func:`scan` hashes only entries whose token moved since the previous scan, so a scan of an
 unchanged store reads directory listings and nothing else. The sensor and the nightly reconcile
 share this code; a store on S3 is :class:`S3CandidateStore` with the same interface. A model folder
-whose name cannot be a model name (:func:`~argus_dagster.infra.names.model_name_problem`) is left out of
-the scan with a message in :attr:`ScanResult.problems`.
+whose name cannot be a model name (:func:`~argus_dagster.infra.names.model_name_problem`: a name that is
+not UTF-8 text too) is left out of the scan with a message in :attr:`ScanResult.problems`, the name
+shown with its undecodable bytes escaped, so the other models are scored.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Iterable, Iterator, Protocol
 
 from argus_dagster.method.bench import SAMPLE_NAME, VIDEO_SUFFIXES, manifest_ids, model_samples, sample_of, task_dir, task_location
 from argus_dagster.method.inputs import Task
-from argus_dagster.infra.names import lookup_names, model_name_problem
+from argus_dagster.infra.names import lookup_names, model_name_problem, shown
 from argus_dagster.infra.media import change_token, file_digest
 from argus_dagster.infra.storage import LOCAL, is_remote, join
 import difflib
@@ -126,7 +127,7 @@ def scan(store: CandidateStore, previous: Known | None) -> ScanResult:
     for e in store.entries():
         problem = model_name_problem(e.model)
         if problem:  # never a partition key: Dagster would reject it, and the other models go on
-            problems.setdefault((e.task, e.model), f"{e.task}/{e.model}: model folder skipped: {problem}; "
+            problems.setdefault((e.task, e.model), f"{e.task}/{shown(e.model)}: model folder skipped: {problem}; "
                                                    "rename the folder")
             continue
         n += 1
@@ -246,7 +247,7 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, st
         task = tasks.get(entry.name.lower())
         if task is None:
             guess = nearest(entry.name, list(tasks.values()), fold_case=True)
-            out.problems.append(f"{entry}: not a task folder (expected one of {', '.join(tasks.values())}"
+            out.problems.append(f"{shown(str(entry))}: not a task folder (expected one of {', '.join(tasks.values())}"
                                 + (f"; did you mean {guess[0]}?" if guess else "") + "); its videos are ignored")
         elif used.get(task) is None:  # T2v: the task, in a case no bench uses
             out.problems.append(f"{entry}: did you mean {task}? A task folder is named {task} (or "
@@ -268,11 +269,11 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, st
                 continue
             problem = model_name_problem(m.name)
             if problem:
-                out.problems.append(f"{m}: skipped: {problem}; rename the folder")
+                out.problems.append(f"{shown(str(m))}: skipped: {problem}; rename the folder")
                 continue
             out.models.setdefault(m.name, []).append(task)
             if listed is not None:
-                extra = sorted(p.relative_to(m).as_posix() for iid, _, p in model_samples(m, listed)[0]
+                extra = sorted(shown(p.relative_to(m).as_posix()) for iid, _, p in model_samples(m, listed)[0]
                                if iid not in listed)
                 if extra:
                     out.problems.append(f"{m}: {len(extra)} videos of inputs the {task} manifest does not list, "
@@ -293,7 +294,7 @@ def _discover_listed(candidates_dir: str, bench_dir: str | Path | None, storage=
         if problem:
             if e.model not in skipped:
                 skipped.add(e.model)
-                out.problems.append(f"{candidates_dir}/{e.task}/{e.model}: skipped: {problem}; rename the folder")
+                out.problems.append(f"{candidates_dir}/{e.task}/{shown(e.model)}: skipped: {problem}; rename the folder")
             continue
         if bench_dir is not None and e.task not in has_manifest:
             where = task_location(bench_dir, e.task, storage)

@@ -421,28 +421,48 @@ def pairwise_win_rates(video_scores: pl.DataFrame, task: str, models: list[str],
     """Per ordered pair of ``models`` of ``task``: how often the first's video scores above the
     second's on the inputs both have a final score for (a tie counts half; an input with several
     samples compares their means), with a percentile bootstrap 95% interval over those inputs
-    (seeded). ``{(a, b): {"rate", "low", "high", "n"}}``; a pair without a shared input is left out."""
+    (seeded). ``{(a, b): {"rate", "low", "high", "n"}}``; a pair without a shared input is left out,
+    and a score that is not a number is no score.
+
+    A pair's outcomes are wins, ties and losses, so a resample of its ``n`` shared inputs is one
+    multinomial draw of those three counts: the same resampled rates as drawing the inputs one by one,
+    in time that does not grow with the inputs (the matrix has models squared cells; each costs the
+    resamples, not resamples times inputs). ``(b, a)`` reads the same draws from the other side, so
+    its interval mirrors ``(a, b)``'s."""
     if video_scores is None or not video_scores.height:
         return {}
-    per_input = (video_scores.filter((pl.col("task") == task) & pl.col("final_score").is_not_null())
+    per_input = (video_scores.filter((pl.col("task") == task) & pl.col("final_score").is_not_null()
+                                     & pl.col("final_score").is_not_nan())
                  .group_by("model", "input_id").agg(pl.col("final_score").mean()))
-    scores = {m: dict(zip(g["input_id"].to_list(), g["final_score"].to_list()))
-              for (m,), g in per_input.group_by("model")}
+    stored = set(per_input["model"].to_list())
+    names = list(dict.fromkeys(m for m in models if m in stored))
+    if not names:
+        return {}
+    row = {m: k for k, m in enumerate(names)}
+    per_input = per_input.filter(pl.col("model").is_in(names))
+    column = {i: k for k, i in enumerate(per_input["input_id"].unique().to_list())}
+    score = np.zeros((len(names), len(column)))  # models x inputs
+    has = np.zeros(score.shape, dtype=bool)
+    at = ([row[m] for m in per_input["model"].to_list()], [column[i] for i in per_input["input_id"].to_list()])
+    score[at], has[at] = per_input["final_score"].to_numpy(), True
     rng = np.random.default_rng(seed)
     out = {}
-    for a in models:
-        for b in models:
-            if a == b or a not in scores or b not in scores:
-                continue
-            shared = sorted(set(scores[a]) & set(scores[b]))
-            if not shared:
-                continue
-            outcome = np.array([1.0 if scores[a][i] > scores[b][i] else 0.5 if scores[a][i] == scores[b][i] else 0.0
-                                for i in shared])
-            if len(outcome) > 1:
-                means = rng.choice(outcome, size=(n_resamples, len(outcome)), replace=True).mean(axis=1)
-                lo, hi = float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-            else:
-                lo = hi = float(outcome[0])
-            out[(a, b)] = {"rate": float(outcome.mean()), "low": lo, "high": hi, "n": len(shared)}
+    for a in range(len(names)):
+        later = slice(a + 1, None)  # every pair once: a against each model after it
+        both = has[a] & has[later]
+        shared = both.sum(axis=1)
+        others = np.flatnonzero(shared)
+        if not others.size:
+            continue
+        n = shared[others]
+        wins = ((score[a] > score[later]) & both).sum(axis=1)[others]
+        ties = ((score[a] == score[later]) & both).sum(axis=1)[others]
+        counts = np.stack([wins, ties, n - wins - ties], axis=1)  # per other model: a's wins, ties, a's losses
+        draws = rng.multinomial(n, counts / n[:, None], size=(n_resamples, len(others)))
+        for won, a_first in ((0, True), (2, False)):  # a's rate over each, then each one's over a
+            rates = (counts[:, won] + 0.5 * counts[:, 1]) / n
+            lows, highs = np.percentile((draws[..., won] + 0.5 * draws[..., 1]) / n, [2.5, 97.5], axis=0)
+            for k, b in enumerate(a + 1 + others):
+                pair = (names[a], names[b]) if a_first else (names[b], names[a])
+                out[pair] = {"rate": float(rates[k]), "low": float(lows[k]), "high": float(highs[k]), "n": int(n[k])}
     return out

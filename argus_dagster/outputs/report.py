@@ -64,6 +64,27 @@ def esc(value: Any) -> str:
     return html.escape(bounded("" if value is None else str(value)), quote=True)
 
 
+# The characters embedded JSON may not carry as themselves: "<" lets a value open a comment (``<!--``)
+# or a script (``<script``) that changes where the HTML parser ends the element, or end it
+# (``</script>``); ">" and "&" are markup to a reader of the page as XML; U+2028 and U+2029 end a
+# line in older JavaScript. JSON has them only inside strings, where the \u escape reads back as the same text.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                "\u2029": "\\u2029"})
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON text that no value in it can break out of a ``<script>`` element: every page
+    that embeds data goes through here (:func:`json_script`). Non-finite numbers are refused
+    (``ValueError``): JSON has none, so the caller says what a missing value is."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False).translate(_SCRIPT_UNSAFE)
+
+
+def json_script(element_id: str, value: Any) -> str:
+    """A ``<script type="application/json">`` element holding ``value`` (:func:`script_json`), read
+    back by a page's script with ``JSON.parse(element.textContent)``."""
+    return f'<script type="application/json" id="{esc(element_id)}">{script_json(value)}</script>'
+
+
 def jpeg(frame: np.ndarray, max_side: int = 320, quality: int = 80) -> bytes:
     """An RGB frame as JPEG bytes for a page, longest side at most ``max_side``."""
     return encode_jpeg(frame, max_side, quality)

@@ -4,8 +4,9 @@ inputs on which two models disagree most, and the videos whose final score moved
 latest passes (:mod:`argus_dagster.outputs.changes`), and those on which the evaluator and people
 disagree most, where the bench has human ratings.
 
-One self-contained file (its rows as JSON inside it, its script inline): it works opened from disk and
-from ``argus open`` alike, and fetches nothing. Each row links to its video's report where that page
+One self-contained file (its rows as JSON inside it, written by
+:func:`argus_dagster.outputs.report.json_script` so that no value changes how the page parses; its
+script inline): it works opened from disk and from ``argus open`` alike, and fetches nothing. Each row links to its video's report where that page
 exists, each disagreement to its input's comparison page.
 
 Filters, one per column: text columns keep the rows that contain the text (any case); number columns
@@ -14,7 +15,6 @@ take ``>=5``, ``<3``, ``=7``, ``2..6`` (both ends included), or ``-`` for the ro
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from argus_dagster.outputs.changes import MOVED_HEAD, evaluators, moved_rows, sh
 from argus_dagster.outputs.deltas import Diff
 from argus_dagster.outputs.firm_pages import page_name
 from argus_dagster.outputs.history_words import evaluator_label
-from argus_dagster.outputs.report import STYLE, esc, href
+from argus_dagster.outputs.report import STYLE, esc, href, json_script
 
 # The table's columns: (key in a row, header a person reads, kind).
 COLUMNS = (("task", "task", "text"), ("model", "model", "text"), ("input_id", "input", "text"),
@@ -183,12 +183,32 @@ def sample_rows(video_scores: pl.DataFrame, criterion_scores: pl.DataFrame | Non
 
 def model_disagreements(video_scores: pl.DataFrame, limit: int = DISAGREEMENTS) -> pl.DataFrame:
     """Per task, input and pair of models that both have a final score on it (a model's mean over its
-    samples): the two scores and their difference, the largest first."""
-    per = (video_scores.filter(pl.col("final_score").is_not_null())
+    samples): the two scores and their difference, the largest first (ties in task, input, then model
+    names' order), ``limit`` of them.
+
+    The same rows as joining every pair of models on every input, without that join (models squared
+    per input): an input's largest difference is between its highest and lowest scoring models, so
+    only the ``limit`` inputs with the largest such range can hold a shown pair, and in each of those
+    only pairs of one of its ``limit + 1`` lowest and one of its ``limit + 1`` highest models (a model
+    past those has at least ``limit`` pairs as large before it, ties ordered by name included). Its
+    time and size grow with the videos, not with the models squared."""
+    keys = ["task", "input_id"]
+    per = (video_scores.filter(pl.col("final_score").is_finite(), *[pl.col(k).is_not_null() for k in (*keys, "model")])
            .group_by("task", "input_id", "model").agg(pl.col("final_score").mean().alias("score")))
-    pairs = (per.join(per, on=["task", "input_id"], suffix="_b").filter(pl.col("model") < pl.col("model_b"))
-             .select("task", "input_id", pl.col("model").alias("model_a"), pl.col("score").alias("score_a"),
-                     "model_b", "score_b", (pl.col("score") - pl.col("score_b")).abs().alias("difference")))
+    ranges = (per.group_by(keys).agg((pl.col("score").max() - pl.col("score").min()).alias("range"), pl.len().alias("n"))
+              .filter(pl.col("n") >= 2).sort(["range", *keys], descending=[True, False, False]).head(limit))
+    per = per.join(ranges.select(keys), on=keys)
+    ends = limit + 1
+    low = per.filter(pl.struct("score", "model").rank("ordinal").over(keys) <= ends)
+    high = per.filter(pl.struct(-pl.col("score"), "model").rank("ordinal").over(keys) <= ends)
+    pairs = low.join(high, on=keys, suffix="_b").filter(pl.col("model") != pl.col("model_b"))
+    first = pl.col("model") < pl.col("model_b")
+    pairs = (pairs.select(*keys, pl.when(first).then("model").otherwise("model_b").alias("model_a"),
+                          pl.when(first).then("score").otherwise("score_b").alias("score_a"),
+                          pl.when(first).then("model_b").otherwise("model").alias("model_b"),
+                          pl.when(first).then("score_b").otherwise("score").alias("score_b"),
+                          (pl.col("score") - pl.col("score_b")).abs().alias("difference"))
+             .unique(["task", "input_id", "model_a", "model_b"]))
     return pairs.sort(["difference", "task", "input_id", "model_a", "model_b"],
                       descending=[True, False, False, False, False]).head(limit)
 
@@ -257,11 +277,6 @@ def _passes(changes: Diff | None, present: set[str]) -> str:
     return (head + said + f'<table class="passes">{MOVED_HEAD}<tbody>{moved_rows(changes.videos, present)}</tbody></table>')
 
 
-def _json_script(element_id: str, value) -> str:
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
-    return f'<script type="application/json" id="{element_id}">{text}</script>'
-
-
 def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
                    criterion_scores: pl.DataFrame | None = None, *, bench: str | None = None,
                    store: Storage | None = None, changes: Diff | None = None,
@@ -320,8 +335,8 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
             f"<h2 id=\"disagreements\">Where two models disagree most (final score on the same input)</h2>{disagreements}"
             + _passes(changes, present) + _people(video_scores, people, present))
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{STYLE}{PAGE_STYLE}{CHANGES_STYLE}</style></head><body>{body}{_json_script('columns', columns)}"
-            f"{_json_script('rows', rows)}<script>{SCRIPT}</script></body></html>\n")
+            f"<style>{STYLE}{PAGE_STYLE}{CHANGES_STYLE}</style></head><body>{body}{json_script('columns', columns)}"
+            f"{json_script('rows', rows)}<script>{SCRIPT}</script></body></html>\n")
 
 
 def write_samples(reports_dir: Path | str, storage_dir: Path | str, *, bench: str | None = None,

@@ -14,30 +14,58 @@ DNS name to 127.0.0.1 cannot read the reports. The ``Host`` is checked before an
 page's video copy is made only for a request that is answered).
 
 A video can be sought: a ``Range: bytes=`` request of one range is answered 206 with that range (416
-when it lies outside the file), every file says ``Accept-Ranges: bytes``. Its bounds are a team's: a
-listen backlog of :attr:`_Server.request_queue_size`, at most :attr:`_Server.max_threads` requests
-answered at once (the next wait in the backlog), and a connection idle for :data:`IDLE_TIMEOUT_S` is
-closed.
+when it lies outside the file), every file says ``Accept-Ranges: bytes``. Its bounds are a team's
+(:class:`Bounds`): a listen backlog of :attr:`_Server.request_queue_size`, and what one client can hold
+is bounded however it sends. One thread reads every connection (a selector) and hands a request to one
+of at most ``workers`` threads only once all of it has arrived, so idle or trickling connections hold
+no worker; the request head must have arrived ``head_s`` after the connection opened, a declared body
+``body_s`` after (a byte now and then extends neither: 408, closed), and one address holds at most
+``per_address`` connections (503 beyond). Every client here is 127.0.0.1, so that limit is well above
+what browsers open (6 per host, 256 in all), and exists to keep the server's file descriptors.
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
+import io
+import itertools
 import os
 import posixpath
 import re
+import selectors
+import socket
 import stat
 import sys
 import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 from argus_dagster.outputs.page_media import WEBM_ASKED, serve_webm
 from argus_dagster.infra.environment import environment
 
 HOST = "127.0.0.1"
-IDLE_TIMEOUT_S = 30.0  # a connection that sends or takes nothing for this long is closed
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+HEAD_LIMIT = 64 << 10  # a request head longer than this is refused (431)
+BODY_LIMIT = 64 << 10  # a declared body longer than this is refused (413): the server reads none
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one client can hold of the reports server. Both deadlines are measured from the connection's
+    start, so a client that trickles a byte now and then cannot extend them."""
+
+    head_s: float = 20.0  # the whole request head has arrived (longer than Chrome keeps an unused socket: 10 s)
+    body_s: float = 60.0  # and a declared body (``Content-Length``) too
+    idle_s: float = 30.0  # an answer the client takes nothing of for this long is dropped
+    per_address: int = 512  # connections open at once from one address (browsers: 6 per host, 256 in all)
+    workers: int = 64  # requests answered at once; the others, all arrived, wait for a worker
+
+
+BOUNDS = Bounds()
 
 
 REPORTS_ONLY = re.compile(r"(index\.html)?|[^/]+/[^/]+/reports(/.*)?")  # what a home's server shows
@@ -78,12 +106,21 @@ def _host_name(header: str) -> str | None:
 class _QuietHandler(SimpleHTTPRequestHandler):
     allowed: re.Pattern | None = None  # relative paths served (None: the whole folder)
     hosts: frozenset[str] = LOOPBACK_HOSTS  # the Host header values answered
-    timeout = IDLE_TIMEOUT_S  # the socket's: an idle connection is closed
+    timeout = BOUNDS.idle_s  # the socket's, while answering: a client that takes nothing is dropped
     _substitute: Path | None = None  # the file served for this request's path (a video's original)
     _remaining: int | None = None  # the bytes of a range still to send
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (the stdlib's signature)
         pass
+
+    def setup(self) -> None:
+        """As the base class, the request read from what the server already received of it (all of it):
+        a worker never waits on a client's sending."""
+        super().setup()
+        received = self.server.received.pop(self.connection, None)
+        if received is not None:
+            self.rfile.close()
+            self.rfile = io.BytesIO(received)
 
     def _allowed(self, rel: str) -> bool:
         return self.allowed is None or bool(self.allowed.fullmatch("" if rel == "." else rel))
@@ -222,32 +259,231 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         super().end_headers()
 
 
-class _Server(ThreadingHTTPServer):
-    """The reports server: a browser that goes away mid-answer (a closed tab, a page left before its
-    video finished loading) is not an error to print; anything else is printed as the base class does.
-    Sized for a team: a backlog of ``request_queue_size`` connections, at most ``max_threads`` answered
-    at once (the accept loop waits for a free one)."""
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length[ \t]*:[ \t]*([^\r\n]*?)[ \t]*\r?$")
+_TRANSFER_ENCODING = re.compile(rb"(?im)^transfer-encoding[ \t]*:")
+
+
+def declared_body(head: bytes) -> int | tuple[int, str]:
+    """The bytes of body a request head declares (0 without ``Content-Length``), or why it is refused
+    (status, reason): a body without its length, a malformed or conflicting length, one too long."""
+    if _TRANSFER_ENCODING.search(head):
+        return 411, "a request body needs a Content-Length"
+    lengths = {m.group(1) for m in _CONTENT_LENGTH.finditer(head)}
+    if not lengths:
+        return 0
+    if len(lengths) > 1 or not all(v.isdigit() for v in lengths):
+        return 400, "a malformed Content-Length"
+    n = int(lengths.pop())
+    return n if n <= BODY_LIMIT else (413, "the request body is too long")
+
+
+@dataclass
+class _Arriving:
+    """A connection whose request has not all arrived."""
+
+    address: tuple
+    started: float
+    deadline: float  # the head's, then the body's; both from the connection's start
+    data: bytearray = field(default_factory=bytearray)
+    need: int | None = None  # the request's length in bytes, once its head has arrived
+
+
+class _Intake:
+    """The server's one intake thread: accepts connections, reads each until its whole request has
+    arrived (then hands it to ``server``'s workers) or its deadline passes (then closes it)."""
+
+    def __init__(self, server: "_Server"):
+        self.server, self.bounds = server, server.bounds
+        self.sel = selectors.DefaultSelector()
+        self.arriving: dict[socket.socket, _Arriving] = {}
+        self.deadlines: list[tuple[float, int, socket.socket]] = []  # a heap; an entry is stale once its deadline moved
+        self._order = itertools.count()
+        self.paused_until = 0.0  # accepting stops a moment when the process is out of file descriptors
+        self.sel.register(server.socket, selectors.EVENT_READ)
+        self.sel.register(server._wake_r, selectors.EVENT_READ)
+
+    def step(self, poll_interval: float) -> None:
+        now = time.monotonic()
+        if self.paused_until and now >= self.paused_until:
+            self.sel.register(self.server.socket, selectors.EVENT_READ)
+            self.paused_until = 0.0
+        wait = min(poll_interval, max(0.0, self.deadlines[0][0] - now)) if self.deadlines else poll_interval
+        for key, _ in self.sel.select(wait):
+            if key.fileobj is self.server.socket:
+                self.accept()
+            elif key.fileobj is self.server._wake_r:
+                self.server._wake_r.recv(512)
+            else:
+                self.read(key.fileobj)
+        now = time.monotonic()
+        while self.deadlines and self.deadlines[0][0] <= now:
+            deadline, _, conn = heapq.heappop(self.deadlines)
+            a = self.arriving.get(conn)
+            if a is not None and a.deadline == deadline:  # a connection that sent nothing is told nothing
+                self.drop(conn, 408 if a.data else None, "the request did not arrive in time")
+
+    def accept(self) -> None:
+        for _ in range(64):  # a burst at a time: the connections already open are read too
+            try:
+                conn, address = self.server.socket.accept()
+            except BlockingIOError:
+                return
+            except OSError:  # out of file descriptors and the like: the backlog holds them a moment
+                self.sel.unregister(self.server.socket)
+                self.paused_until = time.monotonic() + 0.1
+                return
+            if not self.server._admit(address):
+                _refuse(conn, 503, "too many connections from this address")
+                conn.close()
+                continue
+            conn.setblocking(False)
+            now = time.monotonic()
+            self.arriving[conn] = a = _Arriving(address, now, now + self.bounds.head_s)
+            self._watch(conn, a.deadline)
+            self.sel.register(conn, selectors.EVENT_READ)
+
+    def read(self, conn: socket.socket) -> None:
+        a = self.arriving[conn]
+        try:
+            chunk = conn.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.drop(conn)
+            return
+        a.data += chunk
+        if a.need is None:
+            end = _HEAD_END.search(a.data, max(0, len(a.data) - len(chunk) - 3))
+            if end is None or end.end() > HEAD_LIMIT:
+                if end is not None or len(a.data) > HEAD_LIMIT:
+                    self.drop(conn, 431, "the request head is too long")
+                return
+            body = declared_body(bytes(a.data[:end.start()]))
+            if isinstance(body, tuple):
+                self.drop(conn, *body)
+                return
+            a.need = end.end() + body
+            if body:
+                a.deadline = a.started + self.bounds.body_s
+                self._watch(conn, a.deadline)
+        if len(a.data) >= a.need:
+            self.sel.unregister(conn)
+            del self.arriving[conn]
+            conn.setblocking(True)
+            self.server.received[conn] = bytes(a.data)
+            self.server._hand_over(conn, a.address)
+
+    def drop(self, conn: socket.socket, status: int | None = None, reason: str = "") -> None:
+        self.sel.unregister(conn)
+        a = self.arriving.pop(conn)
+        if status is not None:
+            _refuse(conn, status, reason)
+        conn.close()
+        self.server._release(a.address)
+
+    def close(self) -> None:
+        for conn in list(self.arriving):
+            self.drop(conn)
+        self.sel.close()
+
+    def _watch(self, conn: socket.socket, deadline: float) -> None:
+        heapq.heappush(self.deadlines, (deadline, next(self._order), conn))
+
+
+class _Server(HTTPServer):
+    """The reports server. One thread reads every connection (:class:`_Intake`) until its whole request
+    has arrived, then hands it to a worker (at most ``bounds.workers`` at once), which answers it and
+    closes it: idle and trickling connections hold no worker, and a deadline from the connection's
+    start ends them. A browser that goes away mid-answer (a closed tab, a page left before its video
+    finished loading) is not an error to print; anything else is printed as the base class does."""
 
     request_queue_size = 256
-    max_threads = 64
 
-    def __init__(self, *args, **kwargs):
-        self._slots = threading.BoundedSemaphore(self.max_threads)
-        super().__init__(*args, **kwargs)
+    def __init__(self, address, handler, bounds: Bounds = BOUNDS):
+        self.bounds = bounds
+        self.received: dict[socket.socket, bytes] = {}  # each handed-over request's bytes, for its handler
+        self._lock = threading.Lock()
+        self._open: Counter[str] = Counter()  # connections open per client address
+        self._ready: deque = deque()  # arrived requests waiting for a worker
+        self._busy = 0  # workers running
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()
+        self._wake_r, self._wake_w = socket.socketpair()  # wakes the intake to stop; closed by server_close
+        super().__init__(address, handler)
 
-    def process_request(self, request, client_address) -> None:
-        self._slots.acquire()
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self._stop.clear()
+        self._stopped.clear()
+        self.socket.setblocking(False)
+        intake = _Intake(self)
         try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
+            while not self._stop.is_set():
+                intake.step(poll_interval)
+                self.service_actions()
         finally:
-            self._slots.release()
+            intake.close()
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` and wait for it; requests already with a worker are answered."""
+        self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _admit(self, address) -> bool:
+        with self._lock:
+            if self._open[address[0]] >= self.bounds.per_address:
+                return False
+            self._open[address[0]] += 1
+            return True
+
+    def _release(self, address) -> None:
+        with self._lock:
+            self._open[address[0]] -= 1
+            if self._open[address[0]] <= 0:
+                del self._open[address[0]]
+
+    # -- the workers: each answers arrived requests until none is waiting --
+
+    def _hand_over(self, conn: socket.socket, address) -> None:
+        with self._lock:
+            self._ready.append((conn, address))
+            if self._busy >= self.bounds.workers:
+                return
+            self._busy += 1
+        try:
+            threading.Thread(target=self._work, name="argus-reports", daemon=True).start()
+        except RuntimeError:  # no thread to be had: a running worker takes it
+            with self._lock:
+                self._busy -= 1
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if not self._ready:
+                    self._busy -= 1
+                    return
+                conn, address = self._ready.popleft()
+            try:
+                self.finish_request(conn, address)
+            except Exception:
+                self.handle_error(conn, address)
+            finally:
+                self.received.pop(conn, None)
+                self.shutdown_request(conn)
+                self._release(address)
 
     def handle_error(self, request, client_address) -> None:
         if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
@@ -255,35 +491,44 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def _refuse(conn: socket.socket, status: int, reason: str) -> None:
+    """A short answer to a connection closed before its request is answered, if it can take it now."""
+    body = f"{status}: {reason}\n".encode()
+    try:
+        conn.setblocking(False)
+        conn.send(f"HTTP/1.0 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                  f"Connection: close\r\n\r\n".encode() + body)
+    except OSError:
+        pass
+
+
 def make_server(root: str | Path, port: int = 0, allowed: re.Pattern | None = None,
-                idle_s: float = IDLE_TIMEOUT_S) -> ThreadingHTTPServer:
+                bounds: Bounds = BOUNDS) -> HTTPServer:
     """A server of ``root`` on 127.0.0.1:``port`` (0: a free port), not yet serving; ``allowed``: the
-    relative paths it serves (:data:`REPORTS_ONLY` for a home's ``benches`` folder), else all. It
-    answers a loopback ``Host`` and the host of ``ARGUS_REPORTS_URL``.
+    relative paths it serves (:data:`REPORTS_ONLY` for a home's ``benches`` folder), else all; ``bounds``:
+    what one client can hold of it. It answers a loopback ``Host`` and the host of ``ARGUS_REPORTS_URL``.
 
     Raises ``OSError`` naming the port when it is taken."""
 
     configured = _host_name(urlsplit(environment().get("ARGUS_REPORTS_URL").strip()).netloc or "")
     hosts = LOOPBACK_HOSTS | ({configured} if configured else set())
     handler = functools.partial(type("_Handler", (_QuietHandler,), {"allowed": allowed, "hosts": frozenset(hosts),
-                                                                    "timeout": idle_s}),
+                                                                    "timeout": bounds.idle_s}),
                                 directory=str(Path(root).resolve()))
     try:
-        server = _Server((HOST, port), handler)
+        return _Server((HOST, port), handler, bounds)
     except OSError as exc:
         raise OSError(exc.errno, f"port {port} on {HOST} is taken ({exc.strerror}): set ARGUS_REPORTS_PORT "
                                  "or pass --port (0 picks a free one)") from None
-    server.daemon_threads = True
-    return server
 
 
-def url_of(server: ThreadingHTTPServer, page: str = "") -> str:
+def url_of(server: HTTPServer, page: str = "") -> str:
     return f"http://{HOST}:{server.server_address[1]}/{page}"
 
 
 def serve_in_thread(root: str | Path, port: int = 0, allowed: re.Pattern | None = None,
-                    idle_s: float = IDLE_TIMEOUT_S) -> ThreadingHTTPServer:
+                    bounds: Bounds = BOUNDS) -> HTTPServer:
     """Start serving in a daemon thread; ``server.shutdown()`` stops it."""
-    server = make_server(root, port, allowed, idle_s)
+    server = make_server(root, port, allowed, bounds)
     threading.Thread(target=server.serve_forever, name="argus-reports", daemon=True).start()
     return server

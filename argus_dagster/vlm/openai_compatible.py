@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from argus_dagster.infra.names import text_problem
 from argus_dagster.infra.redact import redact_text, redact_url
 from argus_dagster.vlm.images import frame_jpeg, is_image_part
 from argus_dagster.vlm.ledger import CallStats, usage_counts
@@ -318,10 +319,14 @@ class OpenAICompatibleClient:
                     try:
                         text, data, cut = self._reply_text(resp)
                         prompt_n, completion_n, cached_n = usage_counts(data.get("usage"))
-                        reply = Reply(text=text, latency_s=time.perf_counter() - t_call, attempts=attempt, endpoint=ep.shown,
-                                      prompt_tokens=prompt_n, completion_tokens=completion_n, cut=cut,
-                                      cached_tokens=cached_n)
-                        outcome = "ok"
+                        not_text = text_problem(text)  # a "\ud800" escape in the body: no table could hold it
+                        if not_text:
+                            outcome, last_error = "not_text", f"{ep.shown}: 200 with an answer that is {not_text}"
+                        else:
+                            reply = Reply(text=text, latency_s=time.perf_counter() - t_call, attempts=attempt,
+                                          endpoint=ep.shown, prompt_tokens=prompt_n, completion_tokens=completion_n,
+                                          cut=cut, cached_tokens=cached_n)
+                            outcome = "ok"
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
                         outcome, last_error = "bad_body", f"{ep.shown}: 200 with a body that is not a chat completion"
                 elif status == 429:

@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+from argus_dagster.infra.names import json_text_problem
 from argus_dagster.vlm.reply import ParseError
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -22,7 +23,17 @@ def strip_think(text: str) -> str:
 
 
 def extract_json(text: str) -> Any:
-    """The JSON value in an answer: a fenced block, the whole text, or the first balanced object."""
+    """The JSON value in an answer: a fenced block, the whole text, or the first balanced object. A
+    value that holds a lone surrogate (a ``"\\ud800"`` escape without its pair) is refused
+    (:func:`~argus_dagster.infra.names.json_text_problem`): no table or page could store it."""
+    value = _first_json(text)
+    problem = json_text_problem(value)
+    if problem:
+        raise ParseError(f"the answer's JSON {problem}")
+    return value
+
+
+def _first_json(text: str) -> Any:
     text = strip_think(text)
     if not text:
         raise ParseError("empty answer")

@@ -110,8 +110,11 @@ def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):
     assert "no candidate of 4 has a score by if" in capsys.readouterr().out
     assert cli.main(["best-of-n", "--mix", "final=1", "pq=3", "--task", "T2V"]) == 0
     assert "best of N by 1*final+3*pq" in capsys.readouterr().out
-    assert cli.main(["best-of-n", "--mix", "final", "--task", "T2V"]) == 2
-    assert "give COLUMN=WEIGHT pairs" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:  # refused where it is parsed: one line on stderr, exit 2
+        cli.main(["best-of-n", "--mix", "final", "--task", "T2V"])
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "'final': give COLUMN=WEIGHT with a positive weight" in line, line
     assert cli.main(["best-of-n", "--mix", "nope=1", "--task", "T2V"]) == 1
     assert "'nope' is not in the table" in capsys.readouterr().out
 

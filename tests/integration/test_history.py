@@ -152,6 +152,9 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     assert [r[col["data version"]] for r in rows] == [h.data_version[:16] for h in history]
     assert [r[col["run"]] for r in rows] == [h.run_id[:8] for h in history]
     assert all("judge: evidence-only -> openai:judge" in r[col["reason"]] for r in rows[2:]), rows
+    assert cli.main(["history", "--limit", "3"]) == 0  # the latest three, oldest first
+    lines = capsys.readouterr().out.splitlines()
+    assert [re.split(r"\s{2,}", line)[col["run"]] for line in lines[2:]] == [h.run_id[:8] for h in history[1:]]
 
     # argus diff: both evaluators named; every model's mean before and after, as the kept tables hold them
     assert cli.main(["diff"]) == 0

@@ -87,8 +87,8 @@ KEY = "sk-hostile-0123456789abcdef"
 
 def _faults(body: dict):
     """For every video: one criterion's answer drips, one's is megabytes long, one's request is refused
-    with an error body that echoes the request's Authorization header and a Basic one; every vlm_qa
-    answer is megabytes long."""
+    with an error body that echoes the request's Authorization header and a Basic one, two hold a lone
+    surrogate (escaped by the body, escaped in the answer's JSON); every vlm_qa answer is megabytes long."""
     from tests.servers.openai_server import Scripted
 
     if kind_of(body) == "qa":
@@ -103,6 +103,10 @@ def _faults(body: dict):
     if cid == "alignment":
         return Scripted(status=401, raw=('{"error": "' + "." * 174 + 'you sent Authorization: {authorization} '
                                          'and Authorization: Basic dXNlcjpwYXNzd29yZA=="}').encode())
+    if cid == "subject_present":  # Python's surrogate: the server's json.dumps escapes it in the body
+        return Scripted(content='{"score": 7, "rationale": "half a pair \ud800"}')
+    if cid == "temporal_quality":  # the escape as the answer's text: its JSON holds the surrogate
+        return Scripted(content='{"score": 7, "rationale": "half a pair \\udfff"}')
     return None
 
 
@@ -117,7 +121,7 @@ def test_a_judge_that_drips_floods_and_echoes_the_key_leaves_bounded_redacted_ro
         key = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
         scores = load("criterion_scores", resources, instance, key)
         evidence = load("criterion_evidence", resources, instance, key)
-        assert scores.height >= 10
+        assert scores.height >= 10 and {"subject_present", "temporal_quality"} <= set(scores["criterion_id"])
         assert any(r["headers"].get("Authorization") == f"Bearer {KEY}" for r in srv.requests)
     for row in scores.iter_rows(named=True):
         cid, rationale = row["criterion_id"], row["rationale"]
@@ -128,6 +132,10 @@ def test_a_judge_that_drips_floods_and_echoes_the_key_leaves_bounded_redacted_ro
             assert row["score"] == 8 and "cut at 4000 characters" in rationale
         elif cid == "alignment":
             assert row["score"] is None and "HTTP 401" in rationale
+        elif cid == "subject_present":
+            assert row["score"] is None and "an answer that is not UTF-8 text" in rationale, rationale
+        elif cid == "temporal_quality":
+            assert row["score"] is None and "field 'rationale': not UTF-8 text" in rationale, rationale
     qa = [json.loads(e) for e in evidence["evidence"].to_list() if "vlm_qa" in e]
     answers = [r["answer"] for records in qa for r in records if r.get("tool") == "vlm_qa" and r.get("ok")]
     assert answers and all(len(a) < 2100 and a.endswith("(answer cut at 2000 characters)") for a in answers)

@@ -427,6 +427,32 @@ def test_any_exception_of_a_parser_is_an_unusable_answer(server):
         chat_json(client(server.base_url), HELLO, lambda t: json.loads(t), parse_retries=0)
 
 
+def test_an_answer_that_is_not_utf8_text_is_refused_where_it_arrives_and_asked_again(server):
+    """A lone surrogate the body escapes (``"\\ud800"`` in the chat completion) or the answer's own
+    JSON escapes: no table or page could hold either, so each is an unusable answer, asked again; an
+    escaped pair (an emoji) is text and is used."""
+    from argus_dagster.method.judge import parse_judgment
+
+    # In the body: Python's surrogate, which the server's json.dumps writes as "\ud800".
+    server.queue(Scripted(content='{"score": 7, "rationale": "half a pair \ud800"}'),
+                 Scripted(content='{"score": 6, "rationale": "a pair \ud83d\ude00"}'))
+    stats = CallStats()
+    reply = client(server.base_url, max_retries=1).chat(HELLO, stats=stats)
+    assert reply.attempts == 2 and reply.text == '{"score": 6, "rationale": "a pair \U0001F600"}'
+    assert stats.errors == {"not_text": 1}
+    server.queue(Scripted(content="x\udcff"))
+    with pytest.raises(VlmError, match=r"an answer that is not UTF-8 text \(character 2 is a lone surrogate, U\+DCFF\)"):
+        client(server.base_url, max_retries=0).chat(HELLO)
+    # In the answer's JSON: the escape as text, which json.loads makes a surrogate of.
+    server.queue(Scripted(content='{"score": 7, "rationale": "half a pair \\udbff"}'),
+                 Scripted(content='{"score": 6, "rationale": "a pair \\ud83d\\ude00"}'))
+    (score, rationale), _ = chat_json(client(server.base_url), HELLO, parse_judgment, parse_retries=1)
+    assert (score, rationale) == (6, "a pair \U0001F600")
+    server.queue(Scripted(content='{"score": 7, "rationale": "half a pair \\udbff"}'))
+    with pytest.raises(ParseError, match=r"field 'rationale': not UTF-8 text \(character 13 is a lone surrogate, U\+DBFF\)"):
+        chat_json(client(server.base_url), HELLO, parse_judgment, parse_retries=0)
+
+
 # -- hostile servers -------------------------------------------------------------------------------
 
 def test_a_server_that_drips_cannot_hold_a_request_past_its_deadline(server):

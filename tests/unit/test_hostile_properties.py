@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from argus_dagster.method.bench import bench_rubric_paths, find_candidate, find_candidates, read_task
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.infra.media import MediaError, s3_cache_path
-from argus_dagster.infra.names import (file_name, folder_name, input_id_problem, is_single_component, lookup_names,
-                                 model_name_problem)
+from argus_dagster.infra.names import (file_name, folder_name, input_id_problem, is_single_component,
+                                      json_text_problem, lookup_names, model_name_problem, shown, text_problem)
 from argus_dagster.method.rubric.schema import RubricError, load_rubric_file, parse_rubric
 from argus_dagster.method.rubric.store import resolve_rubric
 
@@ -100,6 +100,8 @@ MODEL_NAME_TABLE = [
     ("../m", False), ("./m", False), ("a\\b", False), ("a|b", False), ("a,b", False), ("m[1]", False),
     ("a*", False), ("a?", False), (" lead", False), ("trail ", False), ("a" * 101, False), ("a\x00b", False),
     ("a\nb", False),
+    # Not UTF-8: a folder's byte 0xff as Python reads the name (os.fsdecode), and a lone surrogate.
+    ("\udcff", False), ("wan-\udcfe2", False), ("x\ud800", False), ("猫\U0001F600", True),
 ]
 
 
@@ -238,6 +240,52 @@ def test_any_acceptable_id_reads_back_as_itself(input_id, prompt):
             assert [(r["input_id"], r["error"]) for r in rows] == [(expected, None)]
         else:
             assert all(r["error"] for r in rows)
+
+
+# Text from outside and what the policy says of it (names.text_problem): the character and code point of
+# its first lone surrogate, counted by hand; None for text.
+# Text from outside, what the policy says of it (names.text_problem: the character and code point of its
+# first lone surrogate, counted by hand; None for text) and how a message shows it (names.shown).
+TEXT_TABLE = [
+    ("plain", None, "plain"), ("猫 cat \U0001F600", None, "猫 cat \U0001F600"),
+    ("\udcff", (1, "DCFF"), "\\xff"),  # a name's byte 0xff, as os.fsdecode reads it
+    ("wan-\udcfe2", (5, "DCFE"), "wan-\\xfe2"),
+    ("ab\ud800", (3, "D800"), "ab\\ud800"),  # a "\ud800" escape that json.loads read
+    ("a\udfff\ud800", (2, "DFFF"), "a\\udfff\\ud800"),
+    ("\ud83d\ude00", (1, "D83D"), "\\ud83d\\ude00"),  # a pair left as two code points is not text either
+]
+
+
+@pytest.mark.parametrize("text, where, printed", TEXT_TABLE, ids=[ascii(t) for t, *_ in TEXT_TABLE])
+def test_text_that_is_not_utf8_is_refused_by_its_first_lone_surrogate_and_shown_printably(text, where, printed):
+    expected = None if where is None else f"not UTF-8 text (character {where[0]} is a lone surrogate, U+{where[1]})"
+    assert text_problem(text) == expected
+    assert input_id_problem(text) == (None if where is None else f"the id is {expected}")
+    assert shown(text) == printed
+
+
+def test_a_parsed_json_value_is_refused_by_the_field_that_holds_the_surrogate():
+    line = json.loads(r'{"id": "a", "media": {"frames": ["ok", "b\udcff"]}, "prompt": "c"}')
+    assert json_text_problem(line) == "field 'media.frames[1]': not UTF-8 text (character 2 is a lone surrogate, U+DCFF)"
+    assert json_text_problem(json.loads(r'{"x\ud800": 1}')) == ("a field name: not UTF-8 text (character 2 is a lone "
+                                                                "surrogate, U+D800)")
+    assert json_text_problem(json.loads(r'{"a": "\ud83d\ude00", "b": [1, null, true]}')) is None  # a pair is text
+    deep = json.loads("[" * 900 + r'"\ud800"' + "]" * 900)  # as deep as json.loads reads: walked without recursion
+    assert json_text_problem(deep).endswith("...': not UTF-8 text (character 1 is a lone surrogate, U+D800)")
+
+
+RUBRIC_TEXT = ('{"criteria": [{"id": "c1", "dimension": 1, "criterion": "A cat %s sits.", "type": "soft", '
+               '"importance": "high", "scoring_rule": "0-10"}]}')
+
+
+def test_a_rubric_file_with_a_lone_surrogate_is_a_rubric_error_and_one_with_a_pair_loads(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(RUBRIC_TEXT % r"\ud800", encoding="ascii")
+    with pytest.raises(RubricError, match=r"r\.json: invalid rubric: field 'criteria\[0\]\.criterion': not UTF-8 text "
+                                          r"\(character 7 is a lone surrogate, U\+D800\)"):
+        load_rubric_file(str(path))
+    path.write_text(RUBRIC_TEXT % r"\ud83d\ude00", encoding="ascii")
+    assert load_rubric_file(str(path)).criteria[0].criterion == "A cat \U0001F600 sits."
 
 
 # ------------------------------------------------------------------------------------------ rubrics

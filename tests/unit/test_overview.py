@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import unquote
 import re
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -324,11 +325,29 @@ def test_pairwise_win_rates_over_shared_inputs(tmp_path):
     assert rates[("A", "B")]["rate"] == pytest.approx(0.7) and rates[("A", "B")]["n"] == 5
     assert rates[("B", "A")]["rate"] == pytest.approx(0.3)
     assert 0.0 <= rates[("A", "B")]["low"] < 0.7 < rates[("A", "B")]["high"] <= 1.0
+    # the other side of the same draws: B's interval is A's mirrored
+    assert (rates[("B", "A")]["low"], rates[("B", "A")]["high"]) == pytest.approx(
+        (1 - rates[("A", "B")]["high"], 1 - rates[("A", "B")]["low"]))
     lb = pl.DataFrame({"task": ["T2V", "T2V"], "model": ["A", "B"], "mean_final": [6.0, 4.8], "ci_low": [4.0, 3.0],
                        "ci_high": [8.0, 6.0], "n_videos": [6, 6], "n_errors": [0, 0]})
     page = render_overview(tmp_path / "reports", lb, video_scores=videos)
     assert 'class="winrate"' in page and ">70%<br>" in page and ">30%<br>" in page and "n=5" in page
     assert "A scores above B on 70% of 5 shared inputs" in page
+
+
+def test_the_win_rate_interval_is_the_bootstrap_over_inputs():
+    """The interval drawn as counts of wins, ties and losses is the one drawn by resampling the shared
+    inputs themselves (here 40 of them: 22 wins, 6 ties, 12 losses), within the bootstrap's own noise."""
+    from argus_dagster.method.leaderboard import pairwise_win_rates
+
+    outcomes = [9.0] * 22 + [5.0] * 6 + [1.0] * 12  # A's score; B scores 5 on every input
+    videos = pl.DataFrame({"task": "T2V", "model": ["A"] * 40 + ["B"] * 40, "input_id": [f"i{k}" for k in range(40)] * 2,
+                           "final_score": outcomes + [5.0] * 40})
+    rate = pairwise_win_rates(videos, "T2V", ["A", "B"], n_resamples=20_000)[("A", "B")]
+    per_input = np.array([1.0] * 22 + [0.5] * 6 + [0.0] * 12)
+    means = np.random.default_rng(7).choice(per_input, size=(20_000, 40)).mean(axis=1)
+    assert rate["rate"] == pytest.approx(25 / 40) and rate["n"] == 40
+    assert (rate["low"], rate["high"]) == pytest.approx((np.percentile(means, 2.5), np.percentile(means, 97.5)), abs=0.015)
 
 
 def test_heat_map_and_profile_labels_are_whole():

@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 
 from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
-from argus_dagster.outputs.report import (COMPARE_SCRIPT, FrameRow, jpeg, leaderboard_png, render_comparison, render_index,
-                                         render_video_report)
+from argus_dagster.outputs.report import (COMPARE_SCRIPT, FrameRow, jpeg, json_script, leaderboard_png, render_comparison,
+                                         render_index, render_video_report, script_json)
 
 EVIL = '<script>alert("x")</script><b onmouseover="steal()">bold</b> & "quotes"'
 
@@ -204,3 +204,23 @@ def test_a_missing_vlm_is_said_once_per_page_not_on_every_row():
                                 output=FrameRow("output frames", []), video=video,
                                 criteria=[{**c, "rationale": "measured"} for c in criteria])
     assert "No VLM is configured" not in plain  # said only where a rationale says it
+
+
+# Values that could change how a page parses the JSON it embeds: a comment and a script opened inside
+# it (in one value or in two), its end tag, CDATA's end, the two JavaScript line terminators, an
+# entity, quotes, a backslash and a lone escape.
+EMBEDDED_HOSTILE = ["a<!--<script>", "<!--", "<script", "</script><script>", "</SCRIPT >", "]]>", "--!>",
+                    "two\u2028lines\u2029here", "&amp;", "&lt;", "\"double\" and 'single'", "back\\slash", "\\u003c",
+                    "é ✓ 🙂", "\x00nul"]
+
+
+def test_embedded_json_reads_back_whole_and_holds_no_markup_character():
+    """Every hostile value, alone, as a key and nested, comes back from ``json.loads`` as it went in, and
+    the text a page embeds has no ``<``, ``>``, ``&``, U+2028 or U+2029 of its own."""
+    for value in [*EMBEDDED_HOSTILE, EMBEDDED_HOSTILE, {h: [h, {"nested": h}] for h in EMBEDDED_HOSTILE}]:
+        text = script_json(value)
+        assert json.loads(text) == value
+        assert not set(text) & {"<", ">", "&", "\u2028", "\u2029"}, text
+    element = json_script("rows", EMBEDDED_HOSTILE)
+    inner = element.removeprefix('<script type="application/json" id="rows">').removesuffix("</script>")
+    assert json.loads(inner) == EMBEDDED_HOSTILE and "<" not in inner

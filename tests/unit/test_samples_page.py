@@ -4,6 +4,7 @@ and the model pairs that disagree most; it is one file that links only pages tha
 import json
 import re
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -54,6 +55,45 @@ def test_the_pairs_that_disagree_most_come_first():
         ("p0", "a", "b", 3.0), ("p1", "a", "b", 3.0)]
     assert pairs.height == 3 + 2 + 2  # a-c on 3 inputs, b-c on 2, a-b on 2
     assert pairs["difference"].to_list() == sorted(pairs["difference"].to_list(), reverse=True)
+
+
+def _every_pair(video_scores: pl.DataFrame, limit: int) -> pl.DataFrame:
+    """The exhaustive definition of the disagreements: every pair of models joined on every input."""
+    per = (video_scores.filter(pl.col("final_score").is_not_null())
+           .group_by("task", "input_id", "model").agg(pl.col("final_score").mean().alias("score")))
+    pairs = (per.join(per, on=["task", "input_id"], suffix="_b").filter(pl.col("model") < pl.col("model_b"))
+             .select("task", "input_id", pl.col("model").alias("model_a"), pl.col("score").alias("score_a"),
+                     "model_b", "score_b", (pl.col("score") - pl.col("score_b")).abs().alias("difference")))
+    return pairs.sort(["difference", "task", "input_id", "model_a", "model_b"],
+                      descending=[True, False, False, False, False]).head(limit)
+
+
+def test_the_bounded_disagreements_are_the_exhaustive_join_s_top_rows():
+    """On random small tables with many ties (scores 0-4, two samples of some videos, models missing on
+    some inputs, videos without a score), the bounded method gives the exhaustive join's first rows,
+    in its order, for every limit from 1 to past the number of pairs."""
+    # Every score equal: the one pair shown has difference 0, its two models each both lowest and highest.
+    tied = frame([{"task": "T2V", "model": m, "input_id": "p", "sample": "", "final_score": 5.0} for m in "cab"],
+                 VIDEO_SCORES)
+    assert model_disagreements(tied, 1).rows() == [("T2V", "p", "a", 5.0, "b", 5.0, 0.0)]
+    rng = np.random.default_rng(52)
+    names = ["a", "B", "b", "a2", "é", "m", "z", "0", "a b", "Z"]
+    for _ in range(150):
+        rows = []
+        for task in ("T2V", "I2V")[: rng.integers(1, 3)]:
+            models = list(rng.choice(names, size=rng.integers(2, len(names) + 1), replace=False))
+            for i in range(rng.integers(1, 7)):
+                for m in models:
+                    if rng.random() < 0.2:
+                        continue  # this model has no video of this input
+                    for k in range(rng.integers(1, 3)):
+                        score = None if rng.random() < 0.1 else float(rng.integers(0, 5))
+                        rows.append({"task": task, "model": m, "input_id": f"p{i}", "sample": str(k), "final_score": score})
+        videos = frame(rows, VIDEO_SCORES)
+        for limit in (1, 2, 3, 8, 400):
+            want = _every_pair(videos, limit)
+            got = model_disagreements(videos, limit)
+            assert got.rows() == want.rows(), (limit, rows)
 
 
 def test_a_score_that_is_not_a_number_is_a_missing_value(tmp_path):

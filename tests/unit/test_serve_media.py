@@ -19,7 +19,7 @@ import pytest
 
 from argus_dagster.infra.media import write_video
 from argus_dagster.outputs.page_media import serve_webm, webm_copy
-from argus_dagster.outputs.serve import REPORTS_ONLY, make_server, serve_in_thread
+from argus_dagster.outputs.serve import REPORTS_ONLY, Bounds, make_server, serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 MEDIA = "/b/default/reports/T2V/_media/"
@@ -64,7 +64,7 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture()
 def served(home):
-    server = serve_in_thread(home[0], 0, REPORTS_ONLY, idle_s=1.0)
+    server = serve_in_thread(home[0], 0, REPORTS_ONLY, Bounds(head_s=1.0))
     yield server, home[1]
     server.shutdown()
     server.server_close()

@@ -65,6 +65,29 @@ def test_bad_numbers_name_the_variable(monkeypatch):
         environment().get("ARGUS_SOMETHING_ELSE")
 
 
+def test_a_setting_that_is_not_utf8_is_refused_by_name_and_never_echoed(monkeypatch, capsys):
+    """The bytes of a variable that are not UTF-8 reach Python as lone surrogates (os.environ's
+    surrogateescape): refused where the setting is read, without its value (it may be a key), and
+    shown printably by ``argus env``."""
+    from argus_dagster.client.cli import main
+
+    monkeypatch.setenv("ARGUS_PROFILE", "judge=q\udcff")  # the byte 0xff
+    monkeypatch.setenv("ARGUS_VLM_API_KEY", "sk-\udcfesecret")
+    with pytest.raises(SettingError, match=r"^ARGUS_PROFILE is not UTF-8 text \(character 8 is a lone surrogate, "
+                                           r"U\+DCFF\); set it to UTF-8 text$"):
+        environment().get("ARGUS_PROFILE")
+    with pytest.raises(SettingError) as exc:
+        environment().get("ARGUS_VLM_API_KEY")
+    assert "secret" not in str(exc.value) and "character 4" in str(exc.value)
+    assert environment().shown()["ARGUS_PROFILE"] == "judge=q\\xff"
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert "judge=q\\xff" in out and "secret" not in out
+    assert main(["leaderboard"]) != 0  # a command that reads the profile: refused in one line naming the variable
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("argus leaderboard: ARGUS_PROFILE is not UTF-8 text"), out
+
+
 def test_secrets_and_credentials_are_masked_when_shown(monkeypatch):
     monkeypatch.setenv("ARGUS_VLM_BASE_URL", "http://user:secret@gpu-box:8000/v1")
     monkeypatch.setenv("ARGUS_VLM_API_KEY", "sk-secret")

@@ -12,6 +12,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from argus_dagster.infra.names import json_text_problem
 from argus_dagster.infra.storage import LOCAL
 
 Importance = Literal["high", "medium", "low"]
@@ -172,7 +173,7 @@ def loads_bounded(text: str | bytes, limit: int = MAX_JSON_DEPTH):
 def read_json_file(path: str, storage=None):
     """The JSON value in a rubric file (an ``s3://`` object read through ``storage``, the storage
     resource's); what keeps it from being read is a :class:`RubricError`, a file nested deeper than
-    :data:`MAX_JSON_DEPTH` included."""
+    :data:`MAX_JSON_DEPTH` and one that holds text that is not UTF-8 (a lone surrogate) included."""
     try:
         if str(path).startswith("s3://"):  # a rubric frozen on S3
 
@@ -182,7 +183,7 @@ def read_json_file(path: str, storage=None):
                 text = fh.read()
         if json_too_deep(text):
             raise RubricError([f"JSON nested deeper than {MAX_JSON_DEPTH} levels; a rubric nests a few"], path)
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RubricError([f"not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"], path) from None
     except UnicodeDecodeError as exc:
@@ -191,6 +192,10 @@ def read_json_file(path: str, storage=None):
         raise RubricError(["JSON nested too deeply"], path) from None
     except OSError as exc:
         raise RubricError([f"cannot be read ({exc.strerror or type(exc).__name__})"], path) from None
+    problem = json_text_problem(data)
+    if problem:  # a "\ud800" escape without its pair: no table or page could hold the rubric
+        raise RubricError([f"{problem}; remove it, or write the character itself"], path)
+    return data
 
 
 def load_rubric_file(path: str) -> Rubric:
