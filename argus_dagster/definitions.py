@@ -11,7 +11,7 @@ from argus_dagster.infra.settings import load_settings, served_settings
 from argus_dagster.infra.sqlite import sync_lightly
 from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_TASK_ASSETS,
                     GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS)
-from assets import vefx_leaderboard
+from assets import site, vefx_leaderboard
 from assets.automation import (FOLLOWS_PARTITIONS, RETRY_METADATA, UP_TO_DATE, changed_inputs, latest_records,
                                retries_waiting)
 from assets.firm import best_of_n_tables
@@ -102,10 +102,12 @@ class AssetRoles:
     firm_candidate: tuple[str, ...]  # FIRM-Video per task x model (run when asked)
     vefx_candidate: tuple[str, ...]  # VEFX-Bench per task x model (run when asked)
     vefx_board: tuple[str, ...]  # VEFX-Bench's leaderboard (run when asked)
+    site: tuple[str, ...]  # the pages: once per command, after everything it shows
 
 
 ROLES = AssetRoles(_names(TASK_ASSETS), _names(CANDIDATE_ASSETS), _names(AUTOMATED_ASSETS), _names(FIRM_TASK_ASSETS),
-                   _names(FIRM_CANDIDATE_ASSETS), _names(VEFX_CANDIDATE_ASSETS), _names([vefx_leaderboard]))
+                   _names(FIRM_CANDIDATE_ASSETS), _names(VEFX_CANDIDATE_ASSETS), _names([vefx_leaderboard]),
+                   _names([site]))
 
 
 def materialize_selection(instance: dg.DagsterInstance, resources: dict, selection: list[str], keys: list[str],
@@ -115,7 +117,9 @@ def materialize_selection(instance: dg.DagsterInstance, resources: dict, selecti
     run's range tags), on ``instance`` with ``resources``; a failed run is returned, not raised."""
     chosen = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} & set(selection)]
     names = {k for a in chosen for k in a.keys}
-    checks = [c for c in GRAPH_CHECKS if c.partitions_def is not None and keys
+    # A run of partitions carries its assets' partitioned checks; a run of unpartitioned assets (the
+    # leaderboard, the alignment) their unpartitioned ones: after a pass every check has run.
+    checks = [c for c in GRAPH_CHECKS if (c.partitions_def is not None) == bool(keys)
               and all(k.asset_key in names for k in c.check_keys)]
     kw = {}
     if len(keys) == 1:
@@ -137,4 +141,4 @@ def observe_sources(instance: dg.DagsterInstance, resources: dict, tasks: list[s
 __all__ = ["build_definitions", "defs", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
            "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "latest_record", "RETRY_METADATA",
            "best_of_n_tables", "robustness_tables", "storage_for", "resources_for", "COMMAND_TAG", "EVALUATOR_TAG",
-           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table"]
+           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table", "site"]

@@ -22,8 +22,6 @@ from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
-from .overview import overview_metadata
-
 ALIGNMENT_TABLE = {"task": pl.String, **ALIGNMENT_SCHEMA}
 
 
@@ -113,7 +111,6 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         "n_rows": out.height, "tasks": ", ".join(found) or "none", "human_dir": str(human_dir),
         "skipped": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
         **metadata,
-        **overview_metadata(context, bench, store, alignment=out),
     })
 
 

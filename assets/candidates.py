@@ -434,7 +434,7 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
     finals = df["final_score"].drop_nulls()
     return dg.Output(df, data_version=content_version(df, VIDEO_SCORES_VOLATILE), metadata={
         "n_videos": df.height, "n_scored": finals.len(), "n_errors": df.filter(pl.col("error").is_not_null()).height,
-        "mean_final": float(finals.mean()) if finals.len() else None,
+        "mean_final": round(float(finals.mean()), 2) if finals.len() else None,  # as a person reads it
         **video_delta_metadata(context, df, storage.storage()),
         "n_caps_fired": int(df["caps_fired"].list.len().gt(0).sum()),
         **cost_metadata(df),

@@ -29,7 +29,7 @@ from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.names import file_name, sample_file_name
 from argus_dagster.infra.storage import join
-from argus_dagster.infra.tables import COSTS, frame, stored_table
+from argus_dagster.infra.tables import COSTS, frame
 from argus_dagster.outputs.firm_pages import index_path, page_name, render_firm_index, render_firm_video
 from argus_dagster.outputs.report import href
 from assets.versions import content_version, volatile_metadata
@@ -41,7 +41,6 @@ from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
 from .candidates import _cache_write_errors, _vlm_metadata, video_label
-from .overview import overview_metadata
 from .partitions import task_and_model, task_model_partitions, task_partitions
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
@@ -255,9 +254,7 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                               **{f"n_{d}_unverifiable": int(sdf[f"{d}_unverifiable"].sum() or 0) for d in ("if", "wc")},
                               "n_left_out_of_export": len(out.left_out),
                               "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache), **pages,
-                              **_vlm_metadata(vlm, stats),
-                              **overview_metadata(context, bench, store_of,
-                                                  firm_scores=_with_partition(bench, store_of, sdf, task, model))})
+                              **_vlm_metadata(vlm, stats)})
 
 
 def _write_pages(context: dg.AssetExecutionContext, bench: BenchResource, store, task: str, model: str,
@@ -293,16 +290,6 @@ def _write_pages(context: dg.AssetExecutionContext, bench: BenchResource, store,
     else:
         out["firm_index_url"] = dg.MetadataValue.url(store.link(index, bench.reports_path()))
     return out
-
-
-def _with_partition(bench: BenchResource, store, rows: pl.DataFrame, task: str, model: str) -> pl.DataFrame:
-    """Every stored ``firm_scores`` row, this partition's (``task`` x ``model``) replaced by ``rows``: what
-    the table holds once this run's output is stored."""
-    stored = stored_table(bench.storage_path(), "firm_scores", store)
-    if stored is None or not stored.height:
-        return rows
-    others = stored.filter((pl.col("task") != task) | (pl.col("model") != model))
-    return pl.concat([others, rows], how="diagonal_relaxed")
 
 
 @dg.asset_check(asset="firm_scores", partitions_def=task_model_partitions,

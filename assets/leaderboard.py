@@ -16,14 +16,13 @@ from argus_dagster.method.leaderboard import (build_leaderboard, cost_summary, f
                                        stored_cost_table)
 from argus_dagster.outputs.report import leaderboard_png
 from argus_dagster.infra.storage import Storage, join
-from argus_dagster.infra.tables import VIDEO_SCORES, frame, stored_table
+from argus_dagster.infra.tables import VIDEO_SCORES, frame
 from assets.versions import content_version, volatile_metadata
 
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 
 from .automation import FOLLOWS_PARTITIONS
-from .overview import overview_metadata
 
 
 def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> dict:
@@ -76,16 +75,19 @@ LEADERBOARD_VOLATILE: tuple[str, ...] = ()
 
 @dg.asset(code_version="8", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
-          ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
+          ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
+               "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
-                bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
+                criterion_scores: dict[str, pl.DataFrame], bench: BenchResource,
+                storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Mean final score per task and model, with a bootstrap 95% interval and the video count, of
     one evaluation (its ``bench`` and ``profile`` columns); its plots and the overview page are
     written through ``storage``."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
     scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
-    # The stored criterion scores (written with these video scores) name the dimensions no score judged.
-    criteria = stored_table(bench.storage_path(), "criterion_scores", storage.storage())
+    # The criterion scores these video scores were computed from name the dimensions no score judged.
+    parts = [df for df in criterion_scores.values() if df is not None and df.height]
+    criteria = pl.concat(parts, how="diagonal_relaxed") if parts else None
     lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name(), criteria=criteria)
     # Every stage's stored costs (rubrics, FIRM, VEFX) beside these video scores: the whole ledger.
     costs = stored_cost_table(bench.storage_path(), storage.storage(), video_scores=scores)
@@ -94,10 +96,9 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         **cost_metadata(costs),
-        "mean_final": float(lb["mean_final"].drop_nulls().mean()) if lb["mean_final"].drop_nulls().len() else None,
+        "mean_final": round(float(lb["mean_final"].drop_nulls().mean()), 2) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
         **export_metadata({"leaderboard": lb, "videos": scores, "costs": costs}, bench, storage.storage()),
-        **overview_metadata(context, bench, storage.storage(), leaderboard=lb),
     })
 
 

@@ -1,18 +1,33 @@
-"""The overview site (the evaluation's ``reports/index.html``, its sample browser ``reports/samples.html``,
-and the index of every evaluation of the home), rewritten by the assets that change what it shows
-(``leaderboard``, ``human_alignment``) and linked from their metadata over HTTP."""
+"""The ``site`` asset: the evaluation's overview (``reports/index.html``), its sample browser
+(``reports/samples.html``) and its row of the home's index of evaluations (``$ARGUS_HOME/benches/index.html``).
+
+The site is an asset like the tables it shows, with its inputs declared: the leaderboard, the video and
+criterion scores, human alignment, FIRM-Video's and VEFX-Bench's results (each read as Dagster recorded
+it, through the IO manager; a protocol that never ran is an input that is missing, and its section is
+left out), and the history of ``video_scores`` it compares (Dagster's records). It is materialized
+once per pass, when any of them changed, by the automation condition the leaderboard carries; no
+other asset writes these pages. Its table (one row per page: where, how many bytes, its sha256) is
+what its data version comes from.
+"""
+
+import hashlib
 
 import dagster as dg
 import polars as pl
 
-from argus_dagster.outputs.overview import write_evaluations_index, write_overview
-from argus_dagster.outputs.samples import write_samples
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import Storage, join
+from argus_dagster.infra.tables import frame
+from argus_dagster.method.leaderboard import stored_cost_table
+from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
+from argus_dagster.outputs.samples import write_samples
 from argus_dagster.protocols.best_of_n import human_scores
 from resources.bench import BenchResource
+from resources.storage import StorageResource
 
+from .automation import FOLLOWS_PARTITIONS
 from .history import diff
+from .versions import content_version, volatile_metadata
 
 MOVED_KEPT = 50  # videos that moved most, kept for the sample browser (the overview shows the first 10)
 
@@ -51,36 +66,82 @@ def latest_change(context: dg.AssetExecutionContext, store: Storage) -> dict:
         return {"changes_note": f"the latest change cannot be read: {type(exc).__name__}: {exc}"}
 
 
-def overview_metadata(context: dg.AssetExecutionContext, bench: BenchResource, store: Storage,
-                      **tables: pl.DataFrame) -> dict:
-    """Rewrite the overview site (the evaluation's ``reports/index.html``) and link it over HTTP. A page that
-    cannot be written is said in the metadata and the log; the table stands. The reports folder is a
-    folder or an ``s3://`` prefix of ``store`` (a presigned link then)."""
+def _concat(tables: dict[str, pl.DataFrame] | None) -> pl.DataFrame | None:
+    """Every stored partition of a partitioned input as one table; None when none is stored."""
+    frames = [df for df in (tables or {}).values() if df is not None and df.height]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+SITE_PAGES = {"page": pl.String, "path": pl.String, "bytes": pl.Int64, "sha256": pl.String, "error": pl.String}
+# Each page names the time it was written: its bytes and digest move with it. The pages a pass writes are
+# said in the table; its version follows what they show (the inputs'), not the clock.
+SITE_VOLATILE = ("bytes", "sha256")
+SITE_INPUTS = ("leaderboard", "video_scores", "criterion_scores", "human_alignment", "firm_scores", "vefx_leaderboard",
+               "vefx_scores")
+
+
+def _page_row(page: str, path, store: Storage, root) -> dict:
+    data = store.read_bytes(str(path))
+    rel = str(path)[len(str(root)):].lstrip("/") if str(path).startswith(str(root)) else str(path)
+    return {"page": page, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None}
+
+
+@dg.asset(code_version="1", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
+          automation_condition=FOLLOWS_PARTITIONS,
+          ins={name: dg.AssetIn(metadata={"allow_missing_partitions": True}) for name in SITE_INPUTS})
+def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
+         video_scores: dict[str, pl.DataFrame], criterion_scores: dict[str, pl.DataFrame],
+         human_alignment: pl.DataFrame | None, firm_scores: dict[str, pl.DataFrame],
+         vefx_leaderboard: pl.DataFrame | None, vefx_scores: dict[str, pl.DataFrame],
+         bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
+    """The overview, the sample browser and this evaluation's row of the home's index, written whole
+    from the inputs (a page that cannot be written is a row with its error; the others stand)."""
+    store = storage.storage()
     reports = bench.reports_path()
-    meta = {}
+    root = str(reports).rstrip("/").rsplit("/", 1)[0]  # the evaluation's folder: paths are said relative to it
+    videos, criteria, firm = _concat(video_scores), _concat(criterion_scores), _concat(firm_scores)
+    edits = _concat(vefx_scores)
     changes = latest_change(context, store)
     people = rated_videos(context, bench, store)
-    try:  # first, so that the overview links it
-        samples = write_samples(reports, bench.storage_path(), bench=f"{bench.bench_name()}, profile {bench.profile_name()}",
-                                store=store, changes=changes.get("changes"), people=people,
-                                firm_scores=tables.get("firm_scores"))
-        meta["samples_url"] = dg.MetadataValue.url(store.link(samples, reports))
-    except Exception as exc:  # as the overview's: said, not fatal
-        context.log.warning(f"sample browser {join(reports, 'samples.html')} not written: {exc}")
-        meta["samples_error"] = f"{type(exc).__name__}: {exc}"
-    try:
-        index = write_overview(reports, bench.storage_path(), bench=f"{bench.bench_name()} ({bench.bench_path()}), profile {bench.profile_name()}",
-                               store=store, people=people, **changes, **tables)
-    except Exception as exc:  # a full disk, an unreadable stored table: the asset's own table still counts
-        context.log.warning(f"overview {join(reports, 'index.html')} not written: {exc}")
-        return {**meta, "overview_error": f"{type(exc).__name__}: {exc}"}
-    meta.update({"overview": dg.MetadataValue.path(str(index)),
-                 "overview_url": dg.MetadataValue.url(store.link(index, reports))})
-    root = evaluations_root(reports)
-    if root is not None:  # the index of every evaluation of this ARGUS_HOME, one level up
+    costs = stored_cost_table(bench.storage_path(), store, video_scores=videos)
+    rows, meta = [], {}
+
+    def written(page: str, write) -> str | None:
         try:
-            write_evaluations_index(root)
-            meta["evaluations_index_url"] = dg.MetadataValue.url(store.link(root / "index.html", root))
-        except Exception as exc:
-            context.log.warning(f"index of evaluations {root / 'index.html'} not written: {exc}")
-    return meta
+            path = write()
+        except Exception as exc:  # a full disk, a page that cannot be written: said, the others stand
+            context.log.warning(f"{page} not written: {type(exc).__name__}: {exc}")
+            rows.append({"page": page, "path": None, "bytes": None, "sha256": None,
+                         "error": f"{type(exc).__name__}: {exc}"})
+            meta[f"{page}_error"] = f"{type(exc).__name__}: {exc}"
+            return None
+        rows.append(_page_row(page, path, store, root))
+        return path
+
+    title = f"{bench.bench_name()}, profile {bench.profile_name()}"
+    samples = written("samples", lambda: write_samples(
+        reports, bench.storage_path(), bench=title, store=store, video_scores=videos, criterion_scores=criteria,
+        changes=changes.get("changes"), people=people, firm_scores=firm))
+    if samples is not None:  # first, so that the overview links it
+        meta["samples_url"] = dg.MetadataValue.url(store.link(samples, reports))
+    index = written("overview", lambda: write_overview(
+        reports, bench.storage_path(), bench=f"{bench.bench_name()} ({bench.bench_path()}), profile {bench.profile_name()}",
+        store=store, people=people, leaderboard=leaderboard, alignment=human_alignment, firm_scores=firm,
+        vefx_board=vefx_leaderboard, video_scores=videos, criterion_scores=criteria, vefx_scores=edits, costs=costs,
+        **changes))
+    if index is not None:
+        meta["overview_url"] = dg.MetadataValue.url(store.link(index, reports))
+    home = evaluations_root(reports)
+    if home is not None:  # this evaluation's row, then the index of every evaluation of the home, one level up
+        row = written("home_row", lambda: write_home_row(reports, leaderboard, videos, criteria))
+        if row is not None and written("home", lambda: write_evaluations_index(home)) is not None:
+            meta["evaluations_index_url"] = dg.MetadataValue.url(store.link(home / "index.html", home))
+    table = frame(rows, SITE_PAGES)
+    return dg.Output(table, data_version=content_version(table, SITE_VOLATILE), metadata={
+        **meta, "pages": dg.MetadataValue.md("\n".join(
+            f"- {r['page']}: `{r['path']}` ({r['bytes']} bytes)" if not r["error"] else f"- {r['page']}: {r['error']}"
+            for r in rows)),
+        "inputs_present": ", ".join(name for name, value in (
+            ("leaderboard", leaderboard), ("video_scores", videos), ("criterion_scores", criteria),
+            ("human_alignment", human_alignment), ("firm_scores", firm), ("vefx_leaderboard", vefx_leaderboard),
+            ("vefx_scores", edits)) if value is not None) or "none"})

@@ -22,7 +22,6 @@ from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
 from .candidates import _cache_write_errors, _vlm_metadata, video_label
-from .overview import overview_metadata
 from .partitions import task_and_model, task_model_partitions
 
 S, F, I = pl.String, pl.Float64, pl.Int64
@@ -117,14 +116,13 @@ def vefx_scores_valid(vefx_scores: pl.DataFrame) -> dg.AssetCheckResult:
 def vefx_leaderboard(context: dg.AssetExecutionContext, vefx_scores: dict[str, pl.DataFrame], bench: BenchResource,
                      storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Per task, model and dimension (IF, RQ, EE, overall): the mean 1-4 score with a bootstrap 95%
-    interval and how many videos it covers, best first; the overview's VEFX-Bench section is rewritten."""
+    interval and how many videos it covers, best first (the site shows it in the overview's VEFX-Bench section)."""
     parts = [df for df in vefx_scores.values() if df is not None and df.height]
     scores = pl.concat(parts, how="diagonal_relaxed") if parts else frame([], VEFX_SCORES)
     lb = vefx.leaderboard(scores.filter(pl.col("task").is_in(list(vefx.EDIT_TASKS))))
     return dg.Output(lb, data_version=content_version(lb, VEFX_LEADERBOARD_VOLATILE), metadata={
         "n_partitions": len(parts), "n_rows": lb.height,
-        "leaderboard": dg.MetadataValue.md("```\n" + vefx.format_leaderboard(lb) + "\n```"),
-        **overview_metadata(context, bench, storage.storage(), vefx_board=lb)})
+        "leaderboard": dg.MetadataValue.md("```\n" + vefx.format_leaderboard(lb) + "\n```")})
 
 
 VEFX_CANDIDATE_ASSETS = [vefx_scores]

@@ -27,6 +27,7 @@ from pydantic import Field
 from argus_dagster.infra import storage as storage_lib
 from argus_dagster.infra.frame_pool import FRAME_POOL
 from argus_dagster.infra.names import file_name
+from argus_dagster.infra.tables import recorded_path, recorded_version
 
 # The Storage of each configuration: a process cache, not the resource's own, because Dagster builds a
 # run's resources anew for every run while the S3 client (its connection pool) and the hashes it
@@ -193,21 +194,115 @@ class StorageIOManager(dg.ConfigurableIOManager):
     def _read(self, path: str) -> pl.DataFrame:
         return pl.read_parquet(io.BytesIO(self.storage.read_bytes(path)))
 
+    def _read_recorded(self, where: tuple[str | None, str]) -> pl.DataFrame:
+        """The table at a recorded ``(version, path)``: the version (immutable); the path only where
+        the record kept none, or its version is gone (removed by hand)."""
+        version, path = where
+        if version is not None:
+            try:
+                return self._read(version)
+            except FileNotFoundError:
+                pass
+        return self._read(path)
+
+    def recorded_locations(self, context: dg.InputContext, key: dg.AssetKey,
+                           partitions: list[str | None]) -> dict[str | None, tuple[str | None, str]]:
+        """Where the table of each partition of ``key`` that this step reads lies, by Dagster's records:
+        the materialization the run that produced the input made of it (an upstream step of this run,
+        or of the run this one re-executes: a step reads what its upstream step wrote, whatever another
+        run stored since), else the latest materialization of that partition. Each is
+        ``(kept version, path)`` as the IO manager recorded them; a partition with no record (an
+        asset stored outside this instance) is read at its path."""
+        instance = context.instance
+        wanted = set(partitions)
+        found: dict[str | None, object] = {}
+        run_id = _producing_run(context)
+        if run_id:
+            for record in _run_materializations(instance, run_id, key):
+                m = record.asset_materialization
+                part = str(m.partition) if m.partition is not None else None
+                if part in wanted:
+                    found[part] = m  # the run's last materialization of it (a retried step writes again)
+        missing = wanted - set(found)
+        if missing:
+            for part, record in _latest_materializations(instance, key, missing).items():
+                found[part] = record.asset_materialization
+        out = {}
+        multi = context.has_asset_partitions and self._multi(context)
+        for part in partitions:
+            fallback = self._path(key, part, multi)
+            m = found.get(part)
+            if m is None:
+                out[part] = (None, fallback)
+            else:
+                out[part] = (recorded_version(m.metadata, part), recorded_path(m.metadata, part) or fallback)
+        return out
+
     def load_input(self, context: dg.InputContext):
+        """The input's table as Dagster recorded it (:meth:`recorded_locations`). An input declared
+        with ``allow_missing_partitions`` tolerates what was never stored: its missing partitions are
+        left out, and an unpartitioned one that is missing loads as None (the site's protocol inputs)."""
         key = context.asset_key
-        if not context.has_asset_partitions:
-            return self._read(self._path(key, None))
-        partitions = context.asset_partition_keys
-        multi = self._multi(context)
-        wanted = context.dagster_type.typing_type
-        if getattr(wanted, "__origin__", wanted) is not dict and len(partitions) == 1:
-            return self._read(self._path(key, partitions[0], multi))
         allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions"))
+        if not context.has_asset_partitions:
+            try:
+                return self._read_recorded(self.recorded_locations(context, key, [None])[None])
+            except FileNotFoundError:
+                if allow_missing:
+                    return None
+                raise
+        partitions = [str(p) for p in context.asset_partition_keys]
+        wanted = context.dagster_type.typing_type
+        where = self.recorded_locations(context, key, partitions)
+        if getattr(wanted, "__origin__", wanted) is not dict and len(partitions) == 1:
+            return self._read_recorded(where[partitions[0]])
         out = {}
         for p in partitions:
             try:
-                out[p] = self._read(self._path(key, p, multi))
+                out[p] = self._read_recorded(where[p])
             except FileNotFoundError:
                 if not allow_missing:
                     raise
         return out
+
+
+def _producing_run(context: dg.InputContext) -> str | None:
+    """The run whose step produced this input, where Dagster knows it (an upstream step in this run's
+    plan); None for an asset loaded from an earlier materialization."""
+    upstream = context.upstream_output
+    if upstream is None:
+        return None
+    try:
+        return upstream.run_id
+    except dg.DagsterInvariantViolationError:
+        return None
+
+
+def _run_materializations(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) -> list:
+    """The materialization records of ``key`` that run ``run_id`` stored, oldest first."""
+    out, cursor = [], None
+    while True:
+        got = instance.get_records_for_run(run_id, cursor=cursor, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION,
+                                           limit=1000)
+        out += [r for r in got.records if r.asset_key == key]
+        if not got.has_more:
+            return out
+        cursor = got.cursor
+
+
+def _latest_materializations(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: set) -> dict:
+    """``{partition: record}``: the latest materialization record of each of ``partitions`` of ``key``
+    (None: the unpartitioned asset's)."""
+    kind = dg.DagsterEventType.ASSET_MATERIALIZATION
+    if partitions == {None}:
+        records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
+        return {None: records[0]} if records else {}
+    ids = instance.event_log_storage.get_latest_storage_id_by_partition(key, kind)
+    chosen = [ids[p] for p in partitions if p in ids]
+    out = {}
+    for i in range(0, len(chosen), 500):
+        part = chosen[i:i + 500]
+        for r in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=part),
+                                                 limit=len(part)).records:
+            out[str(r.asset_materialization.partition)] = r
+    return out

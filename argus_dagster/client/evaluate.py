@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,9 +27,9 @@ import polars as pl
 from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, pool_notice
 from argus_dagster.client.results import load_stored
 from argus_dagster.client.runs import (CANDIDATE_LEVEL, PROTOCOL_SELECTION, Plan, RunSpec, execute, feeds, launch,
-                                       plan, runs_of)
-from argus_dagster.definitions import (COMMAND_TAG, EVALUATOR_TAG, RETRY_METADATA, build_definitions,
-                                      observe_sources)
+                                       plan, runs_of, wait_for_writers)
+from argus_dagster.definitions import (COMMAND_TAG, EVALUATOR_TAG, RETRY_METADATA, ROLES, build_definitions,
+                                      latest_record, observe_sources)
 from argus_dagster.infra.progress import PROGRESS
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
@@ -163,7 +163,7 @@ def _say_up_to_date(runs: list[RunSpec], task_list, partitions, n_videos, progre
 
 # The progress line's phase while a run of each kind goes: a task's inputs and rubrics, a range of
 # partitions (evidence, then judging as their first judgments come in), the leaderboard and overview.
-RUN_PHASE = {"task": "rubrics", "partition": "evidence", "leaderboard": "reports"}
+RUN_PHASE = {"task": "rubrics", "partition": "evidence", "leaderboard": "reports", "site": "reports"}
 
 
 def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan: Plan | None = None) -> None:
@@ -192,8 +192,11 @@ def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan:
             left = retry.get(key, 0)
             progress(f"{elapsed()} {task} x {model}: scored {took(key)}"
                      + (f"; {left} failed tool steps or unanswered judgments, retried on the next run" if left else ""))
+    elif run.kind == "site":
+        progress(f"{elapsed()} pages: overview, sample browser, index of evaluations {took(None)}")
     else:
-        progress(f"{elapsed()} leaderboard {took(None)}")
+        pages = " and pages (overview, sample browser, index of evaluations)" if "site" in run.selection else ""
+        progress(f"{elapsed()} leaderboard{pages} {took(None)}")
 
 
 def _frozen_rubrics(result: dg.ExecuteInProcessResult) -> dict[str, tuple[int, list[str]]]:
@@ -219,21 +222,24 @@ def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
     return out
 
 
-def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str]) -> pl.DataFrame | None:
+def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str],
+                site_along: bool = False) -> pl.DataFrame | None:
     """As the daemon's ticks do: ask, launch what is requested, ask again (a task's new rubrics make its
     candidate partitions' inputs updated: the next question requests them), until nothing is; then
-    the leaderboard, once, after the partitions it follows."""
+    the leaderboard, once, after the partitions it follows (``site_along``: with the pages in the same
+    run, when nothing else they show comes after it)."""
     instance, defs, resources = ev.instance, ev.defs, ev.defs.resources
     model_order = list(instance.get_dynamic_partitions("candidate_models"))
     done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
     leaderboard_due = False
     ran_any = False
+    forced = force  # the forced round, kept until it has run (a wait for another run asks again)
     while True:
-        the_plan = plan(instance, defs, ev.tasks, ev.partitions, force, done)
+        the_plan = plan(instance, defs, ev.tasks, ev.partitions, forced, done)
         if the_plan.waiting and not ran_any:
             progress(f"{elapsed()} {the_plan.waiting}")
-        force = False  # once
-        runs = runs_of(the_plan, model_order, tags)
+        runs = [replace(run, selection=[*run.selection, *ROLES.site]) if run.kind == "leaderboard" and site_along
+                else run for run in runs_of(the_plan, model_order, tags)]
         if any(run.kind == "leaderboard" for run in runs) and len(runs) > 1:
             leaderboard_due = True  # after the partitions it follows
             runs = [run for run in runs if run.kind != "leaderboard"]
@@ -243,6 +249,9 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
             _say_up_to_date(runs, ev.tasks, ev.partitions, ev.n_videos, progress, elapsed)
             _say_reasons(the_plan, ev, progress, f"{elapsed()} ")
         ran_any = True
+        if _waited(instance, runs, progress, forced):
+            continue  # another run materialized what this one would: ask Dagster again
+        forced = False
         for run in runs:
             _run_and_say(run, instance, resources, progress, elapsed, the_plan)
             done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
@@ -250,7 +259,9 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
         if not feeds(defs, {a for run in runs for a in run.selection}):
             break  # what ran updates no automated asset: asking again would request nothing new
     if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
-        _run_and_say(RunSpec("leaderboard", ["leaderboard"], tags=tags), instance, resources, progress, elapsed)
+        board_run = RunSpec("leaderboard", ["leaderboard", *(ROLES.site if site_along else ())], tags=tags)
+        wait_for_writers(instance, board_run, progress)  # another command's leaderboard run ends first
+        _run_and_say(board_run, instance, resources, progress, elapsed)
     board = load_stored(instance, "leaderboard", storage=ev.storage)
     if not ran_any:
         _say_up_to_date([], ev.tasks, ev.partitions, ev.n_videos, progress, elapsed)
@@ -300,16 +311,33 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     tags = command_tags(resources)  # one pass: every run of this command, whichever loop launches it
     for name in PROTOCOLS_RUN[protocol]:  # first: each video's report then links its FIRM-Video page
         _protocol(ev, name, progress, elapsed, force, tags)
-    board = _videoargus(ev, progress, elapsed, force, tags) if protocol in ("videoargus", "both") else None
     human = sorted(resources["bench"].human_files(ev.storage))
+    # The pages ride along with the leaderboard's run when nothing they show follows it (no alignment).
+    board = (_videoargus(ev, progress, elapsed, force, tags, site_along=not human)
+             if protocol in ("videoargus", "both") else None)
     if human:  # people's ratings are there: say how well the scores agree with them
         # Always recomputed (one short run): the ratings themselves may have changed.
-        execute(instance, resources, RunSpec("alignment", ["human_alignment"]))
+        execute(instance, resources, RunSpec("alignment", ["human_alignment"], tags=tags))
         table = load_stored(instance, "human_alignment", storage=ev.storage)
         progress(f"{elapsed()} human alignment (ratings: {', '.join(f'{t}.csv' for t in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
+    _site(ev, progress, elapsed, force, tags)
     return board
+
+
+def _site(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str]) -> None:
+    """The pages, once, after everything they show: Dagster says whether the ``site`` asset is missing
+    or one of its inputs moved (this command's runs, or another's), and one run writes it."""
+    latest = latest_record(ev.instance, ROLES.site[0])
+    if force and latest is not None:  # forced once: not again when this command's own run wrote them
+        run = ev.instance.get_run_by_id(latest.run_id)
+        force = run is None or run.tags.get(COMMAND_TAG) != tags.get(COMMAND_TAG)
+    the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions, force, selection=ROLES.site)
+    model_order = list(ev.instance.get_dynamic_partitions("candidate_models"))
+    for run in runs_of(the_plan, model_order, tags):
+        wait_for_writers(ev.instance, run, progress)
+        _run_and_say(run, ev.instance, ev.defs.resources, progress, elapsed, the_plan)
 
 
 # The protocols each --protocol runs before VideoArgus's loop (or alone), each a loop of its own.
@@ -336,15 +364,18 @@ def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool, tags: d
     model_order = list(instance.get_dynamic_partitions("candidate_models"))
     done: set[tuple[str, str | None]] = set()
     ran_any, words = False, PROTOCOL_WORDS[name]
+    forced = force
     while tasks:
-        the_plan = plan(instance, defs, tasks, partitions, force, done, selection)
-        force = False  # once
+        the_plan = plan(instance, defs, tasks, partitions, forced, done, selection)
         runs = runs_of(the_plan, model_order, tags, protocol=name)
         if not runs:
             break
         if not ran_any:
             _say_reasons(the_plan, ev, progress, f"{elapsed()} ")
         ran_any = True
+        if _waited(instance, runs, progress, forced):
+            continue
+        forced = False
         for run in runs:
             t0 = time.perf_counter()
             launch(instance, resources, run, progress)
@@ -360,6 +391,15 @@ def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool, tags: d
         if not feeds(defs, {a for run in runs for a in run.selection}, selection):
             break
     progress(f"{elapsed()} {PROTOCOL_NAMES[name]} " + ("done" if ran_any else "up to date (--force runs it again)"))
+
+
+def _waited(instance: dg.DagsterInstance, runs: list[RunSpec], progress, forced: bool) -> bool:
+    """Wait for the runs in flight that materialize what ``runs`` would (:func:`~.runs.wait_for_writers`);
+    True when it waited and Dagster must be asked again (a forced round runs as planned after the wait)."""
+    waited = False
+    for run in runs:
+        waited |= wait_for_writers(instance, run, progress)
+    return waited and not forced
 
 
 def command_tags(resources: dict) -> dict[str, str]:

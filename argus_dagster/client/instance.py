@@ -2,7 +2,10 @@
 its SQLite files' settings, and the runs a process of this machine left behind.
 
 The instance is built from its folder (``DagsterInstance.from_config``), not from the ``DAGSTER_HOME``
-variable: one process may open the instances of several evaluations. Dead runs are Dagster's
+variable: one process may open the instances of several evaluations. A new evaluation's instance is
+made once, atomically, whatever number of commands start together (:func:`ensure_instance`): a ready,
+empty instance is copied aside and moved into place under a lock, so no two processes ever create
+Dagster's schema in one SQLite file (two did, and left two ``alembic_version`` heads for good). Dead runs are Dagster's
 ``dead_run_sensor`` (:mod:`assets.sensors`, through :mod:`argus_dagster.definitions`): under ``argus ui``
 the daemon ticks it; ``argus evaluate`` has no daemon, so it asks the same sensor once before it runs
 (:func:`ask_dead_run_sensor`) rather than holding a daemon process up for one command.
@@ -10,6 +13,10 @@ the daemon ticks it; ``argus evaluate`` has no daemon, so it asks the same senso
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -29,9 +36,16 @@ python_logs:
   python_log_level: INFO
 # How many runs the daemon executes at once (the runs the UI, the sensors and the schedules launch),
 # and how often it looks for queued runs to launch (Dagster's default: every 5 s, a wait each run pays).
+# A run the queue would start waits while another run in flight has the same partition (argus evaluate's
+# runs, in process, are counted too): two runs never compute one asset partition at once.
 run_queue:
   max_concurrent_runs: 4
   dequeue_interval_seconds: 1
+  tag_concurrency_limits:
+    - key: "dagster/partition"
+      value:
+        applyLimitPerUniqueValue: true
+      limit: 1
 """
 
 
@@ -40,9 +54,7 @@ def local_instance(settings: Settings | None = None) -> dg.DagsterInstance:
     from the evaluation's ``dagster_home`` folder, with Dagster's storage as its ``dagster.yaml`` says
     (default: SQLite files there)."""
     settings = settings or load_settings()
-    home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    ensure_instance_yaml(home)
+    home = ensure_instance(settings.dagster_home, settings.home)
     sync_lightly(home)  # its SQLite files without a disk sync per event (argus_dagster.infra.sqlite)
     return dg.DagsterInstance.from_config(str(home))
 
@@ -54,6 +66,83 @@ def ensure_instance_yaml(dagster_home: Path) -> Path:
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(INSTANCE_YAML)
     return config
+
+
+READY = ".argus-instance-ready"  # written last into a made instance, before it is moved into place
+
+
+@contextmanager
+def _locked(path: Path):
+    """An exclusive ``flock`` on ``path`` (made if missing), released by the kernel if the process dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _make_empty_instance(folder: Path) -> None:
+    """An instance in ``folder`` ready to use: its ``dagster.yaml`` (kept where there is one) and every
+    storage's schema, made or migrated, then closed and marked :data:`READY`."""
+    ensure_instance_yaml(folder)
+    instance = dg.DagsterInstance.from_config(str(folder))
+    try:  # each storage makes its tables (and stamps its schema) on first use
+        instance.get_runs(limit=1)
+        instance.get_asset_keys(limit=1)
+        instance.all_instigator_state()
+    finally:
+        instance.dispose()
+    (folder / READY).write_text(f"dagster {dg.__version__}\n")
+
+
+def _template(home_root: Path) -> Path:
+    """A ready, empty instance of this Dagster version under ``home_root`` (made once, atomically):
+    what each new evaluation's instance is copied from (making the schema costs a second of CPU)."""
+    template = home_root / ".instance-template" / dg.__version__
+    if (template / READY).is_file():
+        return template
+    with _locked(template.parent / f"{dg.__version__}.lock"):
+        if not (template / READY).is_file():
+            aside = template.parent / f".{dg.__version__}.{os.getpid()}.making"
+            shutil.rmtree(aside, ignore_errors=True)
+            _make_empty_instance(aside)
+            shutil.rmtree(template, ignore_errors=True)
+            os.rename(aside, template)
+    return template
+
+
+def ensure_instance(dagster_home: Path, home_root: Path | None = None) -> Path:
+    """The evaluation's instance folder, made once whatever number of processes ask at once.
+
+    A folder with :data:`READY` in it is complete (the fast path: no lock). Otherwise, under a lock
+    beside it: an instance folder made before this rule (its ``dagster.yaml`` there, or storage of
+    another kind such as Postgres) is opened once under the lock, so that any schema migration runs in
+    one process, and marked ready; a new one is copied from the ready, empty template of this Dagster
+    version (:func:`_template`, under ``home_root``; made in place when none is given) and moved into
+    place by one rename, so no process ever sees half an instance."""
+    home = Path(dagster_home)
+    if (home / READY).is_file():
+        return home
+    with _locked(home.parent / f".{home.name}.lock"):
+        if (home / READY).is_file():
+            return home
+        if home.is_dir() and any(home.iterdir()):
+            # an instance made before this rule (or Dagster's own files from ``dagster dev``): its
+            # storages are opened, and migrated where they must be, here alone
+            _make_empty_instance(home)
+            return home
+        aside = home.parent / f".{home.name}.{os.getpid()}.making"
+        shutil.rmtree(aside, ignore_errors=True)
+        if home_root is not None:
+            shutil.copytree(_template(Path(home_root)), aside)
+        else:
+            _make_empty_instance(aside)
+        if home.is_dir():
+            home.rmdir()  # empty: a rename cannot replace a folder
+        os.rename(aside, home)
+    return home
 
 
 def ask_dead_run_sensor(instance: dg.DagsterInstance) -> list[str]:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from argus_dagster.client.reasons import requested_reasons
+from argus_dagster.client.instance import ask_dead_run_sensor
 from argus_dagster.definitions import MAX_TAG, REASON_TAG, ROLES, materialize_selection, retries_waiting
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
@@ -38,7 +39,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 TASK_LEVEL = ROLES.task + ROLES.firm_task
 CANDIDATE_LEVEL = ROLES.candidate + ROLES.firm_candidate + ROLES.vefx_candidate
 # What each loop asks Dagster about: VideoArgus's assets, or a protocol's with the tables it reads.
-PROTOCOL_SELECTION = {"videoargus": ROLES.automated,
+PROTOCOL_SELECTION = {"videoargus": tuple(a for a in ROLES.automated if a not in ROLES.site),
                       "firm": ("input_instances", "candidate_videos") + ROLES.firm_task + ROLES.firm_candidate,
                       "vefx": ("input_instances", "candidate_videos") + ROLES.vefx_candidate + ROLES.vefx_board}
 JUDGE_TAG = "argus/judge"  # runs that call the judge (a run queue's tag limit can bound them)
@@ -83,7 +84,7 @@ class RunSpec:
 
 
 def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], partitions: set[tuple[str, str]],
-         force: bool = False, done: set = frozenset(), selection: tuple[str, ...] = ROLES.automated) -> Plan:
+         force: bool = False, done: set = frozenset(), selection: tuple[str, ...] | None = None) -> Plan:
     """What to materialize for ``tasks`` and the ``(task, model)`` partitions: Dagster's answer, from
     the automation conditions on the assets (:mod:`assets.automation`) evaluated on the instance's
     records (the automation sensor asks the same conditions under the daemon; they read states, so
@@ -95,6 +96,7 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
     the automation sensor is holding (:func:`~assets.automation.retries_waiting`), and the plan says
     what the sensor would have held back (``Plan.waiting``). ``selection``: the assets asked about
     (:data:`PROTOCOL_SELECTION`; their definitions in ``defs`` carry the conditions)."""
+    selection = selection or PROTOCOL_SELECTION["videoargus"]
     keys = {str(dg.MultiPartitionKey({"task": t, "model": m})) for t, m in partitions}
 
     def of(name: str) -> set:
@@ -122,9 +124,10 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
     return Plan(requested, why, retry_wait_text(waiting), inputs_of)
 
 
-def feeds(defs: dg.Definitions, assets: set[str], selection: tuple[str, ...] = ROLES.automated) -> bool:
+def feeds(defs: dg.Definitions, assets: set[str], selection: tuple[str, ...] | None = None) -> bool:
     """Whether any of ``assets`` is read by an asset of ``selection`` (only then can its new
     materializations make the conditions request more of them)."""
+    selection = selection or PROTOCOL_SELECTION["videoargus"]
     graph = defs.resolve_asset_graph()
     asked = {dg.AssetKey(name) for name in selection}
     return any(graph.get(dg.AssetKey(a)).child_keys & asked for a in assets)
@@ -194,7 +197,7 @@ def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = No
                                                                                    if kv[0][1] in model_order else 0))])
     out += [(kinds["partition"], selection, keys) for selection, keys in ranges]
     for name in sorted(n for n, parts in plan.requested.items() if None in parts):
-        out.append((kinds["board"], [name], []))
+        out.append(("site" if name in ROLES.site else kinds["board"], [name], []))
     specs = []
     for kind, selection, keys in out:
         reason = "; ".join(dict.fromkeys(w for k in (keys or [None]) for a in selection for w in plan.why.get((a, k), [])))
@@ -202,6 +205,85 @@ def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = No
         specs.append(RunSpec(kind, selection, keys, {**(tags or {}), **({JUDGE_TAG: "1"} if judged else {}),
                                                      **({REASON_TAG: reason[:MAX_TAG]} if reason else {})}, reason))
     return specs
+
+
+IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+             dg.DagsterRunStatus.CANCELING]
+DEAD_RUN_CHECK_S = 5.0  # while waiting: how often the runs waited for are checked for a process that died
+
+
+def _planned(instance: dg.DagsterInstance, run_id: str) -> set[tuple[str, str | None]]:
+    """``(asset, partition)`` of every materialization a run planned when it was created (Dagster's
+    planned events: a partition, or a range's subset), whoever launched it."""
+    out: set[tuple[str, str | None]] = set()
+    cursor = None
+    while True:
+        got = instance.get_records_for_run(run_id, cursor=cursor, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+                                           limit=1000)
+        for record in got.records:
+            planned = record.event_log_entry.dagster_event.event_specific_data
+            asset = record.asset_key.to_user_string()
+            subset = getattr(planned, "partitions_subset", None)
+            if subset is not None:
+                out |= {(asset, str(p)) for p in subset.get_partition_keys()}
+            else:
+                out.add((asset, planned.partition))
+        if not got.has_more:
+            return out
+        cursor = got.cursor
+
+
+def _partition_words(key: str) -> str:
+    """``T2V x noisy`` for a task x model key, the task for a task's."""
+    if "|" not in key:
+        return key
+    task, model = split_partition(key)
+    return f"{task} x {model}"
+
+
+def writers_of(instance: dg.DagsterInstance, spec: RunSpec) -> dict[str, list[str]]:
+    """The runs in flight on ``instance`` (launched by anyone: another command, the UI, the daemon) that
+    materialize an asset partition ``spec`` would, by their planned materializations: ``{run id: the
+    partitions shared, in words}``."""
+    wanted = {(a, k) for a in spec.selection for k in (spec.keys or [None])}
+    out: dict[str, list[str]] = {}
+    for run in instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT)):
+        shared = wanted & _planned(instance, run.run_id)
+        if shared:
+            out[run.run_id] = sorted({_partition_words(p) if p else a for a, p in shared})
+    return out
+
+
+def wait_for_writers(instance: dg.DagsterInstance, spec: RunSpec, progress, poll_s: float = 0.25,
+                     timeout_s: float | None = None) -> bool:
+    """Before ``spec`` runs: wait, saying so in one line per run, for every run in flight that
+    materializes one of its asset partitions (two runs never compute one partition at once: each
+    would read the other's half-written inputs, and the history would mix their passes). Waits on the
+    runs' status in Dagster's records; returns whether it waited (the caller asks Dagster again: the
+    other run may have done the work)."""
+    busy = writers_of(instance, spec)
+    if not busy:
+        return False
+    for run_id, what in busy.items():
+        where = ", ".join(what)
+        progress(f"  {where} {'is' if len(what) == 1 else 'are'} being materialized by run {run_id[:8]}; waiting")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pending = set(busy)
+    next_dead_check = time.monotonic() + DEAD_RUN_CHECK_S
+    while pending:
+        if time.monotonic() >= next_dead_check:  # a run whose process died never ends by itself
+            ask_dead_run_sensor(instance)
+            next_dead_check = time.monotonic() + DEAD_RUN_CHECK_S
+        for run_id in list(pending):
+            run = instance.get_run_by_id(run_id)
+            if run is None or run.is_finished:
+                pending.discard(run_id)
+        if pending:
+            if deadline is not None and time.monotonic() > deadline:
+                raise SystemExit(f"run(s) {', '.join(r[:8] for r in sorted(pending))} still materialize what this "
+                                 "command would; try again once they end (argus ui shows them)")
+            time.sleep(poll_s)
+    return True
 
 
 def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec) -> dg.ExecuteInProcessResult:
@@ -223,7 +305,7 @@ def launch(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progres
     return result
 
 
-RESUMABLE = ("task", "partition", "leaderboard")  # the runs Dagster's conditions request again after a failure
+RESUMABLE = ("task", "partition", "leaderboard", "site")  # the runs Dagster's conditions request again after a failure
 
 
 def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:

@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from argus_dagster.client.instance import ensure_instance_yaml
+from argus_dagster.client.instance import ensure_instance
 from argus_dagster.client.printing import say as _print  # the name the command below prints with
 from argus_dagster.client.supervise import supervise
 from argus_dagster.client.ui import HostProxy, answered_hosts, free_loopback_port, port_taken
@@ -58,7 +58,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         _print(f"argus ui: the Dagster UI's port {args.port} on {args.host} is taken ({exc.strerror or exc}): "
                "pass --port")
         return 2
-    ensure_instance_yaml(settings.dagster_home)
+    ensure_instance(settings.dagster_home, settings.home)
     workspace = settings.dagster_home / "workspace.yaml"  # the code location, wherever argus is installed
     write_atomic(workspace, UI_WORKSPACE)
     env = pinned_environment(settings, port)

@@ -81,13 +81,27 @@ def recorded_path(metadata: dict, partition: Any = None) -> str | None:
     return str(path) if path is not None else None
 
 
+def recorded_version(metadata: dict, partition: Any = None) -> str | None:
+    """The immutable copy of a materialization's table its IO manager recorded: ``stored_version``, or
+    ``stored_versions`` by partition for a run of many partitions; None for a record without one."""
+    kept = metadata["stored_version"].value if "stored_version" in metadata else None
+    if kept is None and "stored_versions" in metadata:
+        kept = (metadata["stored_versions"].value or {}).get(str(partition))
+    return str(kept) if kept is not None else None
+
+
 def recorded_table(record, store=None, columns: list[str] | None = None) -> pl.DataFrame | None:
     """The table a materialization record (Dagster's ``EventLogRecord``) points at, read through
-    ``store`` (:func:`read_stored`), or None when there is no record or its table is gone."""
+    ``store`` (:func:`read_stored`), or None when there is no record or its table is gone.
+
+    The record's own version is read (what that materialization wrote, whatever ran since); the
+    current path only where the record kept none (made before versions were kept) or retention
+    removed it."""
     if record is None:
         return None
     m = record.asset_materialization
-    return read_stored(recorded_path(m.metadata, m.partition), store, columns)
+    kept = read_stored(recorded_version(m.metadata, m.partition), store, columns)
+    return kept if kept is not None else read_stored(recorded_path(m.metadata, m.partition), store, columns)
 
 
 def stored_table(storage_dir: Path | str, asset: str, store=None) -> pl.DataFrame | None:

@@ -369,12 +369,21 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
             f'<h3>Dimension profile per model (mean criterion score, 0-10)</h3><div class="profiles">{profiles}</div>')
 
 
+WIN_MATRIX_MODELS = 20  # the matrix's models, best ranked first: the page stays linear in the models
+
+
 def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> str:
     """Models x models: how often the row's video scores above the column's on the inputs both have
-    (a tie counts half), with its 95% interval and the number of shared inputs."""
+    (a tie counts half), with its 95% interval and the number of shared inputs. Of the
+    :data:`WIN_MATRIX_MODELS` best ranked (``models`` in the leaderboard's order), said above it when
+    there are more: a matrix of every pair would grow with the square of the models."""
+    left_out = len(models) - WIN_MATRIX_MODELS
+    models = models[:WIN_MATRIX_MODELS]
     rates = pairwise_win_rates(videos, task, models) if videos is not None else {}
     if not rates:
         return '<p class="muted">no two models share a scored input of this task</p>'
+    note = (f'<p class="muted win-note">the {WIN_MATRIX_MODELS} best-ranked models of {WIN_MATRIX_MODELS + left_out}; '
+            "each model's row in the leaderboard names the one below it that beats it</p>" if left_out > 0 else "")
     head = "<tr><th>beats →</th>" + "".join(f"<th>{esc(m)}</th>" for m in models) + "</tr>"
     rows = []
     for a in models:
@@ -389,7 +398,7 @@ def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> st
             tds.append(f'<td class="score" style="background:{score_colour(10 * r["rate"])}" title="{esc(title)}">'
                        f'{r["rate"]:.0%}<br><span class="muted">[{r["low"]:.0%}, {r["high"]:.0%}] n={r["n"]}</span></td>')
         rows.append(f'<tr data-model="{esc(a)}"><th>{esc(a)}</th>{"".join(tds)}</tr>')
-    return f'<table class="winrate">{head}{"".join(rows)}</table>'
+    return f'{note}<table class="winrate">{head}{"".join(rows)}</table>'
 
 
 def _inputs_grid(present: set[str], task: str, models: list[str], videos: pl.DataFrame | None) -> str:
@@ -560,30 +569,30 @@ def _evaluation_line(lb: pl.DataFrame, bench: str | None = None, evaluators: lis
     return f'<div class="facts">{" · ".join(shown)}</div>' if shown else ""
 
 
-def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard: pl.DataFrame | None = None,
-                   alignment: pl.DataFrame | None = None, bench: str | None = None,
-                   store: Storage | None = None, firm_scores: pl.DataFrame | None = None,
-                   vefx_board: pl.DataFrame | None = None, changes: Diff | None = None,
-                   changes_note: str = "", people: pl.DataFrame | None = None) -> Path:
-    """Write ``reports_dir/index.html`` whole; what is not passed is read from ``storage_dir``
-    (folders, or ``s3://`` prefixes of ``store``).
+_READ = object()  # an argument not given: read the stored table (a library caller's overview)
+
+
+def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard=_READ, alignment=_READ,
+                   bench: str | None = None, store: Storage | None = None, firm_scores=_READ, vefx_board=_READ,
+                   video_scores=_READ, criterion_scores=_READ, vefx_scores=_READ, costs=_READ,
+                   changes: Diff | None = None, changes_note: str = "", people: pl.DataFrame | None = None) -> Path:
+    """Write ``reports_dir/index.html`` whole from the tables given (None: there is none, its section
+    is left out); a table not given is read from ``storage_dir`` (folders, or ``s3://`` prefixes of
+    ``store``), as a library caller without Dagster's records reads it. The ``site`` asset gives them all.
 
     Raises :class:`argus_dagster.infra.files.WriteError` when the page cannot be written."""
     store = store or LOCAL
-    if leaderboard is None:
-        leaderboard = stored_table(storage_dir, "leaderboard", store)
-    if alignment is None:
-        alignment = stored_table(storage_dir, "human_alignment", store)
-    if firm_scores is None:
-        firm_scores = stored_table(storage_dir, "firm_scores", store)
-    if vefx_board is None:
-        vefx_board = stored_table(storage_dir, "vefx_leaderboard", store)
-    page = render_overview(reports_dir, leaderboard, criterion_scores=stored_table(storage_dir, "criterion_scores", store),
-                           video_scores=(scores := stored_table(storage_dir, "video_scores", store)), alignment=alignment,
-                           bench=bench, store=store,
-                           costs=stored_cost_table(storage_dir, store, video_scores=scores),
-                           firm_scores=firm_scores, vefx_board=vefx_board,
-                           vefx_scores=stored_table(storage_dir, "vefx_scores", store), changes=changes,
+
+    def given(value, asset: str):
+        return stored_table(storage_dir, asset, store) if value is _READ else value
+
+    scores = given(video_scores, "video_scores")
+    page = render_overview(reports_dir, given(leaderboard, "leaderboard"),
+                           criterion_scores=given(criterion_scores, "criterion_scores"), video_scores=scores,
+                           alignment=given(alignment, "human_alignment"), bench=bench, store=store,
+                           costs=stored_cost_table(storage_dir, store, video_scores=scores) if costs is _READ else costs,
+                           firm_scores=given(firm_scores, "firm_scores"), vefx_board=given(vefx_board, "vefx_leaderboard"),
+                           vefx_scores=given(vefx_scores, "vefx_scores"), changes=changes,
                            changes_note=changes_note, people=people)
     return store.write_bytes(join(reports_dir, "index.html"), page)
 
@@ -622,10 +631,50 @@ def task_coverage(videos: pl.DataFrame | None, task: str) -> str:
             + (f", {weight:.0%} of the weight" if weight is not None else ""))
 
 
+HOME_ROW = "home_row.json"  # beside an evaluation's reports folder: its row of the home's index, as its site wrote it
+
+
+def home_row(leaderboard: pl.DataFrame | None, videos: pl.DataFrame | None,
+             criteria: pl.DataFrame | None) -> dict:
+    """An evaluation's row of the home's index, from the tables its site read: what it holds, what its
+    scores cover, which judge, and each task's leader (``leaders`` is HTML, escaped; the rest text)."""
+    lb = leaderboard
+    if lb is not None and lb.height:
+        lb = lb.sort("mean_final", descending=True, nulls_last=True)
+        leaders = "; ".join(task_leader(t, g) for (t,), g in sorted(lb.group_by("task"), key=lambda kv: kv[0][0])
+                            if g["mean_final"][0] is not None)
+        covers = [f"{t}: {text}" for t in sorted(lb["task"].unique().to_list()) if (text := task_coverage(videos, t))]
+        facts = (f"{lb['task'].n_unique()} tasks, {lb['model'].n_unique()} models, "
+                 f"{int(lb['n_videos'].sum() or 0)} videos scored, {int(lb['n_errors'].sum() or 0)} errors")
+    else:
+        leaders, covers, facts = "", [], "no leaderboard yet"
+    return {"facts": facts, "covers": covers, "evaluators": judges_of(criteria), "leaders": leaders}
+
+
+def write_home_row(reports_dir: Path | str, leaderboard: pl.DataFrame | None, videos: pl.DataFrame | None,
+                   criteria: pl.DataFrame | None) -> Path:
+    """Write the evaluation's :data:`HOME_ROW` (beside ``reports_dir``) from the site's own inputs."""
+    return LOCAL.write_bytes(join(Path(reports_dir).parent, HOME_ROW),
+                             json.dumps(home_row(leaderboard, videos, criteria), sort_keys=True))
+
+
+def _stored_home_row(folder: Path) -> dict:
+    """An evaluation's row as its site wrote it; for one evaluated before the site wrote rows, from its
+    stored tables."""
+    try:
+        row = json.loads((folder / HOME_ROW).read_text())
+        if isinstance(row, dict) and {"facts", "covers", "evaluators", "leaders"} <= set(row):
+            return row
+    except (OSError, ValueError):
+        pass
+    return home_row(stored_table(folder / "storage", "leaderboard"), stored_table(folder / "storage", "video_scores"),
+                    stored_table(folder / "storage", "criterion_scores"))
+
+
 def render_evaluations_index(root: Path) -> str:
     """Every evaluation under ``root`` (``$ARGUS_HOME/benches``): bench and profile, linked to its
     overview; when it was last evaluated; its tasks, models and videos scored; what its scores
-    cover and which judge; and each task's leading model."""
+    cover and which judge; and each task's leading model (each evaluation's row as its site wrote it)."""
     rows = []
     for record_file in sorted(Path(root).glob("*/*/evaluation.json")):
         try:
@@ -635,9 +684,7 @@ def render_evaluations_index(root: Path) -> str:
         if not isinstance(rec, dict):
             continue
         folder = record_file.parent
-        lb = stored_table(folder / "storage", "leaderboard")
-        videos = stored_table(folder / "storage", "video_scores")
-        evaluators = judges_of(stored_table(folder / "storage", "criterion_scores"))
+        cells = _stored_home_row(folder)
         overview = folder / "reports" / "index.html"
         name = f"{rec.get('bench', folder.parent.name)} / {rec.get('profile', folder.name)}"
         link = (f'<a href="{href(folder.parent.name, folder.name, "reports", "index.html")}">{esc(name)}</a>'
@@ -645,20 +692,11 @@ def render_evaluations_index(root: Path) -> str:
         when = rec.get("last_evaluated")
         when = (datetime.fromtimestamp(float(when), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
                 if when else "never scored")
-        if lb is not None and lb.height:
-            lb = lb.sort("mean_final", descending=True, nulls_last=True)
-            leaders = "; ".join(task_leader(t, g) for (t,), g in sorted(lb.group_by("task"), key=lambda kv: kv[0][0])
-                                if g["mean_final"][0] is not None)
-            covers = [f"{t}: {text}" for t in sorted(lb["task"].unique().to_list())
-                      if (text := task_coverage(videos, t))]
-            facts = (f"{lb['task'].n_unique()} tasks, {lb['model'].n_unique()} models, "
-                     f"{int(lb['n_videos'].sum() or 0)} videos scored, {int(lb['n_errors'].sum() or 0)} errors")
-        else:
-            leaders, covers, facts = "", [], "no leaderboard yet"
         rows.append(f'<tr data-bench="{esc(rec.get("bench", ""))}" data-profile="{esc(rec.get("profile", ""))}">'
-                    f"<td>{link}</td><td>{esc(when)}</td><td>{esc(facts)}</td>"
-                    f"<td>{'<br>'.join(esc(c) for c in covers)}</td><td>{esc(', '.join(evaluators)) or '-'}</td>"
-                    f"<td>{leaders}</td>"
+                    f"<td>{link}</td><td>{esc(when)}</td><td>{esc(cells['facts'])}</td>"
+                    f"<td>{'<br>'.join(esc(c) for c in cells['covers'])}</td>"
+                    f"<td>{esc(', '.join(cells['evaluators'])) or '-'}</td>"
+                    f"<td>{cells['leaders']}</td>"
                     f'<td class="muted">{esc(str(rec.get("bench_dir", "")))}</td></tr>')
     table = ('<table class="leaderboard"><tr><th>bench / profile</th><th>last evaluated</th><th>what</th>'
              "<th>scores cover</th><th>evaluator</th><th>leading model per task (mean final 0-10)</th>"

@@ -342,13 +342,14 @@ def render_samples(reports_dir: Path | str, video_scores: pl.DataFrame | None,
 def write_samples(reports_dir: Path | str, storage_dir: Path | str, *, bench: str | None = None,
                   store: Storage | None = None, video_scores: pl.DataFrame | None = None,
                   changes: Diff | None = None, people: pl.DataFrame | None = None,
-                  firm_scores: pl.DataFrame | None = None) -> Path | str:
+                  firm_scores: pl.DataFrame | None = None, criterion_scores: pl.DataFrame | None = None) -> Path | str:
     """Write ``reports_dir/samples.html`` whole from the stored tables under ``storage_dir``
     (``video_scores`` and ``firm_scores``, when given, stand for the stored ones). Raises
     :class:`argus_dagster.infra.files.WriteError` when the page cannot be written."""
     store = store or LOCAL
     videos = video_scores if video_scores is not None else stored_table(storage_dir, "video_scores", store)
-    page = render_samples(reports_dir, videos, stored_table(storage_dir, "criterion_scores", store), bench=bench,
+    criteria = criterion_scores if criterion_scores is not None else stored_table(storage_dir, "criterion_scores", store)
+    page = render_samples(reports_dir, videos, criteria, bench=bench,
                           store=store, changes=changes, people=people,
                           firm_scores=firm_scores if firm_scores is not None else stored_table(storage_dir, "firm_scores", store))
     return store.write_bytes(join(reports_dir, "samples.html"), page)

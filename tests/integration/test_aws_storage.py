@@ -14,7 +14,7 @@ import pytest
 from argus_dagster.infra import storage as storage_lib
 from argus_dagster.method.candidate_store import open_store, scan
 from argus_dagster.outputs.overview import stored_table
-from assets import CANDIDATE_ASSETS, TASK_ASSETS
+from assets import ALL_ASSETS, site
 from assets.leaderboard import leaderboard
 from assets.lineage import latest_record
 
@@ -34,8 +34,7 @@ def _upload(client, folder: Path, bucket: str, prefix: str) -> None:
 
 def _run(resources: dict, instance: dg.DagsterInstance) -> None:
     materialize_task("T2V", ["m"], resources, instance)
-    assert dg.materialize([leaderboard, *CANDIDATE_ASSETS, *TASK_ASSETS], selection=[leaderboard], instance=instance,
-                          resources=resources).success
+    assert dg.materialize(ALL_ASSETS, selection=[leaderboard, site], instance=instance, resources=resources).success
 
 
 def _scores(storage_dir, store=None) -> pl.DataFrame:
@@ -108,7 +107,7 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
         assert src.startswith(f"{moto_endpoint}/{BUCKET}/eval/benches/b/default/reports/T2V/_media/")
         with urllib.request.urlopen(src.replace("&amp;", "&"), timeout=10) as resp:
             assert resp.status == 200 and resp.read()[:4] == b"\x1aE\xdf\xa3"  # a WebM (Matroska) file
-        overview = latest_record(instance, "leaderboard").asset_materialization.metadata["overview_url"].value
+        overview = latest_record(instance, "site").asset_materialization.metadata["overview_url"].value
         with urllib.request.urlopen(overview, timeout=10) as resp:
             assert 'data-task="T2V"' in resp.read().decode("utf-8")
         from argus_dagster.client.overview_link import stored_overview

@@ -564,9 +564,9 @@ def test_dagster_ui_leaderboard_asset_links_to_the_reports_over_http(site, brows
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.goto(dagster_ui + "assets/leaderboard", wait_until="load")
-    # The latest materialization's metadata, once the app has queried it.
-    link = page.locator(f'a[href="{site["base"]}index.html"]').first
-    link.wait_for(timeout=90_000)
+    # The latest materialization's metadata, once the app has queried it: the plots on the leaderboard's,
+    # the overview on the site's (the asset that writes it).
+    page.get_by_text("plot_T2V_url").first.wait_for(timeout=90_000)
     skip = page.get_by_role("button", name="Skip").first  # the UI's first-visit dialog: a person skips it
     try:
         skip.wait_for(state="visible", timeout=20_000)
@@ -574,9 +574,14 @@ def test_dagster_ui_leaderboard_asset_links_to_the_reports_over_http(site, brows
         skip.wait_for(state="hidden", timeout=10_000)
     except PlaywrightTimeout:  # not shown in this Dagster release or setting
         pass
-    assert page.get_by_text("overview_url").count() >= 1
     for task in ALL_TASKS:
         assert page.get_by_text(f"plot_{task}_url").count() >= 1, task
+    hrefs = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+    assert not [h for h in hrefs if h.startswith("file:")], hrefs
+    page.goto(dagster_ui + "assets/site", wait_until="load")
+    link = page.locator(f'a[href="{site["base"]}index.html"]').first
+    link.wait_for(timeout=90_000)
+    assert page.get_by_text("overview_url").count() >= 1
     hrefs = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
     assert not [h for h in hrefs if h.startswith("file:")], hrefs
     link.scroll_into_view_if_needed()
@@ -598,12 +603,12 @@ def test_cli_leaderboard_is_quiet(site):
 
 
 def test_report_links_in_metadata_are_http_and_resolve(site, dagster_ui):
-    """Every URL in the reports' and leaderboard's latest metadata points at the reports server and answers."""
+    """Every URL in the reports', leaderboard's, alignment's and site's latest metadata points at the reports server and answers."""
     query = ("query($k: AssetKeyInput!) { assetOrError(assetKey: $k) { ... on Asset { "
              "assetMaterializations(limit: 50) { partition metadataEntries { label "
              "... on UrlMetadataEntry { url } ... on MarkdownMetadataEntry { mdStr } } } } } }")
     urls = []
-    for asset in ("diagnostic_reports", "leaderboard", "human_alignment"):
+    for asset in ("diagnostic_reports", "leaderboard", "human_alignment", "site"):
         req = urllib.request.Request(dagster_ui + "graphql", headers={"Content-Type": "application/json"},
                                      data=json.dumps({"query": query, "variables": {"k": {"path": [asset]}}}).encode())
         with urllib.request.urlopen(req, timeout=60) as resp:

@@ -401,13 +401,14 @@ def test_the_cli_skips_up_to_date_partitions_and_adding_a_model_runs_only_its_ow
 
         lines, calls, runs = run()
         # rubrics, then per video 5 judgments + 3 vlm_qa; runs: the task's, both models' range, the leaderboard
+        # with the pages
         assert calls == 2 + 2 * (5 + 3) * 2 and runs == 3
         lines, calls, runs = run()
         assert (calls, runs) == (0, 0), lines
         assert sum("up to date" in x for x in lines) == 4, lines
         write_video(cands / "T2V" / "o" / "p0.mp4", _clip(30), 12)  # a new model
         lines, calls, runs = run()
-        assert calls == 5 + 3 and runs == 2  # its partition and the leaderboard
+        assert calls == 5 + 3 and runs == 2  # its partition and the leaderboard with the pages
         assert any("T2V x o: scored" in x for x in lines) and any("T2V x m: up to date" in x for x in lines)
         lines, calls, runs = run(force=True)
         assert calls == 0 and runs == 3  # every partition again (the task, a range of the models, the

@@ -374,7 +374,8 @@ def test_a_backfill_on_three_workers_gives_the_local_scores(cluster):
     keys = {o.rel for o in c.storage().list(f"s3://{BUCKET}/{PREFIX}")}
     assert any(k.startswith("benches/b/rubrics/") and k.endswith("/TI2V/p1.json") for k in keys), sorted(keys)[:20]
     assert any(k.startswith("cache/judgments/") for k in keys) and any(k.startswith("cache/evidence/") for k in keys)
-    assert {"benches/b/default/reports/T2V/m1/p0.html", "benches/b/default/reports/index.html"} <= keys
+    # (the overview is the site asset's, which this backfill does not ask for: test_aws_storage writes it on S3)
+    assert "benches/b/default/reports/T2V/m1/p0.html" in keys
     # Agreement with people, from the ratings on S3 (no worker has them in its folders): the local run's.
     got = _table(f"{c.evaluation}/storage", "human_alignment", c.storage())
     want = _table(c.local, "human_alignment")

@@ -18,7 +18,7 @@ def test_asset_graph_snapshot():
     assert keys == ["aggregation_config", "backbone_robustness", "bench_files", "best_of_n", "candidate_files",
                     "candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports",
                     "firm_checklists", "firm_scores", "firm_verdicts", "human_alignment", "input_instances",
-                    "judge_config", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics",
+                    "judge_config", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics", "site",
                     "tool_suite_config", "vefx_leaderboard", "vefx_scores", "video_scores"]
     deps = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
             for k in graph.get_all_asset_keys()}
@@ -34,7 +34,9 @@ def test_asset_graph_snapshot():
         "criterion_evidence": ["candidate_videos", "input_instances", "rubrics", "tool_suite_config"],
         "criterion_scores": ["candidate_videos", "criterion_evidence", "judge_config", "rubrics"],
         "video_scores": ["aggregation_config", "candidate_videos", "criterion_scores"],
-        "leaderboard": ["video_scores"],
+        "leaderboard": ["criterion_scores", "video_scores"],
+        "site": ["criterion_scores", "firm_scores", "human_alignment", "leaderboard", "vefx_leaderboard",
+                 "vefx_scores", "video_scores"],
         "diagnostic_reports": ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
                                "rubrics", "video_scores"],
         "human_alignment": ["criterion_scores", "firm_scores", "vefx_scores", "video_scores"],
@@ -73,7 +75,7 @@ def test_asset_graph_snapshot():
     # One machine: a run's steps share its process (one code-location import per run, not per step).
     assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     for key in ("input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
-                "video_scores", "diagnostic_reports", "leaderboard"):
+                "video_scores", "diagnostic_reports", "leaderboard", "site"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None, key
     assert {j.name for j in repo.get_all_jobs()} >= {"observe_bench_files", "observe_candidate_files",
                                                       "observe_evaluator"}

@@ -20,7 +20,7 @@ from argus_dagster.protocols.firm.tables import checklist_from_rows, firm_summar
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
 from argus_dagster.infra.media import write_video
 from argus_dagster.client.results import export_firm, firm_summary
-from argus_dagster.client.runs import execute
+from argus_dagster.client.runs import RunSpec, execute
 from argus_dagster.infra.tables import COSTS
 from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 from resources import VlmResource
@@ -269,6 +269,8 @@ def test_each_video_has_a_page_with_its_checklist_verdicts_and_evidence(online):
     # IF asks whether a requirement is met, WC whether the video violates coherence (yes = a violation)
     words = {(IF, True, "yes"): "met", (IF, True, "no"): "not met", (WC, True, "yes"): "violation",
              (WC, True, "no"): "no violation"}
+    # the pages, as a command ends: the site reads firm_scores as Dagster recorded it (no leaderboard yet)
+    assert execute(instance, res, RunSpec("site", ["site"])).success
     with launched() as browser:
         # the overview's FIRM-Video section, with the loopback judge's IF and WC scored: each cell the
         # stored firm_scores' summary, each model's name a link to its pages

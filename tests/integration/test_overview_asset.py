@@ -1,32 +1,90 @@
-"""The overview is written by the leaderboard's materialization, and a page that cannot be written
-is said in the metadata without failing it."""
+"""The pages are an asset: ``site`` reads its declared inputs and writes the overview, the sample browser
+and the home's index; a page that cannot be written is said in its table and metadata without failing
+it; and no other asset writes a page (each run of a real ``argus evaluate`` is watched for the pages it
+touched)."""
+
+import json
 
 import dagster as dg
 import polars as pl
 
-from argus_dagster.infra.storage import LOCAL, Storage
-from assets.overview import overview_metadata
+from argus_dagster.client.evaluate import run_all
+from argus_dagster.definitions import ROLES, build_definitions
+from argus_dagster.infra.settings import evaluation_settings, record_evaluation
+from assets.overview import SITE_INPUTS, site
 from resources.bench import BenchResource
+from resources.storage import StorageResource
+from tests.integration.helpers import t2v_bench
 
 
 def _bench(tmp_path) -> BenchResource:
     return BenchResource(bench="b", profile="default", reports_dir=str(tmp_path / "reports"),
                          storage_dir=str(tmp_path / "storage"), bench_dir=str(tmp_path / "bench"))
 
+
 LB = pl.DataFrame({"task": ["T2V"], "model": ["m"], "mean_final": [7.0], "ci_low": [6.0], "ci_high": [8.0],
                    "n_videos": [3], "n_errors": [0]})
 
 
+def _site(tmp_path, storage: StorageResource) -> dg.Output:
+    return site(dg.build_asset_context(), leaderboard=LB, video_scores={}, criterion_scores={}, human_alignment=None,
+                firm_scores={}, vefx_leaderboard=None, vefx_scores={}, bench=_bench(tmp_path), storage=storage)
+
+
 def test_written_and_linked_over_http(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
-    meta = overview_metadata(dg.build_asset_context(), _bench(tmp_path), Storage(reports_url="http://127.0.0.1:9/"),
-                             leaderboard=LB)
-    assert meta["overview_url"].value == "http://127.0.0.1:9/index.html"
+    out = _site(tmp_path, StorageResource(reports_url="http://127.0.0.1:9/"))
+    assert out.metadata["overview_url"].value == "http://127.0.0.1:9/index.html"
     assert 'data-task="T2V"' in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
+    pages = {r["page"]: r for r in out.value.iter_rows(named=True)}
+    assert pages["overview"]["path"] == "reports/index.html" and pages["samples"]["path"] == "reports/samples.html"
+    assert pages["overview"]["bytes"] == (tmp_path / "reports" / "index.html").stat().st_size
 
 
 def test_a_page_that_cannot_be_written_is_said(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
     (tmp_path / "reports" / "index.html").mkdir(parents=True)  # in the way of the page
-    meta = overview_metadata(dg.build_asset_context(), _bench(tmp_path), LOCAL, leaderboard=LB)
-    assert "overview_url" not in meta and "index.html" in meta["overview_error"]
+    out = _site(tmp_path, StorageResource())
+    assert "overview_url" not in out.metadata and "index.html" in out.metadata["overview_error"].value
+    pages = {r["page"]: r for r in out.value.iter_rows(named=True)}
+    assert pages["overview"]["error"] and pages["samples"]["error"] is None  # the sample browser stands
+
+
+def test_the_site_reads_what_it_shows_as_declared_inputs():
+    graph = build_definitions().resolve_asset_graph()
+    parents = {k.to_user_string() for k in graph.get(dg.AssetKey("site")).parent_keys}
+    assert parents == set(SITE_INPUTS) == {"leaderboard", "video_scores", "criterion_scores", "human_alignment",
+                                           "firm_scores", "vefx_leaderboard", "vefx_scores"}
+    assert "site" in ROLES.automated and graph.get(dg.AssetKey("site")).automation_condition is not None
+    # the leaderboard declares the criterion scores it reads
+    assert {k.to_user_string() for k in graph.get(dg.AssetKey("leaderboard")).parent_keys} == {
+        "video_scores", "criterion_scores"}
+
+
+def test_only_the_site_writes_a_page(tmp_path, monkeypatch):
+    """A real ``argus evaluate`` (with people's ratings, so human alignment runs too): after each of its
+    runs, the pages are looked at; only the run that materializes ``site`` changed them, once, and what
+    they show equals the stored leaderboard."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("ARGUS_HOME", str(home))
+    bench, cands = t2v_bench(tmp_path / "b1", n_inputs=2)
+    settings = evaluation_settings(bench, cands)
+    record_evaluation(settings)
+    settings.human_dir.mkdir(parents=True)
+    (settings.human_dir / "T2V.csv").write_text("input_id,model,score\np0,m,4\np1,m,2\n")
+    reports = settings.reports_dir
+    pages = [reports / "index.html", reports / "samples.html", home / "benches" / "index.html",
+             settings.evaluation_dir / "home_row.json"]
+    seen = []
+
+    def look(line: str) -> None:
+        state = tuple(p.stat().st_mtime_ns if p.exists() else None for p in pages)
+        if not seen or state != seen[-1][1]:
+            seen.append((line.strip(), state))
+
+    board = run_all(progress=look, settings=settings)
+    changed = [line for line, state in seen[1:]]
+    assert len(changed) == 1 and changed[0].split("] ", 1)[-1].startswith("pages:"), seen
+    assert all(p.exists() for p in pages)
+    row = json.loads(pages[3].read_text())
+    assert row["facts"].startswith(f"1 tasks, 1 models, {int(board['n_videos'].sum())} videos scored"), row

@@ -335,6 +335,27 @@ def test_pairwise_win_rates_over_shared_inputs(tmp_path):
     assert "A scores above B on 70% of 5 shared inputs" in page
 
 
+def test_the_win_matrix_holds_the_best_ranked_models_only(tmp_path):
+    """With more models than WIN_MATRIX_MODELS the matrix is of the best ranked, in the leaderboard's order,
+    and says so above it: the page grows with the models, not with their square."""
+    from argus_dagster.outputs.overview import WIN_MATRIX_MODELS
+
+    n = WIN_MATRIX_MODELS + 5
+    models = [f"m{i:02d}" for i in range(n)]
+    videos = pl.DataFrame({"task": "T2V", "model": [m for m in models for _ in range(3)],
+                           "input_id": [f"i{j}" for _ in models for j in range(3)],
+                           "final_score": [10.0 - i * 0.3 + j * 0.01 for i in range(n) for j in range(3)]})
+    lb = pl.DataFrame({"task": ["T2V"] * n, "model": models, "mean_final": [10.0 - i * 0.3 for i in range(n)],
+                       "ci_low": [0.0] * n, "ci_high": [10.0] * n, "n_videos": [3] * n, "n_errors": [0] * n})
+    page = render_overview(tmp_path / "reports", lb, video_scores=videos)
+    matrix = re.search(r'<table class="winrate">(.*?)</table>', page, re.S).group(1)
+    rows = re.findall(r'<tr data-model="([^"]+)">', matrix)
+    heads = re.findall(r"<th>([^<]+)</th>", matrix.split("</tr>", 1)[0])[1:]
+    assert rows == heads == models[:WIN_MATRIX_MODELS]
+    note = re.search(r'<p class="muted win-note">([^<]+)</p>', page).group(1)
+    assert note.startswith(f"the {WIN_MATRIX_MODELS} best-ranked models of {n};"), note
+
+
 def test_the_win_rate_interval_is_the_bootstrap_over_inputs():
     """The interval drawn as counts of wins, ties and losses is the one drawn by resampling the shared
     inputs themselves (here 40 of them: 22 wins, 6 ties, 12 losses), within the bootstrap's own noise."""

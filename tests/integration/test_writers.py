@@ -1,0 +1,180 @@
+"""Many writers, one truth, in one process: the mechanisms that let commands, the UI and the daemon act
+on one evaluation at once (:mod:`tests.integration.test_many_writers` runs the commands themselves).
+
+- A new evaluation's instance is made once, whatever number of processes ask for it at the same moment
+  (before, two made Dagster's schema in one SQLite file and left two ``alembic_version`` heads for good).
+- A step reads the table its upstream step wrote in the same run, never one another run stored since
+  (before, ``video_scores`` read the shared current file that another pass had just replaced).
+- A command waits, saying for which run, while another run materializes one of its asset partitions.
+
+Everything waits on conditions (a barrier, an event, a run's status), never on a sleep.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import threading
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from argus_dagster.client.instance import READY, ensure_instance
+from resources.storage import StorageIOManager, StorageResource
+
+pytestmark = pytest.mark.integration
+
+
+def heads(home: Path) -> dict[str, int]:
+    """Rows of ``alembic_version`` in each SQLite file of an instance (one each: one schema head)."""
+    out = {}
+    for db in sorted(home.rglob("*.db")):
+        with sqlite3.connect(db) as conn:
+            tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+            if "alembic_version" in tables:
+                out[str(db.relative_to(home))] = conn.execute("select count(*) from alembic_version").fetchone()[0]
+    return out
+
+
+def _make(home: str, root: str | None, barrier, errors) -> None:
+    try:
+        barrier.wait(timeout=60)
+        ensure_instance(Path(home), Path(root) if root else None)
+        instance = dg.DagsterInstance.from_config(home)
+        instance.get_runs(limit=1)
+        instance.dispose()
+    except BaseException as exc:  # reported to the parent, which fails the test with it
+        errors.put(f"{type(exc).__name__}: {exc}")
+        raise
+
+
+@pytest.mark.parametrize("template", [True, False], ids=["from the template", "made in place"])
+def test_an_instance_is_made_once_by_processes_started_together(tmp_path, template):
+    ctx = multiprocessing.get_context("fork")  # the parent has imported Dagster: each child starts at once
+    errors = ctx.Queue()
+    for round_ in range(10):
+        root = tmp_path / f"r{round_}"
+        home = root / "benches" / "b" / "default" / "dagster_home"
+        if round_ % 3 == 2:
+            home.mkdir(parents=True)  # an empty folder another tool made first
+        barrier = ctx.Barrier(4)
+        procs = [ctx.Process(target=_make, args=(str(home), str(root) if template else None, barrier, errors))
+                 for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+        said = [errors.get() for _ in range(errors.qsize())] if not errors.empty() else []
+        assert [p.exitcode for p in procs] == [0, 0, 0, 0], said
+        assert (home / READY).is_file() and (home / "dagster.yaml").is_file()
+        found = heads(home)
+        assert set(found) == {"history/runs.db", "history/runs/index.db", "schedules/schedules.db"}, found
+        assert set(found.values()) == {1}, found
+        assert not [p.name for p in home.parent.iterdir() if p.name.endswith(".making")]
+
+
+def test_an_instance_made_before_the_rule_is_opened_and_kept(tmp_path):
+    """An instance folder from before (no ready mark) keeps its runs: it is opened in place, once."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    instance = dg.DagsterInstance.from_config(str(home))
+    dg.materialize([dg.asset(name="kept")(lambda: 1)], instance=instance)
+    instance.dispose()
+    ensure_instance(home, tmp_path)
+    instance = dg.DagsterInstance.from_config(str(home))
+    assert len(instance.get_runs()) == 1 and (home / READY).is_file()
+    assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"  # the user's own kept
+    instance.dispose()
+
+
+def test_a_step_reads_what_its_upstream_step_wrote(tmp_path):
+    """Run A writes ``up`` = 1 and, before its ``down`` step loads ``up``, run B stores ``up`` = 2: A's
+    ``down`` reads 1 (its own run's version, by Dagster's records), and a run that only reads ``up``
+    reads the latest materialization, 2."""
+    home = ensure_instance(tmp_path / "dagster_home", tmp_path)
+    io = StorageIOManager(storage=StorageResource(), base_dir=str(tmp_path / "storage"))
+    gate_reached, release = threading.Event(), threading.Event()
+
+    value = {"now": 1}  # what the next materialization of ``up`` writes
+
+    @dg.asset
+    def up() -> pl.DataFrame:
+        return pl.DataFrame({"value": [value["now"]]})
+
+    @dg.asset(deps=[up])
+    def gate() -> pl.DataFrame:
+        gate_reached.set()
+        assert release.wait(120), "never released"
+        return pl.DataFrame({"ok": [True]})
+
+    @dg.asset
+    def down(up: pl.DataFrame, gate: pl.DataFrame) -> pl.DataFrame:
+        return up
+
+    results = {}
+
+    def run_a():
+        instance = dg.DagsterInstance.from_config(str(home))
+        results["a"] = dg.materialize([up, gate, down], instance=instance, resources={"io_manager": io})
+
+    thread = threading.Thread(target=run_a)
+    thread.start()
+    assert gate_reached.wait(120)
+    instance = dg.DagsterInstance.from_config(str(home))
+    value["now"] = 2
+    b = dg.materialize([up], instance=instance, resources={"io_manager": io})
+    assert b.success
+    release.set()
+    thread.join(120)
+    assert results["a"].success
+    assert results["a"].output_for_node("down")["value"].to_list() == [1]
+    later = dg.materialize([up, gate, down], selection=[down], instance=instance, resources={"io_manager": io})
+    assert later.output_for_node("down")["value"].to_list() == [2]
+
+
+def test_a_command_waits_for_the_run_that_materializes_its_partition(tmp_path):
+    """A run in flight materializes ``blocker`` T2V: a spec of the same asset partition says which run it
+    waits for and returns once that run ended; one of another partition, or of another asset, does not
+    wait."""
+    from argus_dagster.client.runs import RunSpec, wait_for_writers, writers_of
+
+    home = ensure_instance(tmp_path / "dagster_home", tmp_path)
+    reached, release = threading.Event(), threading.Event()
+
+    @dg.asset(partitions_def=dg.StaticPartitionsDefinition(["T2V", "TI2V"]))
+    def blocker() -> None:
+        reached.set()
+        assert release.wait(120), "never released"
+
+    results = {}
+
+    def in_flight():
+        instance = dg.DagsterInstance.from_config(str(home))
+        results["run"] = dg.materialize([blocker], instance=instance, partition_key="T2V")
+
+    thread = threading.Thread(target=in_flight)
+    thread.start()
+    assert reached.wait(120)
+    instance = dg.DagsterInstance.from_config(str(home))
+    assert writers_of(instance, RunSpec("task", ["blocker"], ["TI2V"])) == {}
+    assert writers_of(instance, RunSpec("task", ["other"], ["T2V"])) == {}
+    said = []
+
+    def progress(line: str) -> None:  # the line is said before the wait: then the run may end
+        said.append(line)
+        release.set()
+
+    try:
+        waited = wait_for_writers(instance, RunSpec("task", ["blocker"], ["T2V"]), progress, poll_s=0.05)
+    finally:  # the run ends whatever happened here
+        release.set()
+        thread.join(120)
+    assert waited
+    run_id = results["run"].run_id
+    assert said == [f"  T2V is being materialized by run {run_id[:8]}; waiting"]
+    assert instance.get_run_by_id(run_id).is_finished
+    assert not wait_for_writers(instance, RunSpec("task", ["blocker"], ["T2V"]), progress)
+
