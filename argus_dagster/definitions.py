@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals
+from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals, served_instance_problem
 from argus_dagster.infra.settings import load_settings, served_settings
 from argus_dagster.infra.sqlite import sync_lightly
 from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_TASK_ASSETS,
@@ -81,7 +81,11 @@ def defs() -> dg.Definitions:
     """The code location (``workspace.yaml``, ``dagster asset materialize -m argus_dagster.definitions``):
     the evaluation its configuration names (``ARGUS_BENCH_DIR`` or ``ARGUS_BENCH``, ``ARGUS_PROFILE``;
     none: ``demo/default``; :func:`argus_dagster.infra.settings.served_settings`), built when Dagster loads
-    it, not when this module is imported."""
+    it, not when this module is imported. A process with no instance of its own (a bare ``dagster dev``)
+    is refused in one line naming ``argus ui`` (:func:`~argus_dagster.infra.environment.served_instance_problem`)."""
+    problem = served_instance_problem()
+    if problem:
+        raise dg.DagsterInvariantViolationError(problem)
     return build_definitions(served_settings())
 
 

@@ -128,6 +128,18 @@ def environment() -> Environment:
     return Environment({name: os.environ[name] for name in VARIABLES if os.environ.get(name)})
 
 
+def served_instance_problem() -> str | None:
+    """Why the served code location must not load in this process, or None: it has no Dagster instance
+    of its own (``DAGSTER_HOME`` unset, as under a bare ``dagster dev``, whose throwaway instance would
+    run the evaluation's sensors and write into its storage under runs its own instance never records).
+    ``argus ui`` pins the evaluation's instance; a deployment sets ``DAGSTER_HOME``."""
+    if os.environ.get("DAGSTER_HOME"):
+        return None
+    return ("argus-dagster serves one evaluation on that evaluation's own Dagster instance, and DAGSTER_HOME is not "
+            "set here: start the UI with `argus ui` (or `make ui`), or set DAGSTER_HOME to the instance to serve "
+            "(`argus env` names the evaluation's)")
+
+
 def pinned_environment(settings, reports_port_: int) -> dict[str, str]:
     """This process's environment with ``settings``' evaluation pinned as the code location reads it
     (:func:`argus_dagster.infra.settings.served_settings`); ``settings`` is a

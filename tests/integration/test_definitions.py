@@ -116,3 +116,24 @@ def test_the_sensor_intervals_are_settings(monkeypatch):
     monkeypatch.setenv("ARGUS_AUTOMATION_INTERVAL_S", "0")
     with pytest.raises(SettingError, match="ARGUS_AUTOMATION_INTERVAL_S=0: must be at least 1"):
         lazy()
+
+
+def test_a_process_without_an_instance_of_its_own_is_refused_naming_argus_ui(tmp_path):
+    """A bare ``dagster dev`` (or any Dagster process without DAGSTER_HOME) runs on a throwaway instance
+    whose sensors would re-run the evaluation and write into its storage: the code location refuses to
+    load there, in one line naming ``argus ui``; with an instance of its own it loads."""
+    import os
+
+    dagster = str(Path(sys.executable).parent / "dagster")
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    env.update(ARGUS_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    refused = subprocess.run([dagster, "definitions", "validate", "-m", "argus_dagster.definitions"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=300)
+    said = [line for line in (refused.stdout + refused.stderr).splitlines() if "DAGSTER_HOME is not set" in line]
+    assert refused.returncode != 0 and said, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "`argus ui`" in said[0]
+    env["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
+    (tmp_path / "dagster_home").mkdir()
+    loaded = subprocess.run([dagster, "definitions", "validate", "-m", "argus_dagster.definitions"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert loaded.returncode == 0, loaded.stdout[-2000:] + loaded.stderr[-2000:]
