@@ -73,8 +73,9 @@ def _concat(tables: dict[str, pl.DataFrame] | None) -> pl.DataFrame | None:
 
 
 SITE_PAGES = {"page": pl.String, "path": pl.String, "bytes": pl.Int64, "sha256": pl.String, "error": pl.String}
-# Each page names the time it was written: its bytes and digest move with it. The pages a pass writes are
-# said in the table; its version follows what they show (the inputs'), not the clock.
+# Each page names the time it was written, so its bytes and digest move with every write: the version is of
+# which pages were written where (and which failed); what they show is the inputs' data versions, which
+# Dagster records with each materialization of the site (its provenance in the UI).
 SITE_VOLATILE = ("bytes", "sha256")
 SITE_INPUTS = ("leaderboard", "video_scores", "criterion_scores", "human_alignment", "firm_scores", "vefx_leaderboard",
                "vefx_scores")
