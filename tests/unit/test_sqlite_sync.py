@@ -52,7 +52,7 @@ def _synchronous(path: Path) -> int:
     return value
 
 
-def test_files_under_the_instance_sync_lightly_and_keep_their_log(tmp_path):
+def test_files_under_the_instance_sync_lightly_and_keep_their_log(tmp_path, monkeypatch):
     home, elsewhere = tmp_path / "dagster_home", tmp_path / "other"
     home.mkdir()
     elsewhere.mkdir()
@@ -61,8 +61,8 @@ def test_files_under_the_instance_sync_lightly_and_keep_their_log(tmp_path):
     assert _synchronous(elsewhere / "b.db") == 2  # FULL, SQLite's default: not ours to change
     assert str(home / "a.db") in kept_files() and str(elsewhere / "b.db") not in kept_files()
 
-    os.environ["DAGSTER_HOME"] = str(home)
-    try:
+    with monkeypatch.context() as mp:  # the session's DAGSTER_HOME comes back after
+        mp.setenv("DAGSTER_HOME", str(home))
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
 
         @dg.asset
@@ -70,8 +70,6 @@ def test_files_under_the_instance_sync_lightly_and_keep_their_log(tmp_path):
             return [1, 2, 3]
 
         run_id = dg.materialize([numbers], instance=dg.DagsterInstance.get()).run_id
-    finally:
-        del os.environ["DAGSTER_HOME"]
     shard = home / "history" / "runs" / f"{run_id}.db"
     # Dagster closed every connection it opened to the run's events; the idle one kept the log, so
     # closing them did not checkpoint (sync) and delete it.
@@ -79,7 +77,7 @@ def test_files_under_the_instance_sync_lightly_and_keep_their_log(tmp_path):
     assert str(shard) in kept_files()
 
 
-def test_a_killed_process_loses_nothing_it_stored(tmp_path):
+def test_a_killed_process_loses_nothing_it_stored(tmp_path, monkeypatch):
     home = tmp_path / "dagster_home"
     home.mkdir()
     done = _run(home, "light", "kill")
@@ -88,14 +86,12 @@ def test_a_killed_process_loses_nothing_it_stored(tmp_path):
     logs = [p for p in (home / "history").rglob("*.db-wal")]
     assert logs  # the killed process left its logs unmerged: the next reader recovers them
 
-    os.environ["DAGSTER_HOME"] = str(home)
-    try:
+    with monkeypatch.context() as mp:  # the session's DAGSTER_HOME comes back after
+        mp.setenv("DAGSTER_HOME", str(home))
         instance = dg.DagsterInstance.get()
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
         record = instance.fetch_materializations(dg.AssetKey("numbers"), limit=1).records[0]
         assert record.run_id == run_id
-    finally:
-        del os.environ["DAGSTER_HOME"]
     for db in (home / "history").rglob("*.db"):
         with sqlite3.connect(db) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",), db
