@@ -112,6 +112,8 @@ def test_a_prompt_that_gains_criteria_updates_the_leaderboards_coverage_in_the_s
         _, before = _stored("leaderboard", None)
     _, rubrics = _stored("rubrics", "T2V")
     n_before = dict(zip(rubrics["input_id"], rubrics["n_criteria"]))
+    key = str(dg.MultiPartitionKey({"task": "T2V", "model": "m"}))
+    scored_before, _ = _stored("video_scores", key)
 
     manifest = bench / "T2V" / "manifest.jsonl"
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
@@ -122,8 +124,12 @@ def test_a_prompt_that_gains_criteria_updates_the_leaderboards_coverage_in_the_s
     _, rubrics = _stored("rubrics", "T2V")
     n_after = dict(zip(rubrics["input_id"], rubrics["n_criteria"]))
     assert n_after["p0"] > n_before["p0"] and n_after["p1"] == n_before["p1"], (n_before, n_after)
-    _, videos = _stored("video_scores", str(dg.MultiPartitionKey({"task": "T2V", "model": "m"})))
+    scored_after, videos = _stored("video_scores", key)
     assert dict(zip(videos["input_id"], videos["n_criteria"])) == n_after
+    # the new criteria need a VLM (unscored, the finals as they were): the version moves with n_criteria itself,
+    # so whatever reads video_scores alone (the reports) is stale too
+    version = "dagster/data_version"
+    assert scored_after.asset_materialization.tags[version] != scored_before.asset_materialization.tags[version]
     _, after = _stored("leaderboard", None)
     row = after.filter((pl.col("task") == "T2V") & (pl.col("model") == "m")).row(0, named=True)
     assert row["n_criteria"] == pytest.approx(sum(n_after.values()) / 2)  # both videos scored, none in error
