@@ -16,7 +16,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.infra.settings import evaluations_root
-from argus_dagster.infra.storage import Storage, join
+from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import frame
 from argus_dagster.method.leaderboard import stored_cost_table
 from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
