@@ -114,7 +114,7 @@ def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):
         cli.main(["best-of-n", "--mix", "final", "--task", "T2V"])
     assert refused.value.code == 2
     [line] = capsys.readouterr().err.splitlines()
-    assert "'final': give COLUMN=WEIGHT with a positive weight" in line, line
+    assert line.startswith("argus best-of-n: argument --mix: 'final': give COLUMN=WEIGHT with a positive weight"), line
     assert cli.main(["best-of-n", "--mix", "nope=1", "--task", "T2V"]) == 1
     assert "'nope' is not in the table" in capsys.readouterr().out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,9 @@ def test_commands_started_together_on_a_fresh_home(tmp_path):
     # the evaluation the first round made answers every later command
     out = subprocess.run([ARGUS, "history", "--bench", "bench"], env=_env(tmp_path / "home0"), capture_output=True,
                          text=True)
-    assert out.returncode == 0 and "video_scores" in out.stdout + out.stderr, out.stdout + out.stderr
+    first = out.stdout.splitlines()[0] if out.stdout else ""
+    assert out.returncode == 0 and re.fullmatch(r"History of video_scores in bench/default \(\d+ materializations, "
+                                                r"oldest first\)", first), out.stdout + out.stderr
 
 
 def _judge_of(score: int):

@@ -4,6 +4,7 @@ it; and no other asset writes a page (each run of a real ``argus evaluate`` is w
 touched)."""
 
 import json
+import re
 
 import dagster as dg
 import polars as pl
@@ -35,7 +36,8 @@ def test_written_and_linked_over_http(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
     out = _site(tmp_path, StorageResource(reports_url="http://127.0.0.1:9/"))
     assert out.metadata["overview_url"].value == "http://127.0.0.1:9/index.html"
-    assert 'data-task="T2V"' in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
+    page = (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r'<section id="[^"]*" data-task="([^"]+)"', page) == ["T2V"]  # the leaderboard it was given
     pages = {r["page"]: r for r in out.value.iter_rows(named=True)}
     assert pages["overview"]["path"] == "reports/index.html" and pages["samples"]["path"] == "reports/samples.html"
     assert pages["overview"]["bytes"] == (tmp_path / "reports" / "index.html").stat().st_size
@@ -88,3 +90,15 @@ def test_only_the_site_writes_a_page(tmp_path, monkeypatch):
     assert all(p.exists() for p in pages)
     row = json.loads(pages[3].read_text())
     assert row["facts"].startswith(f"1 tasks, 1 models, {int(board['n_videos'].sum())} videos scored"), row
+
+
+def test_the_sites_version_moves_with_the_pages_written_not_with_their_bytes(tmp_path, monkeypatch):
+    """Two writes of the same pages (each names the time it was written: other bytes) keep one version;
+    a page that could not be written (its error) gives another."""
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
+    first, again = _site(tmp_path, StorageResource()), _site(tmp_path, StorageResource())
+    assert first.data_version == again.data_version
+    (tmp_path / "reports" / "index.html").unlink()
+    (tmp_path / "reports" / "index.html").mkdir()  # in the way of the overview
+    failed = _site(tmp_path, StorageResource())
+    assert failed.data_version != first.data_version
