@@ -36,7 +36,7 @@ COPY resources ./resources
 # does, its other dependencies come from pyproject.toml and the package itself goes in without them.
 RUN pip install ".[k8s]" \
  && pip install --no-deps rapidocr-onnxruntime==1.4.4 \
- && python -c "import dagster, dagster_aws, dagster_k8s, dagster_postgres, cv2, decord, torch, rapidocr_onnxruntime, argus_dagster.definitions"
+ && python -c "import dagster, dagster_aws, dagster_k8s, dagster_postgres, cv2, decord, torch, rapidocr_onnxruntime, argus_dagster.location"
 
 # A user of its own, with the only folders it writes.
 RUN useradd --create-home --uid 10001 argus \
@@ -49,4 +49,4 @@ EXPOSE 4000
 # tasks its command to `dagster api execute_run ...` / `dagster api execute_step ...`, which must run as
 # given. The default command serves the code location (the Helm chart's user deployment replaces it
 # with `dagster api grpc ...` and the same module).
-CMD ["dagster", "code-server", "start", "-h", "0.0.0.0", "-p", "4000", "-m", "argus_dagster.definitions"]
+CMD ["dagster", "code-server", "start", "-h", "0.0.0.0", "-p", "4000", "-m", "argus_dagster.location"]

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals, served_instance_problem
-from argus_dagster.infra.settings import load_settings, served_settings
+from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals
+from argus_dagster.infra.settings import load_settings
 from argus_dagster.infra.sqlite import sync_lightly
 from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_TASK_ASSETS,
                     GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS)
 from assets import site, vefx_leaderboard
-from assets.automation import (FOLLOWS_PARTITIONS, RETRY_METADATA, UP_TO_DATE, changed_inputs, latest_records,
-                               retries_waiting)
+from assets.automation import (FOLLOWS_PARTITIONS, PASS_JOB, RETRY_METADATA, UP_TO_DATE, asked_by_a_pass,
+                               changed_inputs, latest_records, passes_in_flight, planned_in_flight, retries_waiting)
 from assets.firm import best_of_n_tables
 from assets.history import (COMMAND_TAG, EVALUATOR_TAG, MAX_TAG, REASON_TAG, Stored, diff, materializations,
                             materialized_table)
@@ -58,35 +58,25 @@ def with_conditions(assets: list, protocols: tuple[str, ...]) -> list:
     return [dg.map_asset_specs(condition, [a])[0] if id(a) in chosen else a for a in assets]
 
 
-def build_definitions(settings=None, protocols: tuple[str, ...] = ()) -> dg.Definitions:
+def build_definitions(settings=None, protocols: tuple[str, ...] = (),
+                      pass_job: dg.JobDefinition | None = None) -> dg.Definitions:
     """The code location of one evaluation (``settings``, default this process's: ``ARGUS_BENCH``,
     ``ARGUS_PROFILE``, ``ARGUS_HOME``); the sensors tick at the intervals of
     :func:`~argus_dagster.infra.environment.sensor_intervals` (``ARGUS_SENSOR_INTERVAL_S``,
     ``ARGUS_AUTOMATION_INTERVAL_S``, ``ARGUS_DEAD_RUN_INTERVAL_S``). ``protocols`` (``firm``,
     ``vefx``): for the command line only, whose ``--protocol`` asks Dagster what of them to run
     (:func:`with_conditions`); the served code location has none, so the automation sensor never
-    runs a protocol: a person asks for it."""
+    runs a protocol: a person asks for it. ``pass_job``: the served code location's ``evaluate`` job
+    (:mod:`argus_dagster.location`), which the candidate-store sensor requests."""
     every = sensor_intervals()
     # The evaluation's own instance (argus ui, its run workers) stores events without a disk sync each.
     sync_lightly((settings or load_settings()).dagster_home)
     return dg.Definitions(assets=with_conditions(ALL_ASSETS, protocols) + SOURCES, asset_checks=GRAPH_CHECKS, resources=resources_for(settings=settings),
-                          jobs=OBSERVE_JOBS, sensors=[candidate_store_sensor_every(every.candidates_s),
+                          jobs=OBSERVE_JOBS + ([pass_job] if pass_job else []),
+                          sensors=[candidate_store_sensor_every(every.candidates_s, pass_job),
                                                       automation_sensor_every(every.automation_s),
                                                       dead_run_sensor_every(every.dead_runs_s)],
                           schedules=[nightly_reconcile], executor=executor_for())
-
-
-@dg.definitions
-def defs() -> dg.Definitions:
-    """The code location (``workspace.yaml``, ``dagster asset materialize -m argus_dagster.definitions``):
-    the evaluation its configuration names (``ARGUS_BENCH_DIR`` or ``ARGUS_BENCH``, ``ARGUS_PROFILE``;
-    none: ``demo/default``; :func:`argus_dagster.infra.settings.served_settings`), built when Dagster loads
-    it, not when this module is imported. A process with no instance of its own (a bare ``dagster dev``)
-    is refused in one line naming ``argus ui`` (:func:`~argus_dagster.infra.environment.served_instance_problem`)."""
-    problem = served_instance_problem()
-    if problem:
-        raise dg.DagsterInvariantViolationError(problem)
-    return build_definitions(served_settings())
 
 
 # ---------------------------------------------------------------- what the command line reaches
@@ -142,7 +132,8 @@ def observe_sources(instance: dg.DagsterInstance, resources: dict, tasks: list[s
 
 
 # The command line (argus_dagster/client) reaches assets and resources through these names only.
-__all__ = ["build_definitions", "defs", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
+__all__ = ["build_definitions", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
            "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "latest_record", "RETRY_METADATA",
            "best_of_n_tables", "robustness_tables", "storage_for", "resources_for", "COMMAND_TAG", "EVALUATOR_TAG",
-           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table", "site"]
+           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table", "site", "PASS_JOB",
+           "asked_by_a_pass", "passes_in_flight", "planned_in_flight", "UP_TO_DATE"]

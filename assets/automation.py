@@ -25,6 +25,8 @@ back-off (:func:`retries_waiting`), so a person asking now retries at once.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import weakref
 
 import dagster as dg
@@ -48,6 +50,13 @@ class _Records:
     def __init__(self, instance: dg.DagsterInstance):
         self.instance = instance
         self._latest: dict = {}
+        self._in_flight: set | None = None
+
+    def in_flight(self) -> set[tuple[str, str | None]]:
+        """``(asset, partition)`` planned by a run queued or in flight (:func:`planned_in_flight`)."""
+        if self._in_flight is None:
+            self._in_flight = set().union(*planned_in_flight(self.instance).values())
+        return self._in_flight
 
     # The one process cache of readings: (the instance, weakly; its latest storage id; the reading).
     # Dagster evaluates the conditions of every asset of one sensor tick in one process, each asking for
@@ -109,6 +118,39 @@ class _Records:
                   if cursor is not None else None)
         was = _event(before).tags.get(DATA_VERSION_TAG) if before else None
         return _event(latest).tags.get(DATA_VERSION_TAG) != was
+
+
+RUNS_IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+                  dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+
+def planned_by(instance: dg.DagsterInstance, run_id: str) -> set[tuple[str, str | None]]:
+    """``(asset, partition)`` of every materialization a run planned when it was created (Dagster's
+    planned events: a partition, or a range's subset), whoever launched it."""
+    out: set[tuple[str, str | None]] = set()
+    cursor = None
+    while True:
+        got = instance.get_records_for_run(run_id, cursor=cursor, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+                                           limit=1000)
+        for record in got.records:
+            planned = record.event_log_entry.dagster_event.event_specific_data
+            asset = record.asset_key.to_user_string()
+            subset = getattr(planned, "partitions_subset", None)
+            if subset is not None:
+                out |= {(asset, str(p)) for p in subset.get_partition_keys()}
+            else:
+                out.add((asset, planned.partition))
+        if not got.has_more:
+            return out
+        cursor = got.cursor
+
+
+def planned_in_flight(instance: dg.DagsterInstance, statuses=None) -> dict[str, set[tuple[str, str | None]]]:
+    """``{run id: its planned (asset, partition)s}`` for every run queued or in flight (``statuses``:
+    those counted), launched by anyone: a range run's whole range, which Dagster's own in-progress
+    test does not always see."""
+    return {r.run_id: planned_by(instance, r.run_id)
+            for r in instance.get_runs(dg.RunsFilter(statuses=statuses or RUNS_IN_FLIGHT))}
 
 
 def _event(record):
@@ -271,6 +313,63 @@ class RetryableWorkLeft(_FromRecords):
         return {p for p, due in retries_due(records, context.key).items() if due <= now}
 
 
+# The job that carries a whole pass in one run (the command line's loop, in a run worker:
+# :mod:`argus_dagster.client.pass_job`): the candidate-store sensor requests it when something changed,
+# and a person launches it from the UI.
+PASS_JOB = "evaluate"
+PASS_IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+                  dg.DagsterRunStatus.STARTED]
+_ASKED_BY_A_PASS: contextvars.ContextVar[bool] = contextvars.ContextVar("argus_asked_by_a_pass", default=False)
+
+
+@contextlib.contextmanager
+def asked_by_a_pass():
+    """Within it, the conditions are asked by a pass itself (``argus evaluate``, or the run of the
+    :data:`PASS_JOB`): a pass in flight does not hold back another (they wait for each other's runs
+    partition by partition, :func:`argus_dagster.client.runs.wait_for_writers`)."""
+    token = _ASKED_BY_A_PASS.set(True)
+    try:
+        yield
+    finally:
+        _ASKED_BY_A_PASS.reset(token)
+
+
+def passes_in_flight(instance: dg.DagsterInstance) -> list[str]:
+    """The run ids of the :data:`PASS_JOB` runs queued or in flight on ``instance``."""
+    return [r.dagster_run.run_id for r in
+            instance.get_run_records(dg.RunsFilter(job_name=PASS_JOB, statuses=PASS_IN_FLIGHT), limit=20)]
+
+
+class PassInFlight(_FromRecords):
+    """True for every candidate partition while a run of the :data:`PASS_JOB` is queued or in flight,
+    when the automation sensor asks (not a pass: :func:`asked_by_a_pass`): that run brings the whole
+    evaluation up to date in one process, so the sensor's own runs would only race it stage by stage."""
+
+    @property
+    def name(self) -> str:
+        return "a pass in flight"
+
+    def partitions_where(self, context, records) -> set[str | None]:
+        if _ASKED_BY_A_PASS.get() or not passes_in_flight(records.instance):
+            return set()
+        if context.partitions_def is None:
+            return {None}
+        return {str(k) for k in context.candidate_subset.expensively_compute_partition_keys()}
+
+
+class PlannedInFlight(_FromRecords):
+    """True for the partitions a run queued or in flight planned to materialize (its range, for a run
+    of many): asked while another process's run computes them, the answer is to wait for it."""
+
+    @property
+    def name(self) -> str:
+        return "planned by a run in flight"
+
+    def partitions_where(self, context, records) -> set[str | None]:
+        asset = context.key.to_user_string()
+        return {p for a, p in records.in_flight() if a == asset}
+
+
 # What makes a partition run: missing, made by other code, an input that moved, or work left to retry;
 # and an upstream partition requested in the same run (Dagster's lookahead). Each part is a state of
 # the instance's records, not a transition: asked twice, or by two clients, it gives the same answer,
@@ -278,11 +377,13 @@ class RetryableWorkLeft(_FromRecords):
 WANTED = (AC.missing() | NewCode() | InputsChanged() | RetryableWorkLeft()
           | AC.any_deps_match(AC.will_be_requested()).with_label("an input will be requested"))
 
-UP_TO_DATE = (WANTED & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()).with_label(
+UP_TO_DATE = (WANTED & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()
+              & ~PlannedInFlight() & ~AC.any_deps_match(PlannedInFlight()) & ~PassInFlight()).with_label(
     "kept up to date")
 
 # The leaderboard follows every video_scores partition there is: missing partitions do not hold it back
 # (a model need not have videos for every task).
 FOLLOWS_PARTITIONS = (((AC.missing() & AC.any_deps_match(~AC.missing()).with_label("a partition exists"))
                        | NewCode() | InputsChanged()) & ~AC.any_deps_in_progress()
-                      & ~AC.in_progress()).with_label("follows the partitions that exist")
+                      & ~AC.in_progress() & ~PlannedInFlight() & ~AC.any_deps_match(PlannedInFlight())
+                      & ~PassInFlight()).with_label("follows the partitions that exist")

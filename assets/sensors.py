@@ -10,9 +10,13 @@ unchanged store costs one directory walk. It then
   the one the instance recorded last: a partition's videos, a task's bench files and frozen rubrics,
   the evaluator's parts.
 
-It requests no run itself. What those observations make stale or missing, Dagster's automation
-conditions (:mod:`assets.automation`) request through the automation sensor: a new model's
-partitions, a replaced video's partition, and nothing else.
+In the served code location it instead requests one run of the pass job (``evaluate``,
+:mod:`argus_dagster.client.pass_job`) for what it found, and records nothing itself: the pass adds the
+models and observes the sources as its first step, then brings the whole evaluation up to date in one
+run worker (what those observations make stale or missing, as Dagster's automation conditions
+(:mod:`assets.automation`) say, and nothing else). The automation sensor holds back while a pass is
+queued or in flight, so it never races the pass stage by stage. Without the job (the command line's
+definitions) the automation sensor requests the same partitions itself.
 """
 
 
@@ -30,6 +34,7 @@ from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
+from .automation import passes_in_flight
 from .sources import changed_observations, source_versions
 
 CURSOR_VERSION = 2
@@ -55,7 +60,7 @@ def _read_cursor(cursor: str | None) -> dict | None:
 def candidate_store_tick(context: dg.SensorEvaluationContext, bench: BenchResource,
                            rubric_generator: RubricGeneratorResource, rubric_vlm: VlmResource, tools: ToolsResource,
                            vlm: VlmResource, judge: JudgeResource, scoring: ScoringResource,
-                           storage: StorageResource):
+                           storage: StorageResource, pass_job: str | None = None):
     t0 = time.perf_counter()
     result = scan(open_store(store_location(bench), storage), _read_cursor(context.cursor))
     instance = context.instance
@@ -76,20 +81,45 @@ def candidate_store_tick(context: dg.SensorEvaluationContext, bench: BenchResour
     if not observed and not new_models:
         return dg.SensorResult(skip_reason=f"no change among {result.n_entries} candidate videos and the sources",
                                cursor=cursor)
+    if pass_job:
+        # The pass records the change itself (it adds the models and observes the sources first): the
+        # automation sensor cannot see the change before the pass's run exists, and then holds back.
+        # Until a pass has recorded it, every tick finds it again; one pass at a time is asked for.
+        busy = passes_in_flight(instance)
+        if busy:
+            return dg.SensorResult(skip_reason=f"run {busy[0][:8]} of the {pass_job} job is bringing the evaluation "
+                                               "up to date", cursor=cursor)
+        why = (f"new models: {', '.join(new_models)}; " if new_models else "") + f"{len(observed)} sources changed"
+        return dg.SensorResult(cursor=cursor, run_requests=[dg.RunRequest(job_name=pass_job, tags={"argus/why": why})])
     return dg.SensorResult(
         cursor=cursor, asset_events=[o.event() for o in observed],
         dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest("candidate_models", new_models)] if new_models else [],
     )
 
 
-def candidate_store_sensor_every(seconds: int = SENSOR_INTERVAL_S) -> dg.SensorDefinition:
+def candidate_store_sensor_every(seconds: int = SENSOR_INTERVAL_S,
+                                 pass_job: dg.JobDefinition | None = None) -> dg.SensorDefinition:
     """The candidate-store sensor, ticking at most every ``seconds`` (the code location reads
-    ``ARGUS_SENSOR_INTERVAL_S``: :func:`~argus_dagster.infra.environment.sensor_intervals`)."""
-    return dg.sensor(name="candidate_store_sensor", minimum_interval_seconds=seconds,
+    ``ARGUS_SENSOR_INTERVAL_S``: :func:`~argus_dagster.infra.environment.sensor_intervals`); with
+    ``pass_job``, it requests a run of it for each change it records."""
+    if pass_job is None:
+        return dg.sensor(name="candidate_store_sensor", minimum_interval_seconds=seconds,
+                         default_status=dg.DefaultSensorStatus.RUNNING,
+                         description="Adds new models as partitions and observes the sources that changed (videos, "
+                                     "bench files, frozen rubrics, the evaluator); the automation sensor scores what "
+                                     "became stale.")(candidate_store_tick)
+
+    def tick(context: dg.SensorEvaluationContext, bench: BenchResource, rubric_generator: RubricGeneratorResource,
+             rubric_vlm: VlmResource, tools: ToolsResource, vlm: VlmResource, judge: JudgeResource,
+             scoring: ScoringResource, storage: StorageResource):
+        return candidate_store_tick(context, bench, rubric_generator, rubric_vlm, tools, vlm, judge, scoring, storage,
+                                    pass_job=pass_job.name)
+
+    return dg.sensor(name="candidate_store_sensor", minimum_interval_seconds=seconds, jobs=[pass_job],
                      default_status=dg.DefaultSensorStatus.RUNNING,
-                     description="Adds new models as partitions and observes the sources that changed (videos, bench "
-                                 "files, frozen rubrics, the evaluator); the automation sensor scores what became "
-                                 "stale.")(candidate_store_tick)
+                     description="Adds new models as partitions, observes the sources that changed (videos, bench "
+                                 "files, frozen rubrics, the evaluator) and requests one run of the evaluate job, "
+                                 "which brings the evaluation up to date.")(tick)
 
 
 candidate_store_sensor = candidate_store_sensor_every()
@@ -124,7 +154,7 @@ IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.Dag
 def dead_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     """The in-progress runs whose :data:`PROCESS_TAG` names a process of this machine that is gone."""
     out = []
-    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={LAUNCHER_TAG: "cli"})):
+    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS, tags={LAUNCHER_TAG: ["cli", "pass"]})):
         process = record.dagster_run.tags.get(PROCESS_TAG)
         if process is not None and not alive(process):
             out.append(record.dagster_run)

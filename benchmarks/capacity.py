@@ -94,7 +94,7 @@ def run_worker(settings, cands: Path) -> dict:
                 "r = resource.getrusage(resource.RUSAGE_CHILDREN); "
                 "print(json.dumps([time.perf_counter() - w0, r.ru_utime + r.ru_stime, r.ru_maxrss / 1024]))")
     done = subprocess.run([sys.executable, "-c", launcher, str(Path(sys.executable).parent / "dagster"), "asset",
-                           "materialize", "-m", "argus_dagster.definitions", "--select", ",".join(STEPS[2:7]),
+                           "materialize", "-m", "argus_dagster.location", "--select", ",".join(STEPS[2:7]),
                            "--partition", f"{model}|{task}"], cwd=ROOT, env=env, check=True, capture_output=True,
                           text=True)
     wall, cpu, rss = json.loads(done.stdout.strip().splitlines()[-1])

@@ -144,7 +144,7 @@ def one_setting(root: Path, bench0: Path, cands: Path, base_url: str, concurrenc
         instance.add_dynamic_partitions("candidate_models", models)
         t0 = time.perf_counter()
         for task in TASKS:  # each task's inputs and rubrics: what the candidate partitions read
-            subprocess.run([str(BIN / "dagster"), "asset", "materialize", "-m", "argus_dagster.definitions",
+            subprocess.run([str(BIN / "dagster"), "asset", "materialize", "-m", "argus_dagster.location",
                             "--select", "input_instances,rubrics", "--partition", task], cwd=ROOT, env=env,
                            check=True, capture_output=True)
         t_rubrics = time.perf_counter() - t0

@@ -19,10 +19,23 @@ and materializes every asset cold, twice, each time in a fresh ``ARGUS_HOME``:
   rest is the daemon's planning, which looks at a backfill every 30 s (Dagster's fixed interval) and
   launches each wave once the one before it is materialized.
 
+* ``job`` (not run unless named): the ``evaluate`` job launched as the UI's Launchpad launches it
+  (GraphQL ``launchRun`` on a running webserver and daemon, the sensors stopped): one run worker
+  carries the whole pass. The clock runs from the launch to the run's end.
+* ``sensor`` (not run unless named): a model added while the daemon is up. The daemon and its sensors
+  run on an evaluation whose candidate folder is empty; the clock starts when the videos are copied in
+  and stops when the candidate-store sensor's ``evaluate`` run ends (one sensor tick, at most
+  ``--sensor-interval`` s, then one run worker).
+
+For ``job`` and ``sensor`` it prints where the time went: the wait for the sensor's tick, the run
+queue's wait with the run worker's start (its process importing the code), the pass observing the
+sources and planning, the pass's runs, and how many processes were started (one run worker).
+
 It prints, per path, the wall time, the VLM requests, the judge-latency bound
 ``requests x latency / concurrency`` and the ratio of the dagster path to the CLI's.
 
-    .venv/bin/python -m benchmarks.engine [--videos 12] [--latency 0.2] [--concurrency 8] [--parallel 4] [--paths cli,dagster,ui]
+    .venv/bin/python -m benchmarks.engine [--videos 12] [--latency 0.2] [--concurrency 8] [--parallel 4] \\
+        [--paths cli,dagster,ui,job,sensor] [--sensor-interval 5]
 """
 
 from __future__ import annotations
@@ -67,7 +80,7 @@ def _dagster(env: dict, cands: Path, parallel: int) -> float:
     dagster = str(Path(sys.executable).parent / "dagster")
 
     def materialize(select: str, partitions: tuple[str, str] | None = None) -> None:
-        cmd = [dagster, "asset", "materialize", "-m", "argus_dagster.definitions", "--select", select]
+        cmd = [dagster, "asset", "materialize", "-m", "argus_dagster.location", "--select", select]
         if partitions and partitions[0] == partitions[1]:
             cmd += ["--partition", partitions[0]]
         elif partitions:
@@ -159,6 +172,75 @@ def _ui(env: dict, cands: Path, root: Path) -> float:
         stop(web)
 
 
+LAUNCH_RUN = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+  ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+
+
+def _pass(env: dict, cands: Path, root: Path, via: str, sensor_interval: int) -> float:
+    """The ``evaluate`` job's one run, launched as the UI's Launchpad does (``via="job"``) or requested
+    by the candidate-store sensor when the videos appear (``via="sensor"``); prints where the time went."""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    from argus_dagster.client.pass_job import PASS_RUN_TAG
+    from tests.integration.helpers import REPO, start_webserver, stop, stop_sensors
+
+    env = {**env, "ARGUS_SENSOR_INTERVAL_S": str(sensor_interval)}
+    if via == "sensor":  # the evaluation starts with no candidate videos: they are added while the daemon is up
+        env["ARGUS_CANDIDATES_DIR"] = str(root / "candidates")
+        (root / "candidates").mkdir(parents=True)
+    web, graphql = start_webserver(root, env)
+    daemon = None
+    try:
+        if via == "job":
+            stop_sensors(graphql)
+        log = open(root / "daemon.log", "w")
+        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 180
+        while not _daemons_healthy(graphql, ("SENSOR", "QUEUED_RUN_COORDINATOR")):
+            if daemon.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"the daemon did not come up: {(root / 'daemon.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        instance = DagsterInstance.from_config(env["DAGSTER_HOME"])
+        t0, wall_t0 = time.perf_counter(), time.time()
+        if via == "sensor":
+            for task in sorted(p for p in cands.iterdir() if p.is_dir()):
+                shutil.copytree(task, root / "candidates" / task.name)
+        else:
+            launched = graphql(LAUNCH_RUN, p={"selector": {**REPO, "jobName": "evaluate"}, "runConfigData": {}})
+            if launched["launchRun"]["__typename"] != "LaunchRunSuccess":
+                raise SystemExit(f"the evaluate job was not launched: {launched}")
+        deadline = time.time() + 900
+        while True:
+            runs = instance.get_run_records(RunsFilter(job_name="evaluate"))
+            if any(r.dagster_run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED) for r in runs):
+                raise SystemExit(f"the evaluate run failed: {(root / 'daemon.log').read_text()[-2000:]}")
+            if runs and runs[0].dagster_run.status == DagsterRunStatus.SUCCESS:
+                wall = time.perf_counter() - t0
+                break
+            if time.time() > deadline or daemon.poll() is not None:
+                raise SystemExit(f"the evaluate run did not finish: {(root / 'daemon.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        [record] = runs
+        stats = instance.get_run_stats(record.dagster_run.run_id)
+        inner = [instance.get_run_stats(r.run_id)
+                 for r in instance.get_runs(RunsFilter(tags={PASS_RUN_TAG: record.dagster_run.run_id}))]
+        created = record.create_timestamp.timestamp()
+        first = min((s.start_time for s in inner if s.start_time), default=stats.end_time)
+        last = max((s.end_time for s in inner if s.end_time), default=stats.end_time)
+        print(f"{via}: {wall:.1f} s = {created - wall_t0:.1f} s until the run was requested"
+              + (" (the sensor's tick)" if via == "sensor" else "")
+              + f", {stats.start_time - created:.1f} s from the request to the run's start (the run queue, the run "
+              f"worker's process and its imports), {first - stats.start_time:.1f} s for the pass to observe the sources "
+              f"and plan, {last - first:.1f} s in the pass's {len(inner)} runs, "
+              f"{stats.end_time - last:.1f} s after them; 1 process started (the run worker)")
+        return wall
+    finally:
+        if daemon is not None:
+            stop(daemon)
+        stop(web)
+
+
 def _daemons_healthy(graphql, kinds: tuple[str, ...]) -> bool:
     data = graphql("{ instance { daemonHealth { allDaemonStatuses { daemonType healthy } } } }")
     statuses = {d["daemonType"]: d["healthy"] for d in data["instance"]["daemonHealth"]["allDaemonStatuses"]}
@@ -172,7 +254,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8, help="the judge's bound (ARGUS_VLM_CONCURRENCY)")
     ap.add_argument("--parallel", type=int, default=4,
                     help="runs at once on the dagster path (the instance's run queue: max_concurrent_runs 4)")
-    ap.add_argument("--paths", default="cli,dagster", help="which paths to measure (cli, dagster or both)")
+    ap.add_argument("--paths", default="cli,dagster", help="which paths to measure: cli, dagster, ui (a UI backfill), "
+                                                           "job (the evaluate job from the UI), sensor (a model added "
+                                                           "under the daemon)")
+    ap.add_argument("--demo", action="store_true", help="the demo's bench (argus demo's) instead of --videos")
+    ap.add_argument("--sensor-interval", type=int, default=5,
+                    help="the candidate-store sensor's interval on the job and sensor paths (shipped: 60 s)")
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -181,9 +268,14 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="argus_engine_bench_"))
     try:
         with serving(args.latency) as (conn, base_url):
-            bench, cands = build_scale_bench(root / "media", args.videos, 1)
+            if args.demo:
+                from argus_dagster.client.demo import build_demo_bench
+
+                bench, cands = build_demo_bench(root / "media", progress=lambda _m: None)
+            else:
+                bench, cands = build_scale_bench(root / "media", args.videos, 1)
             n_videos = sum(1 for _ in cands.rglob("*.mp4"))
-            print(f"bench: {n_videos} videos, 5 tasks; judge latency {args.latency * 1000:.0f} ms, concurrency "
+            print(f"bench: {'the demo, ' if args.demo else ''}{n_videos} videos, 5 tasks; judge latency {args.latency * 1000:.0f} ms, concurrency "
                   f"{args.concurrency}; dagster path: {args.parallel} runs at once")
             results, n0 = [], 0
             for name in args.paths.split(","):
@@ -191,7 +283,8 @@ def main() -> None:
                 own = shutil.copytree(bench, root / name / "bench_copy" / "bench")
                 env = _env(root / name, base_url, args.concurrency, own, cands)
                 wall = (_cli(env, own, cands) if name == "cli" else _dagster(env, cands, args.parallel)
-                        if name == "dagster" else _ui(env, cands, root / name))
+                        if name == "dagster" else _ui(env, cands, root / name) if name == "ui"
+                        else _pass(env, cands, root / name, name, args.sensor_interval))
                 conn.send(("log", n0))
                 log = conn.recv()
                 n0 = log["n_total"]
@@ -203,7 +296,7 @@ def main() -> None:
         bound = n * args.latency / args.concurrency
         print(f"{name:<9}{wall:>8.1f}{n:>10}{bound:>9.1f}{wall / bound if bound else float('nan'):>12.2f}")
     walls = {name: wall for name, wall, _ in results}
-    for name in ("dagster", "ui"):
+    for name in ("dagster", "ui", "job", "sensor"):
         if name in walls and "cli" in walls:
             print(f"{name} path / cli: {walls[name] / walls['cli']:.2f}x")
 

@@ -26,10 +26,10 @@ import polars as pl
 
 from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, pool_notice
 from argus_dagster.client.results import load_stored
-from argus_dagster.client.runs import (CANDIDATE_LEVEL, PROTOCOL_SELECTION, Plan, RunSpec, execute, feeds, launch,
-                                       plan, runs_of, wait_for_writers)
+from argus_dagster.client.runs import (CANDIDATE_LEVEL, IN_FLIGHT, PROTOCOL_SELECTION, Plan, Replan, RunSpec, execute,
+                                       feeds, launch, plan, runs_of)
 from argus_dagster.definitions import (COMMAND_TAG, EVALUATOR_TAG, RETRY_METADATA, ROLES, build_definitions,
-                                      latest_record, observe_sources)
+                                      latest_record, observe_sources, planned_in_flight)
 from argus_dagster.infra.progress import PROGRESS
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
@@ -148,17 +148,28 @@ def _say_reasons(the_plan: Plan, ev: Evaluation, progress: Callable[[str], None]
             progress(f"{prefix}  {line}")
 
 
-def _say_up_to_date(runs: list[RunSpec], task_list, partitions, n_videos, progress, elapsed) -> None:
-    """A line for each selected task and partition the first runs leave alone."""
+def _say_up_to_date(runs: list[RunSpec], task_list, partitions, n_videos, progress, elapsed,
+                    instance: dg.DagsterInstance) -> int:
+    """A line for each selected task and partition the first runs leave alone: up to date, or being
+    materialized by a run in flight (another command's, the UI's, the daemon's), which it names; returns
+    how many are in flight."""
     ran_tasks = {t for run in runs if run.kind == "task" for t in run.keys}
     ran_keys = {k for run in runs if run.kind == "partition" for k in run.keys}
+    busy = {p: run_id for run_id, planned in planned_in_flight(instance, IN_FLIGHT).items() for _, p in planned}
+
+    def state(key: str) -> str:
+        return f"being materialized by run {busy[key][:8]}" if key in busy else "up to date"
+
     for task in task_list:
         if task not in ran_tasks:
-            progress(f"{elapsed()} {task}: inputs and rubrics up to date")
+            progress(f"{elapsed()} {task}: inputs and rubrics {state(task)}")
     for task, model in sorted(partitions):
-        if task not in ran_tasks and str(dg.MultiPartitionKey({"task": task, "model": model})) not in ran_keys:
+        key = str(dg.MultiPartitionKey({"task": task, "model": model}))
+        if task not in ran_tasks and key not in ran_keys:
             PROGRESS.expect(-n_videos.get((task, model), 0))
-            progress(f"{elapsed()} {task} x {model}: up to date")
+            progress(f"{elapsed()} {task} x {model}: {state(key)}")
+    return sum(1 for t in task_list if t not in ran_tasks and t in busy) + sum(
+        1 for t, m in partitions if str(dg.MultiPartitionKey({"task": t, "model": m})) in busy)
 
 
 # The progress line's phase while a run of each kind goes: a task's inputs and rubrics, a range of
@@ -166,12 +177,15 @@ def _say_up_to_date(runs: list[RunSpec], task_list, partitions, n_videos, progre
 RUN_PHASE = {"task": "rubrics", "partition": "evidence", "leaderboard": "reports", "site": "reports"}
 
 
-def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan: Plan | None = None) -> None:
-    """Launch one run of the plan and say what it did (and why, as the conditions said)."""
+def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan: Plan | None = None,
+                 replan_after_wait: bool = False) -> None:
+    """Launch one run of the plan and say what it did (and why, as the conditions said); a run in flight
+    that materializes one of its partitions is waited for first (:func:`~.runs.execute`; with
+    ``replan_after_wait``, :class:`~.runs.Replan` is raised after the wait)."""
     the_plan = the_plan or Plan({})
     PROGRESS.phase(RUN_PHASE.get(run.kind, "reports"))  # the progress line's phase, from this run on
     t0 = time.perf_counter()
-    result = launch(instance, resources, run, progress)
+    result = launch(instance, resources, run, progress, replan_after_wait)
     keys = run.keys
     seconds = f"{time.perf_counter() - t0:.1f}s" + (f" for {len(keys)} partitions" if len(keys) > 1 else "")
 
@@ -246,33 +260,35 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
         if not runs:
             break
         if not ran_any:
-            _say_up_to_date(runs, ev.tasks, ev.partitions, ev.n_videos, progress, elapsed)
+            _say_up_to_date(runs, ev.tasks, ev.partitions, ev.n_videos, progress, elapsed, instance)
             _say_reasons(the_plan, ev, progress, f"{elapsed()} ")
         ran_any = True
-        if _waited(instance, runs, progress, forced):
+        try:
+            for run in runs:
+                _run_and_say(run, instance, resources, progress, elapsed, the_plan, replan_after_wait=not forced)
+                done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
+                leaderboard_due &= run.kind != "leaderboard"
+        except Replan:
             continue  # another run materialized what this one would: ask Dagster again
         forced = False
-        for run in runs:
-            _run_and_say(run, instance, resources, progress, elapsed, the_plan)
-            done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
-            leaderboard_due &= run.kind != "leaderboard"
         if not feeds(defs, {a for run in runs for a in run.selection}):
             break  # what ran updates no automated asset: asking again would request nothing new
     if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
         board_run = RunSpec("leaderboard", ["leaderboard", *(ROLES.site if site_along else ())], tags=tags)
-        wait_for_writers(instance, board_run, progress)  # another command's leaderboard run ends first
         _run_and_say(board_run, instance, resources, progress, elapsed)
     board = load_stored(instance, "leaderboard", storage=ev.storage)
     if not ran_any:
-        _say_up_to_date([], ev.tasks, ev.partitions, ev.n_videos, progress, elapsed)
-        progress(f"{elapsed()} every partition up to date (--force re-materializes)")
+        busy = _say_up_to_date([], ev.tasks, ev.partitions, ev.n_videos, progress, elapsed, instance)
+        progress(f"{elapsed()} " + (f"nothing to run here: {busy} being materialized by other runs" if busy
+                                    else "every partition up to date (--force re-materializes)"))
     return board
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
             force: bool = False, protocol: str = "videoargus",
-            settings: Settings | None = None, defs: dg.Definitions | None = None) -> pl.DataFrame | None:
+            settings: Settings | None = None, defs: dg.Definitions | None = None,
+            run_tags: dict[str, str] | None = None) -> pl.DataFrame | None:
     """Bring one evaluation (``settings``, default this process's) up to date for the selected tasks
     and models, as a client of its Dagster instance; returns the leaderboard (None with
     ``protocol="firm"``, which makes none).
@@ -297,6 +313,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     missing or out of date, and an up-to-date protocol runs nothing (``--force`` runs it again; the
     content cache answers what it computed before). ``defs``: the evaluation's definitions when the
     caller built them already (with the protocol's conditions: ``build_definitions(protocols=...)``).
+    ``run_tags``: added to every run of the pass (the ``evaluate`` job's names its own run).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
@@ -308,7 +325,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     def elapsed() -> str:
         return f"[{time.perf_counter() - t_start:6.1f}s]"
 
-    tags = command_tags(resources)  # one pass: every run of this command, whichever loop launches it
+    tags = {**command_tags(resources), **(run_tags or {})}  # one pass: every run of it, whichever loop launches it
     for name in PROTOCOLS_RUN[protocol]:  # first: each video's report then links its FIRM-Video page
         _protocol(ev, name, progress, elapsed, force, tags)
     human = sorted(resources["bench"].human_files(ev.storage))
@@ -335,8 +352,7 @@ def _site(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str]) 
         force = run is None or run.tags.get(COMMAND_TAG) != tags.get(COMMAND_TAG)
     the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions, force, selection=ROLES.site)
     model_order = list(ev.instance.get_dynamic_partitions("candidate_models"))
-    for run in runs_of(the_plan, model_order, tags):
-        wait_for_writers(ev.instance, run, progress)
+    for run in runs_of(the_plan, model_order, tags):  # after another command's site run, if one is in flight
         _run_and_say(run, ev.instance, ev.defs.resources, progress, elapsed, the_plan)
 
 
@@ -373,33 +389,25 @@ def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool, tags: d
         if not ran_any:
             _say_reasons(the_plan, ev, progress, f"{elapsed()} ")
         ran_any = True
-        if _waited(instance, runs, progress, forced):
+        try:
+            for run in runs:
+                t0 = time.perf_counter()
+                launch(instance, resources, run, progress, replan_after_wait=not forced)
+                seconds = f"{time.perf_counter() - t0:.1f}s" + (f" for {len(run.keys)} partitions" if len(run.keys) > 1 else "")
+                level = ("partition" if any(n in CANDIDATE_LEVEL for n in run.selection) and run.keys
+                         else "task" if run.keys else "board")
+                for key in run.keys or [None]:
+                    task, model = split_partition(key) if key else ("", "")
+                    where = f"{task} x {model}" if model else task
+                    what = words.get(level) or ", ".join(run.selection)
+                    progress(f"{elapsed()} " + (f"{where}: " if where else "") + f"{what} ({seconds})")
+                done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
+        except Replan:
             continue
         forced = False
-        for run in runs:
-            t0 = time.perf_counter()
-            launch(instance, resources, run, progress)
-            seconds = f"{time.perf_counter() - t0:.1f}s" + (f" for {len(run.keys)} partitions" if len(run.keys) > 1 else "")
-            level = ("partition" if any(n in CANDIDATE_LEVEL for n in run.selection) and run.keys
-                     else "task" if run.keys else "board")
-            for key in run.keys or [None]:
-                task, model = split_partition(key) if key else ("", "")
-                where = f"{task} x {model}" if model else task
-                what = words.get(level) or ", ".join(run.selection)
-                progress(f"{elapsed()} " + (f"{where}: " if where else "") + f"{what} ({seconds})")
-            done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
         if not feeds(defs, {a for run in runs for a in run.selection}, selection):
             break
     progress(f"{elapsed()} {PROTOCOL_NAMES[name]} " + ("done" if ran_any else "up to date (--force runs it again)"))
-
-
-def _waited(instance: dg.DagsterInstance, runs: list[RunSpec], progress, forced: bool) -> bool:
-    """Wait for the runs in flight that materialize what ``runs`` would (:func:`~.runs.wait_for_writers`);
-    True when it waited and Dagster must be asked again (a forced round runs as planned after the wait)."""
-    waited = False
-    for run in runs:
-        waited |= wait_for_writers(instance, run, progress)
-    return waited and not forced
 
 
 def command_tags(resources: dict) -> dict[str, str]:

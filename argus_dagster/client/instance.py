@@ -46,6 +46,9 @@ run_queue:
       value:
         applyLimitPerUniqueValue: true
       limit: 1
+    # One run of the evaluate job (a whole pass in one run) at a time: a second waits in the queue.
+    - key: "argus/pass"
+      limit: 1
 """
 
 

@@ -21,15 +21,21 @@ none: there a protocol runs when a person asks for it.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
 
 from argus_dagster.client.reasons import requested_reasons
 from argus_dagster.client.instance import ask_dead_run_sensor
-from argus_dagster.definitions import MAX_TAG, REASON_TAG, ROLES, materialize_selection, retries_waiting
+from argus_dagster.definitions import (MAX_TAG, REASON_TAG, ROLES, asked_by_a_pass, materialize_selection,
+                                      planned_in_flight, retries_waiting)
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.outputs.history_words import retry_wait_text, split_partition
@@ -109,9 +115,10 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
     waiting = {(a, p): due for (a, p), due in retries_waiting(instance, now).items()
                if (a, p) not in done and (p in tasks or p in keys)}
     at = max([now, *(due + 1 for due in waiting.values())])  # a second on: the time given keeps microseconds
-    result = dg.evaluate_automation_conditions(
-        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*selection),
-        evaluation_time=datetime.fromtimestamp(at, timezone.utc))
+    with asked_by_a_pass():  # a pass in flight holds back the automation sensor, not another pass
+        result = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(*selection),
+            evaluation_time=datetime.fromtimestamp(at, timezone.utc))
     requested = {}
     inputs_of: dict[str, set] = {}
     why = requested_reasons(result, instance, defs, inputs_of)
@@ -212,27 +219,6 @@ IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.D
 DEAD_RUN_CHECK_S = 5.0  # while waiting: how often the runs waited for are checked for a process that died
 
 
-def _planned(instance: dg.DagsterInstance, run_id: str) -> set[tuple[str, str | None]]:
-    """``(asset, partition)`` of every materialization a run planned when it was created (Dagster's
-    planned events: a partition, or a range's subset), whoever launched it."""
-    out: set[tuple[str, str | None]] = set()
-    cursor = None
-    while True:
-        got = instance.get_records_for_run(run_id, cursor=cursor, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
-                                           limit=1000)
-        for record in got.records:
-            planned = record.event_log_entry.dagster_event.event_specific_data
-            asset = record.asset_key.to_user_string()
-            subset = getattr(planned, "partitions_subset", None)
-            if subset is not None:
-                out |= {(asset, str(p)) for p in subset.get_partition_keys()}
-            else:
-                out.add((asset, planned.partition))
-        if not got.has_more:
-            return out
-        cursor = got.cursor
-
-
 def _partition_words(key: str) -> str:
     """``T2V x noisy`` for a task x model key, the task for a task's."""
     if "|" not in key:
@@ -247,10 +233,10 @@ def writers_of(instance: dg.DagsterInstance, spec: RunSpec) -> dict[str, list[st
     partitions shared, in words}``."""
     wanted = {(a, k) for a in spec.selection for k in (spec.keys or [None])}
     out: dict[str, list[str]] = {}
-    for run in instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT)):
-        shared = wanted & _planned(instance, run.run_id)
+    for run_id, planned in planned_in_flight(instance, IN_FLIGHT).items():
+        shared = wanted & planned
         if shared:
-            out[run.run_id] = sorted({_partition_words(p) if p else a for a, p in shared})
+            out[run_id] = sorted({_partition_words(p) if p else a for a, p in shared})
     return out
 
 
@@ -286,17 +272,83 @@ def wait_for_writers(instance: dg.DagsterInstance, spec: RunSpec, progress, poll
     return True
 
 
-def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec) -> dg.ExecuteInProcessResult:
+LAUNCH_TAG = "argus/launch"  # one launch's token: the gate opens once its run has started
+GATE_FILE = ".argus-launch.lock"
+
+
+class Replan(Exception):
+    """Another run materialized what a run was about to: Dagster is asked again before anything runs."""
+
+
+class _Gate:
+    """The evaluation's launch gate: an ``flock`` on its instance folder, held from the check for runs in
+    flight that share a partition (:func:`writers_of`) until this launch's run has started, so two
+    processes never both find a partition free and both compute it. Dagster's run queue holds back a
+    queued run of a partition in flight; runs executed in process (``argus evaluate``, the pass job)
+    pass no queue, and take this gate instead. Released by the kernel if the process dies."""
+
+    def __init__(self, instance: dg.DagsterInstance):
+        self.path = Path(instance.root_directory) / GATE_FILE
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with self._lock:
+            self._fd = fd
+
+    def release(self) -> None:
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def release_once_started(self, instance: dg.DagsterInstance, token: str, done: threading.Event) -> None:
+        """Release the gate as soon as the run tagged ``token`` has left ``NOT_STARTED`` (its planned
+        materializations are recorded: other launches see it in :func:`writers_of`)."""
+        while not done.wait(0.02):
+            runs = instance.get_runs(dg.RunsFilter(tags={LAUNCH_TAG: token}), limit=1)
+            if runs and runs[0].status != dg.DagsterRunStatus.NOT_STARTED:
+                break
+        self.release()
+
+
+def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progress=None,
+            replan_after_wait: bool = False) -> dg.ExecuteInProcessResult:
     """One of Dagster's in-process runs of ``spec`` (:func:`argus_dagster.definitions.materialize_selection`:
-    its assets and their partitioned checks, over its partitions), on the evaluation's instance."""
-    return materialize_selection(instance, resources, spec.selection, spec.keys, {**launcher_tags(), **spec.tags},
-                                 QUIET)
+    its assets and their partitioned checks, over its partitions), on the evaluation's instance.
+
+    With ``progress``, through the launch gate (:class:`_Gate`): a run in flight that materializes one
+    of ``spec``'s partitions is waited for first, saying so (:func:`wait_for_writers`); then, with
+    ``replan_after_wait``, :class:`Replan` is raised (the other run may have done the work), else
+    ``spec`` runs as planned."""
+    token = uuid.uuid4().hex
+    gate, started = _Gate(instance), threading.Event()
+    watcher = threading.Thread(target=gate.release_once_started, args=(instance, token, started), daemon=True)
+    try:
+        gate.acquire()
+        while progress is not None and writers_of(instance, spec):
+            gate.release()
+            wait_for_writers(instance, spec, progress)
+            if replan_after_wait:
+                raise Replan()
+            gate.acquire()
+        watcher.start()
+        return materialize_selection(instance, resources, spec.selection, spec.keys,
+                                     {**launcher_tags(), **spec.tags, LAUNCH_TAG: token}, QUIET)
+    finally:
+        started.set()
+        if watcher.is_alive():
+            watcher.join()
+        gate.release()
 
 
-def launch(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progress) -> dg.ExecuteInProcessResult:
-    """Execute ``spec`` (:func:`execute`) and say each of its checks that did not pass; a failed run
-    stops the command."""
-    result = execute(instance, resources, spec)
+def launch(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progress,
+           replan_after_wait: bool = False) -> dg.ExecuteInProcessResult:
+    """Execute ``spec`` through the launch gate (:func:`execute`) and say each of its checks that did not
+    pass; a failed run stops the command."""
+    result = execute(instance, resources, spec, progress, replan_after_wait)
     if not result.success:
         resumes = "; argus evaluate again resumes from what was stored" if spec.kind in RESUMABLE else ""
         raise SystemExit(f"run {result.run_id} failed; see the Dagster UI (argus ui) for its logs{resumes}")

@@ -21,7 +21,7 @@ from argus_dagster.infra.settings import served_settings
 
 UI_WORKSPACE = """load_from:
   - python_module:
-      module_name: argus_dagster.definitions
+      module_name: argus_dagster.location
       location_name: argus_dagster
 """
 

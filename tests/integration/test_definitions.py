@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_asset_graph_snapshot():
-    from argus_dagster.definitions import defs as lazy
+    from argus_dagster.location import defs as lazy
 
     defs = lazy()  # what Dagster builds when it loads the code location
     graph = defs.resolve_asset_graph()
@@ -97,7 +97,7 @@ def test_the_sensor_intervals_are_settings(monkeypatch):
     builds the code location."""
     import pytest
 
-    from argus_dagster.definitions import defs as lazy
+    from argus_dagster.location import defs as lazy
     from argus_dagster.infra.environment import SettingError
 
     def intervals() -> dict[str, int]:
@@ -127,7 +127,7 @@ def test_a_process_without_an_instance_of_its_own_is_refused_naming_argus_ui(tmp
     dagster = str(Path(sys.executable).parent / "dagster")
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env.update(ARGUS_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
-    refused = subprocess.run([dagster, "definitions", "validate", "-m", "argus_dagster.definitions"], cwd=tmp_path,
+    refused = subprocess.run([dagster, "definitions", "validate", "-m", "argus_dagster.location"], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=300)
     from argus_dagster.infra.environment import served_instance_problem
 
@@ -141,6 +141,6 @@ def test_a_process_without_an_instance_of_its_own_is_refused_naming_argus_ui(tmp
     assert message.startswith("argus-dagster serves one evaluation") and ": start the UI with `argus ui`" in message
     env["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
     (tmp_path / "dagster_home").mkdir()
-    loaded = subprocess.run([dagster, "definitions", "validate", "-m", "argus_dagster.definitions"], cwd=tmp_path,
+    loaded = subprocess.run([dagster, "definitions", "validate", "-m", "argus_dagster.location"], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=300)
     assert loaded.returncode == 0, loaded.stdout[-2000:] + loaded.stderr[-2000:]

@@ -191,7 +191,8 @@ def test_the_instance_has_its_own_dagster_yaml_with_telemetry_off(tmp_path, monk
                                                   "run_queue": {"max_concurrent_runs": 4, "dequeue_interval_seconds": 1,
                                                                 "tag_concurrency_limits": [
                                                                     {"key": "dagster/partition", "limit": 1,
-                                                                     "value": {"applyLimitPerUniqueValue": True}}]}}
+                                                                     "value": {"applyLimitPerUniqueValue": True}},
+                                                                    {"key": "argus/pass", "limit": 1}]}}
     assert instance.root_directory == str(config.parent)
     instance.dispose()
 

@@ -362,7 +362,7 @@ def _k8s_job(monkeypatch) -> dg.JobDefinition:
 
 
 def test_the_k8s_environment_keeps_dagster_k8s_out_of_the_default_import_path():
-    code = ("import sys; import argus_dagster.definitions as d; "
+    code = ("import sys; import argus_dagster.location as d; "
             "assert 'dagster_k8s' not in sys.modules, 'dagster_k8s imported'; "
             "print(d.defs().executor.name)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,

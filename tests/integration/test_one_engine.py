@@ -49,7 +49,7 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "PYTHONPATH": str(ROOT)}
     dagster = str(Path(sys.executable).parent / "dagster")
     for select, partition in (("input_instances,rubrics", "T2V"), (CANDIDATE_ASSETS, key)):
-        done = subprocess.run([dagster, "asset", "materialize", "-m", "argus_dagster.definitions", "--select", select,
+        done = subprocess.run([dagster, "asset", "materialize", "-m", "argus_dagster.location", "--select", select,
                                "--partition", partition], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     ui_runs = {r.run_id for r in instance.get_runs()}
@@ -90,7 +90,7 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
     dagster = str(Path(sys.executable).parent / "dagster")
     for select, flag, partition in (("input_instances,rubrics", "--partition", "T2V"),
                                     (CANDIDATE_ASSETS, "--partition-range", f"{keys[0]}...{keys[1]}")):
-        done = subprocess.run([dagster, "asset", "materialize", "-m", "argus_dagster.definitions", "--select", select,
+        done = subprocess.run([dagster, "asset", "materialize", "-m", "argus_dagster.location", "--select", select,
                                flag, partition], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     ranged = [r for r in instance.get_runs() if r.tags.get("dagster/asset_partition_range_start")]

@@ -4,8 +4,9 @@ source: every import counts, at module level or inside a function body alike.
 - ``method``, ``protocols``, ``vlm`` and ``infra`` import neither ``outputs`` nor ``client`` nor Dagster;
   ``infra`` imports only ``infra``, ``vlm`` only ``vlm`` and ``infra``, ``method`` only ``method``, ``vlm``
   and ``infra``, ``protocols`` those and itself; ``outputs`` anything of the library but ``client``;
-- only ``argus_dagster/definitions.py``, ``client/`` and the top-level ``assets`` and ``resources``
-  import Dagster;
+- only ``argus_dagster/definitions.py``, ``argus_dagster/location.py`` (the served code location:
+  the wiring and the command line's ``evaluate`` job), ``client/`` and the top-level ``assets`` and
+  ``resources`` import Dagster;
 - ``client/`` reaches ``assets`` and ``resources`` only through ``argus_dagster/definitions.py``;
   nothing of the library (nor ``assets``, ``resources``) imports ``client``;
 - no import cycles between modules;
@@ -34,10 +35,11 @@ MAY_IMPORT = {
     "outputs": {"protocols", "method", "vlm", "infra"},
     "client": {"definitions", "outputs", "protocols", "method", "vlm", "infra"},
     "definitions": {"assets", "resources", "outputs", "protocols", "method", "vlm", "infra"},
+    "location": {"definitions", "client", "infra"},
     "assets": {"resources", "outputs", "protocols", "method", "vlm", "infra"},
     "resources": {"outputs", "protocols", "method", "vlm", "infra"},
 }
-MAY_IMPORT_DAGSTER = {"client", "definitions", "assets", "resources"}
+MAY_IMPORT_DAGSTER = {"client", "definitions", "location", "assets", "resources"}
 MOST_DEFERRED = 40
 
 
@@ -102,7 +104,7 @@ def folder(module: str) -> str:
         return parts[0]
     if len(parts) == 1:
         return "root"
-    return parts[1] if parts[1] in LIBRARY or parts[1] == "definitions" else "root"
+    return parts[1] if parts[1] in LIBRARY or parts[1] in ("definitions", "location") else "root"
 
 
 def project_target(target: str, names: dict[str, Path]) -> str | None:

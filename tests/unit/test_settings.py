@@ -145,7 +145,7 @@ def test_the_code_location_serves_what_its_configuration_names_never_the_last_ev
     record_evaluation(evaluation_settings(tmp_path / "beta", tmp_path / "c", name="beta"))
     assert load_settings().evaluation == "beta/default"  # a command: the one evaluated last
     assert served_settings().evaluation == "demo/default"  # the code location: the one default
-    from argus_dagster.definitions import defs
+    from argus_dagster.location import defs
 
     assert defs().resources["bench"].bench_name() == "demo"
     assert served_settings().bench_dir == tmp_path / "home" / "bench"
