@@ -12,8 +12,7 @@ import polars as pl
 
 from argus_dagster.outputs.export import write_exports
 from argus_dagster.infra.files import WriteError
-from argus_dagster.method.leaderboard import (build_leaderboard, cost_summary, format_costs, format_leaderboard,
-                                       stored_cost_table)
+from argus_dagster.method.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.outputs.report import leaderboard_png
 from argus_dagster.infra.storage import Storage, join
 from argus_dagster.infra.tables import VIDEO_SCORES, frame
@@ -45,9 +44,9 @@ def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> 
 
 
 def export_metadata(tables: dict[str, pl.DataFrame], bench: BenchResource, store: Storage) -> dict:
-    """The leaderboard, the video scores it is made of and their costs, as CSV and JSON files under the
-    evaluation's ``reports/exports/`` (what ``argus export`` writes, ``bench`` and ``profile`` on every
-    row), each linked; a file that cannot be written is said, not fatal."""
+    """Tables (the leaderboard and the video scores it is made of; the cost ledger's run, the ledger) as CSV
+    and JSON files under the evaluation's ``reports/exports/`` (what ``argus export`` writes, ``bench`` and
+    ``profile`` on every row), each linked; a file that cannot be written is said, not fatal."""
     reports_dir = bench.reports_path()
     try:
         paths = write_exports(tables, reports_dir, store, bench.bench_name(), bench.profile_name())
@@ -56,24 +55,11 @@ def export_metadata(tables: dict[str, pl.DataFrame], bench: BenchResource, store
     return {f"export_{name}": dg.MetadataValue.url(store.link(path, reports_dir)) for name, path in paths.items()}
 
 
-def cost_metadata(costs: pl.DataFrame) -> dict:
-    """The evaluation's cost ledger: the ``costs`` table (per stage, task and model) and its totals."""
-    total = cost_summary(costs)
-    share = total["cached_share"]
-    per_video = total["prompt_tokens_per_video"]
-    return {"costs": dg.MetadataValue.md("```\n" + format_costs(costs) + "\n```"),
-            "costs_prompt_tokens": total["prompt_tokens"], "costs_cached_tokens": total["cached_tokens"],
-            "costs_completion_tokens": total["completion_tokens"], "costs_images_sent": total["images_sent"],
-            "costs_cached_share": None if share is None else round(share, 4),
-            "costs_vlm_requests": total["vlm_requests"], "costs_request_seconds": round(total["request_seconds"], 3),
-            "costs_prompt_tokens_per_video": None if per_video is None else round(per_video, 1)}
-
-
 # What the leaderboard's data version leaves out (assets.versions): none of its columns.
 LEADERBOARD_VOLATILE: tuple[str, ...] = ()
 
 
-@dg.asset(code_version="8", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
+@dg.asset(code_version="9", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
@@ -89,16 +75,13 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
     parts = [df for df in criterion_scores.values() if df is not None and df.height]
     criteria = pl.concat(parts, how="diagonal_relaxed") if parts else None
     lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name(), criteria=criteria)
-    # Every stage's stored costs (rubrics, FIRM, VEFX) beside these video scores: the whole ledger.
-    costs = stored_cost_table(bench.storage_path(), storage.storage(), video_scores=scores)
     return dg.Output(lb, data_version=content_version(lb, LEADERBOARD_VOLATILE), metadata={
         "bench": bench.bench_name(), "profile": bench.profile_name(), "bench_dir": str(bench.bench_path()),
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
-        **cost_metadata(costs),
         "mean_final": round(float(lb["mean_final"].drop_nulls().mean()), 2) if lb["mean_final"].drop_nulls().len() else None,
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
-        **export_metadata({"leaderboard": lb, "videos": scores, "costs": costs}, bench, storage.storage()),
+        **export_metadata({"leaderboard": lb, "videos": scores}, bench, storage.storage()),
     })
 
 

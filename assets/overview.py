@@ -18,7 +18,6 @@ import polars as pl
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import frame
-from argus_dagster.method.leaderboard import stored_cost_table
 from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
 from argus_dagster.outputs.samples import write_samples
 from argus_dagster.protocols.best_of_n import human_scores
@@ -78,7 +77,7 @@ SITE_PAGES = {"page": pl.String, "path": pl.String, "bytes": pl.Int64, "sha256":
 # Dagster records with each materialization of the site (its provenance in the UI).
 SITE_VOLATILE = ("bytes", "sha256")
 SITE_INPUTS = ("leaderboard", "video_scores", "criterion_scores", "human_alignment", "firm_scores", "vefx_leaderboard",
-               "vefx_scores")
+               "vefx_scores", "costs")
 
 
 def _page_row(page: str, path, store: Storage, root) -> dict:
@@ -87,13 +86,13 @@ def _page_row(page: str, path, store: Storage, root) -> dict:
     return {"page": page, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None}
 
 
-@dg.asset(code_version="1", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
+@dg.asset(code_version="2", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={name: dg.AssetIn(metadata={"allow_missing_partitions": True}) for name in SITE_INPUTS})
 def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
          video_scores: dict[str, pl.DataFrame], criterion_scores: dict[str, pl.DataFrame],
          human_alignment: pl.DataFrame | None, firm_scores: dict[str, pl.DataFrame],
-         vefx_leaderboard: pl.DataFrame | None, vefx_scores: dict[str, pl.DataFrame],
+         vefx_leaderboard: pl.DataFrame | None, vefx_scores: dict[str, pl.DataFrame], costs: pl.DataFrame | None,
          bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """The overview, the sample browser and this evaluation's row of the home's index, written whole
     from the inputs (a page that cannot be written is a row with its error; the others stand)."""
@@ -104,7 +103,6 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
     edits = _concat(vefx_scores)
     changes = latest_change(context, store)
     people = rated_videos(context, bench, store)
-    costs = stored_cost_table(bench.storage_path(), store, video_scores=videos)
     rows, meta = [], {}
 
     def written(page: str, write) -> str | None:
@@ -145,4 +143,4 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
         "inputs_present": ", ".join(name for name, value in (
             ("leaderboard", leaderboard), ("video_scores", videos), ("criterion_scores", criteria),
             ("human_alignment", human_alignment), ("firm_scores", firm), ("vefx_leaderboard", vefx_leaderboard),
-            ("vefx_scores", edits)) if value is not None) or "none"})
+            ("vefx_scores", edits), ("costs", costs)) if value is not None) or "none"})

@@ -129,19 +129,12 @@ def _ui(env: dict, cands: Path, root: Path) -> float:
     daemon = None
     try:
         stop_sensors(graphql)
-        log = open(root / "daemon.log", "w")
-        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 180
-        while not _daemons_healthy(graphql, ("BACKFILL", "QUEUED_RUN_COORDINATOR")):
-            if daemon.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"the daemon did not come up: {(root / 'daemon.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+        daemon = _daemon_up(env, root, graphql, ("BACKFILL", "QUEUED_RUN_COORDINATOR"))
         selection = ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": tasks[0], "end": tasks[-1]}}}
                       for a in ("input_instances", "rubrics")]
                      + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": keys[0], "end": keys[-1]}}}
                         for a in CANDIDATE_ASSETS.split(",")]
-                     + [{"assetKey": {"path": ["leaderboard"]}}])
+                     + [{"assetKey": {"path": ["leaderboard"]}}, {"assetKey": {"path": ["costs"]}}])
         t0 = time.perf_counter()
         launched = graphql("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { "
                            "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }",
@@ -193,14 +186,7 @@ def _pass(env: dict, cands: Path, root: Path, via: str, sensor_interval: int) ->
     try:
         if via == "job":
             stop_sensors(graphql)
-        log = open(root / "daemon.log", "w")
-        daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 180
-        while not _daemons_healthy(graphql, ("SENSOR", "QUEUED_RUN_COORDINATOR")):
-            if daemon.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"the daemon did not come up: {(root / 'daemon.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+        daemon = _daemon_up(env, root, graphql, ("SENSOR", "QUEUED_RUN_COORDINATOR"))
         instance = DagsterInstance.from_config(env["DAGSTER_HOME"])
         t0, wall_t0 = time.perf_counter(), time.time()
         if via == "sensor":
@@ -239,6 +225,20 @@ def _pass(env: dict, cands: Path, root: Path, via: str, sensor_interval: int) ->
         if daemon is not None:
             stop(daemon)
         stop(web)
+
+
+def _daemon_up(env: dict, root: Path, graphql, kinds: tuple[str, ...]) -> subprocess.Popen:
+    """``dagster-daemon`` on the evaluation's instance, once the daemons ``kinds`` report healthy; its log
+    is ``root/daemon.log``."""
+    log = open(root / "daemon.log", "w")
+    daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 180
+    while not _daemons_healthy(graphql, kinds):
+        if daemon.poll() is not None or time.time() > deadline:
+            raise SystemExit(f"the daemon did not come up: {(root / 'daemon.log').read_text()[-2000:]}")
+        time.sleep(0.5)
+    return daemon
 
 
 def _daemons_healthy(graphql, kinds: tuple[str, ...]) -> bool:

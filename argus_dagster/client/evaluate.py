@@ -207,10 +207,13 @@ def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan:
             progress(f"{elapsed()} {task} x {model}: scored {took(key)}"
                      + (f"; {left} failed tool steps or unanswered judgments, retried on the next run" if left else ""))
     elif run.kind == "site":
-        progress(f"{elapsed()} pages: overview, sample browser, index of evaluations {took(None)}")
+        ledger = ", with the cost ledger" if "costs" in run.selection else ""
+        progress(f"{elapsed()} pages: overview, sample browser, index of evaluations{ledger} {took(None)}")
     else:
+        what = " and ".join(w for name, w in (("leaderboard", "leaderboard"), ("costs", "cost ledger"))
+                            if name in run.selection)
         pages = " and pages (overview, sample browser, index of evaluations)" if "site" in run.selection else ""
-        progress(f"{elapsed()} leaderboard{pages} {took(None)}")
+        progress(f"{elapsed()} {what}{pages} {took(None)}")
 
 
 def _frozen_rubrics(result: dg.ExecuteInProcessResult) -> dict[str, tuple[int, list[str]]]:
@@ -245,7 +248,7 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
     instance, defs, resources = ev.instance, ev.defs, ev.defs.resources
     model_order = list(instance.get_dynamic_partitions("candidate_models"))
     done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
-    leaderboard_due = False
+    board_due: set[str] = set()  # the unpartitioned assets requested beside partitions: run after them
     ran_any = False
     forced = force  # the forced round, kept until it has run (a wait for another run asks again)
     while True:
@@ -255,8 +258,8 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
         runs = [replace(run, selection=[*run.selection, *ROLES.site]) if run.kind == "leaderboard" and site_along
                 else run for run in runs_of(the_plan, model_order, tags)]
         if any(run.kind == "leaderboard" for run in runs) and len(runs) > 1:
-            leaderboard_due = True  # after the partitions it follows
-            runs = [run for run in runs if run.kind != "leaderboard"]
+            board_due |= {a for run in runs if run.kind == "leaderboard" for a in run.selection} - set(ROLES.site)
+            runs = [run for run in runs if run.kind != "leaderboard"]  # after the partitions they follow
         if not runs:
             break
         if not ran_any:
@@ -267,14 +270,16 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
             for run in runs:
                 _run_and_say(run, instance, resources, progress, elapsed, the_plan, replan_after_wait=not forced)
                 done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
-                leaderboard_due &= run.kind != "leaderboard"
+                board_due -= set(run.selection)
         except Replan:
             continue  # another run materialized what this one would: ask Dagster again
         forced = False
         if not feeds(defs, {a for run in runs for a in run.selection}):
             break  # what ran updates no automated asset: asking again would request nothing new
-    if leaderboard_due or load_stored(instance, "leaderboard", storage=ev.storage) is None:
-        board_run = RunSpec("leaderboard", ["leaderboard", *(ROLES.site if site_along else ())], tags=tags)
+    if load_stored(instance, "leaderboard", storage=ev.storage) is None:
+        board_due |= {"leaderboard", "costs"}
+    if board_due:
+        board_run = RunSpec("leaderboard", [*sorted(board_due), *(ROLES.site if site_along else ())], tags=tags)
         _run_and_say(board_run, instance, resources, progress, elapsed)
     board = load_stored(instance, "leaderboard", storage=ev.storage)
     if not ran_any:
@@ -350,10 +355,13 @@ def _site(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str]) 
     if force and latest is not None:  # forced once: not again when this command's own run wrote them
         run = ev.instance.get_run_by_id(latest.run_id)
         force = run is None or run.tags.get(COMMAND_TAG) != tags.get(COMMAND_TAG)
-    the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions, force, selection=ROLES.site)
-    model_order = list(ev.instance.get_dynamic_partitions("candidate_models"))
-    for run in runs_of(the_plan, model_order, tags):  # after another command's site run, if one is in flight
-        _run_and_say(run, ev.instance, ev.defs.resources, progress, elapsed, the_plan)
+    # The cost ledger with them, where a protocol's run moved a stage it sums (FIRM-Video, VEFX-Bench).
+    the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions, force, selection=("costs", *ROLES.site))
+    wanted = [name for name in ("costs", *ROLES.site) if None in the_plan.partitions(name)]
+    if wanted == ["costs"]:  # the pages show the ledger: they follow it in the same run
+        wanted += list(ROLES.site)
+    if wanted:  # one run, after another command's site run if one is in flight
+        _run_and_say(RunSpec("site", wanted, tags=tags), ev.instance, ev.defs.resources, progress, elapsed, the_plan)
 
 
 # The protocols each --protocol runs before VideoArgus's loop (or alone), each a loop of its own.

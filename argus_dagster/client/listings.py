@@ -48,12 +48,17 @@ def evaluation_costs(home, record: dict) -> dict:
     from its stored tables, read through the evaluation's storage (local folders, or S3 where the
     environment keeps them there); nothing known where there are none or they cannot be read."""
     from argus_dagster.definitions import storage_for  # deferred: start-up time (Dagster) of argus env and of a home with none
-    from argus_dagster.method.leaderboard import cost_summary, cost_table, stored_cost_table  # deferred: as above (polars)
+    from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_summary, cost_table  # deferred: as above (polars)
+    from argus_dagster.infra.tables import stored_table  # deferred: as above (polars)
 
     where = Settings(home, Path(record["bench_dir"]), Path(record["candidates_dir"]), record["bench"], record["profile"])
     try:
         bench, storage, _ = storage_for(settings=where)
-        costs = stored_cost_table(bench.storage_dir, storage.storage())
+        store = storage.storage()
+        costs = stored_table(bench.storage_dir, "costs", store)  # the ledger asset's table
+        if costs is None:  # an evaluation stored before the ledger was an asset: its stage tables
+            costs = cost_table(stages={stage: stored_table(bench.storage_dir, asset, store)
+                                       for stage, asset in LEDGER_STAGES.items()})
     except Exception:  # an unreachable store: the listing goes on without its costs
         costs = cost_table()
     return cost_summary(costs)

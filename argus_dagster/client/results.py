@@ -194,10 +194,11 @@ def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.
     instance = instance or local_instance(settings)
     if TABLES[what] == "leaderboard":
         table = combine([current_leaderboard(instance, settings)], tasks)
-    elif what == "costs":  # the ledger: every stage's stored table, not the video scores alone
-        stages = {stage: combine(list(stored_partitions(asset, instance, tasks, settings).values()), tasks)
-                  for stage, asset in LEDGER_STAGES.items()}
-        table = cost_table(stages=stages)
+    elif what == "costs":  # the ledger asset's table: every stage's costs, not the video scores alone
+        table = None if tasks else load_stored(instance, "costs", storage=evaluation_storage(settings))
+        if table is None:  # some tasks only, or an evaluation stored before the ledger was an asset: its stages
+            table = cost_table(stages={stage: combine(list(stored_partitions(asset, instance, tasks, settings).values()),
+                                                      tasks) for stage, asset in LEDGER_STAGES.items()})
         table = table if table.height else None
     else:
         table = combine(list(stored_partitions(TABLES[what], instance, tasks, settings).values()), tasks)

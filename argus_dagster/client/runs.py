@@ -203,8 +203,14 @@ def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = No
                for (t, m), chosen in sorted(by_partition.items(), key=lambda kv: (kv[0][0], model_order.index(kv[0][1])
                                                                                    if kv[0][1] in model_order else 0))])
     out += [(kinds["partition"], selection, keys) for selection, keys in ranges]
-    for name in sorted(n for n, parts in plan.requested.items() if None in parts):
-        out.append(("site" if name in ROLES.site else kinds["board"], [name], []))
+    # What is unpartitioned (the leaderboard and the cost ledger; a protocol's board) in one run, Dagster
+    # ordering them by their dependencies; the pages in a run of their own, after everything they show.
+    boards = sorted(n for n, parts in plan.requested.items() if None in parts and n not in ROLES.site)
+    if boards:
+        out.append((kinds["board"], boards, []))
+    pages = [n for n in ROLES.site if None in plan.partitions(n)]
+    if pages:
+        out.append(("site", pages, []))
     specs = []
     for kind, selection, keys in out:
         reason = "; ".join(dict.fromkeys(w for k in (keys or [None]) for a in selection for w in plan.why.get((a, k), [])))

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
-from argus_dagster.infra.tables import COSTS, LEADERBOARD, frame, stored_table
+from argus_dagster.infra.tables import COSTS, LEADERBOARD, frame
 
 
 def bootstrap_ci(values: np.ndarray, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -268,16 +268,6 @@ def cost_table(video_scores: pl.DataFrame | None = None, *, stages: dict[str, pl
         pl.when(pl.col("prompt_tokens") > 0)
         .then(pl.min_horizontal("cached_tokens", "prompt_tokens") / pl.col("prompt_tokens"))
         .otherwise(None).alias("cached_share")).select(list(LEDGER))
-
-
-def stored_cost_table(storage_dir, store=None, *, video_scores: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The cost ledger of the tables stored under ``storage_dir`` (a folder, or an ``s3://`` prefix of
-    ``store``): every stage of :data:`LEDGER_STAGES`; ``video_scores``, when given, stands for the stored one."""
-    tables = {stage: stored_table(storage_dir, asset, store) for stage, asset in LEDGER_STAGES.items()
-              if not (asset == "video_scores" and video_scores is not None)}
-    if video_scores is not None:
-        tables["videoargus"] = video_scores
-    return cost_table(stages=tables)
 
 
 def ledger_total(costs: pl.DataFrame) -> dict | None:

@@ -33,7 +33,7 @@ from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
 from argus_dagster.infra.names import file_name
 from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, cost_table, pairwise_win_rates,
-                                              partial_evidence_text, rank_text, share_text, stored_cost_table,
+                                              partial_evidence_text, rank_text, share_text,
                                               top_models, usual_coverage)
 from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.changes import changes_section
@@ -590,7 +590,7 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
     page = render_overview(reports_dir, given(leaderboard, "leaderboard"),
                            criterion_scores=given(criterion_scores, "criterion_scores"), video_scores=scores,
                            alignment=given(alignment, "human_alignment"), bench=bench, store=store,
-                           costs=stored_cost_table(storage_dir, store, video_scores=scores) if costs is _READ else costs,
+                           costs=given(costs, "costs"),
                            firm_scores=given(firm_scores, "firm_scores"), vefx_board=given(vefx_board, "vefx_leaderboard"),
                            vefx_scores=given(vefx_scores, "vefx_scores"), changes=changes,
                            changes_note=changes_note, people=people)

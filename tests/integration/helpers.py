@@ -216,11 +216,12 @@ def backfill_as_the_ui_does(root: Path, env: dict, partitions_by_asset: list[dic
 
 def partitions_by_asset(task: str, keys: list[str], assets: dict[str, list[str]]) -> list[dict]:
     """``launchPartitionBackfill``'s selection: the task's inputs and rubrics, the candidate assets over
-    the task x model keys ``keys`` (a range from the first to the last), and the leaderboard."""
+    the task x model keys ``keys`` (a range from the first to the last), the leaderboard and the cost
+    ledger (what "Materialize all" selects of the unpartitioned assets the pages follow)."""
     return ([{"assetKey": {"path": [a]}, "partitions": {"range": {"start": task, "end": task}}} for a in assets["task"]]
             + [{"assetKey": {"path": [a]}, "partitions": {"range": {"start": keys[0], "end": keys[-1]}}}
                for a in assets["candidate"]]
-            + [{"assetKey": {"path": ["leaderboard"]}}])
+            + [{"assetKey": {"path": ["leaderboard"]}}, {"assetKey": {"path": ["costs"]}}])
 
 
 def evaluation_in(monkeypatch, home: Path, bench: Path, cands: Path):

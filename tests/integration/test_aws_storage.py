@@ -14,7 +14,7 @@ import pytest
 from argus_dagster.infra import storage as storage_lib
 from argus_dagster.method.candidate_store import open_store, scan
 from argus_dagster.outputs.overview import stored_table
-from assets import ALL_ASSETS, site
+from assets import ALL_ASSETS, costs, site
 from assets.leaderboard import leaderboard
 from assets.lineage import latest_record
 
@@ -34,7 +34,7 @@ def _upload(client, folder: Path, bucket: str, prefix: str) -> None:
 
 def _run(resources: dict, instance: dg.DagsterInstance) -> None:
     materialize_task("T2V", ["m"], resources, instance)
-    assert dg.materialize(ALL_ASSETS, selection=[leaderboard, site], instance=instance, resources=resources).success
+    assert dg.materialize(ALL_ASSETS, selection=[leaderboard, costs, site], instance=instance, resources=resources).success
 
 
 def _scores(storage_dir, store=None) -> pl.DataFrame:

@@ -141,12 +141,14 @@ def test_each_stage_reports_its_costs_in_metadata(evaluated):
     assert 0 < videos["costs_cached_share"] < 1
 
 
-def test_the_leaderboard_and_argus_evaluations_show_the_evaluations_costs(evaluated, capsys):
+def test_the_ledger_asset_and_argus_evaluations_show_the_evaluations_costs(evaluated, capsys):
     from argus_dagster.client.cli import main
 
     then = evaluated["at_leaderboard"]["both"]  # the rubric generator's requests and the judge's
-    [record] = evaluated["instance"].fetch_materializations(dg.AssetKey("leaderboard"), limit=1).records
-    meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+    # The ledger as the VideoArgus pass left it (its first materialization: FIRM's and VEFX's came after)
+    records = evaluated["instance"].fetch_materializations(dg.AssetKey("costs"), limit=10).records
+    meta = {k: v.value for k, v in records[-1].asset_materialization.metadata.items()}
+    assert list(meta)[:2] == ["costs_vlm_requests", "costs_request_seconds"]  # the totals lead
     assert meta["costs_prompt_tokens"] == then["prompt_tokens"] and meta["costs_vlm_requests"] == then["requests"]
     assert meta["costs_cached_share"] == round(then["cached_tokens"] / then["prompt_tokens"], 4)
     # the table per stage, task and model, and the total (inside a code fence)
@@ -192,12 +194,14 @@ def test_argus_export_costs_writes_the_whole_ledger_per_stage_task_and_model(eva
         assert total[col] == served[k] > (0 if k != "cached_tokens" else -1), k
     assert total["vlm_requests"] == int(costs.filter(pl.col("stage") != TOTAL)["vlm_requests"].sum())
     assert total["request_seconds"] >= 2 * TIMEOUT_S  # both timed-out requests' waits
-    # the leaderboard's run wrote the ledger as it stood then beside its pages
+    # the ledger's last run (after VEFX-Bench's pass) wrote it beside the pages: the same rows
     linked = pl.read_csv(load_settings().reports_dir / "exports" / "costs.csv",
                          schema_overrides={"model": pl.String, "task": pl.String})
-    assert [(r["stage"], r["model"] or "") for r in linked.iter_rows(named=True)] == (
-        [("rubrics", "")] + [("videoargus", m) for m in MODELS] + [(TOTAL, "")])
-    assert linked.filter(pl.col("stage") == TOTAL)["vlm_requests"].item() == evaluated["at_leaderboard"]["both"]["requests"]
+    assert [(r["stage"], r["task"], r["model"] or "") for r in linked.iter_rows(named=True)] == keys
+    assert linked.filter(pl.col("stage") == TOTAL)["vlm_requests"].item() == total["vlm_requests"]
+    # the overview shows that ledger's total
+    page = (load_settings().reports_dir / "index.html").read_text(encoding="utf-8")
+    assert f'VLM requests <b data-cost="vlm_requests">{total["vlm_requests"]}</b>' in page
 
 
 @pytest.fixture(scope="module")

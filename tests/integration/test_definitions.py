@@ -16,7 +16,7 @@ def test_asset_graph_snapshot():
     graph = defs.resolve_asset_graph()
     keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
     assert keys == ["aggregation_config", "backbone_robustness", "bench_files", "best_of_n", "candidate_files",
-                    "candidate_videos", "criterion_evidence", "criterion_scores", "diagnostic_reports",
+                    "candidate_videos", "costs", "criterion_evidence", "criterion_scores", "diagnostic_reports",
                     "firm_checklists", "firm_scores", "firm_verdicts", "human_alignment", "input_instances",
                     "judge_config", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics", "site",
                     "tool_suite_config", "vefx_leaderboard", "vefx_scores", "video_scores"]
@@ -35,7 +35,8 @@ def test_asset_graph_snapshot():
         "criterion_scores": ["candidate_videos", "criterion_evidence", "judge_config", "rubrics"],
         "video_scores": ["aggregation_config", "candidate_videos", "criterion_scores"],
         "leaderboard": ["criterion_scores", "video_scores"],
-        "site": ["criterion_scores", "firm_scores", "human_alignment", "leaderboard", "vefx_leaderboard",
+        "costs": ["firm_checklists", "firm_scores", "rubrics", "vefx_scores", "video_scores"],
+        "site": ["costs", "criterion_scores", "firm_scores", "human_alignment", "leaderboard", "vefx_leaderboard",
                  "vefx_scores", "video_scores"],
         "diagnostic_reports": ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
                                "rubrics", "video_scores"],
@@ -75,7 +76,7 @@ def test_asset_graph_snapshot():
     # One machine: a run's steps share its process (one code-location import per run, not per step).
     assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     for key in ("input_instances", "rubrics", "candidate_videos", "criterion_evidence", "criterion_scores",
-                "video_scores", "diagnostic_reports", "leaderboard", "site"):
+                "video_scores", "diagnostic_reports", "leaderboard", "costs", "site"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None, key
     assert {j.name for j in repo.get_all_jobs()} >= {"observe_bench_files", "observe_candidate_files",
                                                       "observe_evaluator"}

@@ -213,9 +213,10 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
         reasons = [line for line in said if line.startswith("prompt of ")]
         assert reasons and re.fullmatch(r"prompt of T2V/p0 changed: 1 input, (\d+) videos?(; .*)?", reasons[0]).group(1) \
             == str(len(MODELS)), said  # the edited input, with its videos (one per model)
-        # the protocol's loop is done, then the pages follow once (its scores are what they show)
+        # the protocol's loop is done, then the pages follow once (its scores are what they show), with
+        # the cost ledger whose FIRM-Video stages moved
         assert len(reasons) == 1 and said[-2] == "FIRM-Video done", said
-        assert said[-1].startswith("pages: overview, sample browser, index of evaluations ("), said
+        assert said[-1].startswith("pages: overview, sample browser, index of evaluations, with the cost ledger ("), said
         n = len(srv.requests)
         path = tmp_path / "firm"
         assert cli.main(["export", "firm", "--out", str(path), "--task", "T2V"]) == 0

@@ -29,7 +29,7 @@ LB = pl.DataFrame({"task": ["T2V"], "model": ["m"], "mean_final": [7.0], "ci_low
 
 def _site(tmp_path, storage: StorageResource) -> dg.Output:
     return site(dg.build_asset_context(), leaderboard=LB, video_scores={}, criterion_scores={}, human_alignment=None,
-                firm_scores={}, vefx_leaderboard=None, vefx_scores={}, bench=_bench(tmp_path), storage=storage)
+                firm_scores={}, vefx_leaderboard=None, vefx_scores={}, costs=None, bench=_bench(tmp_path), storage=storage)
 
 
 def test_written_and_linked_over_http(tmp_path, monkeypatch):
@@ -56,11 +56,15 @@ def test_the_site_reads_what_it_shows_as_declared_inputs():
     graph = build_definitions().resolve_asset_graph()
     parents = {k.to_user_string() for k in graph.get(dg.AssetKey("site")).parent_keys}
     assert parents == set(SITE_INPUTS) == {"leaderboard", "video_scores", "criterion_scores", "human_alignment",
-                                           "firm_scores", "vefx_leaderboard", "vefx_scores"}
+                                           "firm_scores", "vefx_leaderboard", "vefx_scores", "costs"}
     assert "site" in ROLES.automated and graph.get(dg.AssetKey("site")).automation_condition is not None
     # the leaderboard declares the criterion scores it reads
     assert {k.to_user_string() for k in graph.get(dg.AssetKey("leaderboard")).parent_keys} == {
         "video_scores", "criterion_scores"}
+    # the cost ledger is an asset over the stage tables it sums, each a declared input
+    assert {k.to_user_string() for k in graph.get(dg.AssetKey("costs")).parent_keys} == {
+        "rubrics", "video_scores", "firm_checklists", "firm_scores", "vefx_scores"}
+    assert "costs" in ROLES.automated
 
 
 def test_only_the_site_writes_a_page(tmp_path, monkeypatch):

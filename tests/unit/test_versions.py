@@ -108,6 +108,7 @@ def _schemas() -> dict[str, dict]:
     from assets.alignment import ALIGNMENT_TABLE
     from assets.firm import BEST_OF_N, FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS
     from assets.overview import SITE_PAGES
+    from argus_dagster.method.leaderboard import LEDGER
     from assets.reports import REPORTS
     from assets.vefx import VEFX_SCORES
 
@@ -117,7 +118,8 @@ def _schemas() -> dict[str, dict]:
             "human_alignment": ALIGNMENT_TABLE, "backbone_robustness": robustness.RANK_SCHEMA,
             "backbone_robustness criteria": robustness.CRITERION_SCHEMA, "firm_checklists": FIRM_CHECKLISTS,
             "firm_verdicts": FIRM_VERDICTS, "firm_scores": FIRM_SCORES, "best_of_n": BEST_OF_N,
-            "vefx_scores": VEFX_SCORES, "vefx_leaderboard": vefx.LEADERBOARD_SCHEMA, "site": SITE_PAGES}
+            "vefx_scores": VEFX_SCORES, "vefx_leaderboard": vefx.LEADERBOARD_SCHEMA, "site": SITE_PAGES,
+            "costs": LEDGER}
 
 
 def _cell(dtype, column: str, i: int):
