@@ -1,5 +1,6 @@
 # make demo: set up, build the demo bench and materialize every asset on the embedded default.
-# make test: set up and run the test suite (the default install; what CI runs, with make test-ocr).
+# make test: set up, lint and run the test suite (the default install; what CI runs, with make test-ocr).
+# make lint: the lint and type gate alone (ruff, mypy).
 # make test-ocr: the easyocr tests in a venv of their own (.venv-ocr, about 6 GB).
 # make bench: cost at benchmark scale (cold, warm and forced runs against a loopback VLM) and decoding speed.
 # make ui: `argus ui`: the Dagster UI (webserver and daemon) on the same instance, and the reports server
@@ -19,7 +20,7 @@ OCR_VENV ?= .venv-ocr
 OCR_BIN  := $(OCR_VENV)/bin
 OCR_PIP  := $(OCR_BIN)/pip --disable-pip-version-check -q
 
-.PHONY: setup demo test test-ocr bench ui clean chromium postgres redis
+.PHONY: setup demo test lint test-ocr bench ui clean chromium postgres redis
 
 $(BIN)/.installed: pyproject.toml
 	@echo "setting up $(VENV): the pinned dependencies (Dagster, torch CPU, transformers, OpenCV, ...), about 3.1 GB and 2 minutes from a local mirror"
@@ -47,12 +48,16 @@ TEST_WORKERS ?= 3
 # each Dagster event to disk, a large part of a small run's time on a virtual disk. A folder of this run's
 # own, removed when it ends; TEST_TMP= keeps the system's temporary folder.
 TEST_TMP ?= $(shell [ -w /dev/shm ] && [ "$$(df -Pk /dev/shm | awk 'NR==2 {print $$4}')" -ge 4194304 ] 2>/dev/null && echo /dev/shm)
-test: setup chromium postgres redis
+test: setup lint chromium postgres redis
 	@set -e; tmp=""; \
 	if [ -n "$(TEST_TMP)" ]; then \
 	  tmp=$$(mktemp -d "$(TEST_TMP)/argus-tests.XXXXXX"); chmod 755 "$$tmp"; \
 	  trap 'rm -rf "$$tmp"' EXIT INT TERM; export TMPDIR="$$tmp"; fi; \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+# The lint and type gate (pyproject.toml's [tool.ruff] and [tool.mypy]): ruff's findings, then mypy's.
+lint: setup
+	$(BIN)/ruff check .
 
 # The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).
 # The Postgres tests start a real server from Debian's package on a temporary data directory.

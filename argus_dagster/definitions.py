@@ -9,14 +9,34 @@ import dagster as dg
 from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals
 from argus_dagster.infra.settings import load_settings
 from argus_dagster.infra.sqlite import sync_lightly
-from assets import (ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, FIRM_CANDIDATE_ASSETS, FIRM_TASK_ASSETS,
-                    GRAPH_CHECKS, OBSERVE_JOBS, SOURCES, TASK_ASSETS, VEFX_CANDIDATE_ASSETS)
-from assets import site, vefx_leaderboard
-from assets.automation import (FOLLOWS_PARTITIONS, PASS_JOB, RETRY_METADATA, UP_TO_DATE, asked_by_a_pass,
-                               changed_inputs, latest_records, passes_in_flight, planned_in_flight, retries_waiting)
+from assets import (
+    ALL_ASSETS,
+    AUTOMATED_ASSETS,
+    CANDIDATE_ASSETS,
+    FIRM_CANDIDATE_ASSETS,
+    FIRM_TASK_ASSETS,
+    GRAPH_CHECKS,
+    OBSERVE_JOBS,
+    SOURCES,
+    TASK_ASSETS,
+    VEFX_CANDIDATE_ASSETS,
+    site,
+    vefx_leaderboard,
+)
+from assets.automation import (
+    FOLLOWS_PARTITIONS,
+    PASS_JOB,
+    RETRY_METADATA,
+    UP_TO_DATE,
+    asked_by_a_pass,
+    changed_inputs,
+    latest_records,
+    passes_in_flight,
+    planned_in_flight,
+    retries_waiting,
+)
 from assets.firm import best_of_n_tables
-from assets.history import (COMMAND_TAG, EVALUATOR_TAG, MAX_TAG, REASON_TAG, Stored, diff, materializations,
-                            materialized_table)
+from assets.history import COMMAND_TAG, EVALUATOR_TAG, MAX_TAG, REASON_TAG, Stored, diff, materializations, materialized_table
 from assets.lineage import latest_record
 from assets.partitions import RANGE_END_TAG, RANGE_START_TAG
 from assets.robustness import robustness_tables

@@ -11,13 +11,13 @@ one ``argus align`` runs (:func:`argus_dagster.protocols.alignment.ratings.align
 import dagster as dg
 import polars as pl
 
+from argus_dagster.infra.storage import join
+from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.protocols import vefx
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_SCHEMA, format_alignment
 from argus_dagster.protocols.alignment.plots import scatter_png, slug
-from argus_dagster.protocols.firm.tables import FIRM_RANGES, firm_evaluator_scores
-from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.protocols.alignment.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
-from argus_dagster.infra.storage import join
+from argus_dagster.protocols.firm.tables import FIRM_RANGES, firm_evaluator_scores
 from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource

@@ -10,29 +10,29 @@ import time
 import dagster as dg
 import polars as pl
 
+from argus_dagster.infra.media import MediaError, file_digest, probe_video
+from argus_dagster.infra.progress import StageLog
+from argus_dagster.infra.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from argus_dagster.method import bench as bench_lib
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.registry import ToolSuite
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.method.inputs import InputInstance
-from argus_dagster.infra.media import MediaError, file_digest, probe_video
 from argus_dagster.method.leaderboard import coverage_text
-from argus_dagster.infra.progress import StageLog
-from argus_dagster.method.stages import candidate_media, criterion_evidence_row, judge_video, score_video
 from argus_dagster.method.rubric.schema import parse_rubric
+from argus_dagster.method.stages import candidate_media, criterion_evidence_row, judge_video, score_video
 from argus_dagster.vlm.ledger import CallStats, cached_share
 from argus_dagster.vlm.priorities import STAGE_EVIDENCE, STAGE_JUDGMENTS, request_pool, request_priority, video_group
-from argus_dagster.infra.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
-from resources.storage import StorageResource
 from resources.judging import JudgeResource, ScoringResource
+from resources.storage import StorageResource
 from resources.tools import ToolsResource
 from resources.vlm import VlmResource
 
+from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .lineage import criterion_delta_metadata, video_delta_metadata
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
-from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .sources import aggregation_config, candidate_files, judge_config, tool_suite_config
 
 

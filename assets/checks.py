@@ -21,8 +21,8 @@ from argus_dagster.method.rubric.schema import RubricError, parse_rubric
 
 from .candidates import criterion_scores, video_label, video_scores
 from .inputs import rubrics
-from .lineage import latest_record
 from .leaderboard import leaderboard
+from .lineage import latest_record
 from .partitions import tables_by_partition, task_model_partitions, task_partitions
 
 MAX_LISTED = 20

@@ -15,6 +15,16 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
+from argus_dagster.infra.names import file_name, sample_file_name
+from argus_dagster.infra.storage import join
+from argus_dagster.infra.tables import COSTS, frame
+from argus_dagster.method.evidence.executor import run_plan
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.plan import NormalizedPlan
+from argus_dagster.method.inputs import ALL_TASKS, InputInstance
+from argus_dagster.outputs.firm_pages import index_path, page_name, render_firm_index, render_firm_video
+from argus_dagster.outputs.report import href
 from argus_dagster.protocols import best_of_n as bon
 from argus_dagster.protocols.firm.batch import OfflineRecords, VideoJob, evaluate_videos, plan_checklists
 from argus_dagster.protocols.firm.evaluator import FirmEvaluator
@@ -22,19 +32,9 @@ from argus_dagster.protocols.firm.offline import unscored_offline
 from argus_dagster.protocols.firm.scoring import if_rating, score_wc
 from argus_dagster.protocols.firm.tables import checklist_from_rows, if_score_from_rows, verdict_rows
 from argus_dagster.protocols.firm.types import IF, PQ, WC, Checklist, ChecklistError, ChecklistItem, Verdict
-from argus_dagster.method.evidence.executor import run_plan
-from argus_dagster.method.evidence.media_store import MediaStore
-from argus_dagster.method.evidence.plan import NormalizedPlan
-from argus_dagster.method.inputs import ALL_TASKS, InputInstance
-from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
-from argus_dagster.infra.names import file_name, sample_file_name
-from argus_dagster.infra.storage import join
-from argus_dagster.infra.tables import COSTS, frame
-from argus_dagster.outputs.firm_pages import index_path, page_name, render_firm_index, render_firm_video
-from argus_dagster.outputs.report import href
-from assets.versions import content_version, volatile_metadata
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, STAGE_RUBRICS, request_priority
+from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.tools import ToolsResource

@@ -10,9 +10,9 @@ replaces it (local folder or ``s3://`` alike).
 import dagster as dg
 import polars as pl
 
-from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import recorded_table
+from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
 
 
 def latest_record(instance: dg.DagsterInstance, asset: str, partition: str | None = None):

@@ -25,9 +25,10 @@ import time
 
 import dagster as dg
 
-from argus_dagster.method.candidate_store import open_store as open_candidate_store, scan
-from argus_dagster.infra.processes import LAUNCHER_TAG, PROCESS_TAG, alive
 from argus_dagster.infra.environment import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL_S
+from argus_dagster.infra.processes import LAUNCHER_TAG, PROCESS_TAG, alive
+from argus_dagster.method.candidate_store import open_store as open_candidate_store
+from argus_dagster.method.candidate_store import scan
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource

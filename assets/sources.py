@@ -29,15 +29,15 @@ from typing import Iterable
 
 import dagster as dg
 
-from argus_dagster.method.bench import task_location
-from argus_dagster.method.candidate_store import open_store, partition_hashes, scan
-from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.infra.media import SAMPLING_ID, MediaError, file_digest, regular_file
 from argus_dagster.infra.names import file_name
-from argus_dagster.outputs.history_words import evaluator_label
-from argus_dagster.method.rubric.frozen import written_as_generated
 from argus_dagster.infra.storage import Storage, is_remote, join
+from argus_dagster.method.bench import task_location
+from argus_dagster.method.candidate_store import open_store, partition_hashes, scan
 from argus_dagster.method.evidence.tools.vlm_qa import qa_version
+from argus_dagster.method.inputs import ALL_TASKS
+from argus_dagster.method.rubric.frozen import written_as_generated
+from argus_dagster.outputs.history_words import evaluator_label
 from resources.bench import BenchResource
 from resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from resources.storage import StorageResource

@@ -8,14 +8,14 @@ asked (``argus evaluate --protocol vefx``, or the UI): the default evaluation do
 import dagster as dg
 import polars as pl
 
-from argus_dagster.protocols import vefx
-from argus_dagster.method.evidence.media_store import MediaStore
-from argus_dagster.method.inputs import InputInstance
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.tables import COSTS, frame
-from assets.versions import content_version, volatile_metadata
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.protocols import vefx
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
+from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 from resources.tools import ToolsResource

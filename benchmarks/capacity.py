@@ -192,7 +192,6 @@ def main() -> None:
     print(f"per input: rubric requests {rubric_req:.2f}, rubric request bytes {rubric_bytes:,.0f}")
     print(f"peak RSS of the evaluating process: {small['peak_rss_mb']:.0f} MB ({small['videos']} videos), "
           f"{large['peak_rss_mb']:.0f} MB ({large['videos']} videos)")
-    n_part_small = small["step_runs"].get("criterion_evidence", 1)
     fixed_cpu = (small["cpu_s"] - v["CPU s"] * small["videos"]) / max(1, small["runs"])
     print(f"fixed CPU per run (the small bench's CPU less its videos' marginal CPU, over its {small['runs']} runs): "
           f"{fixed_cpu:.2f} s")

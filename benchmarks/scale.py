@@ -27,8 +27,8 @@ import shutil
 import tempfile
 import time
 from contextlib import contextmanager
-from typing import Iterator
 from pathlib import Path
+from typing import Iterator
 
 import cv2
 import numpy as np

@@ -55,9 +55,9 @@ def one(tool: str, models: str, device: str, repeat: int, ocr_backend: str, vide
     """Runs in the child process: load, decode, run; returns the figures."""
     import torch
 
+    from argus_dagster.infra.media import DENSE_POLICY, JUDGE_POLICY
     from argus_dagster.method.evidence.media_store import MediaStore
     from argus_dagster.method.evidence.tools.registry import model_suite
-    from argus_dagster.infra.media import DENSE_POLICY, JUDGE_POLICY
 
     name = "spatial_relation" if tool == "spatial_count" else tool
     t0 = time.perf_counter()

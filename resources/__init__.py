@@ -27,8 +27,8 @@ from argus_dagster.infra.names import folder_name
 from argus_dagster.infra.settings import Settings, load_settings, parse_profile
 
 from .bench import BenchResource, bench_from_settings
-from .storage import DEFAULT_KEEP_VERSIONS, StorageIOManager, StorageResource
 from .judging import JudgeResource, RubricGeneratorResource, ScoringResource
+from .storage import DEFAULT_KEEP_VERSIONS, StorageIOManager, StorageResource
 from .tools import ToolsResource, tools_from_env
 from .vlm import VlmResource, vlm_from_env
 

@@ -13,11 +13,11 @@ limit the pool constrains nothing, so CPU runs are unaffected).
 
 import dagster as dg
 
-from argus_dagster.infra.memo import once_per_key
 from argus_dagster.infra.cache import ContentCache
+from argus_dagster.infra.environment import environment
+from argus_dagster.infra.memo import once_per_key
 from argus_dagster.method.evidence.executor import set_tool_threads
 from argus_dagster.method.evidence.tools.registry import OCR_BACKENDS, ToolSuite, model_suite
-from argus_dagster.infra.environment import environment
 
 
 # A process cache, not the resource's own: Dagster builds a run's resources anew for every run, and the

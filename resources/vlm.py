@@ -10,8 +10,8 @@ import os
 
 import dagster as dg
 
-from argus_dagster.infra.memo import once_per_key
 from argus_dagster.infra.environment import environment
+from argus_dagster.infra.memo import once_per_key
 from argus_dagster.infra.redact import redact_urls
 from argus_dagster.vlm.protocol import VlmClient
 from argus_dagster.vlm.reply import DEFAULT_MAX_ANSWER_CHARS

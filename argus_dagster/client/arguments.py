@@ -223,5 +223,5 @@ def parser() -> argparse.ArgumentParser:
                     "(DAGSTER_HOME, ARGUS_BENCH, ARGUS_PROFILE, its folders), as argus ui sets them: --bench/"
                     "--profile, else ARGUS_BENCH(_DIR)/ARGUS_PROFILE, else the demo (what the code location serves)")
     _evaluation_options(ev)
-    en = sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")
+    sub.add_parser("env", help="the ARGUS_* settings, what each sets, and what this shell sets")
     return p

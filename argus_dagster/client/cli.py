@@ -17,7 +17,6 @@ from argus_dagster.client.printing import say, storage_failure
 from argus_dagster.client.quick_exit import leave
 from argus_dagster.infra.environment import SettingError
 
-
 # Each command's name (``args.command``) and what runs it: ``module:function`` of the module that holds the
 # command, imported only when that command runs.
 COMMANDS: dict[str, str] = {

@@ -26,16 +26,42 @@ import polars as pl
 
 from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, pool_notice
 from argus_dagster.client.results import load_stored
-from argus_dagster.client.runs import (CANDIDATE_LEVEL, IN_FLIGHT, PROTOCOL_SELECTION, Plan, Replan, RunSpec, execute,
-                                       feeds, launch, plan, runs_of)
-from argus_dagster.definitions import (COMMAND_TAG, EVALUATOR_TAG, RETRY_METADATA, ROLES, build_definitions,
-                                      latest_record, observe_sources, planned_in_flight)
+from argus_dagster.client.runs import (
+    CANDIDATE_LEVEL,
+    IN_FLIGHT,
+    PROTOCOL_SELECTION,
+    Plan,
+    Replan,
+    RunSpec,
+    execute,
+    feeds,
+    launch,
+    plan,
+    runs_of,
+)
+from argus_dagster.definitions import (
+    COMMAND_TAG,
+    EVALUATOR_TAG,
+    RETRY_METADATA,
+    ROLES,
+    build_definitions,
+    latest_record,
+    observe_sources,
+    planned_in_flight,
+)
 from argus_dagster.infra.progress import PROGRESS
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
 from argus_dagster.method.bench import task_dir
-from argus_dagster.method.candidate_store import (S3CandidateStore, discover, open_store, partition_hashes, scan,
-                                                  unknown_models, video_hashes)
+from argus_dagster.method.candidate_store import (
+    S3CandidateStore,
+    discover,
+    open_store,
+    partition_hashes,
+    scan,
+    unknown_models,
+    video_hashes,
+)
 from argus_dagster.outputs.history_words import evaluator_label, reason_lines, split_partition
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_COLUMNS, format_alignment
 from argus_dagster.protocols.vefx import EDIT_TASKS

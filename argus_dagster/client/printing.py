@@ -6,8 +6,8 @@ from __future__ import annotations
 import errno
 import sys
 
-from argus_dagster.infra.files import WriteError
 from argus_dagster.infra.environment import SettingError
+from argus_dagster.infra.files import WriteError
 from argus_dagster.infra.settings import argus_home, load_settings
 
 

@@ -13,8 +13,13 @@ import polars as pl
 from argus_dagster.client.instance import local_instance
 from argus_dagster.client.printing import only_tasks, storage_failure
 from argus_dagster.client.printing import say as _print  # the name the commands below print with
-from argus_dagster.client.results import (best_of_n_report, current_leaderboard, evaluation_storage, export_firm,
-                                          stored_export_table)
+from argus_dagster.client.results import (
+    best_of_n_report,
+    current_leaderboard,
+    evaluation_storage,
+    export_firm,
+    stored_export_table,
+)
 from argus_dagster.client.selection import chosen as _chosen  # the name the commands below read it with
 from argus_dagster.client.selection import read_only_evaluation
 from argus_dagster.definitions import diff, materializations

@@ -25,8 +25,7 @@ from argus_dagster.method.candidate_store import discover
 from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_table
 from argus_dagster.outputs.export import TABLES, combine, with_evaluation
 from argus_dagster.outputs.history_words import split_partition
-from argus_dagster.protocols.firm.export import (check_out_folder, default_condition_frames, default_video_frames,
-                                                 export_dataset)
+from argus_dagster.protocols.firm.export import check_out_folder, default_condition_frames, default_video_frames, export_dataset
 from argus_dagster.protocols.firm.tables import firm_summary_table
 
 DATA_VERSION_TAG = "dagster/data_version"

@@ -18,9 +18,9 @@ from argus_dagster.client.printing import say as _print  # the name the commands
 from argus_dagster.client.results import firm_scores_rows, row_errors, stored_partitions, vefx_board
 from argus_dagster.client.selection import selector
 from argus_dagster.definitions import build_definitions
-from argus_dagster.infra.progress import TerminalLine
 from argus_dagster.infra.environment import SettingError
 from argus_dagster.infra.names import shown, text_problem
+from argus_dagster.infra.progress import TerminalLine
 from argus_dagster.infra.settings import DEMO_BENCH, argus_home, evaluation_settings, record_evaluation
 from argus_dagster.method.leaderboard import format_leaderboard
 from argus_dagster.outputs.history_words import error_summary
@@ -136,7 +136,7 @@ def _print_vefx(settings) -> int:
                 for r in df.filter(df["overall"].is_null()).iter_rows(named=True)]
     if unscored:
         _print(f"\n{len(unscored)} video(s) without an overall score (the others are scored):")
-        for key, r in unscored[:10]:
+        for _, r in unscored[:10]:
             why = r["if_reason"] or r["rq_reason"] or r["ee_reason"] or r["overall_reason"]
             _print(f"  {r['task']} x {r['model']} {r['input_id']!r}: {why[:160]}")
         if len(unscored) > 10:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from argus_dagster.client.printing import say, storage_failure
 from argus_dagster.client.overview_link import stored_overview
+from argus_dagster.client.printing import say, storage_failure
 from argus_dagster.client.selection import chosen, read_only_evaluation
 from argus_dagster.infra.environment import SettingError, reports_port
 from argus_dagster.infra.settings import evaluations_root, find_home, served_prefix

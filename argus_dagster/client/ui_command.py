@@ -14,10 +14,9 @@ from argus_dagster.client.instance import ensure_instance
 from argus_dagster.client.printing import say as _print  # the name the command below prints with
 from argus_dagster.client.supervise import supervise
 from argus_dagster.client.ui import HostProxy, answered_hosts, free_loopback_port, port_taken
-from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.environment import SettingError, pinned_environment, reports_port
+from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.settings import served_settings
-
 
 UI_WORKSPACE = """load_from:
   - python_module:

@@ -7,7 +7,6 @@ from collections import OrderedDict
 
 from argus_dagster.infra.media import Frames
 
-
 DEFAULT_FRAME_POOL_BYTES = 512 * 2**20
 
 

@@ -26,8 +26,9 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 from pathlib import Path
+from typing import Any, ClassVar
+
 from argus_dagster.infra.media import file_digest
 
 

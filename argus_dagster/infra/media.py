@@ -20,7 +20,8 @@ import cv2
 import numpy as np
 
 from argus_dagster.infra.native_stderr import captured_native_stderr, shared_native_stderr
-from argus_dagster.infra.storage import LOCAL, StorageError, s3_cache_path as storage_cache_path
+from argus_dagster.infra.storage import LOCAL, StorageError
+from argus_dagster.infra.storage import s3_cache_path as storage_cache_path
 
 MAX_SIDE = 768
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"}

@@ -11,7 +11,6 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-
 # FFmpeg's log prefix ("[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55...] ") and decord's ("[21:22:01] /src/x.cc:83: ").
 _NATIVE_PREFIX = re.compile(r"^(\[[^\]]* @ 0x[0-9a-f]+\]\s*|\[\d\d:\d\d:\d\d\]\s*\S+\.(cc|cpp|h):\d+:\s*)+")
 # fd 2 is per process: who holds its redirection. Many opens may share one (``shared``); a capture

@@ -22,6 +22,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from pathlib import Path
+
 import sqlalchemy
 
 MOST_KEPT = 32  # idle connections held per process (a command uses the run and index files, one per run)

@@ -28,13 +28,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
+from urllib.parse import quote
 
+from argus_dagster.infra.cache import ContentCache, cache_key
 from argus_dagster.infra.files import WriteError, write_atomic
 from argus_dagster.infra.names import file_name
-from argus_dagster.infra.cache import ContentCache
-from argus_dagster.infra.cache import cache_key
 from argus_dagster.infra.settings import report_url
-from urllib.parse import quote
 
 SCHEME = "s3://"
 

@@ -19,11 +19,10 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from argus_dagster.method.inputs import InputInstance, infer_task, instance_hash
 from argus_dagster.infra.media import MediaError, check_image, file_digest, regular_file
-from argus_dagster.infra.names import (input_id_problem, json_text_problem, line_key, lookup_names,
-                                       model_name_problem)
+from argus_dagster.infra.names import input_id_problem, json_text_problem, line_key, lookup_names, model_name_problem
 from argus_dagster.infra.storage import LOCAL, is_remote, join
+from argus_dagster.method.inputs import InputInstance, infer_task, instance_hash
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".avi")
 SAMPLE_STEM = re.compile(r"(.+)__(\d+)")

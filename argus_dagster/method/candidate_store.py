@@ -15,16 +15,24 @@ shown with its undecodable bytes escaped, so the other models are scored.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
-from argus_dagster.method.bench import SAMPLE_NAME, VIDEO_SUFFIXES, manifest_ids, model_samples, sample_of, task_dir, task_location
-from argus_dagster.method.inputs import Task
-from argus_dagster.infra.names import lookup_names, model_name_problem, shown
 from argus_dagster.infra.media import change_token, file_digest
+from argus_dagster.infra.names import lookup_names, model_name_problem, shown
 from argus_dagster.infra.storage import LOCAL, is_remote, join
-import difflib
+from argus_dagster.method.bench import (
+    SAMPLE_NAME,
+    VIDEO_SUFFIXES,
+    manifest_ids,
+    model_samples,
+    sample_of,
+    task_dir,
+    task_location,
+)
+from argus_dagster.method.inputs import Task
 
 # Previous scan: {entry key: [token, content hash]}.
 Known = dict[str, list[str]]

@@ -66,14 +66,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from argus_dagster.method.evidence.tools.measures import dino_sim_measure, sam_track_measure, spatial_relation_measure
 from argus_dagster.infra.identities import EvidenceJudgeIdentity, VlmCall, vlm_call
+from argus_dagster.method import video_prompt  # read at call time: the shared opening text
+from argus_dagster.method.evidence.tools.measures import dino_sim_measure, sam_track_measure, spatial_relation_measure
 from argus_dagster.method.rubric.schema import Criterion
+from argus_dagster.method.video_prompt import video_messages
 from argus_dagster.vlm.parsing import extract_json
 from argus_dagster.vlm.protocol import chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError
-from argus_dagster.method.video_prompt import video_messages
-from argus_dagster.method import video_prompt  # read at call time: the shared opening text
 
 
 def judgment_evidence(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 from argus_dagster.infra.tables import COSTS, LEADERBOARD, frame
+from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 
 
 def bootstrap_ci(values: np.ndarray, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:

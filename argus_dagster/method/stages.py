@@ -17,17 +17,17 @@ from concurrent.futures import Executor
 from typing import Any, Callable
 
 from argus_dagster.infra.cache import ContentCache
+from argus_dagster.infra.identities import JudgmentIdentity, record_key
+from argus_dagster.infra.media import JUDGE_POLICY, SAMPLING_ID, Frames, MediaError, file_digest
+from argus_dagster.infra.tables import COSTS
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import normalize_plan
 from argus_dagster.method.evidence.tools.registry import ToolSuite
-from argus_dagster.infra.identities import JudgmentIdentity, record_key
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.judge import judge_view, judgment_evidence
-from argus_dagster.infra.media import JUDGE_POLICY, SAMPLING_ID, Frames, MediaError, file_digest
 from argus_dagster.method.rubric.schema import IMPORTANCE_WEIGHT, Criterion, Rubric
 from argus_dagster.method.scoring import ScoredCriterion, aggregate
-from argus_dagster.infra.tables import COSTS
 from argus_dagster.vlm.ledger import cost_ledger
 
 

@@ -28,21 +28,29 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from argus_dagster.protocols.alignment.plots import slug
+from argus_dagster.infra.names import file_name
+from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
-from argus_dagster.infra.names import file_name
-from argus_dagster.method.leaderboard import (competition_ranks, cost_summary, cost_table, pairwise_win_rates,
-                                              partial_evidence_text, rank_text, share_text,
-                                              top_models, usual_coverage)
+from argus_dagster.method.leaderboard import (
+    competition_ranks,
+    cost_summary,
+    cost_table,
+    pairwise_win_rates,
+    partial_evidence_text,
+    rank_text,
+    share_text,
+    top_models,
+    usual_coverage,
+)
+from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.changes import changes_section
 from argus_dagster.outputs.deltas import Diff
+from argus_dagster.outputs.history_words import evaluator_label
 from argus_dagster.outputs.protocol_sections import best_of_n_section, firm_section, vefx_section
 from argus_dagster.outputs.report import STYLE, esc, href, score_colour
-from argus_dagster.outputs.history_words import evaluator_label
-from argus_dagster.infra.settings import evaluations_root
-from argus_dagster.method.rubric.taxonomy import DIMENSIONS
+from argus_dagster.protocols.alignment.plots import slug
 
 BASE_COLUMNS = ("task", "model", "mean_final", "ci_low", "ci_high", "n_videos", "n_errors")
 # Shown once per task (coverage as one cell, the judge and the criteria that need a VLM below the

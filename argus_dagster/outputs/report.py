@@ -22,8 +22,8 @@ import numpy as np
 
 from argus_dagster.infra.media import encode_jpeg
 from argus_dagster.method.evidence.tools.vlm_qa import NO_VLM
-from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 from argus_dagster.method.leaderboard import coverage_text
+from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f24;max-width:1280px}

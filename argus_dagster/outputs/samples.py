@@ -23,8 +23,8 @@ import polars as pl
 from argus_dagster.infra.names import file_name, sample_file_name
 from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
-from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.changes import MOVED_HEAD, evaluators, moved_rows, short_pass, video_link
+from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.deltas import Diff
 from argus_dagster.outputs.firm_pages import page_name
 from argus_dagster.outputs.history_words import evaluator_label

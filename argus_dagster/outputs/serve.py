@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
-from argus_dagster.outputs.page_media import WEBM_ASKED, serve_webm
+
 from argus_dagster.infra.environment import environment
+from argus_dagster.outputs.page_media import WEBM_ASKED, serve_webm
 
 HOST = "127.0.0.1"
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")

@@ -42,8 +42,8 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
-from argus_dagster.method.bench import SAMPLE_STEM, model_samples
 from argus_dagster.infra.names import model_name_problem
+from argus_dagster.method.bench import SAMPLE_STEM, model_samples
 from argus_dagster.protocols.alignment.ratings import read_human
 
 SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.0, 5.0), "pq": (1.0, 5.0),

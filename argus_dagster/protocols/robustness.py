@@ -24,8 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-from argus_dagster.protocols.alignment.metrics import kendall_tau_b, spearman
 from argus_dagster.infra.tables import stored_table
+from argus_dagster.protocols.alignment.metrics import kendall_tau_b, spearman
 
 RANK_SCHEMA = {"task": pl.String, "profile_a": pl.String, "profile_b": pl.String, "n_models": pl.Int64,
                "n_videos": pl.Int64, "kendall_tau": pl.Float64, "spearman": pl.Float64, "top1_a": pl.String,

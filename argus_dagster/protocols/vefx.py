@@ -29,11 +29,11 @@ import polars as pl
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.infra.identities import VefxJudgmentIdentity, record_key, vlm_call
 from argus_dagster.infra.media import SAMPLING_ID
+from argus_dagster.method.leaderboard import bootstrap_ci
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.parsing import scored_object
 from argus_dagster.vlm.protocol import chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError
-from argus_dagster.method.leaderboard import bootstrap_ci
 
 IF, RQ, EE = "vefx_instruction_following", "vefx_rendering_quality", "vefx_edit_exclusivity"
 OVERALL = "vefx_overall"

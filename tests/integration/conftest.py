@@ -87,6 +87,23 @@ def moto_endpoint(monkeypatch):
         server.stop()
 
 
+@pytest.fixture
+def s3_endpoint(moto_endpoint, monkeypatch):
+    """moto's S3 server on loopback, with the environment a user sets for an S3-compatible endpoint
+    (``ARGUS_S3_ENDPOINT_URL``)."""
+    monkeypatch.setenv("ARGUS_S3_ENDPOINT_URL", moto_endpoint)
+    return moto_endpoint
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (tests/integration/chromium.py), one per test file."""
+    from .chromium import launched
+
+    with launched() as b:
+        yield b
+
+
 @pytest.fixture(scope="session")
 def local_t2v_run(tmp_path_factory):
     """The two-prompt T2V bench the aws tests put in a bucket (``src/bench``, ``src/cands``: model ``m``'s

@@ -6,8 +6,15 @@ import dagster as dg
 import polars as pl
 
 from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
-from resources import (BenchResource, JudgeResource, RubricGeneratorResource, ScoringResource, StorageResource,
-                       ToolsResource, VlmResource)
+from resources import (
+    BenchResource,
+    JudgeResource,
+    RubricGeneratorResource,
+    ScoringResource,
+    StorageResource,
+    ToolsResource,
+    VlmResource,
+)
 from resources.storage import StorageIOManager
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from argus_dagster.outputs.overview import stored_table
 from argus_dagster.infra.settings import load_settings
+from argus_dagster.outputs.overview import stored_table
 
 from .helpers import backfill_as_the_ui_does, partitions_by_asset
 from .test_aws_storage import BUCKET, INPUTS, _upload

@@ -6,7 +6,6 @@ is a few lines per kind."""
 import json
 import time
 
-import polars as pl
 import pytest
 
 from argus_dagster.method.bench import MAX_MANIFEST_LINE, MAX_PROMPT
@@ -42,8 +41,8 @@ def evaluated(tmp_path_factory):
     mp.setenv("ARGUS_HOME", str(root / "home"))
     for var in ("ARGUS_BENCH", "ARGUS_BENCH_DIR", "ARGUS_PROFILE"):
         mp.delenv(var, raising=False)
-    import io
     import contextlib
+    import io
 
     out = io.StringIO()
     try:

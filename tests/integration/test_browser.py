@@ -6,7 +6,7 @@ would: every task and model there, images loaded, no console errors, links that 
 screenshot under its temporary folder.
 
 Chromium is installed by ``make test`` where missing (``apt-get install -y chromium``); without it
-these tests skip with that advice, and fail under ``CI=true``.
+these tests skip with that advice, and fail under ``CI=true`` (tests/integration/chromium.py).
 """
 
 import json
@@ -19,7 +19,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -35,23 +34,6 @@ from .helpers import DEMO_ODD_MODEL as ODD_MODEL
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                  "--disable-background-networking", "--disable-component-update"]
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} (CI=true: `make test` installs it)")
-    pytest.skip(what)
-
-
-def _chromium() -> str:
-    path = os.environ.get("ARGUS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(path).is_file():
-        _missing("headless Chromium not found: `apt-get install -y chromium` (Debian), or set ARGUS_CHROMIUM")
-    return path
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,29 +47,6 @@ def _stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-@contextmanager
-def launched():
-    """Headless Chromium, driven by Playwright's synchronous API (whose event loop runs while it is
-    open: a test that runs an evaluation in between opens it after)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("Playwright's Python package is not installed: `pip install -e '.[dev]'`")
-    executable = _chromium()
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")
@@ -142,22 +101,6 @@ def _open(browser, url: str, shots: Path, name: str):
     assert response is not None and response.status == 200, (url, response and response.status)
     page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
     return page, errors
-
-
-def open_file(browser, path: Path, width: int = 1400):
-    """A new page with ``path`` opened from disk (``file://``); returns it and the console errors seen."""
-    page = browser.new_page(viewport={"width": width, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(path.as_uri(), wait_until="load")
-    return page, errors
-
-
-def unscored_items(section) -> list[tuple[str, int, list[str], str]]:
-    """A page section's "unscored, and why" list as (dimension, videos, models, reason), read item by item."""
-    return [(d, int(n), m.split(", ") if m else [], r) for d, n, m, r in section.locator("ul.unscored li").evaluate_all(
-        "ls => ls.map(l => [l.dataset.dimension, l.dataset.videos, l.querySelector('.models').textContent,"
-        " l.querySelector('.reason').textContent])")]
 
 
 def _images_loaded(page) -> int:

@@ -18,15 +18,14 @@ import polars as pl
 import pytest
 
 from argus_dagster.infra.cache import ContentCache
+from argus_dagster.infra.media import write_video
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
 from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_suite
-from argus_dagster.infra.media import write_video
 from assets import CANDIDATE_ASSETS, TASK_ASSETS
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
-
 from tests.waiting import wait_until
 
 from .helpers import graph_resources, load, pattern_clip, t2v_bench
@@ -214,7 +213,7 @@ def test_concurrent_criteria_asking_the_same_step_compute_it_once(tmp_path):
         cache = ContentCache(tmp_path / f"cache{round_}", "evidence")
         start = threading.Barrier(n_threads)
 
-        def one(_):
+        def one(_, start=start, media=media, suite=suite, cache=cache):
             start.wait()
             return run_plan(plan, media.scope(), suite, cache=cache)
 
@@ -259,28 +258,6 @@ def test_a_miss_read_just_before_another_thread_publishes_is_not_computed_again(
     a_done.set()
     b.join(10)
     assert runs == ["A"] and got["A"] == ({"value": 1}, False) and got["B"] == ({"value": 1}, True)
-
-
-@pytest.fixture
-def s3_endpoint(monkeypatch):
-    """moto's S3 server on loopback, with the environment a user sets for an S3-compatible endpoint."""
-    import socket
-
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
-    for k, v in {"ARGUS_S3_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    try:
-        yield url
-    finally:
-        server.stop()
 
 
 def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
@@ -461,8 +438,8 @@ def test_a_frame_is_decoded_and_encoded_once_for_every_criterion_of_its_video(tm
     request carries the same eight images."""
     import argus_dagster.infra.media as media_mod
     from argus_dagster.method.judge import VlmJudge
-    from argus_dagster.method.stages import judge_criteria, output_frames
     from argus_dagster.method.rubric.schema import parse_rubric
+    from argus_dagster.method.stages import judge_criteria, output_frames
     from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 
     encoded = []

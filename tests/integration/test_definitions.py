@@ -98,8 +98,8 @@ def test_the_sensor_intervals_are_settings(monkeypatch):
     builds the code location."""
     import pytest
 
-    from argus_dagster.location import defs as lazy
     from argus_dagster.infra.environment import SettingError
+    from argus_dagster.location import defs as lazy
 
     def intervals() -> dict[str, int]:
         return {s.name: s.minimum_interval_seconds for s in lazy().get_repository_def().sensor_defs}

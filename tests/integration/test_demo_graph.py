@@ -8,12 +8,12 @@ import shutil
 import polars as pl
 import pytest
 
-from argus_dagster.infra import tables
 from argus_dagster.client.demo import BEST_MODEL, KNOWN_BAD
-from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.client.instance import local_instance
 from argus_dagster.client.results import current_leaderboard
+from argus_dagster.infra import tables
 from argus_dagster.infra.settings import load_settings
+from argus_dagster.method.inputs import ALL_TASKS
 
 from .helpers import DEMO_HUMAN_T2V, DEMO_ODD_MODEL
 
@@ -56,9 +56,10 @@ def test_known_bad_models_rank_below_the_best(demo_run):
 
 
 def test_tables_follow_their_contracts(demo_run):
-    from resources import resources_for
     import dagster as dg
+
     from assets import ALL_ASSETS
+    from resources import resources_for
 
     _, instance, _ = demo_run
     defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
@@ -93,9 +94,10 @@ def test_rubrics_are_frozen_and_reused(demo_run, tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", os.environ["DAGSTER_HOME"])  # local_instance points it at the copy's
     instance = local_instance()
     assert instance.root_directory == str(home / "benches" / "demo" / "default" / "dagster_home")
+    import dagster as dg
+
     from assets import TASK_ASSETS
     from resources import resources_for
-    import dagster as dg
 
     res = dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources_for())
     df = res.output_for_node("rubrics")
@@ -219,7 +221,6 @@ def test_align_explains_every_column(demo_run, capsys, tmp_path):
 
 
 def test_stages_say_their_progress_in_the_runs_logs(demo_run):
-    import dagster as dg
 
     from assets.lineage import latest_record
 

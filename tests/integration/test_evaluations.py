@@ -11,10 +11,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.infra.media import write_video
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.results import current_leaderboard
 from argus_dagster.infra.environment import SettingError
+from argus_dagster.infra.media import write_video
 from argus_dagster.infra.settings import evaluation_settings, load_settings, record_evaluation
 
 pytestmark = pytest.mark.integration

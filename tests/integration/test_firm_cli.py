@@ -20,7 +20,7 @@ from argus_dagster.client.results import best_of_n_report, stored_partitions
 from argus_dagster.infra.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
 
-from .test_browser import browser, open_file, unscored_items  # noqa: F401 (browser: the Chromium fixture)
+from .chromium import open_file, unscored_items
 
 pytestmark = pytest.mark.integration
 HUMAN_T2V = {"faithful": 5, "blurry": 3, "flicker": 2, "frozen": 1}

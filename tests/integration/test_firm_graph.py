@@ -14,14 +14,14 @@ import numpy as np
 import polars as pl
 import pytest
 
+from argus_dagster.client.results import export_firm, firm_summary
+from argus_dagster.client.runs import RunSpec, execute
+from argus_dagster.infra.media import write_video
+from argus_dagster.infra.tables import COSTS
 from argus_dagster.protocols.firm.offline import PQ_OFFLINE_VERSION
 from argus_dagster.protocols.firm.scoring import if_rating, wc_rating, wc_score
 from argus_dagster.protocols.firm.tables import checklist_from_rows, firm_summary_table
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
-from argus_dagster.infra.media import write_video
-from argus_dagster.client.results import export_firm, firm_summary
-from argus_dagster.client.runs import RunSpec, execute
-from argus_dagster.infra.tables import COSTS
 from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 from resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
@@ -96,7 +96,7 @@ def test_checklists_are_planned_once_and_frozen_across_models_and_runs(online):
     rows = online["first"]
     assert rows["error"].null_count() == rows.height and set(rows["input_id"]) == set(PROMPTS)
     assert set(rows["dimension"]) == {IF} and rows["importance"].is_between(1, 5).all()
-    for (iid,), g in rows.group_by("input_id"):  # the stored rows are the checklist: they reproduce its hash
+    for _, g in rows.group_by("input_id"):  # the stored rows are the checklist: they reproduce its hash
         assert checklist_from_rows(g.to_dicts()).content_hash == g["checklist_hash"][0]
 
 
@@ -260,7 +260,7 @@ def test_each_video_has_a_page_with_its_checklist_verdicts_and_evidence(online):
     """Each video's FIRM-Video page, read in headless Chromium: its three ratings as firm_scores holds
     them, and each checklist item of IF and WC with its verdict in words and the verifier's evidence as
     firm_verdicts holds them; the partition's index lists every video with its ratings and links it."""
-    from .test_browser import launched, open_file
+    from .chromium import launched, open_file
 
     res, instance = online["res"], online["instance"]
     folder = Path(res["bench"].reports_path()) / "T2V" / "m" / "firm"

@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 
+from argus_dagster.infra.cache import ContentCache
+from argus_dagster.infra.media import Frames
 from argus_dagster.protocols.firm.batch import OfflineRecords, VideoJob, evaluate_videos, plan_checklists
 from argus_dagster.protocols.firm.evaluator import FirmEvaluator
 from argus_dagster.protocols.firm.prompts import IF_PLAN_VERSION
 from argus_dagster.protocols.firm.scoring import if_rating, if_score, score_if, wc_rating, wc_score
 from argus_dagster.protocols.firm.training_records import export_from_rows, export_records, frame_refs, write_export
 from argus_dagster.protocols.firm.types import IF, PQ, WC
-from argus_dagster.infra.cache import ContentCache
-from argus_dagster.infra.media import Frames
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 from argus_dagster.vlm.reply import ParseError

@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import dagster as dg
 import polars as pl
 import pytest
 
@@ -18,8 +17,8 @@ from argus_dagster.client import cli
 from argus_dagster.infra.media import write_video
 from tests.servers.openai_server import FakeVlmServer
 
+from .chromium import launched, open_file
 from .helpers import pattern_clip, t2v_bench
-from .test_browser import launched, open_file
 
 pytestmark = pytest.mark.integration
 
@@ -99,8 +98,8 @@ def _passes_table(browser, path) -> list[tuple[str, str, float, float]]:
 
 
 def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, capsys):
-    from argus_dagster.definitions import materializations
     from argus_dagster.client.instance import local_instance
+    from argus_dagster.definitions import materializations
     from argus_dagster.infra.settings import load_settings
 
     bench, cands = t2v_bench(tmp_path, n_inputs=2, model="m")

@@ -15,7 +15,6 @@ from argus_dagster.infra.media import write_video
 from argus_dagster.infra.names import file_name
 
 from .helpers import graph_resources, load, materialize_task
-from .test_cache import s3_endpoint  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -263,7 +262,6 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
     and the calls still reach the server."""
     from argus_dagster.client.printing import backbones
     from argus_dagster.infra.settings import load_settings
-    from resources import VlmResource
     from tests.servers.openai_server import FakeVlmServer
 
     bench, cands, home = tmp_path / "bench", tmp_path / "cands", tmp_path / "home"

@@ -6,8 +6,8 @@ import json
 import polars as pl
 import pytest
 
-from argus_dagster.method.bench import MAX_MANIFEST_LINE, read_task
 from argus_dagster.infra.media import write_video
+from argus_dagster.method.bench import MAX_MANIFEST_LINE, read_task
 
 from .helpers import pattern_clip
 

@@ -19,7 +19,7 @@ from argus_dagster.method.leaderboard import build_leaderboard
 from argus_dagster.outputs.overview import render_overview
 from argus_dagster.outputs.samples import render_samples
 
-from .test_browser import launched, open_file
+from .chromium import launched, open_file
 
 pytestmark = pytest.mark.integration
 

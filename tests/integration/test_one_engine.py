@@ -11,9 +11,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.infra.media import write_video
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.instance import local_instance
+from argus_dagster.infra.media import write_video
 
 from .helpers import evaluation_in, pattern_clip, sensor_then_automation, t2v_bench
 
@@ -24,8 +24,8 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
     from argus_dagster.infra.storage import LOCAL
-    from assets.lineage import latest_record  # a run of one partition or of a range alike
     from argus_dagster.infra.tables import recorded_table
+    from assets.lineage import latest_record  # a run of one partition or of a range alike
 
     return recorded_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")
 

@@ -8,7 +8,6 @@ Everything waits on conditions (a barrier, a run's status), never on a sleep.
 from __future__ import annotations
 
 import multiprocessing
-from pathlib import Path
 
 import dagster as dg
 import polars as pl

@@ -39,9 +39,10 @@ def test_evaluate_ranks_a_real_edit_above_doing_nothing(vefx_layout, monkeypatch
     out = capsys.readouterr().out
     assert "TV2V" in out and "editor" in out and "did-nothing" in out
 
+    import dagster as dg
+
     from argus_dagster.client.instance import local_instance
     from argus_dagster.client.results import current_leaderboard
-    import dagster as dg
     from assets import ALL_ASSETS
     from resources import resources_for
 

@@ -9,11 +9,11 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from argus_dagster.method.evidence.media_store import MediaStore
-from argus_dagster.method.evidence.tools.models import ModelStore
-from argus_dagster.method.evidence.tools.dino import DinoSim
-from argus_dagster.method.evidence.tools.random_models import build_models
 from argus_dagster.infra.media import write_video
+from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.evidence.tools.dino import DinoSim
+from argus_dagster.method.evidence.tools.models import ModelStore
+from argus_dagster.method.evidence.tools.random_models import build_models
 from resources.tools import ToolsResource
 
 from .helpers import graph_resources, load, materialize_task

@@ -14,9 +14,9 @@ import pytest
 
 from argus_dagster.client import cli
 from argus_dagster.infra.media import write_video
+from argus_dagster.infra.settings import evaluations_root, load_settings, served_prefix
 from argus_dagster.outputs.page_media import PLAYABLE, codec
 from argus_dagster.outputs.serve import REPORTS_ONLY, serve_in_thread, url_of
-from argus_dagster.infra.settings import evaluations_root, load_settings, served_prefix
 
 from .helpers import pattern_clip
 
@@ -141,8 +141,8 @@ def test_pages_on_s3_find_their_videos_with_one_listing_not_a_head_request_per_n
     videos (eight HEAD requests per video looked the copies up one name at a time); counted at the client."""
     import boto3
 
-    from argus_dagster.outputs.page_media import page_video
     from argus_dagster.infra.storage import Storage
+    from argus_dagster.outputs.page_media import page_video
 
     sent: list[tuple[str, str]] = []
 

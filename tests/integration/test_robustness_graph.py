@@ -5,9 +5,9 @@ comparing them."""
 import dagster as dg
 import pytest
 
-from argus_dagster.infra.media import write_video
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.instance import local_instance
+from argus_dagster.infra.media import write_video
 from argus_dagster.infra.settings import evaluation_settings, record_evaluation
 from tests.servers.openai_server import FakeVlmServer, kind_of
 

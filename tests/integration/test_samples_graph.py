@@ -14,9 +14,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
-from argus_dagster.infra.media import write_video
 from argus_dagster.client.runs import execute
+from argus_dagster.infra.media import write_video
+from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
 from assets.firm import best_of_n_tables
 
 from .helpers import firm_run, graph_resources, load, materialize_task, pattern_clip

@@ -9,8 +9,8 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from argus_dagster.method.candidate_store import LocalCandidateStore, scan
 from argus_dagster.infra.media import SETTLE_NS, write_video
+from argus_dagster.method.candidate_store import LocalCandidateStore, scan
 from assets import ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, SOURCES, TASK_ASSETS
 from assets.sensors import candidate_store_sensor
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from argus_dagster.infra.media import write_video
 from argus_dagster.client.evaluate import run_all
+from argus_dagster.infra.media import write_video
 from argus_dagster.infra.settings import load_settings
 
 from .helpers import pattern_clip, t2v_bench

@@ -7,10 +7,10 @@ import cv2
 import numpy as np
 import pytest
 
+from argus_dagster.infra.media import JUDGE_POLICY, write_video
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.method.judge import VlmJudge, judge_view
-from argus_dagster.infra.media import JUDGE_POLICY, write_video
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient

@@ -9,11 +9,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from argus_dagster.infra.media import write_video
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.instance import local_instance
+from argus_dagster.infra.media import write_video
 
-from .helpers import sensor_then_automation, backfill_as_the_ui_does, evaluation_in, partitions_by_asset, pattern_clip, t2v_bench
+from .helpers import backfill_as_the_ui_does, evaluation_in, partitions_by_asset, pattern_clip, sensor_then_automation, t2v_bench
 
 # A backfill the daemon plans every 30 s may take up to 400 s (backfill_as_the_ui_does): past the 5-minute bound.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

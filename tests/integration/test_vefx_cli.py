@@ -13,10 +13,9 @@ import polars as pl
 import pytest
 
 from argus_dagster.client import cli
-
 from argus_dagster.protocols import vefx
 
-from .test_browser import browser, open_file, unscored_items  # noqa: F401 (browser: the Chromium fixture)
+from .chromium import open_file, unscored_items
 
 pytestmark = pytest.mark.integration
 MODELS = ("editor", "did-nothing")

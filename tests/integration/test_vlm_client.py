@@ -14,8 +14,14 @@ from argus_dagster.vlm.images import encode_image
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
 from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 from argus_dagster.vlm.parsing import extract_json, strip_think
-from argus_dagster.vlm.priorities import (STAGE_EVIDENCE, STAGE_JUDGMENTS, STAGE_RUBRICS, request_pool,
-                                          request_priority, video_group)
+from argus_dagster.vlm.priorities import (
+    STAGE_EVIDENCE,
+    STAGE_JUDGMENTS,
+    STAGE_RUBRICS,
+    request_pool,
+    request_priority,
+    video_group,
+)
 from argus_dagster.vlm.protocol import chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url
@@ -254,7 +260,7 @@ def _arrive_in_order(c, srv, arrivals: list[tuple], ask) -> list[threading.Threa
         if n == 0:
             srv.wait_received(1)
         else:
-            wait_until(lambda: queued(c) == n, what=f"{args[0]} waiting")
+            wait_until(lambda n=n: queued(c) == n, what=f"{args[0]} waiting")
     return threads
 
 

@@ -16,11 +16,11 @@ import polars as pl
 import pytest
 
 from argus_dagster.client.demo import build_demo_bench
-from argus_dagster.method.judge import JUDGE_PROMPT_VERSION
-from argus_dagster.method.rubric.generate import PROMPT_VERSION, system_prompt
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.instance import local_instance
 from argus_dagster.infra.settings import record_bench
+from argus_dagster.method.judge import JUDGE_PROMPT_VERSION
+from argus_dagster.method.rubric.generate import PROMPT_VERSION, system_prompt
 from assets import ALL_ASSETS
 from resources import resources_for
 from tests.servers.openai_server import FakeVlmServer, dead_url, kind_of
@@ -164,7 +164,7 @@ def test_the_pages_of_the_vlm_profile_and_both_protocols_in_a_browser(vlm_run):
     from argus_dagster.outputs.report import NO_VLM_NOTICE
     from argus_dagster.protocols.firm.tables import firm_summary_table
 
-    from .test_browser import launched, open_file
+    from .chromium import launched, open_file
 
     assert run_all(models=MODELS, tasks=["T2V"], protocol="firm", progress=lambda m: None) is None
     run_all(models=MODELS, tasks=["TV2V"], protocol="vefx", progress=lambda m: None)

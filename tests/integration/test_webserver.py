@@ -12,8 +12,8 @@ import pytest
 
 from argus_dagster.client.demo import BEST_MODEL
 
-from .helpers import GraphQL as Client
 from .helpers import REPO, start_webserver, stop
+from .helpers import GraphQL as Client
 
 pytestmark = pytest.mark.integration
 MODEL = BEST_MODEL

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from unit_helpers import FPS
 
 from argus_dagster.infra.media import write_video
-from unit_helpers import FPS
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
 from argus_dagster.protocols.alignment import metrics as al
 from argus_dagster.protocols.alignment import ratings as rt
-from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
 
 
 def _tied(rng, n, levels):

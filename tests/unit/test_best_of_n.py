@@ -7,6 +7,8 @@ import polars as pl
 import pytest
 
 from argus_dagster.protocols import best_of_n as bon
+
+
 def test_discover_both_sample_layouts(tmp_path):
     t = tmp_path / "T2V"
     for rel in ("model_a/p1.mp4", "model_a/p2__0.mp4", "model_a/p2__1.mp4", "model_a/clip__3.mp4",

@@ -6,17 +6,49 @@ import numpy as np
 import pytest
 
 from argus_dagster.protocols.firm.offline import evaluate_offline, pq_offline, unscored_offline
-from argus_dagster.protocols.firm.parsing import (parse_grounding, parse_if_plan, parse_pq, parse_rationale,
-                                                  parse_verdicts, parse_wc_questions)
+from argus_dagster.protocols.firm.parsing import (
+    parse_grounding,
+    parse_if_plan,
+    parse_pq,
+    parse_rationale,
+    parse_verdicts,
+    parse_wc_questions,
+)
 from argus_dagster.protocols.firm.prompts import instruction
-from argus_dagster.protocols.firm.scoring import (ALPHA, clean_ratio, if_rating, if_score, if_score_from_weights,
-                                                  if_weights, score_if, score_wc, serialized_weights, wc_rating,
-                                                  wc_score)
-from argus_dagster.protocols.firm.tables import (FIRM_RANGES, checklist_from_rows, checklist_rows,
-                                                 firm_evaluator_scores, if_score_from_rows, score_row, verdict_rows)
+from argus_dagster.protocols.firm.scoring import (
+    ALPHA,
+    clean_ratio,
+    if_rating,
+    if_score,
+    if_score_from_weights,
+    if_weights,
+    score_if,
+    score_wc,
+    serialized_weights,
+    wc_rating,
+    wc_score,
+)
+from argus_dagster.protocols.firm.tables import (
+    FIRM_RANGES,
+    checklist_from_rows,
+    checklist_rows,
+    firm_evaluator_scores,
+    if_score_from_rows,
+    score_row,
+    verdict_rows,
+)
 from argus_dagster.protocols.firm.training_records import export_records, write_export
-from argus_dagster.protocols.firm.types import (IF, PQ, WC, Checklist, ChecklistError, ChecklistItem, DimensionResult,
-                                                DroppedItem, Verdict)
+from argus_dagster.protocols.firm.types import (
+    IF,
+    PQ,
+    WC,
+    Checklist,
+    ChecklistError,
+    ChecklistItem,
+    DimensionResult,
+    DroppedItem,
+    Verdict,
+)
 from argus_dagster.vlm.reply import ParseError
 
 # ----------------------------------------------------------------------------------------- ratings
@@ -319,10 +351,10 @@ def test_pq_offline_counts_measured_defects():
 
 
 def test_pq_offline_from_tools(write_clip):
+    import cv2
+
     from argus_dagster.method.evidence.media_store import MediaStore
     from argus_dagster.method.evidence.tools.classical import ClassicalAesthetic, FlickerProbe, MotionProbe
-
-    import cv2
 
     board = np.kron((np.indices((8, 12)).sum(0) % 2) * 200 + 25, np.ones((8, 8))).astype(np.uint8)
     still = cv2.GaussianBlur(np.stack([board] * 3, -1), (0, 0), 3)

@@ -3,8 +3,8 @@ folder gets the task it was meant to be."""
 
 import json
 
-from argus_dagster.method.candidate_store import discover, nearest
 from argus_dagster.client.cli import main
+from argus_dagster.method.candidate_store import discover, nearest
 
 
 def test_an_evaluation_never_scored_is_listed_as_never(tmp_path, monkeypatch, capsys):

@@ -12,15 +12,25 @@ import polars as pl
 import pytest
 from skimage import data
 
+from argus_dagster.infra.media import DENSE_POLICY, VideoInfo, runs, sample_indices, window_indices
 from argus_dagster.method.evidence.media_store import MediaStore
-from argus_dagster.method.evidence.tools.classical import (ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe,
-                                                    black_tint, blockiness, blockiness_component, frame_quality,
-                                                    neutral_cast, order_displacement, persistent_flow,
-                                                    quality_components)
+from argus_dagster.method.evidence.tools.classical import (
+    ChangeProbe,
+    ClassicalAesthetic,
+    FlickerProbe,
+    MotionProbe,
+    black_tint,
+    blockiness,
+    blockiness_component,
+    frame_quality,
+    neutral_cast,
+    order_displacement,
+    persistent_flow,
+    quality_components,
+)
 from argus_dagster.method.evidence.tools.edits import parse_edit
 from argus_dagster.method.judge import EvidenceOnlyJudge
 from argus_dagster.method.leaderboard import build_leaderboard, coverage_text, format_leaderboard
-from argus_dagster.infra.media import DENSE_POLICY, VideoInfo, runs, sample_indices, window_indices
 from argus_dagster.method.stages import score_video
 from argus_dagster.outputs.report import render_index
 
@@ -445,8 +455,8 @@ def test_leaderboard_and_pages_show_coverage_next_to_the_score():
 
 
 def test_scores_in_range_holds_the_vlm_judge_to_whole_numbers():
-    from assets.checks import scores_in_range
     from argus_dagster.method.judge import vlm_judge_identity
+    from assets.checks import scores_in_range
 
     vlm = vlm_judge_identity("openai", "m")
     df = pl.DataFrame({"input_id": ["a", "b", "c"], "sample": ["", "", ""], "criterion_id": ["x", "y", "z"],

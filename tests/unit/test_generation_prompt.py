@@ -4,12 +4,12 @@ the checkable rules are enforced on its answers."""
 from __future__ import annotations
 
 import pytest
+from unit_helpers import criterion_dict, rubric_dict
 
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.generate import MAX_OUTPUT_TOKENS, input_message, rule_problems, system_prompt
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
-from unit_helpers import criterion_dict, rubric_dict
 
 PROMPT = " ".join(system_prompt().split())  # line breaks folded
 

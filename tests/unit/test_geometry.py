@@ -5,8 +5,17 @@ import pytest
 
 from argus_dagster.method.evidence.tools.detection import Detection, crop, propagate_box, split_entities, track_boxes
 from argus_dagster.method.evidence.tools.geometry import (
-    box_overlap, closeness, count_instances, depth_occlusion, fraction, front_entity, horizontal_relation, iou,
-    median_count, nms, region_closeness,
+    box_overlap,
+    closeness,
+    count_instances,
+    depth_occlusion,
+    fraction,
+    front_entity,
+    horizontal_relation,
+    iou,
+    median_count,
+    nms,
+    region_closeness,
 )
 from argus_dagster.method.evidence.tools.spatial import parse_count
 

@@ -12,11 +12,20 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from argus_dagster.infra.media import MediaError, s3_cache_path
+from argus_dagster.infra.names import (
+    file_name,
+    folder_name,
+    input_id_problem,
+    is_single_component,
+    json_text_problem,
+    lookup_names,
+    model_name_problem,
+    shown,
+    text_problem,
+)
 from argus_dagster.method.bench import bench_rubric_paths, find_candidate, find_candidates, read_task
 from argus_dagster.method.inputs import InputInstance
-from argus_dagster.infra.media import MediaError, s3_cache_path
-from argus_dagster.infra.names import (file_name, folder_name, input_id_problem, is_single_component,
-                                      json_text_problem, lookup_names, model_name_problem, shown, text_problem)
 from argus_dagster.method.rubric.schema import RubricError, load_rubric_file, parse_rubric
 from argus_dagster.method.rubric.store import resolve_rubric
 

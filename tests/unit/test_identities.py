@@ -21,15 +21,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from test_vlm_local import build_tiny_llava
+from unit_helpers import FPS, make_criterion, moving_frames
 
-import argus_dagster.protocols.firm.evaluator as firm
-import argus_dagster.protocols.firm.prompts as firm_prompts
 import argus_dagster.method.evidence.executor as executor
 import argus_dagster.method.judge as judge_mod
-import argus_dagster.method.stages as pipeline
 import argus_dagster.method.rubric.generate as generate
-import argus_dagster.protocols.vefx as vefx
+import argus_dagster.method.stages as pipeline
 import argus_dagster.method.video_prompt as video_prompt
+import argus_dagster.protocols.firm.evaluator as firm
+import argus_dagster.protocols.firm.prompts as firm_prompts
+import argus_dagster.protocols.vefx as vefx
+from argus_dagster.infra.identities import RECORDS, VLM_IRRELEVANT, VlmCall, record_key
+from argus_dagster.infra.media import file_digest, write_video
 from argus_dagster.method.evidence.executor import run_plan, step_identity
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
@@ -39,14 +43,10 @@ from argus_dagster.method.evidence.tools.models import ModelStore
 from argus_dagster.method.evidence.tools.random_models import BUILDERS, build_models
 from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_suite
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
-from argus_dagster.infra.identities import RECORDS, VLM_IRRELEVANT, VlmCall, record_key
 from argus_dagster.method.inputs import InputInstance, instance_hash
 from argus_dagster.method.judge import EvidenceOnlyJudge, VlmJudge, judge_view, judgment_evidence
-from argus_dagster.infra.media import file_digest, write_video
 from resources.judging import JudgeResource, RubricGeneratorResource
 from resources.vlm import VlmResource
-from test_vlm_local import build_tiny_llava
-from unit_helpers import FPS, make_criterion, moving_frames
 
 MODEL = "judge-model"
 URL = "http://127.0.0.1:9/v1"

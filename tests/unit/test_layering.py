@@ -71,7 +71,7 @@ def imports(root: Path, packages=PACKAGES) -> list[Import]:
         lines = source.splitlines()
         pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
 
-        def walk(node, in_function: bool) -> None:
+        def walk(node, in_function: bool, m=m, pkg=pkg, lines=lines) -> None:
             for child in ast.iter_child_nodes(node):
                 inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                 if isinstance(child, ast.ImportFrom):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from unit_helpers import criterion_dict, rubric_dict
 
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.lenient import DEFAULT_SCORING_RULE, read_rubric
 from argus_dagster.method.rubric.schema import RubricError, parse_rubric
 from argus_dagster.method.rubric.store import resolve_rubric
-from unit_helpers import criterion_dict, rubric_dict
 
 
 def load_released(tmp_path, data, task="TS2V", text=None):

@@ -9,6 +9,7 @@ import pytest
 from scipy.optimize import curve_fit
 
 from argus_dagster.protocols.alignment import metrics as al
+
 # 20 videos: people's 1-5 ratings jump from 1-2 to 4 between predictions 2.2 and 2.7, and to 5 above 8
 X = np.array([0.4, 0.7, 1.8, 2.2, 2.7, 3.0, 3.2, 4.3, 5.2, 6.5, 6.7, 7.0, 7.3, 7.6, 8.1, 9.0, 9.1, 9.7, 9.7, 9.9])
 Y = np.array([1, 1, 1, 2, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5], dtype=float)

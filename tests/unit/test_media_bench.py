@@ -7,9 +7,8 @@ import os
 
 import numpy as np
 import pytest
+from unit_helpers import moving_frames
 
-from argus_dagster.method.bench import read_task
-from argus_dagster.method.inputs import InputInstance, Task, infer_task
 from argus_dagster.infra.media import (
     DENSE_POLICY,
     JUDGE_POLICY,
@@ -21,7 +20,8 @@ from argus_dagster.infra.media import (
     resize_longest,
     sample_indices,
 )
-from unit_helpers import moving_frames
+from argus_dagster.method.bench import read_task
+from argus_dagster.method.inputs import InputInstance, Task, infer_task
 
 # --- sampling policies --------------------------------------------------------------------------
 
@@ -235,8 +235,8 @@ def test_manifest_ids_are_the_ids_read_task_keys_its_rows_by_without_opening_med
     """The ids the candidate discovery matches files against: every line's valid id, the first line of
     each, whether or not the media it names read (no image is opened: a text file named .png is one
     of them); lines with no valid id list none."""
-    from argus_dagster.method.bench import manifest_ids
     from argus_dagster.infra.names import ERROR_ROW_MARK
+    from argus_dagster.method.bench import manifest_ids
 
     d = tmp_path / "TI2V"
     d.mkdir()

@@ -4,7 +4,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from argus_dagster.infra.native_stderr import native_messages
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from argus_dagster.infra.media import DENSE_POLICY, JUDGE_POLICY, write_video
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
@@ -16,11 +17,10 @@ from argus_dagster.method.evidence.tools import UnavailableTool
 from argus_dagster.method.evidence.tools.aesthetic_model import AestheticHead
 from argus_dagster.method.evidence.tools.detection import Detector
 from argus_dagster.method.evidence.tools.models import ModelStore, ModelUnavailable
-from argus_dagster.method.evidence.tools.vision import image_embeddings
 from argus_dagster.method.evidence.tools.random_models import build_models
 from argus_dagster.method.evidence.tools.registry import MODEL_BACKED, FallbackTool, model_suite
+from argus_dagster.method.evidence.tools.vision import image_embeddings
 from argus_dagster.method.judge import EvidenceOnlyJudge
-from argus_dagster.infra.media import DENSE_POLICY, JUDGE_POLICY, write_video
 
 N, H, W = 24, 64, 96
 

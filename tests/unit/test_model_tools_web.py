@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 import pytest
 
-from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.infra.media import JUDGE_POLICY
+from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools import UnavailableTool
 from argus_dagster.method.evidence.tools.registry import model_suite
 from argus_dagster.method.evidence.tools.web_search import WebSearch, image_urls

@@ -2,25 +2,25 @@
 the server needs them), the heat map from criterion scores, coverage columns when the table has them;
 and the loopback server behind `argus open`."""
 
+import re
 import urllib.error
 import urllib.request
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote
-import re
 
 import numpy as np
 import polars as pl
 import pytest
 
+from argus_dagster.infra.environment import reports_base_url
 from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.names import file_name
-from argus_dagster.outputs.overview import SORT_SCRIPT, render_overview, stored_table, write_overview
-import xml.etree.ElementTree as ET
-from argus_dagster.outputs.serve import make_server, serve_in_thread, url_of
-from argus_dagster.infra.environment import reports_base_url
 from argus_dagster.infra.settings import report_url
 from argus_dagster.infra.storage import LOCAL, Storage
+from argus_dagster.outputs.overview import SORT_SCRIPT, render_overview, stored_table, write_overview
+from argus_dagster.outputs.serve import make_server, serve_in_thread, url_of
 
 EVIL = '<script>alert(1)</script>'
 ODD = "猫 cat/../x"

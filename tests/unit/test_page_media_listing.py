@@ -5,8 +5,8 @@ a Storage that counts the calls it serves."""
 from pathlib import Path
 
 from argus_dagster.infra.media import write_video
-from argus_dagster.outputs.page_media import page_video
 from argus_dagster.infra.storage import Storage
+from argus_dagster.outputs.page_media import page_video
 
 N_VIDEOS = 3
 

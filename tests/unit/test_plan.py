@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 
+from unit_helpers import make_criterion
+
 from argus_dagster.method.evidence.plan import normalize_plan
 from argus_dagster.method.evidence.vocabulary import TOOL_SPECS
-from unit_helpers import make_criterion
 
 T2V: frozenset[str] = frozenset()
 TI2V = frozenset({"first_frame"})

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from unit_helpers import criterion_dict, make_criterion, rubric_dict
 
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.postprocess import PRESERVATION_KEYWORDS, is_preservation, postprocess
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.rubric.store import resolve_rubric
-from unit_helpers import criterion_dict, make_criterion, rubric_dict
 
 # Which conditions each task has; the paths are never read (only their presence matters here).
 INPUTS = {

@@ -7,6 +7,8 @@ import polars as pl
 import pytest
 
 from argus_dagster.protocols.alignment import metrics as al
+
+
 def test_preference_counts_by_hand():
     # pairs (a,b), (a,c), (b,c); human 5, 3, 3 -> a>b, a>c, b=c
     # pred 4, 2, 2.4 -> a>b (1), a>c (1), |2-2.4| = 0.4 <= 0.5 tie, human tie -> 0.5 ; total 2.5 / 3

@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 import polars as pl
 import pytest
 
-from argus_dagster.outputs.export import encode
 from argus_dagster.method.leaderboard import build_leaderboard, format_leaderboard
+from argus_dagster.outputs.export import encode
 from argus_dagster.outputs.overview import render_evaluations_index, render_overview
 
 

@@ -9,8 +9,10 @@ import polars as pl
 import pytest
 
 from argus_dagster.client import cli
-from argus_dagster.protocols.alignment import ratings as rt
 from argus_dagster.protocols import vefx
+from argus_dagster.protocols.alignment import ratings as rt
+
+
 def _scores(rows, ranges=None):
     return rt.EvaluatorScores(pl.DataFrame(rows, schema=["input_id", "model", "evaluator", "dimension", "score"],
                                            orient="row"), ranges or {})

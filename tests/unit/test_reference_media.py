@@ -3,16 +3,15 @@ source video's middle frame; a retrieved reference replaces it; its cache identi
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
+from unit_helpers import make_criterion, moving_frames
 
+from argus_dagster.infra.media import JUDGE_POLICY, MediaError, VideoReader
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import normalize_plan
-import cv2
-
-from argus_dagster.infra.media import JUDGE_POLICY, MediaError, VideoReader
-from unit_helpers import make_criterion, moving_frames
 
 
 def write_image(path: str, rgb: np.ndarray) -> None:

@@ -10,8 +10,17 @@ import numpy as np
 import polars as pl
 
 from argus_dagster.outputs.deltas import criterion_deltas, delta_summary, video_deltas
-from argus_dagster.outputs.report import (COMPARE_SCRIPT, FrameRow, jpeg, json_script, leaderboard_png, render_comparison,
-                                         render_index, render_video_report, script_json)
+from argus_dagster.outputs.report import (
+    COMPARE_SCRIPT,
+    FrameRow,
+    jpeg,
+    json_script,
+    leaderboard_png,
+    render_comparison,
+    render_index,
+    render_video_report,
+    script_json,
+)
 
 EVIL = '<script>alert("x")</script><b onmouseover="steal()">bold</b> & "quotes"'
 

@@ -6,6 +6,8 @@ import polars as pl
 import pytest
 
 from argus_dagster.protocols import robustness as rb
+
+
 def _videos(means: dict[str, float], task: str = "T2V", inputs=("p1", "p2")) -> pl.DataFrame:
     # every input gets the model's mean +/- 0.5, so the per-model mean is exactly ``means[model]``
     rows = [{"task": task, "model": m, "input_id": i, "final_score": v + (0.5 if k == 0 else -0.5)}

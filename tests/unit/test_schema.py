@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from unit_helpers import criterion_dict, rubric_dict
 
 from argus_dagster.method.rubric.schema import IMPORTANCE_WEIGHT, Rubric, RubricError, load_rubric_file, parse_rubric
-from unit_helpers import criterion_dict, rubric_dict
 
 
 def test_valid_rubric_parses_with_all_fields():

@@ -6,9 +6,7 @@ are never compared (fonts differ from one machine to the next)."""
 import hashlib
 import json
 
-from argus_dagster.outputs import overview
-
-from argus_dagster.outputs import report
+from argus_dagster.outputs import overview, report
 from docs.screenshots import IMG, MAX_BYTES, RECORD, ROOT, page_digests
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from unit_helpers import H, W
 
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.detection import Detection
 from argus_dagster.method.evidence.tools.spatial import SpatialRelation
-from unit_helpers import H, W
 
 # Boxes (x0, y0, x1, y1) in a 96 x 64 frame: the cat on the left, the dog on the right.
 CAT = (4.0, 20.0, 28.0, 44.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from unit_helpers import N_FRAMES, make_criterion, moving_frames, texture
 
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
@@ -20,7 +21,6 @@ from argus_dagster.method.evidence.tools.classical import (
 from argus_dagster.method.evidence.tools.ocr import RapidOcr, match_ratio
 from argus_dagster.method.evidence.tools.registry import embedded_suite
 from argus_dagster.method.judge import EvidenceOnlyJudge, judge_view
-from unit_helpers import N_FRAMES, make_criterion, moving_frames, texture
 
 
 @pytest.fixture
@@ -87,9 +87,9 @@ def test_flicker_probe_smooth_clip_not_flagged(clips):
 
 def test_two_frame_clip_is_not_measurable_and_not_a_failure(write_clip, tmp_path):
     from argus_dagster.infra.cache import ContentCache
-    from argus_dagster.method.stages import criterion_evidence_row, judge_criteria
     from argus_dagster.method.inputs import InputInstance
     from argus_dagster.method.rubric.offline import generate_offline
+    from argus_dagster.method.stages import criterion_evidence_row, judge_criteria
 
     path = write_clip("two.mp4", moving_frames(n=2), fps=6)
     r = FlickerProbe().run({}, store(output_video=path))

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.protocols.alignment import ratings as rt
 from argus_dagster.protocols import vefx
+from argus_dagster.protocols.alignment import ratings as rt
 from argus_dagster.vlm.reply import ParseError
 
 

@@ -7,11 +7,11 @@ import os
 
 import polars as pl
 
-from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
 from argus_dagster.infra.media import file_digest
 from argus_dagster.infra.storage import Storage
-from assets.versions import content_version
+from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
 from assets.sources import bench_files_version, candidate_files_version
+from assets.versions import content_version
 
 SCORES = pl.DataFrame(
     {"input_id": ["p0", "p1", "p1"], "sample": ["", "1", "2"], "final_score": [7.5, None, 3.0],
@@ -101,14 +101,20 @@ def test_a_candidate_video_edited_twice_in_the_same_second_has_three_versions(tm
 def _schemas() -> dict[str, dict]:
     """Every asset's stored table schema (the backbone robustness asset's version covers its rank
     and criterion tables: both, as one table each)."""
-    from argus_dagster.protocols import robustness
-    from argus_dagster.protocols import vefx
-    from argus_dagster.infra.tables import (CANDIDATE_VIDEOS, CRITERION_EVIDENCE, CRITERION_SCORES, INPUT_INSTANCES,
-                                      LEADERBOARD, RUBRICS, VIDEO_SCORES)
+    from argus_dagster.infra.tables import (
+        CANDIDATE_VIDEOS,
+        CRITERION_EVIDENCE,
+        CRITERION_SCORES,
+        INPUT_INSTANCES,
+        LEADERBOARD,
+        RUBRICS,
+        VIDEO_SCORES,
+    )
+    from argus_dagster.method.leaderboard import LEDGER
+    from argus_dagster.protocols import robustness, vefx
     from assets.alignment import ALIGNMENT_TABLE
     from assets.firm import BEST_OF_N, FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS
     from assets.overview import SITE_PAGES
-    from argus_dagster.method.leaderboard import LEDGER
     from assets.reports import REPORTS
     from assets.vefx import VEFX_SCORES
 

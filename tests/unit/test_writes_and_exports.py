@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from argus_dagster.protocols.firm import export as fx
-from argus_dagster.outputs.export import encode
 from argus_dagster.infra.files import WriteError, write_atomic
+from argus_dagster.outputs.export import encode
+from argus_dagster.protocols.firm import export as fx
 
 
 def _device(path, major, minor):

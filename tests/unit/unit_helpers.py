@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 import numpy as np
+
 from argus_dagster.method.rubric.schema import Criterion
 
 W, H, N_FRAMES, FPS = 96, 64, 24, 12.0

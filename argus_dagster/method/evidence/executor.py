@@ -24,7 +24,6 @@ from argus_dagster.method.evidence.plan import NormalizedPlan
 from argus_dagster.method.evidence.tools.registry import ToolSuite
 from argus_dagster.method.evidence.vocabulary import DERIVED_MEDIA, TOOL_SPECS, crop_id_for
 
-
 # Tools that compute (on the CPU, or a device) run at most this many at once in a process, however
 # many criteria run concurrently: more than the cores only adds memory, each holding its own float
 # copies of the frames. Tools that wait on the network (a VLM, a search API) do not take a slot.

@@ -16,8 +16,16 @@ import threading
 import numpy as np
 
 from argus_dagster.infra.frame_pool import FRAME_POOL, FramePool
-from argus_dagster.infra.media import (MAX_SIDE, Frames, MediaError, SamplingPolicy, VideoReader, is_image,
-                     load_image, resize_longest)
+from argus_dagster.infra.media import (
+    MAX_SIDE,
+    Frames,
+    MediaError,
+    SamplingPolicy,
+    VideoReader,
+    is_image,
+    load_image,
+    resize_longest,
+)
 
 
 class _Shared:

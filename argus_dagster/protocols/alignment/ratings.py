@@ -30,9 +30,9 @@ import polars as pl
 from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.names import file_name, model_name_problem
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
-from argus_dagster.protocols.firm import types as firm_types
 from argus_dagster.protocols import vefx
 from argus_dagster.protocols.alignment.metrics import alignment_table, inter_rater_agreement
+from argus_dagster.protocols.firm import types as firm_types
 
 DEFAULT_DIMENSION = "overall"
 ARGUS_RANGE = (0.0, 10.0)  # every score this project writes is on 0-10

@@ -11,12 +11,17 @@ from typing import Any, Callable, Sequence
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.infra.identities import FirmCallIdentity, record_key, vlm_call
 from argus_dagster.infra.media import SAMPLING_ID
-from argus_dagster.protocols.firm.parsing import (parse_grounding, parse_if_plan, parse_pq, parse_rationale,
-                                                  parse_verdicts, parse_wc_questions)
+from argus_dagster.protocols.firm.parsing import (
+    parse_grounding,
+    parse_if_plan,
+    parse_pq,
+    parse_rationale,
+    parse_verdicts,
+    parse_wc_questions,
+)
 from argus_dagster.protocols.firm.prompts import PQ_CHECKLIST, firm_call
 from argus_dagster.protocols.firm.scoring import score_if, score_wc
-from argus_dagster.protocols.firm.types import (IF, PQ, WC, Checklist, ChecklistItem, DimensionResult, DroppedItem,
-                                                Verdict)
+from argus_dagster.protocols.firm.types import IF, PQ, WC, Checklist, ChecklistItem, DimensionResult, DroppedItem, Verdict
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.protocol import chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError

@@ -44,11 +44,11 @@ from urllib.parse import parse_qs
 import cv2
 import numpy as np
 
-from argus_dagster.protocols.firm.prompts import INSTRUCTIONS
-from argus_dagster.protocols.firm.types import DIMENSIONS, IF, SHORT, WC
 from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.media import JUDGE_POLICY, MAX_SIDE, VideoReader, load_image, resize_longest
 from argus_dagster.infra.names import file_name
+from argus_dagster.protocols.firm.prompts import INSTRUCTIONS
+from argus_dagster.protocols.firm.types import DIMENSIONS, IF, SHORT, WC
 
 JSONL = "train.jsonl"
 CARD = "README.md"

@@ -9,8 +9,7 @@ import math
 from typing import Iterable, Sequence
 
 from argus_dagster.protocols.firm.rationales import if_rationale, wc_rationale
-from argus_dagster.protocols.firm.types import (IF, WC, Checklist, ChecklistError, DimensionResult, Verdict,
-                                                checked_importance)
+from argus_dagster.protocols.firm.types import IF, WC, Checklist, ChecklistError, DimensionResult, Verdict, checked_importance
 
 IF_THRESHOLDS = (0.35, 0.70, 0.85, 1.00)
 WC_THRESHOLDS = (0.20, 0.58, 0.78, 0.89)

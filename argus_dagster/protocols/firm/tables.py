@@ -12,10 +12,20 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from argus_dagster.protocols.unscored import unscored_reasons as reasons_unscored
 from argus_dagster.protocols.firm.scoring import if_score_from_weights, if_weights
-from argus_dagster.protocols.firm.types import (DIMENSIONS, IF, PQ, SHORT, WC, Checklist, ChecklistError,
-                                                ChecklistItem, DimensionResult, DroppedItem)
+from argus_dagster.protocols.firm.types import (
+    DIMENSIONS,
+    IF,
+    PQ,
+    SHORT,
+    WC,
+    Checklist,
+    ChecklistError,
+    ChecklistItem,
+    DimensionResult,
+    DroppedItem,
+)
+from argus_dagster.protocols.unscored import unscored_reasons as reasons_unscored
 
 
 def checklist_rows(input_id: str, checklist: Checklist) -> list[dict]:

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from argus_dagster.infra.media import JUDGE_POLICY
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.classical import ClassicalAesthetic
 from argus_dagster.method.evidence.tools.models import ModelStore
 from argus_dagster.method.evidence.tools.vision import VisionModel, raw_embeddings
-from safetensors.numpy import load_file
 
 AESTHETIC_FOLDER = "aesthetic"
 HEAD_FILES = ("config.json", "head.safetensors", "head.json")

@@ -10,7 +10,14 @@ import numpy as np
 from argus_dagster.infra.media import DENSE_POLICY, Frames
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.detection import Localizer
-from argus_dagster.method.evidence.tools.geometry import box_overlap, closeness, depth_occlusion, fraction, front_entity, region_closeness
+from argus_dagster.method.evidence.tools.geometry import (
+    box_overlap,
+    closeness,
+    depth_occlusion,
+    fraction,
+    front_entity,
+    region_closeness,
+)
 from argus_dagster.method.evidence.tools.models import ModelStore, torch_module
 from argus_dagster.method.evidence.tools.vision import VisionModel
 

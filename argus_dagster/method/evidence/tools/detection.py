@@ -19,9 +19,9 @@ import numpy as np
 
 from argus_dagster.infra.media import DENSE_POLICY, JUDGE_POLICY, Frames
 from argus_dagster.method.evidence.media_store import MediaStore
-from argus_dagster.method.evidence.vocabulary import crop_id_for
 from argus_dagster.method.evidence.tools.geometry import Box, nms
 from argus_dagster.method.evidence.tools.models import ModelStore, torch_module, transformers_module
+from argus_dagster.method.evidence.vocabulary import crop_id_for
 
 DETECTOR_FOLDER = "detector"
 SUPPORTED_DETECTORS = ("owlv2", "owlvit")

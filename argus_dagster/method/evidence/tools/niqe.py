@@ -79,8 +79,8 @@ def patch_features(m: np.ndarray) -> np.ndarray:
     shifted = (np.roll(m, 1, axis=1), np.roll(m, 1, axis=0), np.roll(np.roll(m, 1, axis=0), 1, axis=1),
                np.roll(np.roll(m, 1, axis=0), -1, axis=1))
     for k, s in enumerate(shifted):
-        a, n, l, r = aggd_fit(s * m)
-        feats += [a, n, l, r] if k < 2 else [a, n, l, l]  # the model was fitted with left scale twice
+        a, n, left, right = aggd_fit(s * m)
+        feats += [a, n, left, right] if k < 2 else [a, n, left, left]  # the model was fitted with left scale twice
     return np.asarray(feats, np.float64)
 
 

@@ -16,9 +16,22 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.numpy import save_file
-from transformers import (BitImageProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPTokenizer, DepthAnythingConfig,
-                          DepthAnythingForDepthEstimation, Dinov2Config, Dinov2Model, DPTImageProcessor, Owlv2Config,
-                          Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor)
+from transformers import (
+    BitImageProcessor,
+    CLIPConfig,
+    CLIPImageProcessor,
+    CLIPModel,
+    CLIPTokenizer,
+    DepthAnythingConfig,
+    DepthAnythingForDepthEstimation,
+    Dinov2Config,
+    Dinov2Model,
+    DPTImageProcessor,
+    Owlv2Config,
+    Owlv2ForObjectDetection,
+    Owlv2ImageProcessor,
+    Owlv2Processor,
+)
 
 MODEL_FOLDERS = ("dino", "detector", "depth", "aesthetic")
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]

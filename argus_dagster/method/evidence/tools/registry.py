@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from argus_dagster.method.evidence.vocabulary import TOOL_SPECS
 from argus_dagster.method.evidence.tools import Tool, UnavailableTool
 from argus_dagster.method.evidence.tools.classical import ChangeProbe, ClassicalAesthetic, FlickerProbe, MotionProbe, SsimCompare
 from argus_dagster.method.evidence.tools.models import ModelStore, ModelUnavailable
 from argus_dagster.method.evidence.tools.ocr import RapidOcr
 from argus_dagster.method.evidence.tools.vlm_qa import NoVlmQa
+from argus_dagster.method.evidence.vocabulary import TOOL_SPECS
 
 if TYPE_CHECKING:
     from argus_dagster.method.evidence.media_store import MediaStore
@@ -105,7 +105,14 @@ def model_suite(models_dir: str | None, device: str = "cpu", *, vlm_qa: Tool | N
     Models load here, once; the suite is kept for the life of the process.
     """
     from argus_dagster.method.evidence.tools import (  # deferred: torch, transformers and easyocr load only here
-        aesthetic_model, depth, detection, dino, easyocr_backend, spatial, web_search)
+        aesthetic_model,
+        depth,
+        detection,
+        dino,
+        easyocr_backend,
+        spatial,
+        web_search,
+    )
 
     if ocr_backend not in OCR_BACKENDS:
         raise ValueError(f"ocr_backend {ocr_backend!r}: expected one of {OCR_BACKENDS}")

@@ -16,7 +16,14 @@ from argus_dagster.infra.media import DENSE_POLICY
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.depth import DepthModel, probe_frames
 from argus_dagster.method.evidence.tools.detection import Localizer, split_entities
-from argus_dagster.method.evidence.tools.geometry import closeness, count_instances, fraction, front_entity, horizontal_relation, median_count
+from argus_dagster.method.evidence.tools.geometry import (
+    closeness,
+    count_instances,
+    fraction,
+    front_entity,
+    horizontal_relation,
+    median_count,
+)
 
 RELATIONS = ("left_right", "front_back", "count")
 _NUMBER_WORDS = {w: i for i, w in enumerate(

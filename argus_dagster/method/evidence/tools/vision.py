@@ -11,6 +11,7 @@ import numpy as np
 
 from argus_dagster.method.evidence.tools.models import torch_module, transformers_module
 
+
 class VisionModel:
     """An image processor and a model from one checkpoint folder, in eval mode on ``device``."""
 

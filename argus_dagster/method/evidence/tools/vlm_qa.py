@@ -14,7 +14,6 @@ from argus_dagster.vlm.parsing import strip_think
 from argus_dagster.vlm.protocol import chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError
 
-
 NO_VLM = "vlm_qa unavailable: no VLM is configured (set ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL)"
 
 
