@@ -58,6 +58,7 @@ test: setup lint chromium postgres redis
 # The lint and type gate (pyproject.toml's [tool.ruff] and [tool.mypy]): ruff's findings, then mypy's.
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # The browser tests' headless Chromium, from Debian's packages (Playwright's own download is not used).
 # The Postgres tests start a real server from Debian's package on a temporary data directory.

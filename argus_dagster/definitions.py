@@ -3,6 +3,7 @@ and the one place the command line reaches them through (the rest of ``argus_dag
 neither ``assets`` nor ``resources``)."""
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 import dagster as dg
 
@@ -124,7 +125,7 @@ ROLES = AssetRoles(_names(TASK_ASSETS), _names(CANDIDATE_ASSETS), _names(AUTOMAT
                    _names([site]))
 
 
-def materialize_selection(instance: dg.DagsterInstance, resources: dict, selection: list[str], keys: list[str],
+def materialize_selection(instance: dg.DagsterInstance, resources: Mapping[str, Any], selection: list[str], keys: list[str],
                           tags: dict[str, str], run_config: dict) -> dg.ExecuteInProcessResult:
     """One of Dagster's in-process runs of the assets ``selection`` names and their partitioned checks,
     over the partitions ``keys`` (one, or a range's keys in order: its first and last become the
@@ -140,11 +141,11 @@ def materialize_selection(instance: dg.DagsterInstance, resources: dict, selecti
         kw["partition_key"] = keys[0]
     elif keys:
         tags = {**tags, RANGE_START_TAG: str(keys[0]), RANGE_END_TAG: str(keys[-1])}
-    return dg.materialize(ALL_ASSETS + SOURCES + GRAPH_CHECKS, selection=chosen + checks, instance=instance,
+    return dg.materialize([*ALL_ASSETS, *SOURCES, *GRAPH_CHECKS], selection=[*chosen, *checks], instance=instance,
                           resources=resources, run_config=run_config, tags=tags, raise_on_error=False, **kw)
 
 
-def observe_sources(instance: dg.DagsterInstance, resources: dict, tasks: list[str],
+def observe_sources(instance: dg.DagsterInstance, resources: Mapping[str, Any], tasks: list[str],
                     partitions: set[tuple[str, str]], known: dict) -> None:
     """Observe the sources of ``tasks`` and the ``(task, model)`` partitions (``known``: the candidate
     store's scan) and record those that changed with their new data version (:mod:`assets.sources`)."""

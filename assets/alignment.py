@@ -8,6 +8,8 @@ dimension of its name when the ratings have it, else with every dimension). The 
 one ``argus align`` runs (:func:`argus_dagster.protocols.alignment.ratings.alignment_report`).
 """
 
+from typing import cast
+
 import dagster as dg
 import polars as pl
 
@@ -70,8 +72,9 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
     human_dir = config.human_dir or bench.human_path()
     if config.human_scale and len(config.human_scale) != 2:
         raise dg.Failure(f"human_alignment config human_scale={config.human_scale}: give [lo, hi] or leave it empty")
-    scale = tuple(config.human_scale) if config.human_scale else None
+    scale = cast(tuple[float, float], tuple(config.human_scale)) if config.human_scale else None  # [lo, hi]: checked above
     store = storage.storage()
+    metadata: dict[str, dg.MetadataValue]
     tables, metadata, problems, found = [], {}, [], []
     files = bench.human_files(store, human_dir)
     for task in ALL_TASKS:

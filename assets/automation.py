@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import weakref
+from typing import Any, cast
 
 import dagster as dg
 
@@ -49,7 +50,7 @@ class _Records:
 
     def __init__(self, instance: dg.DagsterInstance):
         self.instance = instance
-        self._latest: dict = {}
+        self._latest: dict[tuple[dg.AssetKey, bool], dict[str | None, dg.EventLogRecord]] = {}
         self._in_flight: set | None = None
 
     def in_flight(self) -> set[tuple[str, str | None]]:
@@ -85,24 +86,26 @@ class _Records:
         return cls._at(instance, instance.event_log_storage.get_maximum_record_id())
 
     def latest(self, key: dg.AssetKey, observed: bool = False,
-               partitioned: bool | None = None) -> dict[str | None, object]:
+               partitioned: bool | None = None) -> dict[str | None, dg.EventLogRecord]:
         """``{partition: record}`` (partition None for an unpartitioned asset). ``partitioned``: whether
         the asset is (True: no query for an unpartitioned record when no partition has one)."""
         if (key, observed) not in self._latest:
             kind = dg.DagsterEventType.ASSET_OBSERVATION if observed else dg.DagsterEventType.ASSET_MATERIALIZATION
             ids = dict(self.instance.event_log_storage.get_latest_storage_id_by_partition(key, kind))
             fetch = self.instance.fetch_observations if observed else self.instance.fetch_materializations
-            out: dict = {}
+            out: dict[str | None, dg.EventLogRecord] = {}
             if ids:
                 for chunk in range(0, len(ids), 500):
                     part = list(ids.values())[chunk:chunk + 500]
                     for r in fetch(dg.AssetRecordsFilter(asset_key=key, storage_ids=part), limit=len(part)).records:
                         event = r.asset_observation if observed else r.asset_materialization
+                        assert event is not None  # a record fetched as an observation (materialization) holds one
                         out[str(event.partition)] = r
             unpartitioned = (fetch(dg.AssetRecordsFilter(asset_key=key), limit=1).records
                              if not ids and not partitioned else [])
             for r in unpartitioned:
                 event = r.asset_observation if observed else r.asset_materialization
+                assert event is not None  # a record fetched as an observation (materialization) holds one
                 if event.partition is None:
                     out[None] = r
             self._latest[(key, observed)] = out
@@ -133,7 +136,10 @@ def planned_by(instance: dg.DagsterInstance, run_id: str) -> set[tuple[str, str 
         got = instance.get_records_for_run(run_id, cursor=cursor, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
                                            limit=1000)
         for record in got.records:
-            planned = record.event_log_entry.dagster_event.event_specific_data
+            event = record.event_log_entry.dagster_event
+            assert event is not None and record.asset_key is not None  # a planned materialization's record has both
+            # AssetMaterializationPlannedData (its partition, or a range's subset): not in Dagster's public API.
+            planned = cast(Any, event.event_specific_data)
             asset = record.asset_key.to_user_string()
             subset = getattr(planned, "partitions_subset", None)
             if subset is not None:

@@ -6,6 +6,9 @@ import json
 import os
 import threading
 import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, cast
 
 import dagster as dg
 import polars as pl
@@ -94,7 +97,7 @@ def candidate_videos(context: dg.AssetExecutionContext, input_instances: pl.Data
     for r in input_instances.iter_rows(named=True):
         base = {"task": task, "model": model, "input_id": r["input_id"], "sample": ""}
         if r["error"]:  # a bad manifest row (a duplicate id among them) is never looked up or judged
-            videos = [({**base, "error": f"input invalid: {r['error']}"}, None)]
+            videos: list[tuple[dict[str, Any], Path | str | None]] = [({**base, "error": f"input invalid: {r['error']}"}, None)]
         elif r["input_id"] not in found:
             videos = [({**base, "error": f"missing: no video for input {r['input_id']!r} under "
                                           f"{bench.candidates_path()}/{task}/{model}/"}, None)]
@@ -258,7 +261,7 @@ class _JudgeAhead:
         if self.on:  # pools made in the judgments' stage: their requests wait behind the evidence's
             with request_priority(stage=STAGE_JUDGMENTS):
                 self.calls, self.per_video = request_pool(self.workers), request_pool(self.n_pool)
-            self.pending = []
+            self.pending: list[Future[int]] = []
         return self
 
     def submit(self, rubric, cand: dict, evidence_rows: list[dict], group: int) -> None:
@@ -394,7 +397,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     return dg.Output(df, data_version=content_version(df, CRITERION_SCORES_VOLATILE), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
         "n_unscored_retryable": n_retry, RETRY_ROUND: retry_round(context, n_retry),
-        "mean_score": float(scored["score"].mean()) if scored.height else None,
+        "mean_score": float(cast(float, scored["score"].mean())) if scored.height else None,
         "judge": the_judge.identity,
         "cache_hits": cache.hits - n_ahead, "cache_misses": cache.misses, "cache_writes": cache.writes,
         # Judgments this run's evidence step made (their calls are in its judge_ahead_vlm_* metadata,
@@ -434,7 +437,7 @@ def video_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFra
     finals = df["final_score"].drop_nulls()
     return dg.Output(df, data_version=content_version(df, VIDEO_SCORES_VOLATILE), metadata={
         "n_videos": df.height, "n_scored": finals.len(), "n_errors": df.filter(pl.col("error").is_not_null()).height,
-        "mean_final": round(float(finals.mean()), 2) if finals.len() else None,  # as a person reads it
+        "mean_final": round(float(cast(float, finals.mean())), 2) if finals.len() else None,  # as a person reads it
         **video_delta_metadata(context, df, storage.storage()),
         "n_caps_fired": int(df["caps_fired"].list.len().gt(0).sum()),
         **cost_metadata(df),

@@ -10,7 +10,9 @@ candidate of every input by a chosen evaluator. These assets run only when asked
 (``argus evaluate --protocol firm|both``, or the UI): the default evaluation does not touch them.
 """
 
+import functools
 from pathlib import Path
+from typing import Any, cast
 
 import dagster as dg
 import polars as pl
@@ -208,11 +210,12 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
                 refs = None  # firm_checklists recorded the input's reason; its IF is unscored with it
         samples.append(cand["sample"])
         jobs.append(VideoJob(inst.id, inst.prompt, cand["uri"], cand["sha256"],
-                                lambda store=store: store.frames("output_video", JUDGE_POLICY),
+                                functools.partial(store.frames, "output_video", JUDGE_POLICY),  # this video's store
                                 refs[0] if refs else None, refs[1] if refs else None))
 
     def offline_records(job: VideoJob) -> OfflineRecords:
         store = MediaStore({"output_video": job.video_uri}, {"output_video": job.video_digest}, storage=store_of)
+        assert suite is not None  # offline records are read only without a VLM, where the suite is made
         plan = NormalizedPlan([{"tool": t, "args": {"on": "output_video"}} for t in PQ_TOOLS
                                if t in suite.available()])
         v = videos[job.video_uri]
@@ -241,7 +244,8 @@ def firm_evaluation(context: dg.AssetExecutionContext, candidate_videos: pl.Data
     for d in ("if", "wc", "pq"):
         for r in sdf.filter(pl.col(f"{d}_rating").is_null()).head(5).iter_rows(named=True):
             context.log.warning(f"{task}/{model}/{video_label(r['input_id'], r['sample'])} {d.upper()}: {r[f'{d}_reason']}")
-    means = {f"mean_{d}_rating": (float(sdf[f"{d}_rating"].mean()) if sdf[f"{d}_rating"].drop_nulls().len() else None)
+    means = {f"mean_{d}_rating": (float(cast(float, sdf[f"{d}_rating"].mean()))
+                                  if sdf[f"{d}_rating"].drop_nulls().len() else None)
              for d in ("if", "wc", "pq")}
     pages = _write_pages(context, bench, store_of, task, model, sdf, vdf, inputs)
     yield dg.Output(vdf, output_name="firm_verdicts",
@@ -284,7 +288,7 @@ def _write_pages(context: dg.AssetExecutionContext, bench: BenchResource, store,
         failed.append(f"index: {type(exc).__name__}: {exc}")
     for f in failed[:5]:
         context.log.warning(f"{task}/{model} FIRM-Video page not written: {f}")
-    out = {"firm_pages": written}
+    out: dict[str, Any] = {"firm_pages": written}
     if failed:
         out["firm_pages_errors"] = "; ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
     else:
@@ -332,6 +336,8 @@ def recompute_problems(scores: pl.DataFrame, checklists: pl.DataFrame, verdicts:
                     problems.append(f"`{name}` wc: unscored although {sum(bool(x['verifiable']) for x in rows)} "
                                     "answers are verified")
                 continue
+            score: float | None  # WC's may be None
+            rating: int | None
             try:
                 if d == "if":  # from the stored weights: the checklist must be whole, and the weights its own
                     if not isinstance(frozen.get(iid), Checklist):
@@ -394,6 +400,7 @@ def best_of_n_tables(video_scores: dict[str, pl.DataFrame] | None, firm_scores: 
             continue
         humans = None
         if task in (human or {}):
+            assert human is not None  # the task is in it
             h = bon.human_scores(human[task])
             humans = bon.against_humans(picks, h, n_boot=n_boot) if h is not None else None
         tables.append(picks.with_columns(pl.lit(task).alias("task")).select(list(BEST_OF_N)))

@@ -16,8 +16,10 @@ them (the judge, the rubrics, the inputs by their data versions, the assets' cod
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -67,7 +69,8 @@ class Stored:
 def materializations(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> list[Stored]:
     """Every materialization of ``asset`` (of ``partition`` only, when given), oldest first."""
     flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None)
-    records, cursor = [], None
+    records: list[dg.EventLogRecord] = []
+    cursor = None
     while True:
         got = instance.fetch_materializations(flt, limit=1000, cursor=cursor, ascending=True)
         records += got.records
@@ -82,8 +85,11 @@ def materializations(instance: dg.DagsterInstance, asset: str, partition: str | 
     out = []
     for r in records:
         m = r.asset_materialization
-        md, part = m.metadata, str(m.partition) if m.partition is not None else None
-        kept = md.get("stored_version") or None
+        assert m is not None  # fetched as materializations
+        # Its metadata as recorded: a MetadataValue, or (stored_versions, paths) a JSON value read by partition.
+        md: Mapping[str, Any] = m.metadata
+        part = str(m.partition) if m.partition is not None else None
+        kept: Any = md.get("stored_version") or None  # a MetadataValue, or a stored_versions entry
         if kept is None and "stored_versions" in md:
             kept = (md["stored_versions"].value or {}).get(part)
         table = kept.value if hasattr(kept, "value") else kept
@@ -109,7 +115,7 @@ def passes(history: list[Stored]) -> list[str]:
     last: dict[str, int] = {}
     for s in history:
         last[s.command] = max(last.get(s.command, 0), s.storage_id)
-    return sorted(last, key=last.get)
+    return sorted(last, key=last.__getitem__)
 
 
 def resolve(history: list[Stored], selector: str) -> str:

@@ -2,6 +2,7 @@
 
 import json
 import time
+from typing import cast
 
 import dagster as dg
 import polars as pl
@@ -137,7 +138,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
         # Where the new rubrics were frozen (the bench's folder, else the home's), said by argus evaluate.
         "frozen_in": dg.MetadataValue.json(_frozen_in(new, task, readable_bench if freeze_in_bench else None, frozen,
                                                       started)),
-        "mean_criteria": float(ok["n_criteria"].mean()) if ok.height else 0.0,
+        "mean_criteria": float(cast(float, ok["n_criteria"].mean())) if ok.height else 0.0,
         "rubric_hashes": dg.MetadataValue.json({r["input_id"]: r["rubric_hash"] for r in ok.iter_rows(named=True)}),
         **rubric_delta_metadata(context, df, storage.storage()),
         "generator": f"{generator['backend']}:{generator['model']}:{generator['prompt_version']}",

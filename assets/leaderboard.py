@@ -6,6 +6,7 @@ It follows ``video_scores`` by declarative automation: a re-scored partition upd
 
 import base64
 from pathlib import Path
+from typing import cast
 
 import dagster as dg
 import polars as pl
@@ -27,7 +28,7 @@ def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> 
     """Per task: the PNG written (through ``store``) under the evaluation's ``reports/leaderboard/``
     and shown inline."""
     out_dir = join(reports_dir, "leaderboard")
-    meta = {}
+    meta: dict[str, dg.MetadataValue | str] = {}
     for task in sorted(lb["task"].unique().to_list()):
         png = leaderboard_png(task, lb.filter(pl.col("task") == task).to_dicts())
         path = join(out_dir, f"{task}.png")
@@ -78,7 +79,8 @@ def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.Da
         "bench": bench.bench_name(), "profile": bench.profile_name(), "bench_dir": str(bench.bench_path()),
         "n_partitions": len(frames), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
-        "mean_final": round(float(lb["mean_final"].drop_nulls().mean()), 2) if lb["mean_final"].drop_nulls().len() else None,
+        "mean_final": (round(float(cast(float, lb["mean_final"].drop_nulls().mean())), 2)
+                       if lb["mean_final"].drop_nulls().len() else None),
         **plot_metadata(lb, bench.reports_path(), storage.storage()),
         **export_metadata({"leaderboard": lb, "videos": scores}, bench, storage.storage()),
     })

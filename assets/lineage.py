@@ -29,7 +29,7 @@ def previous_table(context: dg.AssetExecutionContext, storage: Storage) -> pl.Da
 
 
 def _table(df: pl.DataFrame) -> dg.MetadataValue:
-    kinds = {pl.String: "string", pl.Float64: "float", pl.Int64: "int"}
+    kinds: dict[pl.DataType | type[pl.DataType], str] = {pl.String: "string", pl.Float64: "float", pl.Int64: "int"}
     schema = dg.TableSchema(columns=[dg.TableColumn(c, kinds.get(t, "string")) for c, t in df.schema.items()])
     return dg.MetadataValue.table(records=[dg.TableRecord(r) for r in df.head(200).iter_rows(named=True)],
                                   schema=schema)

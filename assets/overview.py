@@ -103,6 +103,7 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
     edits = _concat(vefx_scores)
     changes = latest_change(context, store)
     people = rated_videos(context, bench, store)
+    meta: dict[str, dg.MetadataValue | str]
     rows, meta = [], {}
 
     def written(page: str, write) -> str | None:

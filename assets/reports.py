@@ -82,11 +82,11 @@ def _still(uri: str, storage=None):
 def condition_rows(inp: dict, storage=None) -> list[FrameRow]:
     rows = []
     for label, paths in (("first frame", [inp.get("first_frame")]), ("subject images", inp.get("subject_images") or [])):
-        paths = [p for p in paths if p]
-        if not paths:
+        present = [p for p in paths if p]
+        if not present:
             continue
         try:
-            rows.append(FrameRow(label, [jpeg(_still(p, storage)) for p in paths]))
+            rows.append(FrameRow(label, [jpeg(_still(p, storage)) for p in present]))
         except Exception as exc:  # an unreadable condition is shown as such; the report still renders
             rows.append(FrameRow(label, error=f"{type(exc).__name__}: {exc}"))
     if inp.get("source_video"):

@@ -6,7 +6,7 @@ rank agreement of the model leaderboards, per-criterion score agreement and the 
 (:mod:`argus_dagster.protocols.robustness`). ``argus robustness`` prints the same.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import dagster as dg
 import polars as pl
@@ -73,6 +73,7 @@ def backbone_robustness(context: dg.AssetExecutionContext, config: RobustnessCon
         "robustness": dg.MetadataValue.md("```\n" + text + "\n```"),
         "criterion_agreement": dg.MetadataValue.md("```\n" + str(overall) + "\n```"),
         "movers": dg.MetadataValue.md("```\n" + str(moves.head(30)) + "\n```"),
-        "min_kendall_tau": float(ranks["kendall_tau"].drop_nans().min()) if ranks["kendall_tau"].drop_nans().len() else None,
+        "min_kendall_tau": (float(cast(float, ranks["kendall_tau"].drop_nans().min()))
+                            if ranks["kendall_tau"].drop_nans().len() else None),
     })
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable, Mapping, cast
 
 import dagster as dg
 
@@ -213,7 +213,7 @@ class Observed:
                                    metadata={"evaluator": self.label} if self.label else None)
 
 
-def source_versions(resources: dict, tasks: Iterable[str], partitions: Iterable[tuple[str, str]],
+def source_versions(resources: Mapping[str, Any], tasks: Iterable[str], partitions: Iterable[tuple[str, str]],
                     known: dict) -> list[Observed]:
     """The versions of the sources of ``tasks`` and of the ``(task, model)`` partitions, with the
     evaluation's resources (``known``: a candidate-store scan's state, :func:`~argus_dagster.method.candidate_store.scan`)."""
@@ -237,7 +237,9 @@ def changed_observations(instance: dg.DagsterInstance, observed: list[Observed])
     """The observations whose version differs from what the instance recorded last (the others
     would only repeat it): each source's latest observation per partition, read once."""
     records = latest_records(instance)
-    recorded = {a: {p: r.asset_observation.tags.get(DATA_VERSION_TAG) for p, r in records.latest(dg.AssetKey(a), observed=True).items()}
+    # Each record read as an observation holds one (EventLogRecord types it optional).
+    recorded = {a: {p: cast(dg.AssetObservation, r.asset_observation).tags.get(DATA_VERSION_TAG)
+                    for p, r in records.latest(dg.AssetKey(a), observed=True).items()}
                 for a in sorted({o.asset for o in observed})}
     return [o for o in observed if recorded[o.asset].get(o.partition) != o.version]
 

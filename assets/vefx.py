@@ -5,6 +5,8 @@ Exclusivity (1-4) with the overall (their mean), through the judge's VLM and the
 asked (``argus evaluate --protocol vefx``, or the UI): the default evaluation does not touch them.
 """
 
+from typing import cast
+
 import dagster as dg
 import polars as pl
 
@@ -71,6 +73,7 @@ def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFram
         if why is not None:
             rows.append({**base, **vefx.unscored_row(cand["input_id"], why)})
         else:
+            assert inp is not None  # else why says "not in the task"
             todo.append((base, InputInstance.from_row(inp), cand))
 
     def one(item):
@@ -91,11 +94,11 @@ def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFram
     for r in df.filter(pl.col("overall").is_null()).head(5).iter_rows(named=True):
         context.log.warning(f"{task}/{model}/{video_label(r['input_id'], r['sample'])}: {r['overall_reason']}: "
                             f"{r['if_reason'] or r['rq_reason'] or r['ee_reason']}")
-    means = {f"mean_{s}": (float(df[f"{s}_score"].mean()) if df[f"{s}_score"].drop_nulls().len() else None)
+    means = {f"mean_{s}": (float(cast(float, df[f"{s}_score"].mean())) if df[f"{s}_score"].drop_nulls().len() else None)
              for s in ("if", "rq", "ee")}
     return dg.Output(df, data_version=content_version(df, VEFX_SCORES_VOLATILE), metadata={
         "n_videos": df.height, "n_scored": df["overall"].drop_nulls().len(), **means,
-        "mean_overall": float(df["overall"].mean()) if df["overall"].drop_nulls().len() else None,
+        "mean_overall": float(cast(float, df["overall"].mean())) if df["overall"].drop_nulls().len() else None,
         "cache_hits": cache.hits, "cache_misses": cache.misses, **_cache_write_errors(cache),
         **_vlm_metadata(vlm, stats)})
 

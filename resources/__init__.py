@@ -16,7 +16,7 @@ that uses it, each saying why and how big it may grow.
 """
 
 import enum
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, cast
 from urllib.parse import urlsplit
 
 import dagster as dg
@@ -138,7 +138,10 @@ def _on_machine(vlm: VlmResource, settings: Settings) -> VlmResource:
     return replaced(vlm, slots_dir=str(settings.home / "locks" / "vlm"))
 
 
-def replaced(resource: dg.ConfigurableResource, **fields) -> dg.ConfigurableResource:
+_R = TypeVar("_R", bound=dg.ConfigurableResource)
+
+
+def replaced(resource: _R, **fields) -> _R:
     """A copy of ``resource`` with ``fields`` changed, built through its constructor: Dagster builds a
     run's resources from their constructor's arguments, so a pydantic ``model_copy(update=...)`` would
     be silently undone in every run. ``EnvVar`` fields stay ``EnvVar``s."""
@@ -182,7 +185,8 @@ def _k8s_executor() -> dg.ExecutorDefinition:
 
     # Same schema as the library's executor, so a run's execution config is validated as Dagster
     # documents it; the defaults fill what the run leaves out.
-    return k8s_job_executor.configured(with_defaults, name="k8s", config_schema=k8s_job_executor.config_schema)
+    return k8s_job_executor.configured(with_defaults, name="k8s",
+                                       config_schema=k8s_job_executor.config_schema)  # type: ignore[arg-type]  # a definition's schema: accepted as is, not in the annotation
 
 
 # The Celery settings of the executor (what the run sends) and of every worker (deploy/celery/celery.yaml
@@ -250,7 +254,7 @@ def _celery_executor() -> dg.ExecutorDefinition:
         for key in ("broker", "backend"):  # a worker runs what its broker's messages name: never an open one
             value = merged.get(key)
             url = environment().get(value["env"]) if isinstance(value, dict) and "env" in value else value
-            problem = broker_problem(url or "", name=value["env"] if isinstance(value, dict) else f"the {key}")
+            problem = broker_problem(cast(str, url or ""), name=value["env"] if isinstance(value, dict) else f"the {key}")
             if problem:
                 raise dg.DagsterInvalidConfigError(problem, [], config)
         return merged

@@ -59,19 +59,19 @@ class BenchResource(dg.ConfigurableResource):
     def profile_name(self) -> str:
         return self._configured("profile")
 
-    def bench_path(self) -> Path:
+    def bench_path(self) -> Path | str:
         return _location(self._configured("bench_dir"))
 
-    def candidates_path(self) -> Path:
+    def candidates_path(self) -> Path | str:
         return _location(self._configured("candidates_dir"))
 
-    def frozen_rubrics_path(self) -> Path:
+    def frozen_rubrics_path(self) -> Path | str:
         return _location(self._configured("frozen_rubrics_dir"))
 
-    def reports_path(self) -> Path:
+    def reports_path(self) -> Path | str:
         return _location(self._configured("reports_dir"))
 
-    def storage_path(self) -> Path:
+    def storage_path(self) -> Path | str:
         """Where the evaluation's tables are (the overview page reads them)."""
         return _location(self._configured("storage_dir"))
 

@@ -19,6 +19,8 @@ import io
 import threading
 import time
 from collections import OrderedDict
+from pathlib import Path
+from typing import Sequence
 
 import dagster as dg
 import polars as pl
@@ -96,7 +98,7 @@ class StorageResource(dg.ConfigurableResource):
     def read_bytes(self, uri: str) -> bytes:
         return self.storage().read_bytes(uri)
 
-    def write_bytes(self, uri: str, data: bytes | str) -> str:
+    def write_bytes(self, uri: str, data: bytes | str) -> Path | str:
         return self.storage().write_bytes(uri, data)
 
     def exists(self, uri: str) -> bool:
@@ -206,7 +208,7 @@ class StorageIOManager(dg.ConfigurableIOManager):
         return self._read(path)
 
     def recorded_locations(self, context: dg.InputContext, key: dg.AssetKey,
-                           partitions: list[str | None]) -> dict[str | None, tuple[str | None, str]]:
+                           partitions: Sequence[str | None]) -> dict[str | None, tuple[str | None, str]]:
         """Where the table of each partition of ``key`` that this step reads lies, by Dagster's records:
         the materialization the run that produced the input made of it (an upstream step of this run,
         or of the run this one re-executes: a step reads what its upstream step wrote, whatever another
@@ -215,7 +217,7 @@ class StorageIOManager(dg.ConfigurableIOManager):
         asset stored outside this instance) is read at its path."""
         instance = context.instance
         wanted = set(partitions)
-        found: dict[str | None, object] = {}
+        found: dict[str | None, dg.AssetMaterialization] = {}
         run_id = _producing_run(context)
         if run_id:
             for record in _run_materializations(instance, run_id, key):
@@ -227,7 +229,7 @@ class StorageIOManager(dg.ConfigurableIOManager):
         if missing:
             for part, record in _latest_materializations(instance, key, missing).items():
                 found[part] = record.asset_materialization
-        out = {}
+        out: dict[str | None, tuple[str | None, str]] = {}
         multi = context.has_asset_partitions and self._multi(context)
         for part in partitions:
             fallback = self._path(key, part, multi)
@@ -304,5 +306,6 @@ def _latest_materializations(instance: dg.DagsterInstance, key: dg.AssetKey, par
         part = chosen[i:i + 500]
         for r in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=part),
                                                  limit=len(part)).records:
+            assert r.asset_materialization is not None  # a materialization's record
             out[str(r.asset_materialization.partition)] = r
     return out

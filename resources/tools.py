@@ -52,6 +52,7 @@ class ToolsResource(dg.ConfigurableResource):
         # Load the models once per process up front and say (in one line) which tools fall back or are missing.
         states = [f"{name}: {state}" for name, state in self.suite().describe().items() if state != "available"]
         if states:
+            assert context.log is not None  # Dagster gives a resource's setup a log
             context.log.info("tools not available as configured: " + "; ".join(states))
 
     def cache(self, namespace: str, storage=None) -> ContentCache:

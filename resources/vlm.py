@@ -7,6 +7,7 @@ and configuration and shared by every asset and thread that uses them.
 
 
 import os
+from typing import Any
 
 import dagster as dg
 
@@ -106,6 +107,7 @@ def vlm_from_env(prefix: str = "ARGUS_VLM", fallback: str | None = None) -> VlmR
     def get(name: str) -> str:
         return env.get(f"{prefix}_{name}")
 
+    common: dict[str, Any]  # a VlmResource's fields, of several types
     common = dict(concurrency=int(env.number(f"{prefix}_CONCURRENCY", 8, minimum=1)),
                   timeout_s=env.number(f"{prefix}_TIMEOUT_S", 120.0, integer=False, minimum=0),
                   max_retries=int(env.number(f"{prefix}_MAX_RETRIES", 5, minimum=0)),

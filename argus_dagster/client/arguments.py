@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Any, Callable, cast
 
 from argus_dagster.method.inputs import ALL_TASKS
 
@@ -176,6 +176,23 @@ def parser() -> argparse.ArgumentParser:
                     help="the passes to compare, each a pass, run id or data version (or their start) as "
                          "argus history lists them; B defaults to the latest")
     _evaluation_options(df)
+    cp = sub.add_parser("compare", help="B against A on the inputs both have: per task and dimension the mean "
+                        "difference, a paired bootstrap interval and permutation test, wins/ties/losses, the inputs "
+                        "that moved most and the criteria whose verdict flipped; --gate for a pipeline")
+    cp.add_argument("a", metavar="A", help="the baseline: MODEL, MODEL@PROFILE or MODEL@BENCH/PROFILE")
+    cp.add_argument("b", metavar="B", help="the candidate, named as A")
+    cp.add_argument("--task", action="append", type=str.upper, choices=ALL_TASKS, help="only this task (repeatable)")
+    cp.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+    cp.add_argument("--gate", action="store_true",
+                    help="exit 1 when B is worse than A beyond --margin on a task's final score, with the "
+                         "paired 95%% interval of the difference below zero and the permutation test's p below "
+                         "0.05, and say why (a task of fewer than 6 shared inputs cannot fail: it is named)")
+    cp.add_argument("--margin", type=float, default=0.0, metavar="M",
+                    help="how much worse (0-10 points of the final score) B may be before the gate fails (default 0)")
+    cp.add_argument("--top", type=whole_number(0, 1000), default=5, help="the inputs that moved most, per task (default 5)")
+    cp.add_argument("--flips", type=whole_number(0, 100000), default=20,
+                    help="at most this many flipped criteria printed (default 20; JSON has all)")
+    _evaluation_options(cp)
     op = sub.add_parser("open", help="serve the reports (overview, comparison and video pages) on 127.0.0.1 "
                         "and print the URL")
     op.add_argument("--port", type=PORT_OR_FREE,
@@ -195,7 +212,8 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--reports-port", type=whole_number(1, 65535),
                     help="the reports server's port (default ARGUS_REPORTS_PORT, else 3030)")
     al = sub.add_parser("align", help="agreement of evaluator scores with human ratings (SRCC, KRCC, PLCC, ...)",
-                        epilog=alignment_legend, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=cast(Any, alignment_legend),  # a function: _Parser.format_help calls it
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     al.add_argument("--human", action="append", required=True,
                     help="human ratings: CSV/JSONL/parquet with input_id, model, score[, dimension][, rater], "
                          "or T2VScore's / AIGVE's annotation JSON (repeatable)")

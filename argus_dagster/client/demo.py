@@ -75,7 +75,7 @@ def ken_burns(img: np.ndarray, zoom_to: float = 1.3, size: tuple[int, int] | Non
         z = 1.0 + (zoom_to - 1.0) * t
         cw, ch = w / z, h / z
         x0, y0 = (w - cw) / 2, (h - ch) / 2
-        m = np.float32([[out_w / cw, 0, -x0 * out_w / cw], [0, out_h / ch, -y0 * out_h / ch]])
+        m = np.array([[out_w / cw, 0, -x0 * out_w / cw], [0, out_h / ch, -y0 * out_h / ch]], np.float32)
         frames.append(cv2.warpAffine(img, m, (out_w, out_h), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REFLECT))
     return np.stack(frames)
 
@@ -137,6 +137,13 @@ def invert(frames: np.ndarray) -> np.ndarray:
     return 255 - frames
 
 
+def _imread(path: str) -> np.ndarray:
+    """``cv2.imread`` of an image this module wrote (or shipped with skimage): never None here."""
+    img = cv2.imread(path)
+    assert img is not None, path
+    return img
+
+
 def _write_still(path: Path, name: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     img = load_image(str(still_path(name)), max_side=512)
@@ -183,9 +190,9 @@ def build_demo_bench(home: str | Path, force: bool = False, progress=print) -> t
         iid = Path(still).stem
         rel = f"media/{iid}.png"
         _write_still(bench / "TI2V" / rel, still)
-        img = cv2.cvtColor(cv2.imread(str(bench / "TI2V" / rel)), cv2.COLOR_BGR2RGB)
+        img = cv2.cvtColor(_imread(str(bench / "TI2V" / rel)), cv2.COLOR_BGR2RGB)
         good = ken_burns(img)
-        other = cv2.cvtColor(cv2.imread(str(still_path(stills[(i + 1) % 3]))), cv2.COLOR_BGR2RGB)
+        other = cv2.cvtColor(_imread(str(still_path(stills[(i + 1) % 3]))), cv2.COLOR_BGR2RGB)
         wrong = ken_burns(other, size=(good.shape[2], good.shape[1]))
         add("TI2V", {"id": iid, "prompt": prompt, "first_frame": rel},
             {"faithful": good, "frozen": frozen(good), "flicker": flicker(good, i), "blurry": blurry(good, i),
@@ -198,7 +205,7 @@ def build_demo_bench(home: str | Path, force: bool = False, progress=print) -> t
     for i, (iid, still, prompt, scene) in enumerate(ts2v):
         rel = f"media/{iid}.png"
         _write_still(bench / "TS2V" / rel, still)
-        subj = cv2.cvtColor(cv2.imread(str(bench / "TS2V" / rel)), cv2.COLOR_BGR2RGB)
+        subj = cv2.cvtColor(_imread(str(bench / "TS2V" / rel)), cv2.COLOR_BGR2RGB)
         good = composite(scene, subj)
         add("TS2V", {"id": iid, "prompt": prompt, "subject_images": [rel]},
             {"faithful": good, "frozen": frozen(good), "flicker": flicker(good, i), "blurry": blurry(good, i)})
@@ -225,7 +232,7 @@ def build_demo_bench(home: str | Path, force: bool = False, progress=print) -> t
         write_video(bench / "TSV2V" / vrel, src, FPS)
         _write_still(bench / "TSV2V" / srel, still)
         source = VideoReader(str(bench / "TSV2V" / vrel)).get(list(range(N_FRAMES)))
-        subj = cv2.cvtColor(cv2.imread(str(bench / "TSV2V" / srel)), cv2.COLOR_BGR2RGB)
+        subj = cv2.cvtColor(_imread(str(bench / "TSV2V" / srel)), cv2.COLOR_BGR2RGB)
         good = composite(source, subj, scale=0.35, path=((0.6, 0.1), (0.8, 0.3)))
         add("TSV2V", {"id": iid, "prompt": prompt, "subject_images": [srel], "source_video": vrel},
             {"faithful": good, "did-nothing": source, "frozen": frozen(good), "flicker": flicker(good, i)})

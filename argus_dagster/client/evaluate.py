@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping, cast
 
 import dagster as dg
 import polars as pl
@@ -94,6 +94,7 @@ def _prepare(tasks, models, progress, instance, settings, defs: dg.Definitions |
     instance = instance or local_instance(settings)
     defs = defs or build_definitions(settings, protocols=protocols)
     resources = defs.resources
+    assert resources is not None  # build_definitions always binds the evaluation's resources
     storage = resources["storage"].storage()
     discovery = discover(settings.candidates_dir, settings.bench_dir, storage)
     for problem in discovery.problems:
@@ -249,8 +250,8 @@ def _frozen_rubrics(result: dg.ExecuteInProcessResult) -> dict[str, tuple[int, l
     for event in result.get_asset_materialization_events():
         m = event.materialization
         if m.asset_key.to_user_string() == "rubrics" and "n_generated" in m.metadata:
-            folders = m.metadata["frozen_in"].value if "frozen_in" in m.metadata else []
-            out[str(m.partition)] = (int(m.metadata["n_generated"].value or 0), list(folders or []))
+            folders = cast("list[str] | None", m.metadata["frozen_in"].value) if "frozen_in" in m.metadata else []
+            out[str(m.partition)] = (int(cast("int | None", m.metadata["n_generated"].value) or 0), list(folders or []))
     return out
 
 
@@ -261,7 +262,7 @@ def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
         m = event.materialization
         for name in RETRY_METADATA.get(m.asset_key.to_user_string(), ()):
             if name in m.metadata:
-                out[str(m.partition)] = out.get(str(m.partition), 0) + int(m.metadata[name].value or 0)
+                out[str(m.partition)] = out.get(str(m.partition), 0) + int(cast("int | None", m.metadata[name].value) or 0)
     return out
 
 
@@ -295,7 +296,7 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
         try:
             for run in runs:
                 _run_and_say(run, instance, resources, progress, elapsed, the_plan, replan_after_wait=not forced)
-                done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
+                done |= {(a, k) for a in run.selection for k in (run.keys or (None,))}
                 board_due -= set(run.selection)
         except Replan:
             continue  # another run materialized what this one would: ask Dagster again
@@ -350,6 +351,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
     ev = _prepare(tasks, models, progress, instance, settings, defs, PROTOCOLS_RUN[protocol])
     instance, resources = ev.instance, ev.defs.resources
+    assert resources is not None  # build_definitions always binds the evaluation's resources
     PROGRESS.reset(sum(ev.n_videos.values()))
     t_start = time.perf_counter()
 
@@ -367,6 +369,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         # Always recomputed (one short run): the ratings themselves may have changed.
         execute(instance, resources, RunSpec("alignment", ["human_alignment"], tags=tags))
         table = load_stored(instance, "human_alignment", storage=ev.storage)
+        assert table is not None  # the alignment run above stored it
         progress(f"{elapsed()} human alignment (ratings: {', '.join(f'{t}.csv' for t in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
@@ -404,6 +407,7 @@ def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool, tags: d
     whose conditions the command line's definitions give them), launch that, ask again, until
     nothing is requested. VEFX-Bench judges edits: the other tasks are said and left out."""
     instance, defs, resources = ev.instance, ev.defs, ev.defs.resources
+    assert resources is not None  # build_definitions always binds the evaluation's resources
     tasks, partitions = ev.tasks, ev.partitions
     if name == "vefx":
         for task in [t for t in tasks if t not in EDIT_TASKS]:
@@ -430,12 +434,12 @@ def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool, tags: d
                 seconds = f"{time.perf_counter() - t0:.1f}s" + (f" for {len(run.keys)} partitions" if len(run.keys) > 1 else "")
                 level = ("partition" if any(n in CANDIDATE_LEVEL for n in run.selection) and run.keys
                          else "task" if run.keys else "board")
-                for key in run.keys or [None]:
+                for key in run.keys or (None,):
                     task, model = split_partition(key) if key else ("", "")
                     where = f"{task} x {model}" if model else task
                     what = words.get(level) or ", ".join(run.selection)
                     progress(f"{elapsed()} " + (f"{where}: " if where else "") + f"{what} ({seconds})")
-                done |= {(a, k) for a in run.selection for k in (run.keys or [None])}
+                done |= {(a, k) for a in run.selection for k in (run.keys or (None,))}
         except Replan:
             continue
         forced = False
@@ -444,7 +448,7 @@ def _protocol(ev: Evaluation, name: str, progress, elapsed, force: bool, tags: d
     progress(f"{elapsed()} {PROTOCOL_NAMES[name]} " + ("done" if ran_any else "up to date (--force runs it again)"))
 
 
-def command_tags(resources: dict) -> dict[str, str]:
+def command_tags(resources: Mapping[str, Any]) -> dict[str, str]:
     """The tags of every run of one command: its id (its runs are one pass, :mod:`~.results`) and the
     judge it evaluates with."""
     return {COMMAND_TAG: uuid.uuid4().hex[:12],

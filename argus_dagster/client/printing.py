@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import sys
+from typing import Any, Mapping
 
 from argus_dagster.infra.environment import SettingError
 from argus_dagster.infra.files import WriteError
@@ -23,7 +24,7 @@ def only_tasks(lb, tasks: list[str] | None):
     return lb.filter(lb["task"].is_in(tasks)) if tasks else lb
 
 
-def backbones(res: dict) -> str:
+def backbones(res: Mapping[str, Any]) -> str:
     """Which judge and rubric generator the evaluation's resources ``res`` use (never the key, nor
     credentials in a URL). A profile that needs a VLM where none is configured is a
     :class:`SettingError`, before any run."""
@@ -49,7 +50,7 @@ def _instance_home() -> str:
         return f"under {argus_home()}"
 
 
-def storage_failure(exc: BaseException) -> str | None:
+def storage_failure(exc: BaseException | None) -> str | None:
     """One line for a storage failure, wherever it surfaced (a file write, or the Dagster instance's
     SQLite database under ``$ARGUS_HOME``): a full disk, a read-only file system or database, a
     folder without permission, a disk I/O error. It names the path and what to do; None for any

@@ -30,6 +30,7 @@ class Labels:
             got = self.instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(part)), limit=500)
             for r in got.records:  # newest first: a version's latest words
                 ev = r.asset_observation
+                assert ev is not None  # fetch_observations returns observation records
                 v, label = (ev.tags or {}).get(DATA_VERSION_TAG), ev.metadata.get("evaluator")
                 if v and label is not None and v not in found:
                     found[v] = str(label.value)
@@ -70,6 +71,7 @@ def _keys_of(subset) -> set:
 def _input_reasons(instance: dg.DagsterInstance, defs: dg.Definitions, task: str) -> list[tuple[str, str]]:
     """The inputs of ``task`` whose manifest row moved since ``input_instances`` stored them, in words
     (:func:`~argus_dagster.outputs.history_words.input_changes`); empty when that cannot be said."""
+    assert defs.resources is not None  # build_definitions always binds the evaluation's resources
     storage = defs.resources["storage"].storage()
     stored = recorded_table(latest_record(instance, "input_instances", task), storage)
     try:

@@ -78,6 +78,7 @@ def _plan(settings, tasks, models) -> int:
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
     try:  # the evaluation's definitions, built once for the message below and every run
         defs = build_definitions(settings, protocols=PROTOCOLS_RUN[protocol])  # --protocol: asked of Dagster too
+        assert defs.resources is not None  # build_definitions always binds the evaluation's resources
         evaluators = backbones(defs.resources)
     except SettingError as exc:
         _print(f"argus: profile {settings.profile!r}: {exc}")

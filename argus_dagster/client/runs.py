@@ -26,9 +26,11 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Mapping
 
 import dagster as dg
 
@@ -71,7 +73,7 @@ class Plan:
     def reasons(self, selection: list[str], key) -> str:
         """Why the first asset of ``selection`` (the most upstream) was requested for ``key``, and the
         work any of them left to retry."""
-        first = next((self.why[(a, key)] for a in selection if (a, key) in self.why), [])
+        first: list[str] = next((self.why[(a, key)] for a in selection if (a, key) in self.why), [])
         retried = [w for a in selection for w in self.why.get((a, key), []) if w.endswith(" retried")]
         return "; ".join(dict.fromkeys(first + retried))
 
@@ -97,7 +99,8 @@ class RunSpec:
 
 
 def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], partitions: set[tuple[str, str]],
-         force: bool = False, done: set = frozenset(), selection: tuple[str, ...] | None = None) -> Plan:
+         force: bool = False, done: AbstractSet[tuple[str, str | None]] = frozenset(),
+         selection: tuple[str, ...] | None = None) -> Plan:
     """What to materialize for ``tasks`` and the ``(task, model)`` partitions: Dagster's answer, from
     the automation conditions on the assets (:mod:`assets.automation`) evaluated on the instance's
     records (the automation sensor asks the same conditions under the daemon; they read states, so
@@ -119,8 +122,8 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
         requested = {name: of(name) for name in selection}
         return Plan(requested, {(a, k): ["forced (--force)"] for a, keys in requested.items() for k in keys})
     now = time.time()
-    waiting = {(a, p): due for (a, p), due in retries_waiting(instance, now).items()
-               if (a, p) not in done and (p in tasks or p in keys)}
+    waiting: dict[tuple[str, str | None], float] = {(a, p): due for (a, p), due in retries_waiting(instance, now).items()
+                                                    if (a, p) not in done and (p in tasks or p in keys)}
     at = max([now, *(due + 1 for due in waiting.values())])  # a second on: the time given keeps microseconds
     with asked_by_a_pass():  # a pass in flight holds back the automation sensor, not another pass
         result = dg.evaluate_automation_conditions(
@@ -202,8 +205,8 @@ def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = No
         stretches = _stretches(tasks, list(ALL_TASKS)) if ranged else [[t] for t in tasks]
         out += [(kinds["task"], list(chosen), stretch) for stretch in stretches]
     by_partition: dict[tuple[str, str], tuple] = {}
-    keys = set().union(*(plan.partitions(name) for name in CANDIDATE_LEVEL))
-    for key in keys:
+    candidate_keys = set().union(*(plan.partitions(name) for name in CANDIDATE_LEVEL))
+    for key in candidate_keys:
         by_partition[split_partition(key)] = tuple(name for name in CANDIDATE_LEVEL if key in plan.partitions(name))
     ranges = (_ranges(by_partition, model_order) if ranged else
               [(list(chosen), [str(dg.MultiPartitionKey({"task": t, "model": m}))])
@@ -220,7 +223,7 @@ def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = No
         out.append(("site", pages, []))
     specs = []
     for kind, selection, keys in out:
-        reason = "; ".join(dict.fromkeys(w for k in (keys or [None]) for a in selection for w in plan.why.get((a, k), [])))
+        reason = "; ".join(dict.fromkeys(w for k in (keys or (None,)) for a in selection for w in plan.why.get((a, k), [])))
         judged = bool(keys) and any(name in CANDIDATE_LEVEL for name in selection)
         specs.append(RunSpec(kind, selection, keys, {**(tags or {}), **({JUDGE_TAG: "1"} if judged else {}),
                                                      **({REASON_TAG: reason[:MAX_TAG]} if reason else {})}, reason))
@@ -244,7 +247,7 @@ def writers_of(instance: dg.DagsterInstance, spec: RunSpec) -> dict[str, list[st
     """The runs in flight on ``instance`` (launched by anyone: another command, the UI, the daemon) that
     materialize an asset partition ``spec`` would, by their planned materializations: ``{run id: the
     partitions shared, in words}``."""
-    wanted = {(a, k) for a in spec.selection for k in (spec.keys or [None])}
+    wanted = {(a, k) for a in spec.selection for k in (spec.keys or (None,))}
     out: dict[str, list[str]] = {}
     for run_id, planned in planned_in_flight(instance, IN_FLIGHT).items():
         shared = wanted & planned
@@ -327,7 +330,7 @@ class _Gate:
         self.release()
 
 
-def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progress=None,
+def execute(instance: dg.DagsterInstance, resources: Mapping[str, Any], spec: RunSpec, progress=None,
             replan_after_wait: bool = False) -> dg.ExecuteInProcessResult:
     """One of Dagster's in-process runs of ``spec`` (:func:`argus_dagster.definitions.materialize_selection`:
     its assets and their partitioned checks, over its partitions), on the evaluation's instance.
@@ -357,7 +360,7 @@ def execute(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progre
         gate.release()
 
 
-def launch(instance: dg.DagsterInstance, resources: dict, spec: RunSpec, progress,
+def launch(instance: dg.DagsterInstance, resources: Mapping[str, Any], spec: RunSpec, progress,
            replan_after_wait: bool = False) -> dg.ExecuteInProcessResult:
     """Execute ``spec`` through the launch gate (:func:`execute`) and say each of its checks that did not
     pass; a failed run stops the command."""

@@ -74,7 +74,7 @@ STOP_GRACE_S = 3.0  # what a child's process group has to end on the signal pass
 # The signal each child's group is sent when argus ui receives one. The children have sessions of their
 # own, with no terminal to hang up: a hangup asks them to stop, SIGTERM's meaning (dagster dev stops its
 # webserver and daemon on SIGTERM, as on Ctrl-C; on SIGHUP it dies at once and leaves them to the kill).
-PASSED_ON = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM, signal.SIGHUP: signal.SIGTERM}
+PASSED_ON: dict[int, signal.Signals] = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM, signal.SIGHUP: signal.SIGTERM}
 
 
 class _StopSignals:

@@ -137,6 +137,7 @@ class ContentCache:
                 self.misses += 1
 
     def _full(self, key: str) -> str:
+        assert self.store is not None  # callers return early without a store
         return f"{self.store.location.rstrip('/')}/{self._name(key)}"
 
     def _read(self, key: str) -> Any | None:

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -358,7 +359,7 @@ class VideoReader:
         path = regular_file(uri, local_path(uri, storage=storage))
         if Path(path).stat().st_size == 0:
             raise MediaError(f"{uri}: empty file (0 bytes)")
-        self._decord = None
+        self._decord: Any = None  # a decord.VideoReader (decord is imported when a video is first opened)
         self._cv_frames: np.ndarray | None = None
         self.closed = False
         with shared_native_stderr():  # opens in other threads go on meanwhile
@@ -446,7 +447,7 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float) -> None:
     frames = np.asarray(frames, dtype=np.uint8)
     t, h, w = frames.shape[:3]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), float(fps), (w, h))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), float(fps), (w, h))
     if not writer.isOpened():
         raise MediaError(f"{path}: cannot open a video writer")
     for f in frames:

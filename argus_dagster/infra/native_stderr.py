@@ -9,14 +9,14 @@ import sys
 import tempfile
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import IO, Any, Iterator
 
 # FFmpeg's log prefix ("[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55...] ") and decord's ("[21:22:01] /src/x.cc:83: ").
 _NATIVE_PREFIX = re.compile(r"^(\[[^\]]* @ 0x[0-9a-f]+\]\s*|\[\d\d:\d\d:\d\d\]\s*\S+\.(cc|cpp|h):\d+:\s*)+")
 # fd 2 is per process: who holds its redirection. Many opens may share one (``shared``); a capture
 # that must attribute what is said to one file holds it alone (``alone``), and goes before new sharers.
 _FD2 = threading.Condition()
-_FD2_STATE = {"shared": 0, "alone": False, "waiting_alone": 0, "saved": None, "tmp": None}
+_FD2_STATE: dict[str, Any] = {"shared": 0, "alone": False, "waiting_alone": 0, "saved": None, "tmp": None}
 
 
 def native_messages(text: str) -> list[str]:
@@ -83,7 +83,7 @@ def shared_native_stderr() -> Iterator[None]:
                 _FD2.notify_all()
 
 
-def _redirect_fd2() -> tuple[int, "tempfile._TemporaryFileWrapper"]:
+def _redirect_fd2() -> tuple[int, IO[bytes]]:
     tmp = tempfile.TemporaryFile()
     sys.stderr.flush()
     saved = os.dup(2)

@@ -141,7 +141,7 @@ class Progress:
             if phase is not None and self.expected:
                 self.clock.unit_done(phase, time.monotonic(), self._left())
             changed = phase is not None and phase != self.current
-            if changed:
+            if changed and phase is not None:
                 self.current = phase
             listeners = list(self.listeners) if changed else []
         if self._forward is not None:

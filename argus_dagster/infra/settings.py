@@ -47,8 +47,8 @@ DEFAULT_PROFILE = "default"
 @dataclass(frozen=True)
 class Settings:
     home: Path
-    bench_dir: Path
-    candidates_dir: Path
+    bench_dir: Path | str  # an s3://bucket/prefix stays a string (see location())
+    candidates_dir: Path | str
     bench: str = DEMO_BENCH
     profile: str = DEFAULT_PROFILE
     # Where new rubrics are frozen: "bench" (its <TASK>/rubrics/, where it is writable) or "home"
@@ -218,7 +218,7 @@ RUBRICS_IN = ("bench", "home")
 
 
 def _from_record(home: Path, rec: dict) -> Settings:
-    rubrics_in = rec.get("rubrics_in") if rec.get("rubrics_in") in RUBRICS_IN else "bench"
+    rubrics_in = rec["rubrics_in"] if rec.get("rubrics_in") in RUBRICS_IN else "bench"
     return Settings(home, location(rec["bench_dir"], False), location(rec["candidates_dir"], False), rec["bench"],
                     rec["profile"], rubrics_in)
 
@@ -375,7 +375,7 @@ def report_url(path: str | Path, reports_dir: Path, base_url: str) -> str:
     return (base_url if base_url.endswith("/") else base_url + "/") + served_prefix(root) + quote(rel.as_posix())
 
 
-def evaluations_root(reports_dir: Path) -> Path | None:
+def evaluations_root(reports_dir: Path | str) -> Path | None:
     """The ``$ARGUS_HOME/benches`` folder that holds an evaluation's reports folder
     (``benches/<bench>/<profile>/reports``), where the reports server's root is; None for a
     reports folder elsewhere."""

@@ -19,6 +19,7 @@ fetches it again only when its ETag changed.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import os
@@ -236,7 +237,7 @@ class Storage:
                 yield StoredObject(f"{SCHEME}{bucket}/{obj['Key']}", rel,
                                    f"{obj['ETag'].strip(chr(34))}:{obj['Size']}", int(obj["Size"]))
 
-    def folders(self, prefix: str | Path) -> list[str]:
+    def folders(self, prefix: str | Path) -> builtins.list[str]:
         """The names of the folders directly under ``prefix`` (an S3 prefix: the common prefixes one
         delimited listing returns, without listing what lies below them), sorted."""
         prefix = str(prefix)
@@ -385,7 +386,8 @@ class Storage:
             return Path(uri).resolve().as_uri()
         return report_url(uri, Path(reports_dir), self.reports_url)
 
-    def links_in(self, folder: str | Path, names: list[str], reports_dir: str | Path | None = None) -> list[str]:
+    def links_in(self, folder: str | Path, names: builtins.list[str],
+                 reports_dir: str | Path | None = None) -> builtins.list[str]:
         """:meth:`link` of each file ``names`` (plain names) in ``folder``. For a local folder the
         first file's link is made whole and the others' differ only in the percent-encoded name, so a
         thousand pages cost one path resolution, not a thousand."""

@@ -7,6 +7,7 @@ of an input (``<id>.mp4``), the sample number for one of several (``<id>__<k>.mp
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def read_stored(path: str | Path | None, store=None, columns: list[str] | None =
         return None
 
 
-def recorded_path(metadata: dict, partition: Any = None) -> str | None:
+def recorded_path(metadata: Mapping[str, Any], partition: Any = None) -> str | None:
     """Where a materialization's table is, as its IO manager recorded it in the materialization's
     metadata: ``path``, or ``paths`` by partition for a run of many partitions (one file each)."""
     path = metadata["path"].value if "path" in metadata else None
@@ -81,7 +82,7 @@ def recorded_path(metadata: dict, partition: Any = None) -> str | None:
     return str(path) if path is not None else None
 
 
-def recorded_version(metadata: dict, partition: Any = None) -> str | None:
+def recorded_version(metadata: Mapping[str, Any], partition: Any = None) -> str | None:
     """The immutable copy of a materialization's table its IO manager recorded: ``stored_version``, or
     ``stored_versions`` by partition for a run of many partitions; None for a record without one."""
     kept = metadata["stored_version"].value if "stored_version" in metadata else None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence, overload
 
 from argus_dagster.infra.media import MediaError, check_image, file_digest, regular_file
 from argus_dagster.infra.names import input_id_problem, json_text_problem, line_key, lookup_names, model_name_problem
@@ -72,7 +72,7 @@ def resolve_media(base: Path, rel: Any, *, input_id: str, field: str) -> str:
     if not path.exists():
         raise ValueError(f"input {input_id!r} field {field!r}: file {rel!r} not found under {root}")
     try:
-        regular_file(rel, path)
+        regular_file(rel, str(path))
     except MediaError as exc:
         raise ValueError(f"input {input_id!r} field {field!r}: {exc}") from None
     return str(path)
@@ -108,7 +108,7 @@ def parse_manifest_row(raw: Any, base: Path, line_no: int) -> InputInstance:
     subj_list = [subj] if isinstance(subj, str) else list(subj or [])
     first_frame = resolve_media(base, ff, input_id=input_id, field="first_frame") if ff else None
     subjects = tuple(resolve_media(base, s, input_id=input_id, field="subject_images") for s in subj_list)
-    for fld, img in [("first_frame", first_frame)] * bool(first_frame) + [("subject_images", s) for s in subjects]:
+    for fld, img in ([("first_frame", first_frame)] if first_frame else []) + [("subject_images", s) for s in subjects]:
         try:
             check_image(img)
         except MediaError as exc:
@@ -165,7 +165,7 @@ def read_task(bench_dir: str | Path, task: str) -> list[dict[str, Any]]:
     manifest = d / "manifest.jsonl"
     first_line: dict[str, int] = {}
     for n, data in _manifest_lines(manifest):
-        empty = {"input_id": line_key(n), "prompt": "", "first_frame": None, "subject_images": [],
+        empty: dict[str, Any] = {"input_id": line_key(n), "prompt": "", "first_frame": None, "subject_images": [],
                  "source_video": None, "content_hash": ""}
         if data is None:
             rows.append({**empty, "task": task, "error": (
@@ -261,6 +261,10 @@ def bench_rubric_path(bench_dir: str | Path, task: str, input_id: str) -> Path |
     return next((p for p in paths if p.is_file()), paths[0] if paths else None)
 
 
+@overload
+def sample_of(entry: str, sample_file: None = None, known: dict[str, str] | None = None) -> tuple[str, str]: ...
+@overload
+def sample_of(entry: str, sample_file: str | None, known: dict[str, str] | None = None) -> tuple[str, str] | None: ...
 def sample_of(entry: str, sample_file: str | None = None, known: dict[str, str] | None = None) -> tuple[str, str] | None:
     """``(input_id, sample)`` of a video in a model's folder: ``entry`` is the name (without suffix) of
     a file there, or of a folder there when ``sample_file`` is the stem of a file inside it.
@@ -271,7 +275,7 @@ def sample_of(entry: str, sample_file: str | None = None, known: dict[str, str] 
 
     ``known`` maps the names an input may be stored under (:func:`~.names.lookup_names`) to its id;
     without it a name is the id. None: a folder entry that is not ``<digits>``."""
-    ident = (lambda stem: known.get(stem, stem)) if known is not None else (lambda stem: stem)
+    ident: Callable[[str], str] = (lambda stem: known.get(stem, stem)) if known is not None else (lambda stem: stem)
     if sample_file is not None:
         return (ident(entry), str(int(sample_file))) if SAMPLE_NAME.fullmatch(sample_file) else None
     m = SAMPLE_STEM.fullmatch(entry)
@@ -368,6 +372,7 @@ def find_candidates(candidates_dir: str | Path, task: str, model: str,
         return {}
     ids = [i for i in input_ids if isinstance(i, str)]
     wanted = set(ids)
+    listed: Sequence[tuple[str, str, Path | str]]
     if is_remote(candidates_dir):
         where = task_location(candidates_dir, task, storage)
         if where is None:
@@ -387,7 +392,7 @@ def find_candidates(candidates_dir: str | Path, task: str, model: str,
     return out
 
 
-def find_candidate(candidates_dir: str | Path, task: str, model: str, input_id: str) -> Path | None:
+def find_candidate(candidates_dir: str | Path, task: str, model: str, input_id: str) -> Path | str | None:
     """The single video ``<TASK>/<model>/<id>.<ext>`` (or under the id's file name); None for a model
     name that is not a folder name of the store, and never a file outside the model's folder."""
     return dict(find_candidates(candidates_dir, task, model, [input_id]).get(input_id, [])).get("")

@@ -176,7 +176,7 @@ def partition_hashes(known: Known, task: str, model: str) -> dict[str, str]:
     """``{name: content hash}`` of one partition's videos, from a scan's ``known`` state: the name is
     the file's stem (``<id>`` or ``<id>__<k>``) or ``<id>/<k>`` for a sample folder's file
     (:func:`video_hashes` reads them as inputs and samples)."""
-    out = {}
+    out: dict[str, str] = {}
     for key, (_, digest) in sorted(known.items()):  # two files of one name: the first, as candidate_videos
         for t, m, name in key_places(key):
             if t.lower() == task.lower() and m == model:
@@ -188,7 +188,7 @@ def video_hashes(hashes: dict[str, str], input_ids: Iterable[str]) -> dict[tuple
     """``{(input_id, sample): content hash}`` from :func:`partition_hashes`, read with the bench's ids
     as ``candidate_videos`` reads the folder (:func:`~argus_dagster.method.bench.sample_of`)."""
     known = {n: i for i in input_ids for n in lookup_names(i)}
-    out = {}
+    out: dict[tuple[str, str], str] = {}
     for name, digest in sorted(hashes.items()):
         entry, _, sample_file = name.partition("/")
         key = sample_of(entry, sample_file or None, known)
@@ -247,10 +247,10 @@ def discover(candidates_dir: str | Path, bench_dir: str | Path | None = None, st
         return out
     tasks = {t.value.lower(): t.value for t in Task}
     used: dict[str, Path] = {}
-    for task in Task:
-        d = task_dir(root, task.value)
+    for t in Task:
+        d = task_dir(root, t.value)
         if d is not None:
-            used[task.value] = d
+            used[t.value] = d
     for entry in sorted(p for p in root.iterdir() if p.is_dir()):
         task = tasks.get(entry.name.lower())
         if task is None:

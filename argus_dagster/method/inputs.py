@@ -8,7 +8,9 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Task(str, enum.Enum):
@@ -99,7 +101,7 @@ class InputInstance:
         )
 
 
-def instance_hash(prompt: str, media_hashes: dict[str, str]) -> str:
+def instance_hash(prompt: str, media_hashes: Mapping[str, Any]) -> str:
     """Content identity of an input: its prompt and the bytes of its conditions."""
     blob = json.dumps({"prompt": prompt, "media": media_hashes}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

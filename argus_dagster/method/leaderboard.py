@@ -79,7 +79,8 @@ def losses_against_lower_ranks(models: list[str], ranks: list[int | None], per_i
     for a in range(len(models)):
         notes = []
         for b in range(len(models)):
-            if ranks[a] is None or ranks[b] is None or ranks[b] <= ranks[a]:
+            rank_a, rank_b = ranks[a], ranks[b]
+            if rank_a is None or rank_b is None or rank_b <= rank_a:
                 continue
             shared = has[a] & has[b]
             n = int(shared.sum())
@@ -127,7 +128,8 @@ def _task_ranks(g: pl.DataFrame, models: list[str], means: list[float | None]) -
         vals = resampled[:, k][~np.isnan(resampled[:, k])]
         lo, hi = ((float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))) if len(vals) and ranks[k]
                   else (None, None))
-        rl, rh = intervals[k] if intervals[k] and ranks[k] else (None, None)
+        interval = intervals[k]
+        rl, rh = interval if interval and ranks[k] else (None, None)
         out[m] = {"ci_low": lo, "ci_high": hi, "rank": ranks[k], "rank_low": rl, "rank_high": rh,
                   "shares_top": None if ranks[k] is None else bool(ranks[k] == 1 or rl == 1),
                   "loses_to": loses[k]}

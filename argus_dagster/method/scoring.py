@@ -41,9 +41,10 @@ def aggregate(criteria: list[ScoredCriterion], alpha: float = DEFAULT_ALPHA) -> 
     scored = [c for c in criteria if c.score is not None]
     if not scored:
         return Aggregate(None, None, 10.0, alpha, [], 0, len(criteria))
+    scores = [c.score for c in scored if c.score is not None]  # the same criteria, their scores narrowed to float
     weights = [IMPORTANCE_WEIGHT[c.importance] for c in scored]
-    base = sum(w * c.score for w, c in zip(weights, scored)) / sum(weights)
-    fired = [c for c in scored if c.type == "hard" and c.score < c.fail_threshold]
+    base = sum(w * s for w, s in zip(weights, scores)) / sum(weights)
+    fired = [c for c, s in zip(scored, scores) if c.type == "hard" and s < c.fail_threshold]
     caps = [c.hard_cap for c in fired if c.hard_cap is not None]
     cap = float(min(caps)) if caps else 10.0
     final = (1.0 - alpha) * base + alpha * min(base, cap)

@@ -218,7 +218,7 @@ def score_video(criterion_rows: list[dict[str, Any]], alpha: float) -> dict[str,
     }
 
 
-def judge_video(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, video_uri: str, video_sha256: str,
+def judge_video(rubric: Rubric, evidence_rows: list[dict[str, Any]], judge, video_uri: str | None, video_sha256: str | None,
                 storage=None, **kw: Any) -> tuple[list[dict[str, Any]], bool]:
     """:func:`judge_criteria` on one candidate video (``kw``: its other arguments), its frames decoded
     (or taken from the frame pool) once, and only if the judge asks; ``(rows, blind)``, ``blind`` when

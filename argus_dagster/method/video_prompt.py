@@ -10,6 +10,7 @@ criterion, the evidence and the answer format.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 VIDEO_SYSTEM = (
@@ -28,7 +29,7 @@ def frames_label(media_id: str, frames: Any, *, video: bool = True) -> str:
     return f"[{media_id}] {len(frames.array)} frames (t = {times}):"
 
 
-def video_messages(shared: Any, request: list[Any], *, extra: list[Any] = ()) -> list[dict]:
+def video_messages(shared: Any, request: list[Any], *, extra: Sequence[Any] = ()) -> list[dict]:
     """The messages of one request about a candidate: the common system text, the output video's
     ``shared`` frames (None or empty: the video could not be decoded), then ``extra`` parts (other
     media) and the ``request`` itself."""

@@ -12,6 +12,7 @@ one column per field (``<column>.<field>``). ``docs/exports.md`` describes every
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -95,7 +96,7 @@ def encode(df: pl.DataFrame, fmt: str) -> bytes:
     raise ValueError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
 
 
-def combine(parts: list[pl.DataFrame], tasks: list[str] | None = None) -> pl.DataFrame | None:
+def combine(parts: Sequence[pl.DataFrame | None], tasks: list[str] | None = None) -> pl.DataFrame | None:
     """Stored partitions as one table (rows of ``tasks`` only, when given), None when there are none."""
     frames = [p for p in parts if p is not None]
     if not frames:

@@ -12,7 +12,7 @@ import re
 import time
 
 
-def evaluator_label(identity: str | None) -> str:
+def evaluator_label(identity: str | dict | None) -> str:
     """A judge's identity in a person's words: ``vlm/openai/Qwen2.5-VL-7B/judge-4`` is
     ``openai:Qwen2.5-VL-7B``, ``evidence-only/5`` is ``evidence-only``; a rubric generator's identity
     (``{"backend", "model", ...}``) is ``backend:model`` (``offline`` for the rules)."""

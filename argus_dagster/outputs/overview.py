@@ -24,6 +24,7 @@ import math
 import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -162,7 +163,8 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
     has_losses = "loses_to" in lb.columns and lb["loses_to"].drop_nulls().len() > 0
     stored = lb["rank"].to_list() if "rank" in lb.columns else [None] * lb.height
     means = [float("nan") if m is None else float(m) for m in lb["mean_final"].to_list()] if lb.height else []
-    computed = competition_ranks(np.array(means, dtype=float)) if means else []  # a table stored without ranks
+    # a table stored without ranks
+    computed: np.ndarray | list[float] = competition_ranks(np.array(means, dtype=float)) if means else []
     ranks = [s if s is not None else (None if math.isnan(c) else int(c)) for s, c in zip(stored, computed)]
     head = ("<thead><tr><th>rank</th>" + ("<th>95% rank</th>" if has_interval else "")
             + "<th>model</th><th>score</th><th>95% interval</th><th>videos</th><th>errors</th>"
@@ -488,7 +490,7 @@ def _share(x: float | None) -> str:
     return share_text(x)
 
 
-def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
+def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *, criterion_scores: pl.DataFrame | None = None,
                     video_scores: pl.DataFrame | None = None, alignment: pl.DataFrame | None = None,
                     title: str = "argus-dagster results", bench: str | None = None,
                     store: Storage | None = None, costs: pl.DataFrame | None = None,
@@ -508,7 +510,8 @@ def render_overview(reports_dir: Path, leaderboard: pl.DataFrame | None, *, crit
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
     tasks = sorted(lb["task"].unique().to_list()) if lb.height else []
     home = ('<a href="../../../index.html">all evaluations</a>'
-            if evaluations_root(reports_dir) is not None else "")  # the home's index, one folder above the benches
+            if evaluations_root(cast(Path, reports_dir)) is not None  # it reads an s3:// prefix (a str) as no home
+            else "")  # the home's index, one folder above the benches
     samples = '<a class="samples" href="samples.html">every video (filter, sort, disagreements)</a>' if "samples.html" in present else ""
     protocols = [firm_section(firm_scores, present), vefx_section(vefx_board, vefx_scores), best_of_n_section(video_scores, people)]
     changed = changes_section(changes, present, changes_note) if changes is not None or changes_note else ""
@@ -583,7 +586,7 @@ _READ = object()  # an argument not given: read the stored table (a library call
 def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard=_READ, alignment=_READ,
                    bench: str | None = None, store: Storage | None = None, firm_scores=_READ, vefx_board=_READ,
                    video_scores=_READ, criterion_scores=_READ, vefx_scores=_READ, costs=_READ,
-                   changes: Diff | None = None, changes_note: str = "", people: pl.DataFrame | None = None) -> Path:
+                   changes: Diff | None = None, changes_note: str = "", people: pl.DataFrame | None = None) -> Path | str:
     """Write ``reports_dir/index.html`` whole from the tables given (None: there is none, its section
     is left out); a table not given is read from ``storage_dir`` (folders, or ``s3://`` prefixes of
     ``store``), as a library caller without Dagster's records reads it. The ``site`` asset gives them all.
@@ -634,7 +637,8 @@ def task_coverage(videos: pl.DataFrame | None, task: str) -> str:
     v = videos.filter((pl.col("task") == task) & pl.col("final_score").is_not_null() & pl.col("n_criteria").is_not_null())
     if not v.height:
         return ""
-    weight = v["weight_scored"].drop_nulls().mean() if "weight_scored" in v.columns else None
+    # a numeric column: its mean is a float (polars types it as any Python value)
+    weight = cast(float | None, v["weight_scored"].drop_nulls().mean()) if "weight_scored" in v.columns else None
     return (usual_coverage(v["n_scored"].to_list(), v["n_criteria"].to_list())
             + (f", {weight:.0%} of the weight" if weight is not None else ""))
 
@@ -662,8 +666,8 @@ def home_row(leaderboard: pl.DataFrame | None, videos: pl.DataFrame | None,
 def write_home_row(reports_dir: Path | str, leaderboard: pl.DataFrame | None, videos: pl.DataFrame | None,
                    criteria: pl.DataFrame | None) -> Path:
     """Write the evaluation's :data:`HOME_ROW` (beside ``reports_dir``) from the site's own inputs."""
-    return LOCAL.write_bytes(join(Path(reports_dir).parent, HOME_ROW),
-                             json.dumps(home_row(leaderboard, videos, criteria), sort_keys=True))
+    return cast(Path, LOCAL.write_bytes(join(Path(reports_dir).parent, HOME_ROW),  # a local file: a Path
+                                         json.dumps(home_row(leaderboard, videos, criteria), sort_keys=True)))
 
 
 def _stored_home_row(folder: Path) -> dict:
@@ -721,4 +725,4 @@ def render_evaluations_index(root: Path) -> str:
 
 def write_evaluations_index(root: Path) -> Path:
     """Write ``root/index.html`` (``root``: ``$ARGUS_HOME/benches``) whole."""
-    return LOCAL.write_bytes(join(root, "index.html"), render_evaluations_index(root))
+    return cast(Path, LOCAL.write_bytes(join(root, "index.html"), render_evaluations_index(root)))  # a local file: a Path

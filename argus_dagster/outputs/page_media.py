@@ -65,7 +65,7 @@ def webm_copy(src: str | Path, dst: str | Path, max_side: int = MAX_SIDE, time_l
             scale = min(1.0, max_side / max(h, w))
             size = (max(2, int(w * scale) // 2 * 2), max(2, int(h * scale) // 2 * 2))
             if writer is None:
-                writer = cv2.VideoWriter(str(dst), cv2.VideoWriter_fourcc(*"VP80"), float(fps), size)
+                writer = cv2.VideoWriter(str(dst), cv2.VideoWriter.fourcc(*"VP80"), float(fps), size)
                 if not writer.isOpened():
                     raise ValueError("this OpenCV cannot write VP8 WebM")
             writer.write(cv2.resize(frame, size, interpolation=cv2.INTER_AREA) if size != (w, h) else frame)

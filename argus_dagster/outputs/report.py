@@ -209,7 +209,8 @@ def _criterion_row(c: dict) -> str:
     score = c.get("score")
     fired = bool(c.get("fired"))
     cls = "fired" if fired else ""
-    label = DIMENSIONS.get(c.get("dimension"), f"dimension {c.get('dimension')}")
+    dim: Any = c.get("dimension")  # whatever the row holds: not a known dimension number falls back to the text
+    label = DIMENSIONS.get(dim, f"dimension {dim}")
     kind = f"{c.get('type', '?')} · {c.get('importance', '?')}"
     if c.get("type") == "hard":
         kind += f" · cap {c.get('hard_cap')} below {_num(c.get('fail_threshold'), 1)}"
@@ -419,7 +420,11 @@ def render_comparison(*, task: str, input_id: str, prompt: str, models: list[dic
     for m in models:
         for c, text in (m.get("requirements") or {}).items():
             words.setdefault(c, text)
-    criteria = sorted({c for m in models for c in (m.get("scores") or {})}, key=lambda c: (words.get(c, c).lower(), c))
+
+    def order(c: str) -> tuple[str, str]:  # by the requirement's words, then by id
+        return words.get(c, c).lower(), c
+
+    criteria = sorted({c for m in models for c in (m.get("scores") or {})}, key=order)
     head = "".join(f"<th>{esc(m['model'])}</th>" for m in models)
 
     def cell(m: dict, c: str) -> str:

@@ -43,6 +43,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from argus_dagster.infra.environment import environment
@@ -118,7 +119,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         """As the base class, the request read from what the server already received of it (all of it):
         a worker never waits on a client's sending."""
         super().setup()
-        received = self.server.received.pop(self.connection, None)
+        received = cast("_Server", self.server).received.pop(self.connection, None)  # the only server it serves
         if received is not None:
             self.rfile.close()
             self.rfile = io.BytesIO(received)
@@ -316,7 +317,7 @@ class _Intake:
             elif key.fileobj is self.server._wake_r:
                 self.server._wake_r.recv(512)
             else:
-                self.read(key.fileobj)
+                self.read(cast(socket.socket, key.fileobj))  # every other registered object is a connection
         now = time.monotonic()
         while self.deadlines and self.deadlines[0][0] <= now:
             deadline, _, conn = heapq.heappop(self.deadlines)

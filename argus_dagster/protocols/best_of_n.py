@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, cast
 
 import numpy as np
 import polars as pl
@@ -54,11 +54,12 @@ SCALES = {"final": (0.0, 10.0), "base": (0.0, 10.0), "if": (1.0, 5.0), "wc": (1.
 CONTINUOUS = {"if": "if_score", "wc": "wc_score", "if_rating": "if_score", "wc_rating": "wc_score"}
 
 CANDIDATE_SCHEMA = {"model": pl.String, "input_id": pl.String, "sample": pl.String, "uri": pl.String}
-PICK_SCHEMA = {"input_id": pl.String, "evaluator": pl.String, "n_candidates": pl.Int64, "n_scored": pl.Int64,
-               "pick_model": pl.String, "pick_sample": pl.String, "pick_score": pl.Float64,
-               "runner_up_model": pl.String, "runner_up_sample": pl.String, "runner_up_score": pl.Float64,
-               "margin": pl.Float64, "n_tied": pl.Int64, "tied": pl.List(pl.String), "tie_break": pl.String,
-               "drawn_from": pl.List(pl.String), "reason": pl.String}
+PICK_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "input_id": pl.String, "evaluator": pl.String, "n_candidates": pl.Int64, "n_scored": pl.Int64,
+    "pick_model": pl.String, "pick_sample": pl.String, "pick_score": pl.Float64,
+    "runner_up_model": pl.String, "runner_up_sample": pl.String, "runner_up_score": pl.Float64,
+    "margin": pl.Float64, "n_tied": pl.Int64, "tied": pl.List(pl.String), "tie_break": pl.String,
+    "drawn_from": pl.List(pl.String), "reason": pl.String}
 
 
 def discover_candidates(task_dir: str | Path, known_ids: Iterable[str] | None = None) -> tuple[pl.DataFrame, list[str]]:
@@ -148,7 +149,7 @@ def evaluator_score(scores: pl.DataFrame, by: str | dict[str, float],
     scales = {**SCALES, **(scales or {})}
     if not by or any(w < 0 for w in by.values()) or sum(by.values()) <= 0:
         raise ValueError(f"best-of-N: weights {by!r} must be non-negative with a positive sum")
-    expr = None
+    expr: pl.Expr | None = None
     for col, w in by.items():
         if col not in scores.columns:
             raise ValueError(f"best-of-N: score column {col!r} is not in the table (it has {scores.columns})")
@@ -158,6 +159,7 @@ def evaluator_score(scores: pl.DataFrame, by: str | dict[str, float],
         term = (pl.col(col).cast(pl.Float64) - lo) / (hi - lo) * w
         expr = term if expr is None else expr + term
     name = "+".join(f"{w:g}*{c}" for c, w in by.items())
+    assert expr is not None  # by has at least one column
     return scores.select((expr / sum(by.values())).alias("s"))["s"], name
 
 
@@ -206,11 +208,11 @@ def select_best(scores: pl.DataFrame, by: str | dict[str, float] = "final", *, t
             continue
         # best first: the evaluator's score, then the continuous score (none last), then the draw
         ranked = scored.sort(["_s", "_c", "_u"], descending=[True, True, False], nulls_last=True)
-        best = ranked["_s"][0]
+        best = cast(float, ranked["_s"][0])
         top = ranked.filter(pl.col("_s") >= best - tie_tolerance)
         pool, steps = top, []
         if top.height > 1 and breaker is not None and top["_c"].drop_nulls().len():
-            best_c = top["_c"].max()
+            best_c = cast(float, top["_c"].max())
             pool = top.filter(pl.col("_c") >= best_c - tie_tolerance)
             steps.append(f"by {c_name}")
         if pool.height > 1:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from itertools import combinations
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -67,7 +68,7 @@ def rank_agreement(video_scores: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame,
             mb = dict(zip(m["model"], m["b"]))
             ra, rb = _ranks(ma), _ranks(mb)
             xa, xb = m["a"].to_numpy(), m["b"].to_numpy()
-            top_a, top_b = min(ra, key=ra.get), min(rb, key=rb.get)
+            top_a, top_b = min(ra, key=ra.__getitem__), min(rb, key=rb.__getitem__)
             ranks.append({"task": task, "profile_a": a, "profile_b": b, "n_models": m.height, "n_videos": g.height,
                           "kendall_tau": kendall_tau_b(xa, xb) if m.height > 1 else float("nan"),
                           "spearman": spearman(xa, xb) if m.height > 1 else float("nan"),
@@ -108,8 +109,8 @@ def criterion_agreement(criterion_scores: dict[str, pl.DataFrame], key: str = "c
                 rows.append({"task": task, "profile_a": a, "profile_b": b, "key": key, "criterion": r["criterion"],
                              "n_pairs": r["n"], "mean_abs_diff": r["mad"], "within_1": r["w1"]})
             rows.append({"task": task, "profile_a": a, "profile_b": b, "key": key, "criterion": ALL,
-                         "n_pairs": g.height, "mean_abs_diff": float(g["d"].mean()),
-                         "within_1": float((g["d"] <= 1.0 + 1e-9).mean())})
+                         "n_pairs": g.height, "mean_abs_diff": float(cast(float, g["d"].mean())),
+                         "within_1": float(cast(float, (g["d"] <= 1.0 + 1e-9).mean()))})
     return pl.DataFrame(rows, schema=CRITERION_SCHEMA, orient="row")
 
 
@@ -148,7 +149,7 @@ def _f(x) -> str:
 
 
 
-def profile_tables(storage_dirs: dict[str, Path], store=None
+def profile_tables(storage_dirs: dict[str, Path | str], store=None
                    ) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame], list[str]]:
     """``(video_scores, criterion_scores, missing)`` of each profile's stored evaluation (by profile
     name), read through ``store``; ``missing`` names the profiles with no scores stored."""

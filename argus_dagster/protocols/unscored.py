@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-SCHEMA = {"dimension": pl.String, "reason": pl.String, "n_videos": pl.UInt32, "models": pl.List(pl.String)}
+SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {"dimension": pl.String, "reason": pl.String, "n_videos": pl.UInt32,
+                                                      "models": pl.List(pl.String)}
 
 
 def unscored_reasons(scores: pl.DataFrame | None, columns: dict[str, tuple[str, str]]) -> pl.DataFrame:

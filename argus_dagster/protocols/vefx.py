@@ -21,7 +21,7 @@ the change stays where the instruction puts it and everything else is kept from 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import polars as pl
@@ -108,7 +108,7 @@ def overall(scores: Sequence[float | None]) -> float | None:
     vals = list(scores)
     if len(vals) != 3 or any(v is None for v in vals):
         return None
-    return round(float(sum(vals)) / 3.0, 4)
+    return round(float(sum(cast(list[float], vals))) / 3.0, 4)
 
 
 @dataclass
@@ -223,7 +223,7 @@ def row_problems(row: dict) -> list[str]:
             out.append(f"{s}: score {v} is not an integer 1-4")
     want = overall([row.get(f"{SHORT[d]}_score") for d in DIMENSIONS])
     got = row.get("overall")
-    if (want is None) != (got is None) or (want is not None and abs(want - got) > 1e-9):
+    if (want is None) != (got is None) or (want is not None and abs(want - cast(float, got)) > 1e-9):
         out.append(f"overall {got} is not the mean of IF, RQ and EE ({want})")
     return out
 

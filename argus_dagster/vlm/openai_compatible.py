@@ -184,6 +184,7 @@ class OpenAICompatibleClient:
                     waiter.endpoint.in_flight -= 1
                     self._dispatch()
             raise
+        assert waiter.endpoint is not None  # set before ready
         return waiter.endpoint
 
     def _release(self, ep: _Endpoint, connect_failed: bool) -> None:
@@ -340,6 +341,7 @@ class OpenAICompatibleClient:
                     shown = self._redact(resp.body.decode("utf-8", "replace"))
                     fatal = f"{ep.shown}: HTTP {status} (not retried): {shown[:200]}"
             if held is not None:
+                assert ep.machine is not None  # held only comes from ep.machine
                 ep.machine.release(held)
             self._release(ep, connect_failed)
             # What never reached a server (no connection) was not sent and is no request of its.

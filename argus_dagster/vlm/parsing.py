@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from argus_dagster.infra.names import json_text_problem
 from argus_dagster.vlm.reply import ParseError
@@ -76,7 +76,7 @@ def salvage_content(head: bytes) -> str | None:
         return None
     rest = text[m.end():]
     try:
-        return json.decoder.scanstring('"' + rest, 1)[0]  # the content ended inside the head
+        return cast(Any, json.decoder).scanstring('"' + rest, 1)[0]  # typeshed omits json.decoder.scanstring  # the content ended inside the head
     except ValueError:
         pass
     for cut in range(len(rest), max(len(rest) - 12, -1), -1):  # drop an escape cut in half

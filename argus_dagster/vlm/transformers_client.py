@@ -10,6 +10,7 @@ import functools
 import threading
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -42,7 +43,8 @@ class TransformersClient:
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.processor = AutoProcessor.from_pretrained(str(path), local_files_only=True)
-        self.net = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True).to(device).eval()
+        # cast: transformers' @wraps(torch.nn.Module.to) on PreTrainedModel.to hides the bound self from mypy
+        self.net = cast(Any, AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True)).to(device).eval()
         self._lock = threading.Lock()
 
     @functools.cached_property

@@ -22,7 +22,7 @@ _CONNECTION = threading.local()
 
 
 def _watched(base: type) -> type:
-    class Watched(base):  # type: ignore[misc, valid-type]
+    class Watched(base):
         def request(self, *args, **kwargs):
             watch = getattr(_CONNECTION, "watch", None)
             if watch is not None:  # the watchdog of this thread's request may now shut this connection

@@ -10,6 +10,7 @@ that dependency is run first (unrecorded) so the crop or track it leaves behind 
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -130,7 +131,8 @@ def run_plan(plan: NormalizedPlan, media: MediaStore, tools: ToolSuite, cache: C
         if key is None:
             rec, hit = execute(i), False
         else:
-            rec, hit = cache.get_or_compute(key, lambda i=i: execute(i), keep=_keep)
+            assert cache is not None  # a key is made only when caching
+            rec, hit = cache.get_or_compute(key, functools.partial(execute, i), keep=_keep)
         records.append({"step": i, **rec})
         if hits is not None:
             hits.append(hit)
@@ -158,7 +160,7 @@ def step_identity(step: dict[str, Any], media: MediaStore, tools: ToolSuite,
         digests[a] = d
     return StepIdentity(tool=step["tool"], tool_version=str(getattr(tool, "version", "")),
                         tool_config=tool_config(tool), args=step["args"], media=digests,
-                        after=tuple(dep_keys), sampling=SAMPLING_ID)
+                        after=tuple(k for k in dep_keys if k is not None), sampling=SAMPLING_ID)  # none is None (above)
 
 
 def tool_config(tool: Any) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def normalize_plan(
         repairs.append({"rule": rule, "detail": detail})
 
     if vlm_only:
-        steps = [{"tool": "vlm_qa", "args": {"question": _question(criterion), "on": "output_video"}}]
+        steps: list[dict[str, Any]] = [{"tool": "vlm_qa", "args": {"question": _question(criterion), "on": "output_video"}}]
         log("vlm_only", "VLM-only ablation: the plan is one vlm_qa on the criterion")
         return NormalizedPlan(steps, repairs, "fallback")
 
@@ -74,7 +74,7 @@ def normalize_plan(
     target = plan.target_entity or plan.detector_query or ""
 
     # 1. malformed or unknown steps; unavailable tools fall back to vlm_qa.
-    steps: list[dict[str, Any]] = []
+    steps = []
     for i, raw in enumerate(plan.tool_sequence):
         if not isinstance(raw, dict) or not isinstance(raw.get("tool"), str) or not raw["tool"].strip():
             log("malformed_step", f"dropped step {i}: not an object with a 'tool' name ({raw!r:.80})")
@@ -207,10 +207,10 @@ def normalize_plan(
                 log("dangling_operand", f"{s['tool']}.{a} missing -> {m}")
             if m in available_media:
                 continue
-            new = {"output_crop": "output_video", "source_crop": "source_video"}.get(m)
-            if new in available_media:
-                log("dangling_operand", f"{s['tool']}.{a}: {m} does not exist yet -> {new}")
-                s["args"][a] = new
+            repl = {"output_crop": "output_video", "source_crop": "source_video"}.get(m)
+            if repl in available_media:
+                log("dangling_operand", f"{s['tool']}.{a}: {m} does not exist yet -> {repl}")
+                s["args"][a] = repl
             else:
                 log("dangling_operand", f"dropped {s['tool']}: operand {a}={m!r} will not exist")
                 drop = True

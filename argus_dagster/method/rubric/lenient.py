@@ -309,9 +309,9 @@ def coerce_rubric(data: Any, source: str = "") -> tuple[dict[str, Any], list[str
             continue
         inc = d.get("included")
         if not isinstance(inc, bool):
-            new = _key(inc) in ("yes", "true", "1", "included", "y")
-            log("rubric", f"dimensions_considered[{dim}].included", inc, new)
-            inc = new
+            flag = _key(inc) in ("yes", "true", "1", "included", "y")
+            log("rubric", f"dimensions_considered[{dim}].included", inc, flag)
+            inc = flag
         considered.append({"dimension": dim, "included": inc, "reason": str(d.get("reason") or "")})
     if raw_dims is not None and not isinstance(raw_dims, list):
         log("rubric", "dimensions_considered", "not a list", [], "dropped")

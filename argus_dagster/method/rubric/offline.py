@@ -166,9 +166,10 @@ def generate_offline(inst: InputInstance) -> Rubric:
                 importance="high", target=", ".join(pair) if pair else entity,
                 rule=_rule("the relation holds in every frame", "holds in some frames", "the relation is reversed or absent"),
                 failure_modes=["relation reversed", "entities missing"], tools=steps))
-    if _CAMERA.search(p):
+    camera = _CAMERA.search(p)
+    if camera:
         add(_criterion(
-            "camera_motion", 10, f"The camera moves as the prompt states ({_CAMERA.search(p).group(0)}).",
+            "camera_motion", 10, f"The camera moves as the prompt states ({camera.group(0)}).",
             importance="medium", rule=_rule("the stated camera move is clear and steady", "a different or weak move",
                                             "static or contrary camera"),
             failure_modes=["static camera", "wrong direction"],

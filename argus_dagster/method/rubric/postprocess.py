@@ -44,7 +44,7 @@ def _cap_at_most(c: Criterion, limit: int, log: list[str], why: str) -> Criterio
 
 def _importance(c: Criterion, *, at_most: str | None = None, at_least: str | None = None,
                 log: list[str], why: str) -> Criterion:
-    new = c.importance
+    new: str = c.importance
     if at_most is not None and _RANK[new] > _RANK[at_most]:
         new = at_most
     if at_least is not None and _RANK[new] < _RANK[at_least]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -110,8 +111,8 @@ class RubricError(ValueError):
         super().__init__(f"{where}invalid rubric: " + "; ".join(problems))
 
 
-def _describe(errors: list[dict], raw: dict) -> list[str]:
-    criteria = raw.get("criteria") if isinstance(raw.get("criteria"), list) else []
+def _describe(errors: Sequence[Mapping[str, Any]], raw: dict) -> list[str]:
+    criteria = c if isinstance(c := raw.get("criteria"), list) else []
     out = []
     for err in errors:
         loc = list(err["loc"])
@@ -137,7 +138,11 @@ def parse_rubric(data: Any, source: str = "") -> Rubric:
     except ValidationError as exc:
         raise RubricError(_describe(exc.errors(), data), source) from None
     seen: set[str] = set()
-    dupes = [c.id for c in rubric.criteria if c.id in seen or seen.add(c.id)]
+    dupes: list[str] = []
+    for c in rubric.criteria:
+        if c.id in seen:
+            dupes.append(c.id)
+        seen.add(c.id)
     if dupes:
         raise RubricError([f"criterion {d!r} field 'id': duplicate id" for d in dupes], source)
     return rubric

@@ -94,7 +94,8 @@ def resolve_rubric(
     bench_path = bench_paths[0] if bench_paths else None
     home_paths = [join(frozen_dir, task, f"{name}.json") for name in reversed(lookup_names(inst.id))]
     home_path = home_paths[0]
-    for path in [*reversed(bench_paths), *reversed(home_paths)]:
+    candidates: list[str | Path] = [*reversed(bench_paths), *reversed(home_paths)]
+    for path in candidates:
         if storage.exists(path):
             rubric, load_log = read_rubric_file(str(path), storage)
             if _stale(rubric, inst, generator):

@@ -23,7 +23,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 import polars as pl
 
@@ -551,7 +551,7 @@ def alignment_report(human: HumanRatings, scores: EvaluatorScores, *, dimensions
         ranges[vefx.OVERALL_ANNOTATED] = ranges.pop(vefx.OVERALL)
     if vefx.OVERALL in dims:  # the card's overall, the mean of the three, is on their scale
         three = {held.get(d) for d in vefx.DIMENSIONS}
-        ranges[vefx.OVERALL] = three.pop() if len(three) == 1 and None not in three else vefx.SCALE
+        ranges[vefx.OVERALL] = cast(tuple[float, float], three.pop()) if len(three) == 1 and None not in three else vefx.SCALE
     table = alignment_table(averaged, scores.scores, dimensions=dimensions, evaluator_ranges=scores.ranges,
                             human_ranges=ranges, rater_agreement=inter_rater_agreement(human.ratings),
                             n_boot=n_boot, seed=seed)

@@ -78,6 +78,7 @@ def audio_reason(question: str) -> str:
     quoted = bool(_QUOTED.search(question))
     q = _QUOTED.sub(" ", question)
     seen = bool(_SEEN.search(q))
+    m: re.Match[str] | None
     for m in _HEARD.finditer(q):
         if seen and _SOURCE_PERSON.fullmatch(m.group(0)):
             continue  # the narrator as a person in the picture
@@ -114,6 +115,6 @@ def audio_reason(question: str) -> str:
     m = _SOFTLY.search(q)
     if m:
         return f"asks how it sounds ({m.group(0)!r})"
-    if quoted and _SAYS.search(q) and not _TEXT_BEARER.search(q):
-        return f"asks for the words spoken ({_SAYS.search(q).group(0)!r} and quoted words)"
+    if quoted and (m := _SAYS.search(q)) and not _TEXT_BEARER.search(q):
+        return f"asks for the words spoken ({m.group(0)!r} and quoted words)"
     return ""

@@ -81,7 +81,7 @@ def _sentence(text: str) -> str:
     return t if t[-1] in ".!?" else t + "."
 
 
-def _clause(text: str) -> str:
+def _clause(text: str | None) -> str:
     """Evidence as a clause after a colon: no trailing full stop, first letter as written."""
     return " ".join(str(text or "").split()).rstrip(" .")
 
@@ -336,6 +336,7 @@ def export_dataset(out_dir: str | Path, score_rows: Iterable[dict], verdicts: di
             result.left_out.append(f"{video}: left out, its frames cannot be written ({exc})")
             continue
         key = (task, iid)
+        cond: list[tuple[str, str]] | str
         if key not in conditions_done:
             try:
                 cond = []

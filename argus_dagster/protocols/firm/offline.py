@@ -43,6 +43,7 @@ def pq_offline(records: Iterable[dict], *, width: int | None = None, height: int
     a = recs.get("aesthetic")
     c = (a or {}).get("components") or {}
     if c:  # the native-resolution measures, each on 0-1 (1 = clean): a defect below DEFECT_BELOW
+        assert a is not None  # c comes from a
         for defect, comp in (("blur", "sharpness"), ("noise", "noise_sigma"), ("exposure", "exposure"),
                              ("compression", "blockiness")):
             if comp in c:

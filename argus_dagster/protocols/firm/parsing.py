@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from argus_dagster.protocols.firm.audio import audio_reason
 from argus_dagster.protocols.firm.prompts import PQ_CHECKLIST
@@ -62,7 +62,7 @@ def parse_if_plan(text: str) -> tuple[list[ChecklistItem], list[DroppedItem]]:
         if q.lower() in seen:
             dropped.append(DroppedItem(q, m, f"duplicate of {seen[q.lower()]}"))
             continue
-        aspect = r.get("aspect") if isinstance(r.get("aspect"), str) else ""
+        aspect = cast(str, r.get("aspect")) if isinstance(r.get("aspect"), str) else ""
         items.append(ChecklistItem(f"r{len(items) + 1}", q, m, "", aspect.strip()))
         seen[q.lower()] = items[-1].id
     if not items:
@@ -103,7 +103,7 @@ def parse_grounding(text: str) -> dict:
     if not isinstance(data, dict):
         raise ParseError("the answer is not a JSON object")
     summary = _text(data.get("scene_summary"), "scene_summary")
-    targets = []
+    targets: list[dict[str, Any]] = []
     for kind in ("entities", "actions"):
         lst = data.get(kind)
         if not isinstance(lst, list):

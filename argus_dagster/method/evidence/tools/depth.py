@@ -111,7 +111,7 @@ class DepthProbe:
                 # Relative closeness of the entity within the frame: 0 farthest pixel, 1 nearest.
                 lo, hi = float(close.min()), float(close.max())
                 entry["a_closeness"] = round((region_closeness(close, boxes[0]) - lo) / ((hi - lo) or 1.0), 4)
-            if len(boxes) == 2 and None not in boxes:
+            if len(boxes) == 2 and boxes[0] is not None and boxes[1] is not None:
                 front = front_entity(close, boxes[0], boxes[1])
                 entry["front"] = front
                 if front in ("a", "b"):

@@ -12,7 +12,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import cv2
 import numpy as np
@@ -80,7 +80,7 @@ class Detector:
                     s = scores[f, :, q]
                     size_ok = ((boxes[:, 2] - boxes[:, 0]) >= MIN_BOX_SIDE) & ((boxes[:, 3] - boxes[:, 1]) >= MIN_BOX_SIDE)
                     idx = np.flatnonzero((s >= threshold) & size_ok)
-                    cand = [tuple(map(float, boxes[j])) for j in idx]
+                    cand = [cast(Box, tuple(map(float, boxes[j]))) for j in idx]  # a row of boxes holds 4 numbers
                     keep = nms(cand, s[idx].tolist(), iou_threshold)
                     per_query.append([Detection(float(s[idx[k]]), cand[k]) for k in keep])
                 out.append(per_query)
@@ -281,8 +281,9 @@ class CropCompare:
         source = args.get("crop_from", "output_video")
         region = str(args.get("region") or "").strip()
         track = self.localizer.published(media, source, region) if region else None
-        if track is not None and track.best() is not None:
-            i, det = track.best()
+        best = track.best() if track is not None else None
+        if track is not None and best is not None:
+            i, det = best
             frame, t, origin = track.frames.array[i], track.frames.timestamps[i], f"sam_track:{track.query}"
         else:
             if not region:

@@ -190,8 +190,8 @@ def measure_edit(instruction: str, pairs: list[tuple[np.ndarray, np.ndarray]]) -
     """``change_probe``'s edit fields for time-aligned (source, output) frame pairs of equal size."""
     req = parse_edit(instruction)
     per, expected, how = [], [], ""
-    for src, out in pairs:
-        f, how = fulfilment(req, src, out)
+    for src, output in pairs:
+        f, how = fulfilment(req, src, output)
         if f is not None:
             per.append(f)
         sim = simulate(req, src)

@@ -52,7 +52,7 @@ def build_dino(folder: Path, size: str = "tiny") -> None:
                       image_mean=IMAGENET_MEAN, image_std=IMAGENET_STD, do_convert_rgb=True).save_pretrained(folder)
 
 
-def _char_tokenizer():
+def _char_tokenizer() -> CLIPTokenizer:
     """A CLIP tokenizer over single characters: enough for text queries to reach the text tower.
 
     The start token must not be id 0: OWL models treat a query whose first id is 0 as padding."""

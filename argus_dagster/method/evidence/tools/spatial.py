@@ -88,13 +88,15 @@ class SpatialRelation:
                           note="one entity named: the relation needs two; the entity's horizontal centres are listed")
             return record
         verdicts: list[str] = []
-        maps = self.depth.maps(frames) if relation == "front_back" else [None] * len(frames)
+        maps = (self.depth.maps(frames) if relation == "front_back" and self.depth is not None  # front_back has one (above)
+                else [None] * len(frames))
         for frame, pair, depth_map in zip(frames, firsts, maps):
             if pair[0] is None or pair[1] is None:
                 continue
             if relation == "left_right":
                 verdicts.append(horizontal_relation(pair[0].box, pair[1].box, frame.shape[1]))
             else:
+                assert self.depth is not None and depth_map is not None  # front_back: the depth model's maps (above)
                 front = front_entity(closeness(depth_map, self.depth.larger_is_closer), pair[0].box, pair[1].box)
                 verdicts.append({"a": "front", "b": "behind"}.get(front, "same"))
         holds = "left" if relation == "left_right" else "front"

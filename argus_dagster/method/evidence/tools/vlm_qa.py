@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from argus_dagster.infra.identities import vlm_call
-from argus_dagster.infra.media import JUDGE_POLICY, MediaError
+from argus_dagster.infra.media import JUDGE_POLICY, Frames, MediaError
 from argus_dagster.method import video_prompt  # VIDEO_SYSTEM read at call time: the shared opening text
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.video_prompt import frames_label, video_messages
@@ -90,6 +90,7 @@ class VlmQa:
         if not question:
             return {"ok": False, "error": "vlm_qa step has no question"}
         frames = media.frames(on, JUDGE_POLICY)
+        shared: Frames | None
         if on == "output_video":
             shared, extra = frames, []
         else:
