@@ -1,7 +1,7 @@
 """``argus``: its options parsed (:mod:`argus_dagster.client.arguments`), then the command run from the
 module that holds it (:data:`COMMANDS`): demo and evaluate in :mod:`argus_dagster.client.run_commands`,
 the read-only leaderboard, export, best-of-n, history and diff in
-:mod:`argus_dagster.client.read_commands`, ui in :mod:`argus_dagster.client.ui_command`, open, align,
+:mod:`argus_dagster.client.read_commands` (compare in :mod:`argus_dagster.client.compare_command`), ui in :mod:`argus_dagster.client.ui_command`, open, align,
 robustness, evaluations and env in the modules named for what they show. A command's module is imported
 only when it runs, so ``argus --help`` loads neither Dagster nor polars. The process ends at once after
 the command (:mod:`argus_dagster.client.quick_exit`)."""
@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "leaderboard": "argus_dagster.client.read_commands:cmd_leaderboard",
     "history": "argus_dagster.client.read_commands:cmd_history",
     "diff": "argus_dagster.client.read_commands:cmd_diff",
+    "compare": "argus_dagster.client.compare_command:cmd_compare",
     "open": "argus_dagster.client.serve_reports:cmd_open",
     "ui": "argus_dagster.client.ui_command:cmd_ui",
     "align": "argus_dagster.client.agreement:cmd_align",

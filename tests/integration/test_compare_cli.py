@@ -1,0 +1,180 @@
+"""`argus compare` on real generated clips (VideoPhy-2's, ../shared/data) against degraded copies of
+them, while another `argus evaluate` adds a model to the same evaluation: the paired numbers are the
+stored scores' (checked against scipy's permutation test), the gate fails a frozen copy and passes an
+identical one and an improvement, and every flipped criterion links both videos' reports."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from argus_dagster.client.cli import main
+from tests.waiting import wait_until
+
+from .helpers import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+N_INPUTS = 8
+
+
+def _frames(path: Path, width: int = 256):
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    out = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        h, w = frame.shape[:2]
+        out.append(cv2.cvtColor(cv2.resize(frame, (width, round(h * width / w / 2) * 2)), cv2.COLOR_BGR2RGB))
+    cap.release()
+    return np.stack(out[:32])
+
+
+@pytest.fixture(scope="module")
+def layout(real_data, tmp_path_factory):
+    """A T2V bench of 8 real clips (their prompts from the file names) and three models: the clips
+    (``real``, re-encoded at 256 px wide), the same files (``same``) and each clip frozen on its first
+    frame (``frozen``); a fourth, ``shuffled`` (frames in a fixed random order), is added later."""
+    from argus_dagster.infra.media import write_video
+
+    clips = sorted((real_data / "videophy" / "VIDEOPHY2" / "examples").glob("*.mp4"))[:N_INPUTS]
+    assert len(clips) == N_INPUTS
+    root = tmp_path_factory.mktemp("compare")
+    bench, cands = root / "bench", root / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    rows = []
+    for k, clip in enumerate(clips):
+        iid = f"v{k}"
+        rows.append({"id": iid, "prompt": clip.stem.replace("_", " ")})
+        frames = _frames(clip)
+        write_video(cands / "T2V" / "real" / f"{iid}.mp4", frames, 8)
+        (cands / "T2V" / "same").mkdir(parents=True, exist_ok=True)
+        (cands / "T2V" / "same" / f"{iid}.mp4").write_bytes((cands / "T2V" / "real" / f"{iid}.mp4").read_bytes())
+        write_video(cands / "T2V" / "frozen" / f"{iid}.mp4", np.repeat(frames[:1], len(frames), axis=0), 8)
+        order = np.random.default_rng(k).permutation(len(frames))
+        write_video(root / "later" / f"{iid}.mp4", frames[order], 8)
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"bench": bench, "cands": cands, "home": root / "home", "later": root / "later"}
+
+
+def _compare(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    rc = main(["compare", *argv])
+    return rc, capsys.readouterr().out
+
+
+def test_compare_and_gate_on_real_clips_while_another_command_adds_a_model(layout, monkeypatch, capsys):
+    bench, cands, home = layout["bench"], layout["cands"], layout["home"]
+    monkeypatch.setenv("ARGUS_HOME", str(home))
+    assert main(["evaluate", "--bench", str(bench), "--candidates", str(cands), "--task", "T2V"]) == 0
+
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.infra.settings import load_settings
+
+    settings = load_settings()
+    instance = local_instance(settings)
+    # Another command beside it: `argus evaluate` scores a model added to the candidates' folder.
+    (cands / "T2V" / "shuffled").mkdir()
+    for f in layout["later"].iterdir():
+        (cands / "T2V" / "shuffled" / f.name).write_bytes(f.read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ARGUS_HOME": str(home)}
+    before = {r.run_id for r in instance.get_runs()}
+    other = subprocess.Popen([sys.executable, "-m", "argus_dagster.client.cli", "evaluate", "--bench", str(bench),
+                              "--candidates", str(cands), "--task", "T2V"], env=env, cwd=home.parent,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: any(r.run_id not in before for r in instance.get_runs()) or other.poll() is not None,
+                   timeout_s=180, what="the other command's first run")
+
+        # The frozen copies are worse, beyond chance: the gate fails and says why.
+        rc, out = _compare(capsys, "real", "frozen", "--gate")
+        assert rc == 1, out
+        assert "gate: failed" in out and "T2V: frozen is worse than real by" in out and f"on {N_INPUTS} inputs" in out
+        rc, out = _compare(capsys, "real", "frozen", "--gate", "--format", "json")
+        assert rc == 1
+        result = json.loads(out)
+        [overall] = [r for r in result["rows"] if r["dimension"] == "overall"]
+        assert result["gate"]["passed"] is False and len(result["gate"]["reasons"]) == 1
+
+        # The numbers are the stored scores', paired by input (scipy's permutation test beside ours).
+        from argus_dagster.client.results import stored_partitions
+
+        scores = pl.concat(stored_partitions("video_scores", instance, ["T2V"], settings).values(), how="diagonal_relaxed")
+        per = {m: dict(scores.filter(pl.col("model") == m).select("input_id", "final_score").iter_rows())
+               for m in ("real", "frozen")}
+        diffs = np.array([per["frozen"][i] - per["real"][i] for i in sorted(per["real"])])
+        assert overall["n_inputs"] == N_INPUTS and overall["diff"] == pytest.approx(diffs.mean())
+        assert overall["mean_a"] == pytest.approx(np.mean(list(per["real"].values())))
+        assert overall["p_value"] == pytest.approx(stats.permutation_test(
+            (diffs,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue)
+        assert overall["ci_high"] < 0 and overall["p_value"] < 0.05
+        assert overall["wins"] + overall["ties"] + overall["losses"] == N_INPUTS
+        assert result["a"]["judges"] == ["evidence-only"] and result["a"]["scored_criteria"] > 0
+        # Each flipped criterion: both verdicts, both rationales, both reports (pages that exist).
+        assert result["flips"], "a frozen clip fails motion criteria the real one passes"
+        reports = Path(settings.reports_dir)
+        for f in result["flips"]:
+            assert {f["verdict_a"], f["verdict_b"]} == {"pass", "fail"} and f["rationale_a"] and f["rationale_b"]
+            for side, model in (("report_a", "real"), ("report_b", "frozen")):
+                page = f"T2V/{model}/{f['input_id']}.html"
+                assert f[side].endswith(page) and (reports / page).is_file(), (f[side], page)
+
+        # The same files: no difference at all, and the gate passes; B better than A passes too.
+        rc, out = _compare(capsys, "real", "same", "--gate", "--format", "json")
+        same = json.loads(out)
+        [row] = [r for r in same["rows"] if r["dimension"] == "overall"]
+        assert rc == 0 and row["diff"] == 0 and row["ties"] == N_INPUTS and row["p_value"] == 1.0 and not same["flips"]
+        rc, out = _compare(capsys, "frozen", "real", "--gate")
+        assert rc == 0 and "gate: passed" in out, out
+        # A margin wider than the drop lets it through.
+        drop = -overall["diff"]
+        rc, out = _compare(capsys, "real", "frozen", "--gate", "--margin", f"{drop + 0.5:.2f}")
+        assert rc == 0, out
+    finally:
+        out_other, _ = other.communicate(timeout=400)
+    assert other.returncode == 0, out_other
+
+    # After it: the added model compares too; the frozen comparison has not moved.
+    rc, out = _compare(capsys, "real", "frozen", "--gate", "--format", "json")
+    assert rc == 1 and json.loads(out)["rows"] == result["rows"]
+    rc, out = _compare(capsys, "real", "shuffled", "--format", "json")
+    assert rc == 0 and [r for r in json.loads(out)["rows"] if r["dimension"] == "overall"][0]["n_inputs"] == N_INPUTS
+
+
+def test_one_model_in_two_evaluations_and_what_compare_cannot_compare(layout, monkeypatch, capsys):
+    """MODEL@BENCH/PROFILE: the same videos under a second bench (a copy of the first, another name)
+    are the same scores: no difference. Sides that name nothing say so in one line."""
+    import shutil
+
+    monkeypatch.setenv("ARGUS_HOME", str(layout["home"]))
+    first = layout["bench"]
+    if not (layout["home"]).exists():
+        assert main(["evaluate", "--bench", str(first), "--candidates", str(layout["cands"]), "--task", "T2V"]) == 0
+    copy = first.parent / "copy"
+    if not copy.exists():
+        shutil.copytree(first / "T2V", copy / "T2V", ignore=shutil.ignore_patterns("rubrics"))
+    assert main(["evaluate", "--bench", str(copy), "--candidates", str(layout["cands"]), "--task", "T2V",
+                 "--model", "real", "--name", "copy"]) == 0
+    from argus_dagster.infra.settings import load_settings
+
+    other = load_settings()  # the evaluation just made is the latest: the bare MODEL names it
+    assert other.bench == "copy"
+    rc, out = _compare(capsys, f"real@bench/{other.profile}", "real", "--format", "json")
+    result = json.loads(out)
+    [row] = [r for r in result["rows"] if r["dimension"] == "overall"]
+    assert rc == 0 and row["n_inputs"] == N_INPUTS and row["diff"] == 0 and row["ties"] == N_INPUTS, row
+    assert result["a"]["evaluation"] != result["b"]["evaluation"] and result["a"]["name"] == f"real@bench/{other.profile}"
+    rc, out = _compare(capsys, "real", "nobody")
+    assert rc == 2 and "no stored scores of 'nobody'" in out and "its models: real" in out, out
+    rc, out = _compare(capsys, "real", "real")
+    assert rc == 2 and "A and B are the same scores" in out
+    rc, out = _compare(capsys, "real", "real@vlm-only")
+    assert rc == 2 and out.startswith(f"nothing evaluated yet for {other.bench}/vlm-only"), out
