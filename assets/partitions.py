@@ -53,27 +53,6 @@ def partition_key(partitions_def, key: str):
     return key
 
 
-def keys_of_run(tags: dict, instance: dg.DagsterInstance | None = None) -> set[str]:
-    """The partition keys a run materializes, from its tags: its ``dagster/partition``, or every key
-    of its range (a ``task x model`` range or a task range)."""
-    if tags.get("dagster/partition"):
-        return {tags["dagster/partition"]}
-    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
-    if not start or not end:
-        return set()
-    try:
-        if "|" not in start:
-            return set(task_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(start, end)))
-        first, last = (task_model_partitions.get_partition_key_from_str(k).keys_by_dimension for k in (start, end))
-        if first["model"] == last["model"]:  # one model over a stretch of tasks: no store needed
-            tasks = task_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(first["task"], last["task"]))
-            return {str(dg.MultiPartitionKey({"task": t, "model": first["model"]})) for t in tasks}
-        return {str(k) for k in task_model_partitions.get_partition_keys_in_range(
-            dg.PartitionKeyRange(start, end), dynamic_partitions_store=instance)}
-    except Exception:  # a range of partitions since deleted, or models without the instance: none known
-        return set()
-
-
 def tables_by_partition(value) -> dict[str, pl.DataFrame]:
     """An input of a run of one partition (a table) or of many (``{partition: table}``), as a mapping."""
     return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {"": value}

@@ -20,7 +20,7 @@ from argus_dagster.client.instance import local_instance
 from argus_dagster.definitions import best_of_n_tables, latest_record, storage_for
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
-from argus_dagster.infra.tables import recorded_table, stored_table
+from argus_dagster.infra.tables import recorded_table
 from argus_dagster.method.candidate_store import discover
 from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_table
 from argus_dagster.outputs.export import TABLES, combine, with_evaluation
@@ -35,13 +35,6 @@ def evaluation_storage(settings: Settings) -> Storage:
     """The storage of ``settings``' evaluation: its storage resource's (the S3 client, when the
     environment keeps files on S3), through which the command line lists and reads what runs stored."""
     return storage_for(settings=settings).storage.storage()
-
-
-def stored_video_scores(settings: Settings) -> pl.DataFrame | None:
-    """Every stored ``video_scores`` partition of ``settings``' evaluation as one table (None when there
-    is none), read where its environment keeps the tables (a folder, or S3) without opening its instance."""
-    bench, storage, _ = storage_for(settings=settings)
-    return stored_table(bench.storage_dir, "video_scores", storage.storage())
 
 
 def load_stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None, *,

@@ -20,8 +20,8 @@ What each kind of name may contain:
   characters, no control characters, no ``| , [ ]`` (Dagster's multi-partition separators), no
   ``...`` (its range separator), no ``* ?`` (polars reads a stored table's path as a glob, so
   ``a*`` would read ``ab``'s table too), no ``/`` or ``\\``, and no leading or trailing space;
-* a **bench** or **profile** name: letters, digits and ``_ . = + -``; its asset-key prefix and
-  Dagster names use :func:`dagster_name`. A bench name from ``bench.json`` or ``--name`` is held to
+* a **bench** or **profile** name: letters, digits and ``_ . = + -`` (each evaluation has an
+  instance of its own, so neither enters a Dagster name). A bench name from ``bench.json`` or ``--name`` is held to
   this where it enters (:func:`~argus_dagster.infra.settings.bench_name`); a bench named after its folder
   keeps the folder's name. No bench takes a name of the home's own files (:data:`RESERVED_BENCH_NAMES`,
   ``index.html``). Every command the CLI prints for a user to copy is shell-quoted.
@@ -216,11 +216,3 @@ def reserved_bench_problem(name: str) -> str | None:
     return None
 
 
-def dagster_name(name: str) -> str:
-    """The Dagster name (``[A-Za-z0-9_]+``, no ``__``) of a bench or profile: every run of other
-    characters becomes one ``_`` (``judge=qwen2.5-vl-72b`` -> ``judge_qwen2_5_vl_72b``).
-
-    Not injective by itself: the registry of evaluations refuses a new name whose Dagster name is
-    taken. Without ``__`` inside, joining keys with ``__`` (as Dagster's op names do) is unambiguous.
-    """
-    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") or "x"

@@ -349,14 +349,6 @@ def record_bench(bench_dir: str | Path, candidates_dir: str | Path, name: str | 
     return settings
 
 
-def current_bench_hash(settings: Settings) -> str:
-    """The bench hash recorded for ``settings``' evaluation (empty when none is recorded)."""
-    try:
-        return json.loads(settings.record_path.read_text()).get("bench_hash", "")
-    except (OSError, ValueError, AttributeError):
-        return ""
-
-
 def report_url(path: str | Path, reports_dir: Path, base_url: str) -> str:
     """The URL of a file under the reports folder ``reports_dir`` (its path segments percent-encoded,
     so the ``~%E7...`` names of :func:`argus_dagster.infra.names.file_name` resolve) on the reports

@@ -318,7 +318,3 @@ def _discover_listed(candidates_dir: str, bench_dir: str | Path | None, storage=
     return out
 
 
-def discover_models(candidates_dir: str | Path, storage=None) -> dict[str, list[str]]:
-    """``{model: [tasks it has videos for]}`` from ``candidates/<TASK>/<model>/``; model folders whose
-    names cannot be model names are left out (:func:`discover` says why)."""
-    return discover(candidates_dir, storage=storage).models

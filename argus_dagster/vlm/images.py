@@ -8,7 +8,6 @@ many requests is encoded once.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import numpy as np
@@ -33,11 +32,6 @@ def frame_jpeg(frame: np.ndarray | FrameImage) -> bytes:
         except MediaError as exc:
             raise VlmError(str(exc)) from None
     return encode_image(frame)
-
-
-def data_url(frame: np.ndarray | FrameImage) -> str:
-    """A frame as a JPEG data URL; a :class:`FrameImage` reuses its encoding."""
-    return "data:image/jpeg;base64," + base64.b64encode(frame_jpeg(frame)).decode("ascii")
 
 
 def is_image_part(part: Any) -> bool:

@@ -257,17 +257,6 @@ def t2vscore_ratings(data: dict, dimension: str, source: str = "t2vscore") -> Hu
     return HumanRatings(pl.DataFrame(rows, schema=RATINGS_SCHEMA, orient="row"), problems, {dimension: (1.0, 5.0)})
 
 
-def t2vscore_prompts(data: dict) -> dict[str, str]:
-    return {_id(k): v.get("prompt", "") for k, v in data.items()}
-
-
-def import_t2vscore(folder: str | Path) -> tuple[HumanRatings, EvaluatorScores]:
-    """Both human ratings (``alignment`` and ``quality``) and the four automatic metrics' scores."""
-    d = Path(folder)
-    human = merge_human([read_human(d / f"t2vscore_{dim}_score.json") for dim in ("alignment", "quality")])
-    return human, read_scores(d / "t2vscore_results.csv")
-
-
 def aigve_ratings(data: dict, source: str = "aigve") -> HumanRatings:
     """AIGVE's annotations: one record per clip with its ``id``, ``model`` and the nine aspect ratings."""
     rows, problems = [], []

@@ -18,10 +18,6 @@ from argus_dagster.method.evidence.tools.edits import measure_edit
 ANALYSIS_SIDE = 256
 
 
-def _gray(frames: np.ndarray, side: int = ANALYSIS_SIDE) -> np.ndarray:
-    return np.stack([cv2.cvtColor(resize_longest(f, side), cv2.COLOR_RGB2GRAY) for f in frames])
-
-
 def _luma(frames: np.ndarray) -> np.ndarray:
     f = frames.astype(np.float32)
     return 0.299 * f[..., 0] + 0.587 * f[..., 1] + 0.114 * f[..., 2]
