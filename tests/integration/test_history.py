@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -236,3 +237,48 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
                   .select("input_id", "criterion_id").iter_rows() if i == "p0"})
     named = ", ".join(c.replace("_", " ") for c in now[:6]) + (f" and {len(now) - 6} more" if len(now) > 6 else "")
     assert f"prompt of T2V/p0 changed: 1 input, 2 videos; its rubric (now: {named}) is written again" in plan, plan
+
+
+def test_diff_reads_the_latest_two_of_three_passes_or_the_two_named(tmp_path, monkeypatch, capsys):
+    """Three passes, the candidate replaced before each later one (a sliding pattern, a still frame,
+    noise: three different scores): `argus diff` compares pass 2 with pass 3, `argus diff A B` the two
+    passes named, each score as the kept tables hold it."""
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.definitions import materializations
+    from argus_dagster.infra.settings import load_settings
+
+    bench, cands = t2v_bench(tmp_path, n_inputs=1, model="m")
+    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
+    where = ["--bench", str(bench), "--candidates", str(cands)]
+    still = np.repeat(pattern_clip(0)[:1], 24, axis=0)
+    noise = np.random.default_rng(3).integers(0, 255, (24, 64, 96, 3), dtype=np.uint8)
+    for clip in (None, still, noise):
+        if clip is not None:
+            write_video(cands / "T2V" / "m" / "p0.mp4", clip, 12)
+        assert cli.main(["evaluate", *where]) == 0
+    history = materializations(local_instance(load_settings()), "video_scores")
+    scores = [_mean_of(h.table) for h in history]
+    assert len(history) == 3 and len({round(s, 2) for s in scores}) == 3, scores
+    capsys.readouterr()
+    assert cli.main(["history"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    col = re.split(r"\s{2,}", lines[1]).index("pass")
+    ids = [re.split(r"\s{2,}", line)[col] for line in lines[2:]]
+    assert ids == [h.command for h in history], lines
+
+    def diff(*passes) -> tuple[tuple[str, str], tuple[float, float], tuple[float, float]]:
+        """The passes `argus diff` names, its model's mean before and after, and its video's."""
+        assert cli.main(["diff", *passes]) == 0
+        text = capsys.readouterr().out
+        named = re.match(r"video_scores: before = pass (\S+) \(.*\), after = pass (\S+) \(", text)
+        model = re.search(r"^\s+T2V\s+m\s+([\d.]+) \[[\d.]+, [\d.]+\] -> \s*([\d.]+) \[", text, re.M)
+        video = re.search(r"^  T2V x m p0: ([\d.]+) -> ([\d.]+) \([+-][\d.]+\)$", text, re.M)
+        assert named and model and video, text
+        return named.groups(), (float(model[1]), float(model[2])), (float(video[1]), float(video[2]))
+
+    for passes, (a, b) in (((), (1, 2)), ((ids[0], ids[1]), (0, 1)), ((ids[0],), (0, 2))):
+        named, model, video = diff(*passes)
+        assert named == (ids[a], ids[b]), passes
+        assert model == video == pytest.approx((scores[a], scores[b]), abs=0.006), passes

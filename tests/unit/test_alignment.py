@@ -223,6 +223,33 @@ def test_bootstrap_intervals_of_krcc_plcc_and_rmse_hold_the_fit_and_resample_inp
         assert row[f"{name}_lo"] < row[name] < row[f"{name}_hi"], (name, row)
 
 
+def test_pairwise_accuracy_interval_pools_credit_over_the_pairs_of_the_drawn_inputs():
+    # A: 4 candidates, 6 pairs: human tie 1, (1<3, 2<3) 1, (1<3 but 2>1) 0, (2<3, 2<3) 1, (2<3 but 2>1) 0,
+    #    prediction tie on a human difference 0.5 -> 3.5/6 ;  B: 2 candidates, 1 pair, reversed -> 0/1
+    pred, human, groups = [1, 2, 3, 3, 1, 2], [2, 2, 3, 1, 2, 1], ["A"] * 4 + ["B"] * 2
+    # The resamples of two inputs: AA 7/12, AB and BA 3.5/7, BB 0/2, each drawn about 250 times in 1000:
+    # the interval runs from BB's 0 to AA's 7/12 and holds the whole sample's 3.5/7.
+    row = al.align(pred, human, groups, n_boot=1000, seed=0).row()
+    assert (row["pairwise_acc"], row["n_pairs"]) == (0.5, 7)
+    assert (row["pairwise_acc_lo"], row["pairwise_acc_hi"]) == (0.0, pytest.approx(7 / 12))
+
+    # Inputs of 1 to 6 candidates (1 to 15 pairs; a lone candidate has none), ties on both sides
+    rng = np.random.default_rng(8)
+    groups = np.repeat(np.arange(20), rng.integers(1, 7, size=20))
+    pred, human = _tied(rng, len(groups), 4), _tied(rng, len(groups), 3)
+    got = al.bootstrap_intervals(pred, human, groups, n_boot=300, seed=4)["pairwise_acc"]
+    accs = []
+    for pick in np.random.default_rng(4).integers(0, 20, size=(300, 20)):
+        credit = total = 0
+        for k in pick:
+            for i, j in itertools.combinations(np.flatnonzero(groups == k), 2):
+                total += 1
+                credit += (1 if human[i] == human[j] else 0.5 if pred[i] == pred[j]
+                           else float((pred[i] > pred[j]) == (human[i] > human[j])))
+        accs.append(credit / total)
+    assert got == pytest.approx((np.percentile(accs, 2.5), np.percentile(accs, 97.5)))
+
+
 # --- the whole table ------------------------------------------------------------------------------
 
 

@@ -5,9 +5,12 @@ dimensions, and a folder that `datasets` and PIL load."""
 import json
 import re
 
+import cv2
 import numpy as np
 import pytest
+from unit_helpers import FPS, W, moving_frames, texture
 
+from argus_dagster.infra.media import write_video
 from argus_dagster.protocols.firm import export as fx
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, PQ, WC
 
@@ -178,3 +181,35 @@ def test_every_dimension_has_an_instance(tmp_path):
                             video_frames=_frames, condition_frames=_conditions)
     lines = [json.loads(x) for x in (tmp_path / "o" / fx.JSONL).read_text().splitlines()]
     assert [r["dimension"] for r in lines] == list(DIMENSIONS) and res.per_dimension[PQ] == 1
+
+
+def test_tasks_sharing_an_input_id_each_show_their_own_condition_media(tmp_path):
+    """TI2V and TS2V both have an input ``p0``: each task's IF instance shows its own condition image
+    (the written file's pixels are that task's source image), never the other task's."""
+    from PIL import Image
+
+    first_frame, subject = texture(1, width=W), texture(2, width=W)  # blocky, and unlike each other
+    media = tmp_path / "media"
+    media.mkdir()
+    cv2.imwrite(str(media / "ti2v_p0.png"), first_frame[:, :, ::-1])  # cv2 writes BGR: the file holds the RGB
+    cv2.imwrite(str(media / "ts2v_p0.png"), subject[:, :, ::-1])
+    for task, seed in (("TI2V", 3), ("TS2V", 4)):
+        write_video(media / f"{task}_m_p0.mp4", moving_frames(seed, n=12), FPS)
+    inputs = {("TI2V", "p0"): {"prompt": "The kite lifts off", "first_frame": str(media / "ti2v_p0.png")},
+              ("TS2V", "p0"): {"prompt": "This cat walks", "subject_images": [str(media / "ts2v_p0.png")]}}
+    rows = [_score_row(task, "p0", uri=str(media / f"{task}_m_p0")) for task in ("TI2V", "TS2V")]
+    out = tmp_path / "firm"
+    res = fx.export_dataset(out, rows, {}, inputs)  # the real readers: media as `argus export firm` reads them
+    assert (res.n_videos, res.left_out) == (2, [])
+
+    by = {r["id"]: r for r in map(json.loads, (out / fx.JSONL).read_text().splitlines())}
+    sources = {"TI2V": ("first_frame", first_frame), "TS2V": ("subject_image", subject)}
+    for task, (role, own) in sources.items():
+        rec = by[f"{task}/m/p0/if"]
+        with Image.open(out / rec["images"][0]) as im:
+            shown = np.asarray(im.convert("RGB"), dtype=float)
+        other = next(img for t, (_, img) in sources.items() if t != task)
+        assert shown.shape == own.shape
+        # JPEG keeps the blocky image within a few levels (about 5); the other task's is about 44 away
+        assert np.abs(shown - own).mean() < 10 < 30 < np.abs(shown - other).mean(), (task, rec["images"][0])
+        assert rec["image_roles"] == [role] + ["output_video"] * 3, rec["image_roles"]

@@ -3,13 +3,14 @@ and the model pairs that disagree most; it is one file that links only pages tha
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
 from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
-from argus_dagster.outputs.samples import COLUMNS, model_disagreements, render_samples, sample_rows
+from argus_dagster.outputs.samples import COLUMNS, model_disagreements, render_samples, sample_rows, write_samples
 
 
 def _videos() -> pl.DataFrame:
@@ -46,6 +47,25 @@ def test_every_video_is_a_row_as_stored(tmp_path):
     assert next(r for r in rows if r["final_score"] is None)["error"] == "decode failed"
     assert "</script>" not in html.split('id="rows">')[1].split("</script>")[0]  # a model's name cannot end the data
     assert [c["key"] for c in _embedded(html, "columns")] == [k for k, _, _ in COLUMNS]
+
+
+def test_each_video_shows_its_own_models_firm_ratings(tmp_path):
+    """FIRM-Video rates each model's video of an input: a row shows the ratings of its own model's video
+    (task, model, input and sample), none where FIRM-Video did not run on that model."""
+    videos = frame([{"task": "T2V", "model": m, "input_id": f"p{i}", "sample": "", "final_score": 5.0 + i,
+                     "judge": "evidence-only"} for m in ("a", "b", "c") for i in range(2)], VIDEO_SCORES)
+    ratings = {("a", "p0"): (5, 4, 3), ("a", "p1"): (4, 5, 2), ("b", "p0"): (1, 2, 4), ("b", "p1"): (2, 1, None)}
+    firm = pl.DataFrame([{"task": "T2V", "model": m, "input_id": i, "sample": "", "if_rating": r[0], "wc_rating": r[1],
+                          "pq_rating": r[2]} for (m, i), r in ratings.items()])  # none for c
+    (tmp_path / "reports" / "T2V" / "b" / "firm").mkdir(parents=True)
+    (tmp_path / "reports" / "T2V" / "b" / "firm" / "p0.html").write_text("<p>checklist</p>")
+    page = write_samples(tmp_path / "reports", tmp_path / "storage", video_scores=videos, firm_scores=firm)
+    html = Path(page).read_text(encoding="utf-8")
+    rows = _embedded(html, "rows")
+    shown = [(r["model"], r["input_id"], (r["firm_if"], r["firm_wc"], r["firm_pq"])) for r in rows]
+    assert shown == [(m, i, ratings.get((m, i), (None, None, None))) for m in ("a", "b", "c") for i in ("p0", "p1")], shown
+    assert [(r["model"], r["input_id"]) for r in rows if r["firm_href"]] == [("b", "p0")]  # its own checklist page
+    assert [c["name"] for c in _embedded(html, "columns") if c["key"].startswith("firm_")] == ["FIRM IF", "FIRM WC", "FIRM PQ"]
 
 
 def test_the_pairs_that_disagree_most_come_first():
