@@ -1,5 +1,5 @@
 """The cost ledger as an asset of its own: what every VLM request of the evaluation cost, one row per
-stage, task and model and a total (:func:`argus_dagster.method.leaderboard.cost_table`), from the stage
+stage, task and model and a total (:func:`argus_dagster.method.ledger.cost_table`), from the stage
 tables it declares as inputs: the rubrics, VideoArgus's video scores, FIRM-Video's checklists and
 scores, VEFX-Bench's scores. A protocol that never ran is a missing input: its stage has no rows.
 
@@ -10,7 +10,7 @@ It follows those tables by declarative automation; the site shows it, ``argus ev
 import dagster as dg
 import polars as pl
 
-from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_summary, cost_table, format_costs
+from argus_dagster.method.ledger import LEDGER_STAGES, cost_summary, cost_table, format_costs
 from resources.bench import BenchResource
 from resources.storage import StorageResource
 

@@ -59,7 +59,7 @@ def export_metadata(tables: dict[str, pl.DataFrame], bench: BenchResource, store
 LEADERBOARD_VOLATILE: tuple[str, ...] = ()
 
 
-@dg.asset(code_version="9", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
+@dg.asset(code_version="10", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})

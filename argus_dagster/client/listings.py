@@ -49,7 +49,7 @@ def evaluation_costs(home, record: dict) -> dict:
     environment keeps them there); nothing known where there are none or they cannot be read."""
     from argus_dagster.definitions import storage_for  # deferred: start-up time (Dagster) of argus env and of a home with none
     from argus_dagster.infra.tables import stored_table  # deferred: as above (polars)
-    from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_summary, cost_table  # deferred: as above (polars)
+    from argus_dagster.method.ledger import LEDGER_STAGES, cost_summary, cost_table  # deferred: as above (polars)
 
     where = Settings(home, Path(record["bench_dir"]), Path(record["candidates_dir"]), record["bench"], record["profile"])
     try:

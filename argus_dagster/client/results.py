@@ -22,7 +22,7 @@ from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import recorded_table
 from argus_dagster.method.candidate_store import discover
-from argus_dagster.method.leaderboard import LEDGER_STAGES, cost_table
+from argus_dagster.method.ledger import LEDGER_STAGES, cost_table
 from argus_dagster.outputs.export import TABLES, combine, with_evaluation
 from argus_dagster.outputs.history_words import split_partition
 from argus_dagster.protocols.firm.export import check_out_folder, default_condition_frames, default_video_frames, export_dataset

@@ -21,7 +21,7 @@ S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean
 # (retries included), transport and parse retries, the answers' prompt, cached-prompt and completion
 # tokens (``usage``), images and their JPEG bytes sent, and the requests' latencies summed (``request_ms``,
 # request-milliseconds). Summed per video, per stage x task x model and per evaluation (the cost ledger,
-# :func:`argus_dagster.method.leaderboard.cost_table`).
+# :func:`argus_dagster.method.ledger.cost_table`).
 COSTS = {"vlm_requests": I, "vlm_retries": I, "vlm_parse_retries": I, "prompt_tokens": I, "cached_tokens": I,
          "completion_tokens": I, "images_sent": I, "image_bytes_sent": I, "request_ms": I}
 INPUT_INSTANCES = {"task": S, "input_id": S, "prompt": S, "first_frame": S, "subject_images": pl.List(S),
@@ -49,11 +49,13 @@ VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "base_score":
 # ``rank``: competition rank of the mean (ties share it); ``rank_low``-``rank_high``: the ranks the model
 # takes in 95% of the same bootstrap's resamples; ``shares_top``: rank 1 lies in that interval;
 # ``loses_to``: models ranked below it that beat it on most shared inputs; ``partial_evidence``: the scored
-# criteria cover less than half of the rubric weight; ``not_judged``: the dimensions left unscored.
+# criteria cover less than half of the rubric weight; ``not_judged``: the dimensions left unscored;
+# ``dimensions`` and ``dimension_means``: the model's mean criterion score per measured dimension (by number),
+# what leads where a ranking rests on partial evidence.
 LEADERBOARD = {"bench": S, "profile": S, "task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
                "n_scored": F, "n_criteria": F, "weight_scored": F, "covers": S, "judge": S, "needs_vlm": pl.List(S),
                "ci_scope": S, "rank": I, "rank_low": I, "rank_high": I, "shares_top": B, "loses_to": S,
-               "partial_evidence": B, "not_judged": S}
+               "partial_evidence": B, "not_judged": S, "dimensions": pl.List(I), "dimension_means": pl.List(F)}
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from argus_dagster.infra.tables import COSTS, LEADERBOARD, frame
+from argus_dagster.infra.tables import LEADERBOARD, frame
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 
 
@@ -102,6 +102,50 @@ def unscored_dimensions(criteria: pl.DataFrame | None, task: str, model: str) ->
     return [DIMENSIONS.get(int(d), f"dimension {d}") for d in dims]
 
 
+def dimension_means(criteria: pl.DataFrame | None, task: str, model: str) -> tuple[list[int], list[float]]:
+    """``model``'s mean criterion score per dimension of ``task`` that some score judged (its scored
+    criteria over all its videos), dimensions by number: ``([9, 12], [7.9, 0.5])``."""
+    if criteria is None or not criteria.height or not {"dimension", "score"} <= set(criteria.columns):
+        return [], []
+    g = criteria.filter((pl.col("task") == task) & (pl.col("model") == model) & pl.col("score").is_not_null()
+                        & pl.col("dimension").is_not_null())
+    means = g.group_by("dimension").agg(pl.col("score").cast(pl.Float64).mean()).sort("dimension")
+    return [int(d) for d in means["dimension"].to_list()], [float(m) for m in means["score"].to_list()]
+
+
+def rests_on_partial_evidence(rows: list[dict]) -> bool:
+    """Whether a task's ranking rests on partial evidence: some model's scored criteria cover less than
+    half of the rubric weight. Then no overall leader is named; the ranking per dimension leads."""
+    return any(r.get("partial_evidence") for r in rows)
+
+
+def dimension_ranking(rows: list[dict]) -> list[tuple[int, str, list[tuple[str, float]]]]:
+    """Per dimension some model of the task was measured on (by number): its name and the models'
+    mean criterion scores, best first (ties by name), from the leaderboard rows' ``dimensions`` and
+    ``dimension_means``."""
+    per: dict[int, list[tuple[str, float]]] = {}
+    for r in rows:
+        for d, m in zip(r.get("dimensions") or [], r.get("dimension_means") or []):
+            if d is not None and m is not None:
+                per.setdefault(int(d), []).append((str(r["model"]), float(m)))
+    return [(d, DIMENSIONS.get(d, f"dimension {d}"), sorted(per[d], key=lambda mm: (-mm[1], mm[0]))) for d in sorted(per)]
+
+
+def ranking_text(ranking: list[tuple[str, float]]) -> str:
+    """``faithful 9.07 > blurry 8.40 = frozen 8.40 > flicker 0.47``: best first, equal means joined by ``=``."""
+    out = ""
+    for k, (model, mean) in enumerate(ranking):
+        if k:
+            out += " = " if abs(ranking[k - 1][1] - mean) <= RANK_TIE else " > "
+        out += f"{model} {mean:.2f}"
+    return out
+
+
+def dimension_leaders(ranking: list[tuple[str, float]]) -> list[str]:
+    """The models at the best mean of one dimension's ranking."""
+    return [m for m, v in ranking if ranking and v >= ranking[0][1] - RANK_TIE]
+
+
 def _task_ranks(g: pl.DataFrame, models: list[str], means: list[float | None]) -> dict[str, dict]:
     """Per model of one task: its rank, its score and rank intervals from one bootstrap over inputs,
     whether it shares the top, and the models below it that beat it on most shared inputs."""
@@ -160,6 +204,7 @@ def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, prof
                 needs = sorted({c for v in (ok["needs_vlm"] if "needs_vlm" in cols else []) if v is not None for c in v})
                 weight = _mean(ok["weight_scored"].to_list()) if "weight_scored" in cols else None
                 unscored = unscored_dimensions(criteria, task, model)
+                dims, dim_means = dimension_means(criteria, task, model)
                 task_rows.append({"bench": bench, "profile": profile, "task": task, "model": model,
                                   "mean_final": float(finals.mean()) if len(finals) else None,
                                   "n_videos": int(len(finals)), "n_errors": int(g.height - len(finals)),
@@ -172,7 +217,8 @@ def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, prof
                                   "ci_scope": "scored criteria only" if needs or ("n_scored" in cols and any(
                                       (a or 0) < (b or 0) for a, b in zip(ok["n_scored"], ok["n_criteria"]))) else "all criteria",
                                   "partial_evidence": None if weight is None else weight < PARTIAL_WEIGHT,
-                                  "not_judged": ", ".join(unscored or needs) or None})
+                                  "not_judged": ", ".join(unscored or needs) or None,
+                                  "dimensions": dims, "dimension_means": dim_means})
             ranked = _task_ranks(tg, [r["model"] for r in task_rows], [r["mean_final"] for r in task_rows])
             rows += [{**r, **ranked[r["model"]]} for r in task_rows]
     return frame(rows, LEADERBOARD).sort(["task", "rank", "model"], nulls_last=True)
@@ -208,122 +254,6 @@ def coverage_text(n_scored: float | None, n_criteria: float | None, judge: str |
 
     mean = "" if whole(n_scored or 0) and whole(n_criteria) else "mean "
     return f"{mean}{num(n_scored or 0)} of {num(n_criteria)} criteria · {judge or 'no judge'}"
-
-
-# The cost ledger's stages: the stored table whose rows carry each stage's ``COSTS`` (rubric generation
-# and FIRM's checklists are output-blind: their rows have no model), in the order the ledger lists them.
-LEDGER_STAGES = {"rubrics": "rubrics", "videoargus": "video_scores", "firm_checklists": "firm_checklists",
-                 "firm": "firm_scores", "vefx": "vefx_scores"}
-TOTAL = "total"
-# No row of a stored table can hold more of any count than this (a video's answers, each at most
-# vlm.MAX_TOKENS_PER_ANSWER): a larger or negative value is read clamped, and sums are taken in 128 bits
-# and kept at most the largest 64-bit integer, so no sum wraps.
-ROW_BOUND = 2 ** 40
-_INT64_MAX = 2 ** 63 - 1
-LEDGER = {"stage": pl.String, "task": pl.String, "model": pl.String, "n_videos": pl.Int64, **COSTS,
-          "request_seconds": pl.Float64, "prompt_tokens_per_video": pl.Float64, "cached_share": pl.Float64}
-
-
-def _stage_rows(stage: str, table: pl.DataFrame) -> pl.DataFrame:
-    """One stage's stored rows summed per task and model (``""`` for an output-blind stage)."""
-    present = [k for k in COSTS if k in table.columns]  # tables written before a column was kept lack it
-    if "cached_tokens" in present:  # a row never caches more than its prompt
-        prompt = pl.col("prompt_tokens").fill_null(0) if "prompt_tokens" in present else pl.lit(0)
-        table = table.with_columns(pl.min_horizontal(pl.col("cached_tokens").fill_null(0), prompt).alias("cached_tokens"))
-    model = pl.col("model").fill_null("") if "model" in table.columns else pl.lit("")
-    videos = pl.len() if "model" in table.columns else pl.lit(0, pl.Int64)
-    return (table.with_columns(model.alias("model"), pl.lit(stage).alias("stage"))
-            .group_by("stage", "task", "model")
-            .agg(videos.cast(pl.Int64).alias("n_videos"),
-                 *[pl.col(k).fill_null(0).clip(0, ROW_BOUND).cast(pl.Int128).sum().clip(0, _INT64_MAX)
-                   .cast(pl.Int64).alias(k) for k in present])
-            .with_columns(*[pl.lit(0, pl.Int64).alias(k) for k in COSTS if k not in present]))
-
-
-def cost_table(video_scores: pl.DataFrame | None = None, *, stages: dict[str, pl.DataFrame | None] | None = None
-               ) -> pl.DataFrame:
-    """The cost ledger: what every VLM request of an evaluation cost, one row per stage, task and
-    model, and a last row (stage ``total``) for the whole evaluation.
-
-    ``stages`` maps a stage of :data:`LEDGER_STAGES` to its stored table (``video_scores`` alone is
-    the ``videoargus`` stage). Each row sums its rows' ``COSTS`` (requests as the server saw them,
-    retries, tokens, images, ``request_ms``), with ``request_seconds``, the prompt tokens per video
-    (for a stage that scores videos) and the share of prompt tokens the server had cached (0-1).
-    The total's ``n_videos`` is the most videos any stage covered. Empty without any row."""
-    tables = dict(stages or {})
-    if video_scores is not None:
-        tables["videoargus"] = video_scores
-    parts = [_stage_rows(stage, t) for stage, t in tables.items() if t is not None and t.height]
-    if not parts:
-        return pl.DataFrame(schema=LEDGER)
-    order = {s: i for i, s in enumerate(LEDGER_STAGES)}
-    rows = pl.concat([p.select("stage", "task", "model", "n_videos", *COSTS) for p in parts])
-    rows = rows.sort(pl.col("stage").replace_strict(order, default=len(order), return_dtype=pl.Int64), "task", "model")
-    total = rows.select(pl.lit(TOTAL).alias("stage"), pl.lit("").alias("task"), pl.lit("").alias("model"),
-                        pl.col("n_videos").sum().over("stage").max().alias("n_videos"),
-                        *[pl.col(k).cast(pl.Int128).sum().clip(0, _INT64_MAX).cast(pl.Int64).alias(k) for k in COSTS])
-    out = pl.concat([rows, total.select(rows.columns)])
-    return out.with_columns(
-        (pl.col("request_ms") / 1000).alias("request_seconds"),
-        pl.when(pl.col("n_videos") > 0).then(pl.col("prompt_tokens") / pl.col("n_videos"))
-        .otherwise(None).alias("prompt_tokens_per_video"),
-        pl.when(pl.col("prompt_tokens") > 0)
-        .then(pl.min_horizontal("cached_tokens", "prompt_tokens") / pl.col("prompt_tokens"))
-        .otherwise(None).alias("cached_share")).select(list(LEDGER))
-
-
-def ledger_total(costs: pl.DataFrame) -> dict | None:
-    """The ledger's ``total`` row, None when it has none."""
-    if not costs.height or "stage" not in costs.columns:
-        return None
-    total = costs.filter(pl.col("stage") == TOTAL)
-    return total.row(0, named=True) if total.height else None
-
-
-def cost_summary(costs: pl.DataFrame) -> dict:
-    """One evaluation's totals (the ledger's ``total`` row): videos, requests, request-seconds, tokens,
-    prompt tokens per video and the share cached (0-1)."""
-    total = ledger_total(costs) or {}
-    n = int(total.get("n_videos") or 0)
-    prompt, cached = int(total.get("prompt_tokens") or 0), int(total.get("cached_tokens") or 0)
-    return {"n_videos": n, "vlm_requests": int(total.get("vlm_requests") or 0),
-            "request_seconds": float(total.get("request_seconds") or 0.0),
-            "prompt_tokens": prompt, "cached_tokens": cached,
-            "completion_tokens": int(total.get("completion_tokens") or 0),
-            "images_sent": int(total.get("images_sent") or 0),
-            "prompt_tokens_per_video": prompt / n if n else None,
-            "cached_share": min(max(cached, 0), prompt) / prompt if prompt > 0 else None}
-
-
-def share_text(share: float | None) -> str:
-    """A cached share as a person reads it: ``-`` when unknown, else a percentage of 0-100%."""
-    if share is None or share != share:
-        return "-"
-    return f"{min(max(share, 0.0), 1.0):.0%}"
-
-
-def format_costs(costs: pl.DataFrame) -> str:
-    """The cost ledger as plain text, one line per stage, task and model, and the evaluation's total."""
-    lines = [f"{'stage':<15} {'task':<6} {'model':<18} {'videos':>6} {'requests':>8} {'req s':>8} {'retries':>7} "
-             f"{'parse':>5} {'prompt tok':>11} {'cached':>7} {'compl tok':>9} {'images':>7} {'image MB':>8} "
-             f"{'prompt tok/video':>16}"]
-    for r in costs.iter_rows(named=True):
-        if r["stage"] == TOTAL:
-            continue
-        per_video = "-" if r["prompt_tokens_per_video"] is None else f"{r['prompt_tokens_per_video']:.0f}"
-        lines.append(f"{r['stage']:<15} {r['task']:<6} {r['model'] or '-':<18} {r['n_videos']:>6} {r['vlm_requests']:>8} "
-                     f"{r['request_seconds']:>8.1f} {r['vlm_retries']:>7} {r['vlm_parse_retries']:>5} "
-                     f"{r['prompt_tokens']:>11} {share_text(r['cached_share']):>7} {r['completion_tokens']:>9} "
-                     f"{r['images_sent']:>7} {r['image_bytes_sent'] / 1e6:>8.1f} {per_video:>16}")
-    total = cost_summary(costs)
-    if total["prompt_tokens"]:
-        per_video = "-" if total["prompt_tokens_per_video"] is None else f"{total['prompt_tokens_per_video']:.0f}"
-        lines.append(f"total: {total['vlm_requests']} requests, {total['request_seconds']:.1f} request-seconds, "
-                     f"{total['prompt_tokens']} prompt tokens ({share_text(total['cached_share'])} cached), "
-                     f"{per_video} per video; {total['completion_tokens']} completion tokens")
-    else:
-        lines.append(f"total: {total['vlm_requests']} requests, no VLM tokens reported")
-    return "\n".join(lines)
 
 
 def rank_text(r: dict) -> str:
@@ -376,6 +306,13 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
         rows = g.to_dicts()
         has_ranks = "rank" in g.columns and g["rank"].drop_nulls().len() > 0
         out.append(f"{task}")
+        partial_task = rests_on_partial_evidence(rows)
+        if partial_task:  # no crowned leader: the ranking per measured dimension leads, the overall rank is marked
+            out.append(f"  no overall leader: {partial_evidence_text(rows)}")
+            ranking = dimension_ranking(rows)
+            if ranking:
+                out.append("  per measured dimension (mean criterion score, best first):")
+                out += [f"    {d} {name}: {ranking_text(r)}" for d, name, r in ranking]
         width = max([41] + [len(f"{r['covers']} · {r.get('judge') or 'no judge'}") for r in rows if r.get("covers")])
         out.append(f"  {'rank':>4}  {'95% rank':>8}  {'model':<18} {'final':>6}  {'covers':<{width}} {'95% CI*':>13}  {'n':>3}  {'errors':>6}")
         needs: set[str] = set()
@@ -388,20 +325,20 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
             ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if r["ci_low"] is not None else "-"
             covers = (f"{r['covers']} · {r.get('judge') or 'no judge'}" if r.get("covers")
                       else coverage_text(r.get("n_scored"), r.get("n_criteria"), r.get("judge")))
-            out.append(f"  {rank if rank is not None else '-':>4}  {rank_text(r):>8}  {r['model']:<18} {score}  "
+            shown = "-" if rank is None else (f"({rank})" if partial_task else str(rank))
+            out.append(f"  {shown:>4}  {rank_text(r):>8}  {r['model']:<18} {score}  "
                        f"{covers:<{width}} {ci:>13}  {r['n_videos']:>3}  {r['n_errors']:>6}")
             needs |= set(r.get("needs_vlm") or [])
             partial |= r.get("ci_scope") == "scored criteria only"
         out.append("  * the interval covers " + ("the scored criteria only" if partial else "all criteria"))
         top = top_models(rows)
-        if len(top) > 1:
+        if partial_task:
+            out.append("  (rank): the overall rank, on partial evidence: not a verdict")
+        elif len(top) > 1:
             out.append(f"  no single leader: {', '.join(top)} share the top (rank 1 within their 95% rank interval)")
         for r in rows:
             if r.get("loses_to"):
                 out.append(f"  {r['model']} is ranked above, but loses to {r['loses_to']}")
-        evidence = partial_evidence_text(rows)
-        if evidence:
-            out.append(f"  {evidence}")
         if needs:
             out.append(f"  needs a VLM (not scored): {', '.join(sorted(needs))}")
         out.append("")

@@ -3,7 +3,7 @@
 The tables are the ones the runs stored (nothing is recomputed): ``leaderboard`` (per task and
 model), ``video_scores`` (per video) and ``criterion_scores`` (per video and criterion); ``costs`` is
 the cost ledger per task and model, the sums of the stored video scores' VLM costs
-(:func:`argus_dagster.method.leaderboard.cost_table`). Parquet and
+(:func:`argus_dagster.method.ledger.cost_table`). Parquet and
 JSON keep every column as stored, lists included; CSV holds no lists or structs, so
 :func:`flatten_for_csv` writes a list as its items joined by :data:`LIST_SEPARATOR` and a struct as
 one column per field (``<column>.<field>``). ``docs/exports.md`` describes every column.

@@ -35,15 +35,17 @@ from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
 from argus_dagster.method.leaderboard import (
     competition_ranks,
-    cost_summary,
-    cost_table,
+    dimension_leaders,
+    dimension_ranking,
     pairwise_win_rates,
     partial_evidence_text,
     rank_text,
-    share_text,
+    ranking_text,
+    rests_on_partial_evidence,
     top_models,
     usual_coverage,
 )
+from argus_dagster.method.ledger import cost_summary, cost_table, share_text
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 from argus_dagster.outputs.changes import STYLE as CHANGES_STYLE
 from argus_dagster.outputs.changes import changes_section
@@ -55,8 +57,10 @@ from argus_dagster.protocols.alignment.plots import slug
 
 BASE_COLUMNS = ("task", "model", "mean_final", "ci_low", "ci_high", "n_videos", "n_errors")
 # Shown once per task (coverage as one cell, the judge and the criteria that need a VLM below the
-# table, bench and profile in the page's header) rather than as a column each.
-SHOWN_ELSEWHERE = ("bench", "profile", "n_scored", "n_criteria", "weight_scored", "judge", "needs_vlm", "ci_scope")
+# table, bench and profile in the page's header, the dimension means in the heat map and, where no
+# overall leader is named, in the ranking per dimension above the table) rather than as a column each.
+SHOWN_ELSEWHERE = ("bench", "profile", "n_scored", "n_criteria", "weight_scored", "judge", "needs_vlm", "ci_scope",
+                   "covers", "dimensions", "dimension_means")
 # The rank, its 95% interval and the pairwise contradiction have columns of their own; which models share
 # the top and whether the ranking rests on partial evidence are said below the table.
 RANK_COLUMNS = ("rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged")
@@ -67,7 +71,7 @@ ALIGNMENT_SHOWN = (("task", "task"), ("dimension", "human dimension"), ("evaluat
                    ("pairwise_acc", "pairwise accuracy"), ("within_input_srcc", "within-input SRCC"), ("mae", "MAE"))
 OVERVIEW_STYLE = """
 nav a{margin-right:12px} h2{font-size:18px} h3{font-size:14px;margin:16px 0 6px}
-table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.costs,table.best-of-n,table.firm,table.vefx{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
+table.dimension-ranking,table.leaderboard,table.heat,table.inputs,table.alignment,table.winrate,table.costs,table.best-of-n,table.firm,table.vefx{width:auto;min-width:480px} .heat td.score{color:#1b1f24} .plot{max-width:640px;display:block;margin:8px 0}
 .scatter{display:flex;flex-wrap:wrap;gap:8px} .scatter img{width:320px;border:1px solid #d0d7de}
 section{border-top:1px solid #d0d7de;margin-top:24px}
 table.sortable th{cursor:pointer;user-select:none} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
@@ -170,14 +174,17 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
             + "<th>model</th><th>score</th><th>95% interval</th><th>videos</th><th>errors</th>"
             + ("<th>covers</th>" if has_coverage else "") + ("<th>loses to</th>" if has_losses else "")
             + "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in extra) + "</tr></thead>")
+    partial = rests_on_partial_evidence(lb.to_dicts())
     rows = []
     for rank, r in zip(ranks, lb.iter_rows(named=True)):
         model = str(r["model"])
+        shown = "–" if rank is None else (f'<span title="the overall rank, on partial evidence: not a verdict">({rank})</span>'
+                                          if partial else str(rank))
         index = f"{task}/{file_name(model)}/index.html"
         name = (f'<a href="{href(task, file_name(model), "index.html")}">{esc(model)}</a>' if index in present
                 else esc(model))
         ci = f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]" if r.get("ci_low") is not None else "–"
-        rows.append(f'<tr data-model="{esc(model)}"><td class="num">{"–" if rank is None else rank}</td>'
+        rows.append(f'<tr data-model="{esc(model)}"><td class="num rank" data-sort="{_sort_value(rank)}">{shown}</td>'
                     + (f'<td class="num" data-sort="{_sort_value(r.get("rank_low"))}">{esc(rank_text(r))}</td>'
                        if has_interval else "") + f'<td>{name}</td>'
                     f'<td class="score num" data-sort="{_sort_value(r["mean_final"])}">{_num(r["mean_final"])}</td>'
@@ -189,11 +196,20 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
                     + "".join(f"<td>{_cell(r[c])}</td>" for c in extra) + "</tr>")
     notes = []
     top = top_models(lb.to_dicts())
-    if len(top) > 1:
-        notes.append(f"no single leader: <b>{esc(', '.join(top))}</b> share the top (rank 1 within their 95% rank interval)")
     evidence = partial_evidence_text(lb.to_dicts())
-    if evidence:
-        notes.append(f'<span class="partial-evidence">{esc(evidence)}</span>')
+    lead = ""
+    if partial:  # no crowned leader: the ranking per measured dimension leads, the overall rank is marked
+        ranking = dimension_ranking(lb.to_dicts())
+        lead = (f'<div class="no-leader"><p><b>No overall leader</b>: <span class="partial-evidence">{esc(evidence)}</span>.'
+                + (" Per measured dimension (mean criterion score, best first):</p>" if ranking else "</p>")
+                + ('<table class="dimension-ranking"><thead><tr><th>dimension</th><th>leads</th><th>ranking</th></tr></thead>'
+                   "<tbody>" + "".join(f'<tr data-dimension="{d}"><td>{d} {esc(name)}</td>'
+                                       f'<td class="leads">{esc(", ".join(dimension_leaders(r)))}</td>'
+                                       f'<td class="ranking">{esc(ranking_text(r))}</td></tr>' for d, name, r in ranking)
+                   + "</tbody></table>" if ranking else "") + "</div>")
+        notes.append("(rank): the overall rank, on partial evidence: not a verdict")
+    elif len(top) > 1:
+        notes.append(f"no single leader: <b>{esc(', '.join(top))}</b> share the top (rank 1 within their 95% rank interval)")
     if one_judge:
         notes.append(f"judged by <b>{esc(judges[0])}</b>")
     if "ci_scope" in lb.columns and "scored criteria only" in lb["ci_scope"].to_list():
@@ -203,7 +219,7 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
     if needs:
         facts += (f'<details class="facts"><summary>{len(needs)} criteria need a VLM judge (not scored here)</summary>'
                   f'<div class="muted">{esc(", ".join(needs))}</div></details>')
-    return f'<table class="leaderboard sortable">{head}<tbody>{"".join(rows)}</tbody></table>{facts}'
+    return f'{lead}<table class="leaderboard sortable">{head}<tbody>{"".join(rows)}</tbody></table>{facts}'
 
 
 def interval_svg(task: str, rows: list[dict], width: int = 640) -> str:
@@ -499,7 +515,7 @@ def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *
                     changes_note: str = "", people: pl.DataFrame | None = None) -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
     or an ``s3://`` prefix of ``store``, listed once). ``costs`` is the evaluation's cost ledger
-    (:func:`~argus_dagster.method.leaderboard.cost_table`; without it, that of ``video_scores``).
+    (:func:`~argus_dagster.method.ledger.cost_table`; without it, that of ``video_scores``).
     ``firm_scores``, ``vefx_board`` (``vefx_leaderboard``) and ``vefx_scores``: the other protocols'
     stored tables, each a section where there is one (:mod:`argus_dagster.outputs.protocol_sections`).
     ``changes``: the latest two passes compared (:mod:`argus_dagster.outputs.changes`), or
@@ -615,10 +631,14 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
 
 def task_leader(task: str, lb: pl.DataFrame) -> str:
     """``T2V: good 8.00`` where one model holds rank 1 alone (within its 95% rank interval);
-    ``T2V: no single leader, a, b share the top`` otherwise; and whether the ranking rests on partial
-    evidence, naming what is not judged. HTML, escaped."""
+    ``T2V: no single leader, a, b share the top`` otherwise. Where the ranking rests on partial evidence
+    no overall leader is named: what is not judged, then who leads each measured dimension. HTML, escaped."""
     rows = lb.to_dicts()
     top = top_models(rows)
+    if rests_on_partial_evidence(rows):  # no crowned leader: who leads each measured dimension
+        leads = "; ".join(f"{name}: {', '.join(dimension_leaders(r))}" for _, name, r in dimension_ranking(rows))
+        return (f'{esc(task)}: no overall leader <span class="partial-evidence">({esc(partial_evidence_text(rows))})</span>'
+                + (f"; per dimension: {esc(leads)}" if leads else ""))
     if len(top) == 1:
         mean = next(r["mean_final"] for r in rows if str(r["model"]) == top[0])
         text = f"{esc(task)}: {esc(top[0])} {mean:.2f}"

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from argus_dagster.infra.tables import COSTS
-from argus_dagster.method.leaderboard import TOTAL, cost_summary, cost_table, format_costs, share_text
+from argus_dagster.method.ledger import TOTAL, cost_summary, cost_table, format_costs, share_text
 from argus_dagster.outputs.overview import render_overview
 from argus_dagster.vlm.ledger import MAX_TOKENS_PER_ANSWER, CallStats, cached_share, usage_counts
 

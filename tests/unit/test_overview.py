@@ -433,10 +433,33 @@ def test_a_models_coverage_is_whole_criteria_in_its_row_and_in_the_terminal():
     assert covers == {"a": "3 of 8 criteria on most videos", "b": "5 of 7 criteria on all 3 videos"}
     assert usual_coverage([2], [6]) == "2 of 6 criteria on every video" and usual_coverage([], []) == ""
     table = format_leaderboard(lb).splitlines()
-    head = re.split(r"\s{2,}", table[1].strip())
+    at = next(i for i, line in enumerate(table) if line.strip().startswith("rank"))  # below the per-dimension lead
+    head = re.split(r"\s{2,}", table[at].strip())
     col = head.index("covers")
-    shown = {line.split()[2]: re.split(r"\s{2,}", line.strip())[col] for line in table[2:4]}
+    shown = {line.split()[2]: re.split(r"\s{2,}", line.strip())[col] for line in table[at + 1:at + 3]}
     assert shown == {m: f"{covers[m]} · evidence-only" for m in "ab"}, table
     page = render_overview(Path("/nowhere"), lb)
     cells = dict(re.findall(r'<tr data-model="(\w)">.*?<td data-sort="[^"]*">([^<]*)</td>', page))
     assert cells == {m: f"{covers[m]} · 40% of the weight" for m in "ab"}, cells
+
+
+def test_a_video_whose_evaluation_failed_is_not_covered():
+    """A video with an error and no final score (its candidate failed, or no criterion could be scored)
+    is counted in errors, not in what the model's scores cover."""
+    from argus_dagster.infra.tables import VIDEO_SCORES, frame
+    from argus_dagster.method.leaderboard import build_leaderboard, format_leaderboard
+
+    scored = [{"task": "T2V", "model": "a", "input_id": f"p{i}", "sample": "", "final_score": 5.0 + i, "n_scored": 7,
+               "n_criteria": 9, "weight_scored": 0.9, "judge": "evidence-only"} for i in range(3)]
+    failed = [{"task": "T2V", "model": "a", "input_id": "p3", "sample": "", "n_scored": 0, "n_criteria": 9,
+               "weight_scored": 0.0, "error": "no criterion could be scored"},
+              {"task": "T2V", "model": "a", "input_id": "p4", "sample": "", "n_scored": 0, "n_criteria": 0,
+               "error": "decode failed"}]
+    lb = build_leaderboard(frame(scored + failed, VIDEO_SCORES))
+    table = format_leaderboard(lb).splitlines()
+    at = next(k for k, line in enumerate(table) if line.split()[:1] == ["rank"])
+    row = dict(zip(re.split(r"\s{2,}", table[at].strip()), re.split(r"\s{2,}", table[at + 1].strip())))
+    assert (row["covers"], row["n"], row["errors"]) == ("7 of 9 criteria on all 3 videos · evidence-only", "3", "2"), table
+    page = render_overview(Path("/nowhere"), lb)
+    cells = re.findall(r'<tr data-model="(\w)">.*?<td data-sort="[^"]*">([^<]*)</td>', page)
+    assert cells == [("a", "7 of 9 criteria on all 3 videos · 90% of the weight")], cells

@@ -183,29 +183,51 @@ def test_a_model_ranked_above_one_that_beats_it_on_most_inputs_says_so(tmp_path)
     assert cell(matrix, "reversed", "blurry").startswith("100%") and cell(matrix, "blurry", "reversed").startswith("0%")
 
 
-def test_a_ranking_on_less_than_half_the_weight_says_so_and_names_what_is_not_judged(tmp_path):
+def test_a_ranking_on_less_than_half_the_weight_crowns_no_leader_and_leads_with_each_dimension(tmp_path):
     """T2V scored on 3 of 8 criteria, 39% of the weight: physical plausibility (d11) and overall
-    alignment (d15) have no score on any video, motion (d9) on some."""
+    alignment (d15) have no score on any video, motion (d9) on some. faithful has the higher final
+    score, but frozen leads visual quality: the terminal, the overview and the home page name no
+    overall leader, lead with the ranking per measured dimension, and mark the overall rank."""
     vids = videos({"faithful": {"a": [6.0], "b": [7.0]}, "frozen": {"a": [2.0], "b": [3.0]}}).with_columns(
         pl.lit(0.39).alias("weight_scored"), pl.lit(3).alias("n_scored"), pl.lit(8).alias("n_criteria"))
+    quality = {"faithful": 7.0, "frozen": 8.0}
+    motion = {"faithful": 5.0, "frozen": 1.0}
     crit = pl.DataFrame([{"task": "T2V", "model": m, "input_id": i, "dimension": d, "score": s}
                          for m in ("faithful", "frozen") for i in ("a", "b")
-                         for d, s in ((11, None), (15, None), (13, 7.0), (9, 5.0 if i == "a" else None))],
+                         for d, s in ((11, None), (15, None), (13, quality[m]), (9, motion[m] if i == "a" else None))],
                         schema_overrides={"score": pl.Float64})
     lb = build_leaderboard(vids, criteria=crit)
     rows = by_model(lb)
     assert rows["faithful"]["partial_evidence"] is True
     assert rows["faithful"]["not_judged"] == "physical plausibility, overall text-video alignment"
+    assert (rows["frozen"]["dimensions"], rows["frozen"]["dimension_means"]) == ([9, 13], [1.0, 8.0])
     said = ("the ranking rests on partial evidence: the scored criteria cover 39% of the rubric weight "
             "(not judged: physical plausibility, overall text-video alignment)")
-    assert said in format_leaderboard(lb)
+    text = format_leaderboard(lb).splitlines()
+    assert text[:5] == ["T2V", f"  no overall leader: {said}", "  per measured dimension (mean criterion score, best first):",
+                        "    9 motion: faithful 5.00 > frozen 1.00", "    13 visual/frame quality: frozen 8.00 > faithful 7.00"]
+    assert text[6].startswith("   (1)         1  faithful") and text[7].startswith("   (2)")
+    assert "  (rank): the overall rank, on partial evidence: not a verdict" in text
     page = render_overview(tmp_path / "reports", lb, video_scores=vids)
-    assert f'<span class="partial-evidence">{said}</span>' in page
+    assert f'<span class="partial-evidence">{said}</span>' in page and "No overall leader" in page
+    found = tables(page)
+    ranking = found["dimension-ranking"]
+    assert cell(ranking, "13 visual/frame quality", "leads") == "frozen"
+    assert cell(ranking, "9 motion", "ranking") == "faithful 5.00 > frozen 1.00"
+    assert cell(found["leaderboard sortable"], "faithful", "rank") == "(1)"
+    head = found["leaderboard sortable"][0]  # each column once; the dimension means in the ranking above, not as cells
+    assert len(head) == len(set(head)) and not {"dimensions", "dimension means"} & set(head), head
     home = _home(tmp_path, lb)["leaderboard"]
-    assert cell(home, "bench / default", "leading model per task (mean final 0-10)") == f"T2V: faithful 6.50 ({said})"
-    # Half the weight or more: no such note.
+    assert cell(home, "bench / default", "leading model per task (mean final 0-10)") == (
+        f"T2V: no overall leader ({said}); per dimension: motion: faithful; visual/frame quality: frozen")
+    # Half the weight or more: no such note, the leader named, the rank as it is.
     whole = build_leaderboard(vids.with_columns(pl.lit(0.5).alias("weight_scored")), criteria=crit)
     assert not whole["partial_evidence"].any() and "partial evidence" not in format_leaderboard(whole)
+    assert "no overall leader" not in format_leaderboard(whole)
+    assert cell(tables(render_overview(tmp_path / "r2", whole, video_scores=vids))["leaderboard sortable"],
+                "faithful", "rank") == "1"
+    assert cell(_home(tmp_path / "h2", whole)["leaderboard"], "bench / default",
+                "leading model per task (mean final 0-10)") == "T2V: faithful 6.50"
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])

@@ -110,7 +110,7 @@ def _schemas() -> dict[str, dict]:
         RUBRICS,
         VIDEO_SCORES,
     )
-    from argus_dagster.method.leaderboard import LEDGER
+    from argus_dagster.method.ledger import LEDGER
     from argus_dagster.protocols import robustness, vefx
     from assets.alignment import ALIGNMENT_TABLE
     from assets.firm import BEST_OF_N, FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS
