@@ -37,7 +37,17 @@ from assets.automation import (
     retries_waiting,
 )
 from assets.firm import best_of_n_tables
-from assets.history import COMMAND_TAG, EVALUATOR_TAG, MAX_TAG, REASON_TAG, Stored, diff, materializations, materialized_table
+from assets.history import (
+    COMMAND_TAG,
+    EVALUATOR_TAG,
+    MAX_TAG,
+    REASON_TAG,
+    Stored,
+    diff,
+    materializations,
+    materialized_table,
+    pass_fingerprint,
+)
 from assets.lineage import latest_record
 from assets.partitions import RANGE_END_TAG, RANGE_START_TAG
 from assets.robustness import robustness_tables
@@ -45,6 +55,7 @@ from assets.schedules import nightly_reconcile
 from assets.sensors import candidate_store_sensor_every, dead_run_sensor, dead_run_sensor_every
 from assets.sources import changed_observations, report, source_versions
 from resources import executor_for, resources_for, storage_for
+from resources.fingerprint import fingerprint_id
 
 
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
@@ -156,5 +167,5 @@ def observe_sources(instance: dg.DagsterInstance, resources: Mapping[str, Any], 
 __all__ = ["build_definitions", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
            "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "latest_record", "RETRY_METADATA",
            "best_of_n_tables", "robustness_tables", "storage_for", "resources_for", "COMMAND_TAG", "EVALUATOR_TAG",
-           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table", "site", "PASS_JOB",
+           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table", "pass_fingerprint", "fingerprint_id", "site", "PASS_JOB",
            "asked_by_a_pass", "passes_in_flight", "planned_in_flight", "UP_TO_DATE"]

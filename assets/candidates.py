@@ -28,6 +28,7 @@ from argus_dagster.vlm.ledger import CallStats, cached_share
 from argus_dagster.vlm.priorities import STAGE_EVIDENCE, STAGE_JUDGMENTS, request_pool, request_priority, video_group
 from assets.versions import content_version, volatile_metadata
 from resources.bench import BenchResource
+from resources.fingerprint import FINGERPRINT_TAG, fingerprint, fingerprint_id
 from resources.judging import JudgeResource, ScoringResource
 from resources.storage import StorageResource
 from resources.tools import ToolsResource
@@ -394,6 +395,10 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     n_ahead = sum(1 for r in rows if r["judged_ahead"])
     reasons = (unscored.with_columns(pl.col("rationale").str.slice(0, 90)).group_by("rationale").len()
                .sort("len", descending=True).head(8).to_dicts()) if unscored.height else []
+    # What produced these scores (resources.fingerprint), on the materialization and on its run.
+    fp = fingerprint(judge, vlm, tools)
+    fp_id = fingerprint_id(fp)
+    context.instance.add_run_tags(context.run.run_id, {FINGERPRINT_TAG: fp_id})
     return dg.Output(df, data_version=content_version(df, CRITERION_SCORES_VOLATILE), metadata={
         "n_criteria": df.height, "n_scored": scored.height, "n_unscored": unscored.height,
         "n_unscored_retryable": n_retry, RETRY_ROUND: retry_round(context, n_retry),
@@ -407,6 +412,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         **_vlm_metadata(vlm, stats),
         "unscored_reasons": dg.MetadataValue.md("\n".join(f"- {d['len']} x {d['rationale']}" for d in reasons) or "none"),
         **criterion_delta_metadata(context, df, storage.storage()),
+        "fingerprint_id": fp_id, "fingerprint": dg.MetadataValue.json(fp),
     })
 
 

@@ -29,6 +29,7 @@ from argus_dagster.infra.tables import read_stored
 from argus_dagster.method.leaderboard import build_leaderboard
 from argus_dagster.outputs.deltas import Diff, criterion_deltas, video_deltas
 from argus_dagster.outputs.history_words import SOURCE_INPUTS, split_partition
+from resources.fingerprint import differences, fingerprint_id
 
 from .automation import DATA_VERSION_TAG
 
@@ -51,6 +52,7 @@ class Stored:
     kept: bool  # whether the table is its own version (not the file the next materialization replaces)
     tags: dict = field(default_factory=dict, compare=False)  # the run's
     event_tags: dict = field(default_factory=dict, compare=False)  # the materialization's (its provenance)
+    fingerprint: dict | None = field(default=None, compare=False)  # what produced it (resources.fingerprint), where recorded
 
     @property
     def reason(self) -> str:
@@ -96,8 +98,10 @@ def materializations(instance: dg.DagsterInstance, asset: str, partition: str | 
         if table is None:
             path = md.get("path")
             table = path.value if path is not None else ((md["paths"].value or {}).get(part) if "paths" in md else None)
+        fp = md.get("fingerprint")
         out.append(Stored(r.storage_id, r.timestamp, r.run_id, part, m.tags.get(DATA_VERSION_TAG, "") if m.tags else "",
-                          str(table) if table else None, kept is not None, tags.get(r.run_id, {}), dict(m.tags or {})))
+                          str(table) if table else None, kept is not None, tags.get(r.run_id, {}), dict(m.tags or {}),
+                          fp.value if fp is not None and isinstance(fp.value, dict) else None))
     return out
 
 
@@ -108,6 +112,13 @@ def materialized_table(stored: Stored | None, storage: Storage, latest: bool = F
     if stored is None or stored.table is None or not (stored.kept or latest):
         return None
     return read_stored(stored.table, storage)
+
+
+def pass_fingerprint(history: list[Stored], command: str) -> dict | None:
+    """The fingerprint the pass ``command`` recorded (its latest materialization that has one), or None
+    for a pass made before fingerprints were recorded."""
+    found = [s for s in history if s.command == command and s.fingerprint is not None]
+    return max(found, key=lambda s: s.storage_id).fingerprint if found else None
 
 
 def passes(history: list[Stored]) -> list[str]:
@@ -263,6 +274,9 @@ def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_sco
     # Why the later pass ran, as its runs recorded it (the plan's reasons, in the words the run used).
     reasons = list(dict.fromkeys(r.strip() for s in history + crit_history if s.command == b
                                  for r in s.reason.split("; ") if r.strip()))
+    fp_a, fp_b = pass_fingerprint(crit_history, a), pass_fingerprint(crit_history, b)
     return Diff(asset, a, b, time_of.get(a, ""), time_of.get(b, ""), models, video_moves, crit_moves,
                 (_judges(crit_a), _judges(crit_b)),  # the criterion rows name the judge's identity
-                rubrics_changed, inputs_changed, missing, code_changed, reasons)
+                rubrics_changed, inputs_changed, missing, code_changed, reasons,
+                (fingerprint_id(fp_a) if fp_a else None, fingerprint_id(fp_b) if fp_b else None),
+                differences(fp_a, fp_b) if fp_a and fp_b else [])

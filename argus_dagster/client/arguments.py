@@ -168,6 +168,9 @@ def parser() -> argparse.ArgumentParser:
     hi.add_argument("asset", nargs="?", default="video_scores", help="the asset (default video_scores)")
     hi.add_argument("--partition", help="only this partition (a task, or model|TASK)")
     hi.add_argument("--limit", type=whole_number(1, 1_000_000), help="only the latest N (default: all)")
+    hi.add_argument("--format", choices=("text", "json"), default="text",
+                    help="text (default) or json: each materialization with its pass's fingerprint (judge, server's "
+                         "model id, prompts, tools, packages, device)")
     _evaluation_options(hi)
     df = sub.add_parser("diff", help="two passes of an asset compared: per model before and after, what moved "
                         "and what changed (default: the latest two of video_scores)")

@@ -5,6 +5,7 @@ it; nothing runs. Imported only when one of them runs (:data:`argus_dagster.clie
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from argus_dagster.client.results import (
 )
 from argus_dagster.client.selection import chosen as _chosen  # the name the commands below read it with
 from argus_dagster.client.selection import read_only_evaluation
-from argus_dagster.definitions import diff, materializations
+from argus_dagster.definitions import diff, fingerprint_id, materializations, pass_fingerprint
 from argus_dagster.infra.files import WriteError
 from argus_dagster.method.leaderboard import format_leaderboard
 from argus_dagster.outputs.export import default_out, encode, write_table
@@ -133,6 +134,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         _print(f"no materialization of {args.asset!r} in {settings.evaluation}")
         return 1
     storage = evaluation_storage(settings)
+    if args.format == "json":
+        _print(json.dumps(history_json(local_instance(settings), args.asset, rows[-args.limit:] if args.limit else rows,
+                                       storage), indent=2))
+        return 0
     _print(f"History of {args.asset} in {settings.evaluation} ({len(rows)} materializations, oldest first)")
     _print(f"{'time (UTC)':19}  {'pass':12}  {'run':8}  {'partition':18}  {'data version':16}  {'judge':24}  "
            f"{'table':6}  reason")
@@ -143,6 +148,24 @@ def cmd_history(args: argparse.Namespace) -> int:
         _print(f"{r.time:19}  {r.command[:12]:12}  {r.run_id[:8]:8}  {(r.partition or '-'):18}  "
                f"{(r.data_version or '-')[:16]:16}  {judge[:24]:24}  {kept:6}  {r.reason or '-'}")
     return 0
+
+
+def history_json(instance, asset: str, rows: list, storage) -> list[dict]:
+    """``argus history --format json``: each materialization, oldest first, with the fingerprint of the pass
+    that made it (its own, or what the pass's criterion_scores recorded; null for a pass made before
+    fingerprints were recorded)."""
+    crit = rows if asset == "criterion_scores" else materializations(instance, "criterion_scores")
+    newest = {r.partition: r.storage_id for r in rows}
+    out = []
+    for r in rows:
+        fp = r.fingerprint or pass_fingerprint(crit, r.command)
+        out.append({"time": r.time, "pass": r.command, "run_id": r.run_id, "partition": r.partition,
+                    "data_version": r.data_version or None, "judge": r.tags.get("argus/evaluator"),
+                    "table": r.table, "kept": bool(r.table and (r.kept or newest[r.partition] == r.storage_id)
+                                                    and storage.exists(r.table)),
+                    "reason": r.reason or None, "fingerprint_id": fingerprint_id(fp) if fp else None,
+                    "fingerprint": fp})
+    return out
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -209,6 +232,16 @@ def format_diff(d) -> str:
     lines.append("  inputs: " + (", ".join(f"{k} ({n} partition{'s' if n != 1 else ''})"
                                            for k, n in sorted(d.inputs_changed.items())) or "none moved"))
     lines.append("  code: " + (", ".join(f"{k} {b} -> {a}" for k, (b, a) in sorted(d.code_changed.items())) or "the same"))
+    before_fp, after_fp = d.fingerprints
+    if before_fp is None or after_fp is None:
+        lines.append("  fingerprint: not recorded by the " + ("earlier pass" if before_fp is None else "later pass")
+                     + (" (nor the later)" if before_fp is None and after_fp is None else ""))
+    elif not d.fingerprint_changes:
+        lines.append(f"  fingerprint: the same ({after_fp})")
+    else:
+        lines.append(f"  fingerprint: {before_fp} -> {after_fp}, {len(d.fingerprint_changes)} field"
+                     f"{'s' if len(d.fingerprint_changes) != 1 else ''} differ:")
+        lines += [f"    {k}: {b} -> {a}" for k, b, a in d.fingerprint_changes]
     if d.missing:
         lines.append(f"  not kept any more (retention, ARGUS_KEEP_VERSIONS): {', '.join(d.missing)}")
     if d.reasons:

@@ -9,6 +9,7 @@ stored before samples were read (no ``sample`` column) holds single videos (samp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -125,3 +126,6 @@ class Diff:
     missing: list[str]  # partitions whose table is no longer kept
     code_changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # asset -> (code version before, after)
     reasons: list[str] = field(default_factory=list)  # why the later pass's runs ran, as they recorded it
+    # Each pass's fingerprint id (None: not recorded), and every field that differs (resources.fingerprint).
+    fingerprints: tuple[str | None, str | None] = (None, None)
+    fingerprint_changes: list[tuple[str, Any, Any]] = field(default_factory=list)

@@ -115,6 +115,7 @@ class OpenAICompatibleClient:
         if concurrency < 1:
             raise VlmError(f"VLM concurrency must be at least 1, got {concurrency}")
         self.model = model
+        self.served_models: set[str] = set()  # the model ids the servers' answers named (a pass's fingerprint)
         self._key = api_key
         self.concurrency = concurrency
         self.timeout_s = timeout_s
@@ -324,6 +325,9 @@ class OpenAICompatibleClient:
                         if not_text:
                             outcome, last_error = "not_text", f"{ep.shown}: 200 with an answer that is {not_text}"
                         else:
+                            served = data.get("model")
+                            if isinstance(served, str) and served and not text_problem(served):
+                                self.served_models.add(served[:200])
                             reply = Reply(text=text, latency_s=time.perf_counter() - t_call, attempts=attempt,
                                           endpoint=ep.shown, prompt_tokens=prompt_n, completion_tokens=completion_n,
                                           cut=cut, cached_tokens=cached_n)

@@ -4,6 +4,7 @@ runs, listed by `argus history` and readable afterwards through `argus diff`, ea
 and every model's score before and after as stored."""
 
 import io
+import json
 import os
 import re
 from html.parser import HTMLParser
@@ -113,7 +114,7 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
 
     assert cli.main(["evaluate", *where]) == 0  # the evidence-only judge
     capsys.readouterr()
-    with FakeVlmServer() as srv:
+    with FakeVlmServer(served_model="judge-2026-11-q4") as srv:  # the id its answers name: an alias's checkpoint
         monkeypatch.setenv("ARGUS_VLM_BASE_URL", srv.base_url)
         monkeypatch.setenv("ARGUS_VLM_MODEL", "judge")
         assert cli.main(["evaluate", "--plan", *where]) == 0
@@ -180,6 +181,43 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     assert moved["judge_config"] == "2", text
     why = text.split("why the later pass ran (as its runs recorded it):\n", 1)[1].splitlines()
     assert "  judge: evidence-only -> openai:judge" in why, text
+
+    # The passes' fingerprints: argus diff names every field that differs (the judge's), none that does not
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  fingerprint: "))
+    changed = {}
+    for line in lines[at + 1:]:
+        if not line.startswith("    "):
+            break
+        field_name, change = line.strip().split(": ", 1)
+        changed[field_name] = change
+    assert set(changed) == {"judge.backend", "judge.model", "judge.served_model", "judge.identity", "judge.endpoints"}, text
+    assert changed["judge.served_model"] == "None -> judge-2026-11-q4" and changed["judge.backend"] == "evidence-only -> openai"
+    assert re.fullmatch(r"  fingerprint: [0-9a-f]{12} -> [0-9a-f]{12}, 5 fields differ:", lines[at]), lines[at]
+    # argus history --format json: each materialization with its pass's fingerprint, as installed and run here
+    from importlib import metadata
+
+    from argus_dagster.method.evidence.tools.registry import TOOL_SPECS
+
+    assert cli.main(["history", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["run_id"] for r in rows] == [h.run_id for h in history]
+    fps = [r["fingerprint"] for r in rows]
+    assert [fp["judge"]["backend"] for fp in fps] == ["evidence-only"] * 2 + ["openai"] * 2
+    assert [fp["judge"]["served_model"] for fp in fps] == [None, None, "judge-2026-11-q4", "judge-2026-11-q4"]
+    for fp in fps:
+        assert fp["packages"]["dagster"] == metadata.version("dagster") and fp["packages"]["polars"] == metadata.version("polars")
+        assert set(fp["tools"]) == set(TOOL_SPECS) and fp["device"]["cpus"] == os.cpu_count()
+        assert fp["prompts"]["judge"] and fp["judge"]["temperature"] == 0.0
+    # the runs carry the fingerprint's id as a tag (what the UI's run page shows)
+    from argus_dagster.definitions import fingerprint_id
+
+    instance = local_instance(settings)
+    crit = materializations(instance, "criterion_scores")
+    assert len(crit) == 4 and all(h.fingerprint for h in crit)
+    for h in crit:
+        assert instance.get_run_by_id(h.run_id).tags["argus/fingerprint"] == fingerprint_id(h.fingerprint)
+    assert {r["fingerprint_id"] for r in rows} == {fingerprint_id(h.fingerprint) for h in crit}
 
     # the home page and the overview name the evaluator of the latest materialization
     home = (tmp_path / "home" / "benches" / "index.html").read_text()

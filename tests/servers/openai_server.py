@@ -275,7 +275,8 @@ class FakeVlmServer:
     def __init__(self, *, latency_s: float = 0.0, error_rate: float = 0.0, unparseable_rate: float = 0.0,
                  stall_rate: float = 0.0, stall_s: float = 2.0,
                  seed: int = 0, answer: Callable[[dict], str] = default_answer, usage: bool = True,
-                 rejects: tuple[str, ...] = (), fault: Callable[[dict], Scripted | None] | None = None):
+                 rejects: tuple[str, ...] = (), fault: Callable[[dict], Scripted | None] | None = None,
+                 served_model: str | None = None):
         self.latency_s = latency_s
         self.error_rate = error_rate
         self.unparseable_rate = unparseable_rate
@@ -285,6 +286,7 @@ class FakeVlmServer:
         self.usage = usage
         self.rejects = rejects
         self.fault = fault  # a scripted reply chosen from the request's body (None: the usual answer)
+        self.served_model = served_model  # the model id its answers name (None: the one asked for), as a server's alias
         self.script: list[Scripted] = []
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
@@ -439,7 +441,8 @@ class FakeVlmServer:
             if item.raw is not None:
                 payload = item.raw.replace(b"{authorization}", h.headers.get("Authorization", "").encode())
             else:
-                completion = {"id": "cmpl", "object": "chat.completion", "model": body.get("model", ""),
+                completion = {"id": "cmpl", "object": "chat.completion",
+                              "model": self.served_model or body.get("model", ""),
                               "choices": [{"index": 0, "finish_reason": "stop",
                                            "message": {"role": "assistant", "content": item.content}}]}
                 if self.usage:

@@ -148,7 +148,8 @@ def test_build_leaderboard_means_errors_and_order():
     assert set(lb["bench"]) == {"b1"} and set(lb["profile"]) == {"vlm-only"}
     assert lb.columns == ["bench", "profile", "task", "model", "mean_final", "ci_low", "ci_high", "n_videos", "n_errors",
                           "n_scored", "n_criteria", "weight_scored", "covers", "judge", "needs_vlm", "ci_scope",
-                          "rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged"]
+                          "rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged",
+                          "dimensions", "dimension_means"]
     rows = {(r["task"], r["model"]): r for r in lb.iter_rows(named=True)}
     a = rows[("T2V", "a")]
     assert a["mean_final"] == pytest.approx(7.0)
