@@ -435,7 +435,8 @@ BREAKS = (
             "                                pass\n"),),
           ("tests/integration/test_history.py::test_a_judge_switch_is_planned_recorded_and_diffed",)),
 )
-SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info")
+SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
+                              ".mypy_cache", ".ruff_cache")
 
 
 def scratch_copy(dest: Path) -> Path:
