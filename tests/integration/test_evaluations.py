@@ -97,8 +97,10 @@ def test_two_benches_evaluated_at_once_both_succeed(tmp_path):
                              check=True).stdout
         assert out.startswith(f"Leaderboard of {name}/default")
         lines = out.splitlines()
-        at = next(line for line in lines if " model " in line).index(" model ") + 1  # the model column, as read
-        shown = {line[at:].split()[0] for line in lines if line.strip()[:1].isdigit()}
+        head = next(i for i, line in enumerate(lines) if " model " in line)  # below any ranking per dimension
+        at = lines[head].index(" model ") + 1  # the model column, as read
+        end = next(i for i in range(head, len(lines)) if lines[i].strip().startswith("*"))  # the table's footnote
+        shown = {line[at:].split()[0] for line in lines[head + 1:end]}
         assert shown == models, out
         table = pl.read_parquet(home / "benches" / name / "default" / "storage" / "leaderboard.parquet")
         assert set(table["model"]) == models and set(table["bench"]) == {name}
