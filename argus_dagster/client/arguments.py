@@ -61,6 +61,14 @@ def finite_number(text: str) -> float:
     return value
 
 
+def score_margin(text: str) -> float:
+    """An argparse ``type=`` for ``argus compare --margin``: points of the 0-10 final score, 0 to 10."""
+    value = finite_number(text)
+    if not 0 <= value <= 10:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give points of the 0-10 final score, from 0 to 10")
+    return value
+
+
 def mix_weight(text: str) -> tuple[str, float]:
     """An argparse ``type=`` for one ``COLUMN=WEIGHT`` of ``argus best-of-n --mix``: the weight a
     positive finite number (a zero weight leaves its column out, and says nothing)."""
@@ -190,7 +198,7 @@ def parser() -> argparse.ArgumentParser:
                     help="exit 1 when B is worse than A beyond --margin on a task's final score, with the "
                          "paired 95%% interval of the difference below zero and the permutation test's p below "
                          "0.05, and say why (a task of fewer than 6 shared inputs cannot fail: it is named)")
-    cp.add_argument("--margin", type=float, default=0.0, metavar="M",
+    cp.add_argument("--margin", type=score_margin, default=0.0, metavar="M",
                     help="how much worse (0-10 points of the final score) B may be before the gate fails (default 0)")
     cp.add_argument("--top", type=whole_number(0, 1000), default=5, help="the inputs that moved most, per task (default 5)")
     cp.add_argument("--flips", type=whole_number(0, 100000), default=20,

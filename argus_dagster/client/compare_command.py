@@ -21,10 +21,11 @@ import polars as pl
 from argus_dagster.client.instance import local_instance
 from argus_dagster.client.printing import say
 from argus_dagster.client.results import stored_partitions
-from argus_dagster.client.selection import read_only_evaluation
+from argus_dagster.client.selection import chosen, read_only_evaluation
 from argus_dagster.definitions import storage_for
+from argus_dagster.infra.environment import SettingError
 from argus_dagster.infra.names import file_name, sample_file_name
-from argus_dagster.infra.settings import Settings
+from argus_dagster.infra.settings import Settings, find_home
 from argus_dagster.infra.storage import join
 from argus_dagster.method.compare import GATE_LEVEL, OVERALL, Comparison, compare, dimension_label, gate, smallest_p
 
@@ -56,10 +57,30 @@ def parse_side(spec: str) -> tuple[str, str | None, str | None]:
 
 
 def _side(spec: str, args: argparse.Namespace, tasks: list[str] | None) -> Side | str:
-    """The side ``spec`` names, or why there is none (one line)."""
+    """The side ``spec`` names, or why there is none (one line). A model of the evaluation the options
+    name is taken whole even where its name holds an ``@`` (``ckpt@1000``)."""
     model, bench, profile = parse_side(spec)
+    if (bench is not None or profile is not None) and _has_model(spec, args, tasks):
+        model, bench, profile = spec, None, None
+    return _side_in(model, bench, profile, args, tasks)
+
+
+def _has_model(model: str, args: argparse.Namespace, tasks: list[str] | None) -> bool:
+    """Whether the evaluation the options name stored scores of ``model`` (asked without a word)."""
+    try:
+        settings = chosen(argparse.Namespace(command="compare", bench=args.bench, profile=args.profile))
+    except SettingError:
+        return False
+    if find_home() is None or not settings.dagster_home.is_dir():
+        return False
+    parts = stored_partitions("video_scores", local_instance(settings), tasks, settings)
+    return any(df.filter(pl.col("model") == model).height for df in parts.values())
+
+
+def _side_in(model: str, bench: str | None, profile: str | None, args: argparse.Namespace,
+             tasks: list[str] | None) -> Side | str:
     if not model:
-        return f"{spec!r} names no model (MODEL, MODEL@PROFILE or MODEL@BENCH/PROFILE)"
+        return f"{model!r} names no model (MODEL, MODEL@PROFILE or MODEL@BENCH/PROFILE)"
     where = argparse.Namespace(command="compare", bench=bench or args.bench,
                                profile=(profile or args.profile) if bench is None else profile)
     settings = read_only_evaluation(where)

@@ -7,16 +7,13 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.skips import unavailable
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
                   "--disable-background-networking", "--disable-component-update"]
 
 
-def missing(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} (CI=true: `make test` installs it)")
-    pytest.skip(what)
+missing = unavailable  # tests/skips.py: a skip with its advice, a failure under CI=true
 
 
 def chromium_path() -> str:

@@ -56,8 +56,9 @@ def layout(real_data, tmp_path_factory):
         rows.append({"id": iid, "prompt": clip.stem.replace("_", " ")})
         frames = _frames(clip)
         write_video(cands / "T2V" / "real" / f"{iid}.mp4", frames, 8)
-        (cands / "T2V" / "same").mkdir(parents=True, exist_ok=True)
-        (cands / "T2V" / "same" / f"{iid}.mp4").write_bytes((cands / "T2V" / "real" / f"{iid}.mp4").read_bytes())
+        for copy in ("same", "ckpt@2"):  # the same files; a model name may hold an @
+            (cands / "T2V" / copy).mkdir(parents=True, exist_ok=True)
+            (cands / "T2V" / copy / f"{iid}.mp4").write_bytes((cands / "T2V" / "real" / f"{iid}.mp4").read_bytes())
         write_video(cands / "T2V" / "frozen" / f"{iid}.mp4", np.repeat(frames[:1], len(frames), axis=0), 8)
         order = np.random.default_rng(k).permutation(len(frames))
         write_video(root / "later" / f"{iid}.mp4", frames[order], 8)
@@ -176,5 +177,15 @@ def test_one_model_in_two_evaluations_and_what_compare_cannot_compare(layout, mo
     assert rc == 2 and "no stored scores of 'nobody'" in out and "its models: real" in out, out
     rc, out = _compare(capsys, "real", "real")
     assert rc == 2 and "A and B are the same scores" in out
+    # A model whose name holds an @ is that model, not a profile of another evaluation
+    rc, out = _compare(capsys, "real", "ckpt@2", "--bench", "bench", "--format", "json")
+    both = json.loads(out)
+    assert rc == 0 and both["b"]["model"] == "ckpt@2" and both["b"]["evaluation"] == both["a"]["evaluation"]
+    assert [r["diff"] for r in both["rows"] if r["dimension"] == "overall"] == [0]
+    for margin, said in (("nan", "give a finite number"), ("-1", "give points of the 0-10 final score")):
+        with pytest.raises(SystemExit) as refused:  # a margin that is no number of points is refused where it is read
+            main(["compare", "real", "ckpt@2", "--gate", "--margin", margin])
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and f"--margin: '{margin}': {said}" in err, err
     rc, out = _compare(capsys, "real", "real@vlm-only")
     assert rc == 2 and out.startswith(f"nothing evaluated yet for {other.bench}/vlm-only"), out

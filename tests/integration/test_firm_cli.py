@@ -19,6 +19,7 @@ from argus_dagster.client.instance import local_instance
 from argus_dagster.client.results import best_of_n_report, stored_partitions
 from argus_dagster.infra.settings import evaluation_settings
 from assets.firm import BEST_OF_N, best_of_n_tables
+from tests.skips import module
 
 from .chromium import open_file, unscored_items
 
@@ -226,7 +227,7 @@ def test_protocol_firm_runs_only_firm_and_exports_from_the_stored_rows(tmp_path,
     assert len({(r["video_id"], r["dimension"]) for r in lines}) == len(lines)
     assert f"wrote {len(lines)} instances" in capsys.readouterr().out
     # what a trainer does: load the JSON lines with `datasets`, open every image with PIL
-    datasets = pytest.importorskip("datasets")
+    datasets = module("datasets")
     from PIL import Image
 
     ds = datasets.load_dataset("json", data_files=str(path / "train.jsonl"), cache_dir=str(tmp_path / "hf"))["train"]
@@ -251,7 +252,7 @@ def test_export_of_real_edits_shows_the_source_frames_and_the_edit_instruction(r
 
     from tests.servers.openai_server import FakeVlmServer
 
-    datasets = pytest.importorskip("datasets")
+    datasets = module("datasets")
     src = real_data / "vefx_samples"
     prompts = [p for p in json.loads((src / "prompts.json").read_text()) if (src / p["original"]).exists()]
     bench, cands = tmp_path / "bench" / "TV2V", tmp_path / "cands" / "TV2V" / "editor"

