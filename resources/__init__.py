@@ -3,10 +3,12 @@
 ``ARGUS_ENV`` picks one set: ``local`` (the embedded default), ``gpu`` (tools on CUDA), ``aws``
 (tables, content cache, frozen rubrics and reports on S3, under ``s3://$ARGUS_S3_BUCKET/$ARGUS_S3_PREFIX``;
 the bench and candidate store wherever ``ARGUS_BENCH_DIR``/``ARGUS_CANDIDATES_DIR`` say, folders or
-``s3://`` prefixes) or ``k8s`` (as ``aws``, tools on CUDA, each step in a Kubernetes pod of its own).
-The whole swap is visible in :func:`resources_for` and :func:`executor_for`; every asset reaches files
-and objects through the one ``storage`` resource, whichever the set, and nothing under
-``argus_dagster/`` or ``assets/`` knows which environment it runs in.
+``s3://`` prefixes), ``k8s`` (as ``aws``, tools on CUDA, each step in a Kubernetes pod of its own) or
+``celery`` (as ``aws``, each step a Celery task). The whole swap is visible in :func:`resources_for`
+and :func:`executor_for`; every asset reaches files and objects through the one ``storage`` resource,
+whichever the set. Two things of ``assets/candidates.py`` still see the environment: the evidence
+step's op tags (a GPU node's Kubernetes config and its Celery queue, which other executors ignore) and
+its check of the executor (whether the judging overlaps the evidence in the run's one process).
 
 The evaluation's settings (:class:`~argus_dagster.infra.settings.Settings` and the ``ARGUS_*``
 variables) are read once, when the definitions are built, and become each resource's configuration:
