@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import dagster as dg
 import polars as pl
 
 from argus_dagster.client.instance import local_instance
@@ -28,6 +29,7 @@ from argus_dagster.infra.names import file_name, sample_file_name
 from argus_dagster.infra.settings import Settings, find_home
 from argus_dagster.infra.storage import join
 from argus_dagster.method.compare import GATE_LEVEL, OVERALL, Comparison, compare, dimension_label, gate, smallest_p
+from argus_dagster.outputs.history_words import split_partition
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def _has_model(model: str, args: argparse.Namespace, tasks: list[str] | None) ->
         return False
     if find_home() is None or not settings.dagster_home.is_dir():
         return False
-    parts = stored_partitions("video_scores", local_instance(settings), tasks, settings)
+    parts = stored_partitions("video_scores", local_instance(settings), tasks, settings, models=[model])
     return any(df.filter(pl.col("model") == model).height for df in parts.values())
 
 
@@ -87,15 +89,16 @@ def _side_in(model: str, bench: str | None, profile: str | None, args: argparse.
     if settings is None:
         return ""  # read_only_evaluation said why
     instance = local_instance(settings)
-    parts = stored_partitions("video_scores", instance, tasks, settings)
+    parts = stored_partitions("video_scores", instance, tasks, settings, models=[model])  # its partitions only
     frames = [df.filter(pl.col("model") == model) for df in parts.values()]
     scores = pl.concat([f for f in frames if f.height], how="diagonal_relaxed") if any(f.height for f in frames) else None
     if scores is None:
-        known = sorted({m for df in parts.values() for m in df["model"].unique().to_list()})
+        known = sorted({split_partition(k)[1] for k in instance.get_materialized_partitions(dg.AssetKey("video_scores"))
+                        if not tasks or split_partition(k)[0] in tasks} - {""})
         return (f"no stored scores of {model!r} in {settings.evaluation}"
                 + (f" (its models: {', '.join(known)})" if known else ": run `argus evaluate` first"))
     crit_parts = [df.filter(pl.col("model") == model)
-                  for df in stored_partitions("criterion_scores", instance, tasks, settings).values()]
+                  for df in stored_partitions("criterion_scores", instance, tasks, settings, models=[model]).values()]
     criteria = pl.concat([c for c in crit_parts if c.height], how="diagonal_relaxed") if any(c.height for c in crit_parts) else None
     bench_res, storage, _ = storage_for(settings=settings)
     store = storage.storage()

@@ -96,15 +96,16 @@ def current_leaderboard(instance: dg.DagsterInstance | None = None,
 
 
 def stored_partitions(asset: str, instance: dg.DagsterInstance | None = None, tasks: list[str] | None = None,
-                      settings: Settings | None = None) -> dict[str, pl.DataFrame]:
-    """Every materialized partition of ``asset`` as stored (of ``tasks`` only, when given), by key."""
+                      settings: Settings | None = None, models: list[str] | None = None) -> dict[str, pl.DataFrame]:
+    """Every materialized partition of ``asset`` as stored (of ``tasks`` and ``models`` only, when
+    given: the others are not read), by key."""
     settings = settings or load_settings()
     instance = instance or local_instance(settings)
     storage = evaluation_storage(settings)
     out = {}
     for key in sorted(instance.get_materialized_partitions(dg.AssetKey(asset)) or ()):
-        task = split_partition(key)[0]
-        if tasks and task not in tasks:
+        task, model = split_partition(key)
+        if tasks and task not in tasks or models is not None and model not in models:
             continue
         table = load_stored(instance, asset, key, storage=storage)
         if table is not None:
