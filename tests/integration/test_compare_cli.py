@@ -5,6 +5,7 @@ identical one and an improvement, and every flipped criterion links both videos'
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,7 +99,10 @@ def test_compare_and_gate_on_real_clips_while_another_command_adds_a_model(layou
         # The frozen copies are worse, beyond chance: the gate fails and says why.
         rc, out = _compare(capsys, "real", "frozen", "--gate")
         assert rc == 1, out
-        assert "gate: failed" in out and "T2V: frozen is worse than real by" in out and f"on {N_INPUTS} inputs" in out
+        lines = out.splitlines()  # the gate's verdict, then one line per failing task
+        at = lines.index("gate: failed")
+        assert re.fullmatch(rf"  T2V: frozen is worse than real by \d+\.\d\d \(95% interval -\d+\.\d\d to -\d+\.\d\d "
+                            rf"on {N_INPUTS} inputs, p = [\d.]+\), beyond the margin 0", lines[at + 1]), lines[at:]
         rc, out = _compare(capsys, "real", "frozen", "--gate", "--format", "json")
         assert rc == 1
         result = json.loads(out)
@@ -134,7 +138,8 @@ def test_compare_and_gate_on_real_clips_while_another_command_adds_a_model(layou
         [row] = [r for r in same["rows"] if r["dimension"] == "overall"]
         assert rc == 0 and row["diff"] == 0 and row["ties"] == N_INPUTS and row["p_value"] == 1.0 and not same["flips"]
         rc, out = _compare(capsys, "frozen", "real", "--gate")
-        assert rc == 0 and "gate: passed" in out, out
+        assert rc == 0 and [line for line in out.splitlines() if line.startswith("gate: ")] == [
+            "gate: passed (no task where real is worse than frozen by more than 0 with its interval below zero and p < 0.05)"], out
         # A margin wider than the drop lets it through.
         drop = -overall["diff"]
         rc, out = _compare(capsys, "real", "frozen", "--gate", "--margin", f"{drop + 0.5:.2f}")
@@ -174,9 +179,10 @@ def test_one_model_in_two_evaluations_and_what_compare_cannot_compare(layout, mo
     assert rc == 0 and row["n_inputs"] == N_INPUTS and row["diff"] == 0 and row["ties"] == N_INPUTS, row
     assert result["a"]["evaluation"] != result["b"]["evaluation"] and result["a"]["name"] == f"real@bench/{other.profile}"
     rc, out = _compare(capsys, "real", "nobody")
-    assert rc == 2 and "no stored scores of 'nobody'" in out and "its models: real" in out, out
+    assert rc == 2 and out.strip() == ("argus compare: no stored scores of 'nobody' in copy/default "
+                                       "(its models: real)")  # the copy, evaluated last, out
     rc, out = _compare(capsys, "real", "real")
-    assert rc == 2 and "A and B are the same scores" in out
+    assert rc == 2 and out.strip() == "argus compare: A and B are the same scores (real in copy/default)", out
     # A model whose name holds an @ is that model, not a profile of another evaluation
     rc, out = _compare(capsys, "real", "ckpt@2", "--bench", "bench", "--format", "json")
     both = json.loads(out)
