@@ -56,7 +56,7 @@ def firm_as_evaluators(firm_scores: pl.DataFrame | None, human_dimensions: set[s
 HUMAN_ALIGNMENT_VOLATILE: tuple[str, ...] = ()
 
 
-@dg.asset(code_version="5", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(HUMAN_ALIGNMENT_VOLATILE),
+@dg.asset(code_version="6", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(HUMAN_ALIGNMENT_VOLATILE),
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
                "firm_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),

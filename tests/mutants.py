@@ -434,6 +434,11 @@ BREAKS = (
           (("argus_dagster/vlm/openai_compatible.py", "                                self.served_models.add(served[:200])\n",
             "                                pass\n"),),
           ("tests/integration/test_history.py::test_a_judge_switch_is_planned_recorded_and_diffed",)),
+    Break("logistic-fit-without-grid", "the four-parameter logistic fit starts only from the usual few places "
+          "and stops on a broad curve where a near step fits better",
+          (("argus_dagster/protocols/alignment/metrics.py", "        for _grid_sse, point in profile_grid(x, y):\n",
+            "        for _grid_sse, point in profile_grid(x, y)[:0]:\n"),),
+          ("tests/unit/test_logistic_grid.py",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

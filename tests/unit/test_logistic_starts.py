@@ -45,4 +45,5 @@ def test_the_fit_is_the_same_whatever_the_order_of_its_starts():
     for _ in range(6):
         plcc.add(al.pearson(al.fit_logistic4(X, Y, starts=[starts[i] for i in rng.permutation(len(starts))]).fitted, Y))
     assert len(plcc) == 1, plcc
-    assert plcc == {al.pearson(al.fit_logistic4(X, Y).fitted, Y)}
+    # the default adds a grid's best points to these starts and lands on the same optimum
+    assert plcc.pop() == pytest.approx(al.pearson(al.fit_logistic4(X, Y).fitted, Y), abs=1e-9)

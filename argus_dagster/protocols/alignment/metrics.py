@@ -135,8 +135,9 @@ def fit_logistic4(pred: np.ndarray, human: np.ndarray,
     """Least-squares fit of :func:`logistic4` from raw predictions to human scores.
 
     The sum of squares has several local optima on real ratings (a broad curve and a steep one at a
-    jump in the ratings), so the fit starts from each of ``starts`` (default :func:`logistic_starts`)
-    and keeps the one with the smallest sum of squares, ties going to the smaller parameters: the
+    jump in the ratings, some nearly a step), so the fit starts from each of ``starts`` (default
+    :func:`logistic_starts` and the best points of :func:`profile_grid`, which are candidates
+    themselves) and keeps the one with the smallest sum of squares, ties going to the smaller parameters: the
     result depends on the set of starts, never on their order. Where no start gives a finite fit, or
     the best is worse than a straight line (a handful of points), the least-squares line is used and
     the method says so; constant predictions can only be mapped to the human mean.
@@ -153,8 +154,13 @@ def fit_logistic4(pred: np.ndarray, human: np.ndarray,
         return linear
     from scipy.optimize import leastsq  # deferred: start-up time (half a second, measured; only this fit needs it)
 
-    fits = []
-    for p0 in (logistic_starts(x, y) if starts is None else starts):
+    fits: list[tuple[float, tuple[float, ...], np.ndarray]] = []
+    if starts is None:  # the best points of a grid over midpoint and slope scale, each fitted exactly (below)
+        for _grid_sse, point in profile_grid(x, y):
+            fitted = logistic4(x, *point)
+            fits.append((_sse(fitted, y), point, fitted))
+    grid = [(f[1][0], f[1][1], f[1][2], f[1][3]) for f in fits]
+    for p0 in (logistic_starts(x, y) + grid if starts is None else starts):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:  # MINPACK's Levenberg-Marquardt, as curve_fit; at maxfev it returns where it got to
@@ -166,10 +172,10 @@ def fit_logistic4(pred: np.ndarray, human: np.ndarray,
             fits.append((_sse(fitted, y), tuple(float(p) for p in found), fitted))
     if not fits:
         return linear
-    sse, params, fitted = min(fits, key=lambda f: (f[0], f[1]))
+    sse, best, fitted = min(fits, key=lambda f: (f[0], f[1]))
     if sse > _sse(linear.fitted, y) + 1e-12:
         return linear
-    return Calibration(fitted, "logistic4", tuple(float(p) for p in params))
+    return Calibration(fitted, "logistic4", tuple(float(p) for p in best))
 
 
 def logistic_starts(pred: np.ndarray, human: np.ndarray) -> list[tuple[float, float, float, float]]:
@@ -182,6 +188,50 @@ def logistic_starts(pred: np.ndarray, human: np.ndarray) -> list[tuple[float, fl
     spread = float(x.std()) or 1.0
     mids = sorted({float(v) for v in np.quantile(x, [0.25, 0.5, 0.75])} | {float(x.mean())})
     return [(a, b, m, k * spread) for a, b in ((hi, lo), (lo, hi)) for m in mids for k in (0.25, 1.0, 4.0)]
+
+
+def profile_grid(pred: np.ndarray, human: np.ndarray, keep: int = 8) -> list[tuple[float, tuple[float, float, float, float]]]:
+    """The logistic curves of the ``keep`` best midpoints of a grid over midpoints and slope scales
+    (each midpoint at its best scale), each with its exact least-squares asymptotes, as ``(sse, params)``.
+
+    For a fixed midpoint ``b3`` and slope scale ``b4`` the curve is linear in its asymptotes
+    (``b2 + (b1 - b2) * sigmoid``), so they are solved in closed form and only two parameters are
+    searched. The midpoints are every distinct prediction, every gap between two consecutive ones
+    (where a step in the ratings can sit; at most 512 in all, by quantile) and the quartiles; the slope scales run
+    from an eighth of the smallest gap (a step: people's ratings often jump between two predictions)
+    to four times the predictions' range, evenly in log. A gradient search from one or a few starts
+    can stop on a broad curve while a steep one fits better; this grid sees both.
+    """
+    x = np.asarray(pred, dtype=float)
+    y = np.asarray(human, dtype=float)
+    distinct = np.unique(x)
+    if len(distinct) < 2:
+        return []
+    gaps = np.diff(distinct)
+    # a midpoint in a gap makes a step there; one at a prediction gives that video an intermediate value
+    mids = np.concatenate([distinct[:-1] + gaps / 2.0, distinct])
+    if len(mids) > 512:
+        mids = np.quantile(mids, np.linspace(0.0, 1.0, 512))
+    mids = np.unique(np.concatenate([mids, np.quantile(x, [0.25, 0.5, 0.75])]))
+    span = float(distinct[-1] - distinct[0])
+    scales = np.geomspace(float(gaps.min()) / 8.0, 4.0 * span, 48)
+    yc = y - y.mean()
+    best_sse = np.full(len(mids), np.inf)
+    best_at: list[tuple[float, float, float, float] | None] = [None] * len(mids)
+    for s in scales:  # each midpoint keeps its best slope scale
+        sig = 1.0 / (1.0 + np.exp(np.clip(-(x[None, :] - mids[:, None]) / s, -500, 500)))
+        sc = sig - sig.mean(axis=1, keepdims=True)
+        var = (sc * sc).sum(axis=1)
+        cov = sc @ yc
+        ok = var > 1e-12 * len(x)
+        d = np.where(ok, cov / np.where(ok, var, 1.0), 0.0)
+        sse = float(yc @ yc) - d * cov
+        for i in np.flatnonzero(sse < best_sse - 1e-12):
+            best_sse[i] = sse[i]
+            low = float(y.mean() - d[i] * sig[i].mean())
+            best_at[i] = (low + float(d[i]), low, float(mids[i]), float(s))
+    order = np.argsort(best_sse, kind="stable")[:keep]  # the best midpoints, each a different place
+    return [(float(best_sse[i]), p) for i in order if (p := best_at[i]) is not None]
 
 
 def _sse(a: np.ndarray, b: np.ndarray) -> float:
