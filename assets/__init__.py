@@ -20,6 +20,7 @@ from .costs import costs
 from .firm import FIRM_CANDIDATE_ASSETS, FIRM_CHECKS, FIRM_TASK_ASSETS, best_of_n
 from .inputs import input_instances, rubrics
 from .leaderboard import leaderboard, leaderboard_in_range
+from .noise import judge_noise
 from .overview import site
 from .partitions import model_partitions, task_model_partitions, task_partitions
 from .reports import diagnostic_reports
@@ -33,7 +34,9 @@ CANDIDATE_ASSETS = [candidate_videos, criterion_evidence, criterion_scores, vide
 FIRM_ASSETS = FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS + [best_of_n]
 # VEFX-Bench's edit protocol: in the graph, run only when asked (argus evaluate --protocol vefx).
 VEFX_ASSETS = VEFX_CANDIDATE_ASSETS + [vefx_leaderboard]
-ALL_ASSETS = (TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, costs, human_alignment, backbone_robustness] + FIRM_ASSETS
+# The judge's own noise: run when asked (argus evaluate --repeat K); the leaderboard reads it.
+ALL_ASSETS = (TASK_ASSETS + CANDIDATE_ASSETS + [judge_noise, leaderboard, costs, human_alignment, backbone_robustness]
+              + FIRM_ASSETS
               + VEFX_ASSETS + [site])
 ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS]
 # Kept apart from ALL_CHECKS, whose partitioned checks ride along with every VideoArgus partition run.
@@ -45,4 +48,4 @@ AUTOMATED_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, costs, site]
 
 __all__ = ["ALL_ASSETS", "AUTOMATED_ASSETS", "SOURCES", "OBSERVE_JOBS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "FIRM_TASK_ASSETS", "FIRM_CANDIDATE_ASSETS",
            "FIRM_CHECKS", "GRAPH_CHECKS", "VEFX_ASSETS", "VEFX_CANDIDATE_ASSETS", "VEFX_CHECKS", "vefx_leaderboard", "site", "costs", "model_partitions",
-           "task_partitions", "task_model_partitions"]
+           "task_partitions", "task_model_partitions", "judge_noise"]

@@ -59,25 +59,31 @@ def export_metadata(tables: dict[str, pl.DataFrame], bench: BenchResource, store
 LEADERBOARD_VOLATILE: tuple[str, ...] = ()
 
 
-@dg.asset(code_version="10", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
+@dg.asset(code_version="11", group_name="reports", kinds={"polars"}, metadata=volatile_metadata(LEADERBOARD_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={"video_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
-               "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})})
+               "criterion_scores": dg.AssetIn(metadata={"allow_missing_partitions": True}),
+               "judge_noise": dg.AssetIn(metadata={"allow_missing_partitions": True})})
 def leaderboard(context: dg.AssetExecutionContext, video_scores: dict[str, pl.DataFrame],
-                criterion_scores: dict[str, pl.DataFrame], bench: BenchResource,
-                storage: StorageResource) -> dg.Output[pl.DataFrame]:
+                criterion_scores: dict[str, pl.DataFrame], judge_noise: dict[str, pl.DataFrame],
+                bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """Mean final score per task and model, with a bootstrap 95% interval and the video count, of
     one evaluation (its ``bench`` and ``profile`` columns); its plots and the overview page are
-    written through ``storage``."""
+    written through ``storage``. Where the judge's noise was measured (``judge_noise``, by the judge
+    that scored the videos), the intervals resample it with the inputs and each rank says whether it
+    holds under it."""
     frames = [df for df in video_scores.values() if df is not None and df.height]
     scores = pl.concat(frames, how="diagonal_relaxed") if frames else frame([], VIDEO_SCORES)
     # The criterion scores these video scores were computed from name the dimensions no score judged.
     parts = [df for df in criterion_scores.values() if df is not None and df.height]
     criteria = pl.concat(parts, how="diagonal_relaxed") if parts else None
-    lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name(), criteria=criteria)
+    repeats = [df for df in judge_noise.values() if df is not None and df.height]
+    noise = pl.concat(repeats, how="diagonal_relaxed") if repeats else None
+    lb = build_leaderboard(scores, bench=bench.bench_name(), profile=bench.profile_name(), criteria=criteria,
+                           noise=noise)
     return dg.Output(lb, data_version=content_version(lb, LEADERBOARD_VOLATILE), metadata={
         "bench": bench.bench_name(), "profile": bench.profile_name(), "bench_dir": str(bench.bench_path()),
-        "n_partitions": len(frames), "n_rows": lb.height,
+        "n_partitions": len(frames), "n_rows": lb.height, "n_noise_partitions": len(repeats),
         "leaderboard": dg.MetadataValue.md("```\n" + format_leaderboard(lb) + "\n```"),
         "mean_final": (round(float(cast(float, lb["mean_final"].drop_nulls().mean())), 2)
                        if lb["mean_final"].drop_nulls().len() else None),

@@ -439,6 +439,15 @@ BREAKS = (
           (("argus_dagster/protocols/alignment/metrics.py", "        for _grid_sse, point in profile_grid(x, y):\n",
             "        for _grid_sse, point in profile_grid(x, y)[:0]:\n"),),
           ("tests/unit/test_logistic_grid.py",)),
+    Break("repeats-judged-once", "argus evaluate --repeat judges each sampled video once and copies the answer "
+          "K times: a noisy judge measures as noiseless",
+          (("argus_dagster/method/judge_noise.py", "    for k in range(repeats):\n        rows = judge_rows()\n",
+            "    rows = judge_rows()\n    for k in range(repeats):\n"),),
+          ("tests/integration/test_judge_noise.py",)),
+    Break("intervals-ignore-judge-noise", "the leaderboard's intervals resample inputs only, not the judge's repeats",
+          (("argus_dagster/method/leaderboard.py", "    if pools is not None:  # drawn after the inputs",
+            "    if pools is None:  # drawn after the inputs"),),
+          ("tests/unit/test_judge_noise.py",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

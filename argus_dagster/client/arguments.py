@@ -136,6 +136,11 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa (adds vlm-only "
                    "to the profile)")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
+    e.add_argument("--repeat", type=whole_number(2, 50, "judgments per criterion"), metavar="K",
+                   help="after the pass, judge a sample of each partition's videos K times more, bypassing the "
+                        "cache: the judge's own noise (judge_sd; whether each rank holds under it)")
+    e.add_argument("--repeat-videos", type=whole_number(1, 10_000, "videos"), default=8, metavar="N",
+                   help="with --repeat: the videos sampled per task x model (default 8)")
     e.add_argument("--rubrics-in", choices=("bench", "home"), default="bench",
                    help="where new rubrics are frozen: bench (its <TASK>/rubrics/, the default, where it is "
                         "writable) or home ($ARGUS_HOME/benches/<bench>/rubrics/: the bench folder is left as it is)")

@@ -58,7 +58,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.plan:
         return _plan(settings, args.task, args.model)
     status = _evaluate(settings, args.task, args.model, time.perf_counter(), force=args.force,
-                       protocol=args.protocol)
+                       protocol=args.protocol, repeat=(args.repeat or 0, args.repeat_videos))
     return overview_hint(status, settings)
 
 
@@ -75,7 +75,8 @@ def _plan(settings, tasks, models) -> int:
     return 0
 
 
-def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus") -> int:
+def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus",
+              repeat: tuple[int, int] = (0, 0)) -> int:
     try:  # the evaluation's definitions, built once for the message below and every run
         defs = build_definitions(settings, protocols=PROTOCOLS_RUN[protocol])  # --protocol: asked of Dagster too
         assert defs.resources is not None  # build_definitions always binds the evaluation's resources
@@ -94,7 +95,7 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
         instance = local_instance(settings)  # opened once for the runs and the summary (most of a second)
         lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings,
-                     instance=instance, defs=defs)
+                     instance=instance, defs=defs, repeat=repeat)
     firm = _print_firm(tasks, models, settings) if protocol in ("firm", "both") else None
     if protocol == "vefx":
         return _print_vefx(settings)

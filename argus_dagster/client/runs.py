@@ -96,6 +96,7 @@ class RunSpec:
     tags: dict[str, str] = field(default_factory=dict)
     reason: str = ""
     says: str = ""
+    ops: dict[str, dict] = field(default_factory=dict)  # each asset's run config (the judge's repeats)
 
 
 def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], partitions: set[tuple[str, str]],
@@ -180,6 +181,12 @@ def _ranges(by_partition: dict[tuple[str, str], tuple], model_order: list[str]) 
 
     per_task, per_model = grouped(True), grouped(False)
     return per_model if len(per_model) < len(per_task) else per_task
+
+
+def partition_ranges(by_partition: dict[tuple[str, str], tuple], model_order: list[str]) -> list[tuple[list[str], list[str]]]:
+    """``(selection, partition keys)``: the fewest runs of ranges that materialize each ``(task, model)``
+    partition's assets (the evaluation's models in ``model_order``)."""
+    return _ranges(by_partition, model_order)
 
 
 def runs_of(plan: Plan, model_order: list[str], tags: dict[str, str] | None = None,
@@ -352,7 +359,9 @@ def execute(instance: dg.DagsterInstance, resources: Mapping[str, Any], spec: Ru
             gate.acquire()
         watcher.start()
         return materialize_selection(instance, resources, spec.selection, spec.keys,
-                                     {**launcher_tags(), **spec.tags, LAUNCH_TAG: token}, QUIET)
+                                     {**launcher_tags(), **spec.tags, LAUNCH_TAG: token},
+                                     {**QUIET, "ops": {name: {"config": c} for name, c in spec.ops.items()}}
+                                     if spec.ops else QUIET)
     finally:
         started.set()
         if watcher.is_alive():

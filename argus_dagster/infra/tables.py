@@ -51,11 +51,14 @@ VIDEO_SCORES = {"task": S, "model": S, "input_id": S, "sample": S, "base_score":
 # ``loses_to``: models ranked below it that beat it on most shared inputs; ``partial_evidence``: the scored
 # criteria cover less than half of the rubric weight; ``not_judged``: the dimensions left unscored;
 # ``dimensions`` and ``dimension_means``: the model's mean criterion score per measured dimension (by number),
-# what leads where a ranking rests on partial evidence.
+# what leads where a ranking rests on partial evidence. ``judge_sd``: the judge's own standard deviation on
+# a video's final score, measured by ``argus evaluate --repeat`` (0 for a deterministic judge; null where
+# never measured); ``rank_holds_under_noise``: the rank stays in 95% of draws of that noise alone.
 LEADERBOARD = {"bench": S, "profile": S, "task": S, "model": S, "mean_final": F, "ci_low": F, "ci_high": F, "n_videos": I, "n_errors": I,
                "n_scored": F, "n_criteria": F, "weight_scored": F, "covers": S, "judge": S, "needs_vlm": pl.List(S),
                "ci_scope": S, "rank": I, "rank_low": I, "rank_high": I, "shares_top": B, "loses_to": S,
-               "partial_evidence": B, "not_judged": S, "dimensions": pl.List(I), "dimension_means": pl.List(F)}
+               "partial_evidence": B, "not_judged": S, "dimensions": pl.List(I), "dimension_means": pl.List(F),
+               "judge_sd": F, "rank_holds_under_noise": B}
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from argus_dagster.infra.tables import LEADERBOARD, frame
+from argus_dagster.method.judge_noise import final_deviations, judge_sd, noise_sums, ranks_hold
 from argus_dagster.method.rubric.taxonomy import DIMENSIONS
 
 
@@ -42,18 +43,24 @@ def competition_ranks(means: np.ndarray) -> np.ndarray:
 
 
 def input_bootstrap(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 2000,
-                    seed: int = 0) -> np.ndarray:
+                    seed: int = 0, pools: list[np.ndarray] | None = None) -> np.ndarray:
     """Resampled means, ``n_resamples x models``: each resample draws the task's inputs with
     replacement (the same draw for every model, so the models stay paired on their inputs) and a
     model's mean is its drawn videos' scores summed over the number of its drawn videos (the mean
     over videos, as the leaderboard's; an input with several samples weighs by its videos). NaN
-    where a resample drew none of a model's inputs. ``sums``, ``counts``: models x inputs."""
+    where a resample drew none of a model's inputs. ``sums``, ``counts``: models x inputs. With
+    ``pools`` (per model, the judge's deviations on a video's final score), every drawn video's score
+    also moves by a deviation drawn from its model's pool: inputs and repeats resampled together."""
     n_inputs = sums.shape[1]
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_inputs, size=(n_resamples, n_inputs))
     flat = (np.arange(n_resamples)[:, None] * n_inputs + draws).ravel()  # how often each resample drew each input
     times = np.bincount(flat, minlength=n_resamples * n_inputs).reshape(n_resamples, n_inputs).astype(float)
     total, videos = times @ sums.T, times @ counts.T
+    if pools is not None:  # drawn after the inputs: without noise the resamples are what they were
+        noise_rng = np.random.default_rng(seed + 1)
+        for m, pool in enumerate(pools):
+            total[:, m] += (times * noise_sums(pool, counts[m], n_resamples, noise_rng)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(videos > 0, total / videos, np.nan)
 
@@ -146,9 +153,12 @@ def dimension_leaders(ranking: list[tuple[str, float]]) -> list[str]:
     return [m for m, v in ranking if ranking and v >= ranking[0][1] - RANK_TIE]
 
 
-def _task_ranks(g: pl.DataFrame, models: list[str], means: list[float | None]) -> dict[str, dict]:
+def _task_ranks(g: pl.DataFrame, models: list[str], means: list[float | None],
+                noise: pl.DataFrame | None = None) -> dict[str, dict]:
     """Per model of one task: its rank, its score and rank intervals from one bootstrap over inputs,
-    whether it shares the top, and the models below it that beat it on most shared inputs."""
+    whether it shares the top, and the models below it that beat it on most shared inputs. With the
+    judge's ``noise`` (:mod:`~argus_dagster.method.judge_noise`, measured with this judge), the bootstrap
+    resamples inputs and repeats together, and each rank says whether it holds under that noise."""
     ok = g.filter(pl.col("final_score").is_not_null())
     ids = (ok["input_id"].cast(pl.String).to_list() if "input_id" in ok.columns
            else [str(k) for k in range(ok.height)])  # without input ids every video is its own input
@@ -161,7 +171,11 @@ def _task_ranks(g: pl.DataFrame, models: list[str], means: list[float | None]) -
         counts[col[m], where[i]] += 1
     point = np.array([np.nan if v is None else v for v in means], dtype=float)
     ranks = [None if np.isnan(r) else int(r) for r in competition_ranks(point)]
-    resampled = input_bootstrap(sums, counts) if inputs else np.full((1, len(models)), np.nan)
+    task = str(g["task"][0]) if g.height and "task" in g.columns else ""
+    pools = noise_pools(noise, task, models)
+    resampled = (input_bootstrap(sums, counts, pools=pools) if inputs else np.full((1, len(models)), np.nan))
+    holds = (ranks_hold(sums, counts, pools or [], ranks, competition_ranks) if pools and inputs
+             else [None] * len(models))
     intervals = rank_intervals(resampled)
     has = counts > 0
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -176,12 +190,28 @@ def _task_ranks(g: pl.DataFrame, models: list[str], means: list[float | None]) -
         rl, rh = interval if interval and ranks[k] else (None, None)
         out[m] = {"ci_low": lo, "ci_high": hi, "rank": ranks[k], "rank_low": rl, "rank_high": rh,
                   "shares_top": None if ranks[k] is None else bool(ranks[k] == 1 or rl == 1),
-                  "loses_to": loses[k]}
+                  "loses_to": loses[k],
+                  "judge_sd": judge_sd(pools[k]) if pools else None, "rank_holds_under_noise": holds[k]}
     return out
 
 
+def noise_pools(noise: pl.DataFrame | None, task: str, models: list[str]) -> list[np.ndarray] | None:
+    """Per model of ``task``: the deviations of its videos' final scores over the judge's repeats (a
+    model never judged again takes the task's, the same judge's); None where the task has none."""
+    if noise is None or not noise.height:
+        return None
+    every = final_deviations(noise, task)
+    if not len(every):
+        return None
+    pools = []
+    for m in models:
+        own = final_deviations(noise, task, m)
+        pools.append(own if len(own) else every)
+    return pools
+
+
 def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, profile: str | None = None,
-                      criteria: pl.DataFrame | None = None) -> pl.DataFrame:
+                      criteria: pl.DataFrame | None = None, noise: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per task and model: the mean final score, its rank and their intervals, and what those scores
     cover (mean criteria scored of how many, share of importance weight, judges, criteria that need a
     VLM, the dimensions no score judged: from ``criteria``, the criterion scores, where given).
@@ -191,7 +221,11 @@ def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, prof
     typical video, not its best (best-of-N is :mod:`~argus_dagster.protocols.best_of_n`). The intervals come from
     one bootstrap over the task's inputs (:func:`input_bootstrap`): the inputs are what varies between
     benches, and the samples of one input are not independent of each other. Equal means share a rank
-    (:func:`competition_ranks`); a model shares the top when rank 1 lies in its rank interval."""
+    (:func:`competition_ranks`); a model shares the top when rank 1 lies in its rank interval.
+
+    ``noise``: the judge's repeats (``argus evaluate --repeat``); only those made by the judge that
+    scored these videos count. Then ``judge_sd`` and ``rank_holds_under_noise`` are filled and the
+    intervals resample the repeats with the inputs (:func:`_task_ranks`)."""
     rows = []
     if video_scores.height:
         for (task,), tg in video_scores.group_by(["task"], maintain_order=True):
@@ -219,9 +253,20 @@ def build_leaderboard(video_scores: pl.DataFrame, bench: str | None = None, prof
                                   "partial_evidence": None if weight is None else weight < PARTIAL_WEIGHT,
                                   "not_judged": ", ".join(unscored or needs) or None,
                                   "dimensions": dims, "dimension_means": dim_means})
-            ranked = _task_ranks(tg, [r["model"] for r in task_rows], [r["mean_final"] for r in task_rows])
+            ranked = _task_ranks(tg, [r["model"] for r in task_rows], [r["mean_final"] for r in task_rows],
+                                 _same_judge(noise, tg))
             rows += [{**r, **ranked[r["model"]]} for r in task_rows]
     return frame(rows, LEADERBOARD).sort(["task", "rank", "model"], nulls_last=True)
+
+
+def _same_judge(noise: pl.DataFrame | None, scores: pl.DataFrame) -> pl.DataFrame | None:
+    """The repeats of ``noise`` made by a judge that scored ``scores`` (a stale measurement of another
+    judge says nothing of this one's noise)."""
+    if noise is None or not noise.height or "judge" not in scores.columns:
+        return None
+    judges = {j.strip() for v in scores["judge"].drop_nulls().to_list() for j in str(v).split(",")}
+    kept = noise.filter(pl.col("judge").is_in(sorted(judges)))
+    return kept if kept.height else None
 
 
 def usual_coverage(n_scored: list, n_criteria: list, unit: str = "videos") -> str:
@@ -295,6 +340,22 @@ def partial_evidence_text(rows: list[dict]) -> str | None:
             + (f" (not judged: {', '.join(missing)})" if missing else ""))
 
 
+def noise_text(rows: list[dict]) -> str | None:
+    """What the judge's own noise (``argus evaluate --repeat``) means for a task's ranks, in one line;
+    None where it was never measured."""
+    measured = [r for r in rows if r.get("judge_sd") is not None]
+    if not measured:
+        return None
+    if all(r["judge_sd"] == 0 for r in measured):
+        return ("the judge's noise: none, a band of zero (a deterministic judge: the same evidence always gets "
+                "the same score), so every rank holds under it")
+    sds = [float(r["judge_sd"]) for r in measured]
+    spread = f"{min(sds):.2f}" if max(sds) - min(sds) < 0.005 else f"{min(sds):.2f}-{max(sds):.2f}"
+    loose = [str(r["model"]) for r in measured if r.get("rank_holds_under_noise") is False]
+    return (f"the judge's noise: sd {spread} on a video's final score (judged again, --repeat); "
+            + (f"the ranks of {', '.join(loose)} do not hold under it" if loose else "every rank holds under it"))
+
+
 def format_leaderboard(lb: pl.DataFrame) -> str:
     """Plain-text tables, one per task, best model first: equal scores share a rank, each rank with
     the ranks the model takes in 95% of the bootstrap's resamples; then which models share the top,
@@ -341,6 +402,9 @@ def format_leaderboard(lb: pl.DataFrame) -> str:
                 out.append(f"  {r['model']} is ranked above, but loses to {r['loses_to']}")
         if needs:
             out.append(f"  needs a VLM (not scored): {', '.join(sorted(needs))}")
+        noise = noise_text(rows)
+        if noise:
+            out.append(f"  {noise}")
         out.append("")
     return "\n".join(out)
 

@@ -37,6 +37,7 @@ from argus_dagster.method.leaderboard import (
     competition_ranks,
     dimension_leaders,
     dimension_ranking,
+    noise_text,
     pairwise_win_rates,
     partial_evidence_text,
     rank_text,
@@ -60,7 +61,7 @@ BASE_COLUMNS = ("task", "model", "mean_final", "ci_low", "ci_high", "n_videos", 
 # table, bench and profile in the page's header, the dimension means in the heat map and, where no
 # overall leader is named, in the ranking per dimension above the table) rather than as a column each.
 SHOWN_ELSEWHERE = ("bench", "profile", "n_scored", "n_criteria", "weight_scored", "judge", "needs_vlm", "ci_scope",
-                   "covers", "dimensions", "dimension_means")
+                   "covers", "dimensions", "dimension_means", "judge_sd", "rank_holds_under_noise")
 # The rank, its 95% interval and the pairwise contradiction have columns of their own; which models share
 # the top and whether the ranking rests on partial evidence are said below the table.
 RANK_COLUMNS = ("rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged")
@@ -165,6 +166,7 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
     extra = [c for c in lb.columns if c not in BASE_COLUMNS and c not in SHOWN_ELSEWHERE and c not in RANK_COLUMNS]
     has_interval = "rank_low" in lb.columns
     has_losses = "loses_to" in lb.columns and lb["loses_to"].drop_nulls().len() > 0
+    has_noise = "judge_sd" in lb.columns and lb["judge_sd"].drop_nulls().len() > 0
     stored = lb["rank"].to_list() if "rank" in lb.columns else [None] * lb.height
     means = [float("nan") if m is None else float(m) for m in lb["mean_final"].to_list()] if lb.height else []
     # a table stored without ranks
@@ -173,6 +175,7 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
     head = ("<thead><tr><th>rank</th>" + ("<th>95% rank</th>" if has_interval else "")
             + "<th>model</th><th>score</th><th>95% interval</th><th>videos</th><th>errors</th>"
             + ("<th>covers</th>" if has_coverage else "") + ("<th>loses to</th>" if has_losses else "")
+            + ("<th>judge's noise</th>" if has_noise else "")
             + "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in extra) + "</tr></thead>")
     partial = rests_on_partial_evidence(lb.to_dicts())
     rows = []
@@ -193,6 +196,8 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
                     + (f'<td data-sort="{_sort_value(r.get("weight_scored"))}">{esc(coverage_cell(r, one_judge))}</td>'
                        if has_coverage else "")
                     + (f'<td class="loses-to">{esc(r.get("loses_to") or "–")}</td>' if has_losses else "")
+                    + (f'<td class="judge-noise" data-sort="{_sort_value(r.get("judge_sd"))}">{esc(_noise_cell(r))}</td>'
+                       if has_noise else "")
                     + "".join(f"<td>{_cell(r[c])}</td>" for c in extra) + "</tr>")
     notes = []
     top = top_models(lb.to_dicts())
@@ -216,10 +221,22 @@ def _leaderboard_table(present: set[str], task: str, lb: pl.DataFrame) -> str:
         notes.append("scores and intervals cover the scored criteria only")
     needs = sorted({c for v in (lb["needs_vlm"].to_list() if "needs_vlm" in lb.columns else []) for c in (v or [])})
     facts = f'<div class="muted facts">{"; ".join(notes)}</div>' if notes else ""
+    noise = noise_text(lb.to_dicts())
+    if noise:
+        facts += f'<p class="judge-noise muted">{esc(noise)}</p>'
+
     if needs:
         facts += (f'<details class="facts"><summary>{len(needs)} criteria need a VLM judge (not scored here)</summary>'
                   f'<div class="muted">{esc(", ".join(needs))}</div></details>')
     return f'{lead}<table class="leaderboard sortable">{head}<tbody>{"".join(rows)}</tbody></table>{facts}'
+
+
+def _noise_cell(r: dict) -> str:
+    """A model's judge noise as its row shows it: ``sd 0.41, rank holds``; ``not measured``."""
+    if r.get("judge_sd") is None:
+        return "not measured"
+    holds = r.get("rank_holds_under_noise")
+    return f"sd {r['judge_sd']:.2f}" + ("" if holds is None else ", rank holds" if holds else ", rank does not hold")
 
 
 def interval_svg(task: str, rows: list[dict], width: int = 640) -> str:

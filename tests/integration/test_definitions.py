@@ -18,7 +18,7 @@ def test_asset_graph_snapshot():
     assert keys == ["aggregation_config", "backbone_robustness", "bench_files", "best_of_n", "candidate_files",
                     "candidate_videos", "costs", "criterion_evidence", "criterion_scores", "diagnostic_reports",
                     "firm_checklists", "firm_scores", "firm_verdicts", "human_alignment", "input_instances",
-                    "judge_config", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics", "site",
+                    "judge_config", "judge_noise", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics", "site",
                     "tool_suite_config", "vefx_leaderboard", "vefx_scores", "video_scores"]
     deps = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
             for k in graph.get_all_asset_keys()}
@@ -34,7 +34,8 @@ def test_asset_graph_snapshot():
         "criterion_evidence": ["candidate_videos", "input_instances", "rubrics", "tool_suite_config"],
         "criterion_scores": ["candidate_videos", "criterion_evidence", "judge_config", "rubrics"],
         "video_scores": ["aggregation_config", "candidate_videos", "criterion_scores"],
-        "leaderboard": ["criterion_scores", "video_scores"],
+        "judge_noise": ["aggregation_config", "candidate_videos", "criterion_evidence", "judge_config", "rubrics"],
+        "leaderboard": ["criterion_scores", "judge_noise", "video_scores"],
         "costs": ["firm_checklists", "firm_scores", "rubrics", "vefx_scores", "video_scores"],
         "site": ["costs", "criterion_scores", "firm_scores", "human_alignment", "leaderboard", "vefx_leaderboard",
                  "vefx_scores", "video_scores"],

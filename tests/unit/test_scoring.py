@@ -149,7 +149,7 @@ def test_build_leaderboard_means_errors_and_order():
     assert lb.columns == ["bench", "profile", "task", "model", "mean_final", "ci_low", "ci_high", "n_videos", "n_errors",
                           "n_scored", "n_criteria", "weight_scored", "covers", "judge", "needs_vlm", "ci_scope",
                           "rank", "rank_low", "rank_high", "shares_top", "loses_to", "partial_evidence", "not_judged",
-                          "dimensions", "dimension_means"]
+                          "dimensions", "dimension_means", "judge_sd", "rank_holds_under_noise"]
     rows = {(r["task"], r["model"]): r for r in lb.iter_rows(named=True)}
     a = rows[("T2V", "a")]
     assert a["mean_final"] == pytest.approx(7.0)
