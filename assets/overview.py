@@ -1,5 +1,6 @@
 """The ``site`` asset: the evaluation's overview (``reports/index.html``), its sample browser
-(``reports/samples.html``) and its row of the home's index of evaluations (``$ARGUS_HOME/benches/index.html``).
+(``reports/samples.html``), the comparison page of each pair of models its win matrices show
+(``reports/pairs/<A>/<B>.html``) and its row of the home's index of evaluations (``$ARGUS_HOME/benches/index.html``).
 
 The site is an asset like the tables it shows, with its inputs declared: the leaderboard, the video and
 criterion scores, human alignment, FIRM-Video's and VEFX-Bench's results (each read as Dagster recorded
@@ -18,6 +19,7 @@ import polars as pl
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import frame
+from argus_dagster.outputs.compare_pages import matrix_pairs, pair_path, pair_writer
 from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
 from argus_dagster.outputs.samples import write_samples
 from argus_dagster.protocols.best_of_n import human_scores
@@ -86,7 +88,7 @@ def _page_row(page: str, path, store: Storage, root) -> dict:
     return {"page": page, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None}
 
 
-@dg.asset(code_version="2", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
+@dg.asset(code_version="3", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={name: dg.AssetIn(metadata={"allow_missing_partitions": True}) for name in SITE_INPUTS})
 def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
@@ -94,8 +96,9 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
          human_alignment: pl.DataFrame | None, firm_scores: dict[str, pl.DataFrame],
          vefx_leaderboard: pl.DataFrame | None, vefx_scores: dict[str, pl.DataFrame], costs: pl.DataFrame | None,
          bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
-    """The overview, the sample browser and this evaluation's row of the home's index, written whole
-    from the inputs (a page that cannot be written is a row with its error; the others stand)."""
+    """The overview, the sample browser, the pairs' comparison pages and this evaluation's row of the
+    home's index, written whole from the inputs (a page that cannot be written is a row with its error;
+    the others stand)."""
     store = storage.storage()
     reports = bench.reports_path()
     root = str(reports).rstrip("/").rsplit("/", 1)[0]  # the evaluation's folder: paths are said relative to it
@@ -124,11 +127,19 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
         changes=changes.get("changes"), people=people, firm_scores=firm))
     if samples is not None:  # first, so that the overview links it
         meta["samples_url"] = dg.MetadataValue.url(store.link(samples, reports))
+    pairs = matrix_pairs(leaderboard, videos)  # the pairs the win matrices show, before the overview links them
+    pair_pages: dict[tuple[str, str], str] = {}
+    if pairs:
+        write_pair = pair_writer(reports, videos, criteria, store)
+        for a, b in pairs:
+            if written(f"pair:{a} vs {b}", lambda a=a, b=b: write_pair(a, b)) is not None:
+                pair_pages[(a, b)] = pair_path(a, b)
+        meta["pair_pages"] = f"{len(pair_pages)} of {len(pairs)} written"
     index = written("overview", lambda: write_overview(
         reports, bench.storage_path(), bench=f"{bench.bench_name()} ({bench.bench_path()}), profile {bench.profile_name()}",
         store=store, people=people, leaderboard=leaderboard, alignment=human_alignment, firm_scores=firm,
         vefx_board=vefx_leaderboard, video_scores=videos, criterion_scores=criteria, vefx_scores=edits, costs=costs,
-        **changes))
+        pair_pages=pair_pages, **changes))
     if index is not None:
         meta["overview_url"] = dg.MetadataValue.url(store.link(index, reports))
     home = evaluations_root(reports)

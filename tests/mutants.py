@@ -448,6 +448,9 @@ BREAKS = (
           (("argus_dagster/method/leaderboard.py", "    if pools is not None:  # drawn after the inputs",
             "    if pools is None:  # drawn after the inputs"),),
           ("tests/unit/test_judge_noise.py",)),
+    Break("compare-page-shows-a-minus-b", "a pair's comparison page shows A - B in its B - A column",
+          (("argus_dagster/outputs/compare_pages.py", '{_num(r["diff"], True)}', '{_num(-r["diff"], True)}'),),
+          ("tests/unit/test_compare_pages.py", "tests/integration/test_browser.py::test_a_win_matrix_cell_opens_the_pairs_comparison")),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

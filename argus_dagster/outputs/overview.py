@@ -5,8 +5,9 @@ below that beats a row on most shared inputs, and whatever coverage and evaluato
 ``leaderboard`` table carries; which models share the top, and whether the ranking rests on partial
 evidence) with its bar plot; a models x dimensions heat map of mean
 criterion scores and each model's dimension profile (inline SVG, readable in print and from a file);
-a pairwise win-rate matrix; and a grid of inputs x models whose cells link to each video's report, with each
-input linking to its comparison page. Then the human-alignment table and its scatter plots where
+a pairwise win-rate matrix, each cell linking to the pair's comparison page where the site wrote it
+(:mod:`argus_dagster.outputs.compare_pages`); and a grid of inputs x models whose cells link to each
+video's report, with each input linking to its comparison page. Then the human-alignment table and its scatter plots where
 ratings exist. It is rebuilt whenever ``leaderboard`` or ``human_alignment`` materializes, each
 passing its fresh table and reading the others from the stored parquet tables, so the page never
 waits for a run of its own.
@@ -415,11 +416,14 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
 WIN_MATRIX_MODELS = 20  # the matrix's models, best ranked first: the page stays linear in the models
 
 
-def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> str:
+def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None,
+                pair_pages: dict[tuple[str, str], str] | None = None) -> str:
     """Models x models: how often the row's video scores above the column's on the inputs both have
     (a tie counts half), with its 95% interval and the number of shared inputs. Of the
     :data:`WIN_MATRIX_MODELS` best ranked (``models`` in the leaderboard's order), said above it when
-    there are more: a matrix of every pair would grow with the square of the models."""
+    there are more: a matrix of every pair would grow with the square of the models. ``pair_pages``:
+    the pairs' comparison pages written (keyed by the two names sorted, each its path under the
+    reports folder); a cell of such a pair, either way round, links to its page."""
     left_out = len(models) - WIN_MATRIX_MODELS
     models = models[:WIN_MATRIX_MODELS]
     rates = pairwise_win_rates(videos, task, models) if videos is not None else {}
@@ -438,8 +442,12 @@ def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None) -> st
                 continue
             title = (f"{a} scores above {b} on {r['rate']:.0%} of {r['n']} shared inputs "
                      f"(95% interval {r['low']:.0%}-{r['high']:.0%})")
-            tds.append(f'<td class="score" style="background:{score_colour(10 * r["rate"])}" title="{esc(title)}">'
-                       f'{r["rate"]:.0%}<br><span class="muted">[{r["low"]:.0%}, {r["high"]:.0%}] n={r["n"]}</span></td>')
+            page = (pair_pages or {}).get((a, b) if a <= b else (b, a))
+            rate = (f'<a class="compare-pair" href="{href(*page.split("/"))}">{r["rate"]:.0%}</a>' if page
+                    else f'{r["rate"]:.0%}')
+            tds.append(f'<td class="score" data-model="{esc(b)}" style="background:{score_colour(10 * r["rate"])}" '
+                       f'title="{esc(title)}">{rate}<br><span class="muted">[{r["low"]:.0%}, {r["high"]:.0%}] '
+                       f'n={r["n"]}</span></td>')
         rows.append(f'<tr data-model="{esc(a)}"><th>{esc(a)}</th>{"".join(tds)}</tr>')
     return f'{note}<table class="winrate">{head}{"".join(rows)}</table>'
 
@@ -529,7 +537,8 @@ def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *
                     store: Storage | None = None, costs: pl.DataFrame | None = None,
                     firm_scores: pl.DataFrame | None = None, vefx_board: pl.DataFrame | None = None,
                     vefx_scores: pl.DataFrame | None = None, changes: Diff | None = None,
-                    changes_note: str = "", people: pl.DataFrame | None = None) -> str:
+                    changes_note: str = "", people: pl.DataFrame | None = None,
+                    pair_pages: dict[tuple[str, str], str] | None = None) -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
     or an ``s3://`` prefix of ``store``, listed once). ``costs`` is the evaluation's cost ledger
     (:func:`~argus_dagster.method.ledger.cost_table`; without it, that of ``video_scores``).
@@ -537,7 +546,9 @@ def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *
     stored tables, each a section where there is one (:mod:`argus_dagster.outputs.protocol_sections`).
     ``changes``: the latest two passes compared (:mod:`argus_dagster.outputs.changes`), or
     ``changes_note`` saying why there is no comparison; without either, no "What changed" section.
-    ``people``: human ratings per video (``task, input_id, model, sample, score``), for best-of-N."""
+    ``people``: human ratings per video (``task, input_id, model, sample, score``), for best-of-N.
+    ``pair_pages``: the pairs' comparison pages written (:mod:`argus_dagster.outputs.compare_pages`),
+    which the win matrices' cells link; without it the cells link nothing."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
@@ -566,7 +577,7 @@ def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *
             + f"{_leaderboard_table(present, task, g)}{plot}"
             f"<h3>Mean criterion score per dimension (0-10)</h3>{_heat_map(task, models, criterion_scores)}"
             "<h3>Pairwise: how often the row's model scores above the column's, on the inputs both have</h3>"
-            f"{_win_matrix(task, models, video_scores)}"
+            f"{_win_matrix(task, models, video_scores, pair_pages)}"
             f"<h3>Inputs (comparison page) × models (report)</h3>{_inputs_grid(present, task, models, video_scores)}"
             f"<h3>VLM costs</h3>{_costs(task, costs)}"
             "</section>")
@@ -619,10 +630,12 @@ _READ = object()  # an argument not given: read the stored table (a library call
 def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderboard=_READ, alignment=_READ,
                    bench: str | None = None, store: Storage | None = None, firm_scores=_READ, vefx_board=_READ,
                    video_scores=_READ, criterion_scores=_READ, vefx_scores=_READ, costs=_READ,
-                   changes: Diff | None = None, changes_note: str = "", people: pl.DataFrame | None = None) -> Path | str:
+                   changes: Diff | None = None, changes_note: str = "", people: pl.DataFrame | None = None,
+                   pair_pages: dict[tuple[str, str], str] | None = None) -> Path | str:
     """Write ``reports_dir/index.html`` whole from the tables given (None: there is none, its section
     is left out); a table not given is read from ``storage_dir`` (folders, or ``s3://`` prefixes of
-    ``store``), as a library caller without Dagster's records reads it. The ``site`` asset gives them all.
+    ``store``), as a library caller without Dagster's records reads it. The ``site`` asset gives them all,
+    and ``pair_pages``: the pairs' comparison pages it wrote, which the win matrices link.
 
     Raises :class:`argus_dagster.infra.files.WriteError` when the page cannot be written."""
     store = store or LOCAL
@@ -637,7 +650,7 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
                            costs=given(costs, "costs"),
                            firm_scores=given(firm_scores, "firm_scores"), vefx_board=given(vefx_board, "vefx_leaderboard"),
                            vefx_scores=given(vefx_scores, "vefx_scores"), changes=changes,
-                           changes_note=changes_note, people=people)
+                           changes_note=changes_note, people=people, pair_pages=pair_pages)
     return store.write_bytes(join(reports_dir, "index.html"), page)
 
 

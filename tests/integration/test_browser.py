@@ -470,6 +470,47 @@ def test_pages_of_a_model_with_an_odd_name_link_back(site, browser, tmp_path):
     page.close()
 
 
+def test_a_win_matrix_cell_opens_the_pairs_comparison(site, browser, tmp_path):
+    """T2V's win matrix: the cell of the odd-named model's row and flicker's column, and the cell the
+    other way round, link to one page; followed, it shows flicker against the odd-named model (B - A, the
+    names in sorted order), and its overall row's n and B - A on each task are compare()'s on the stored
+    tables; every link on it (both models' reports, the overview) answers."""
+    from argus_dagster.infra.tables import stored_table
+    from argus_dagster.method.compare import OVERALL, compare
+
+    other = "flicker"
+    a, b = sorted([ODD_MODEL, other])
+    overview, _ = _open(browser, site["base"] + "index.html", tmp_path, "overview-pairs")
+    matrix = overview.locator('section[data-task="T2V"] table.winrate')
+    cell = lambda row, column: matrix.locator(  # noqa: E731
+        f'tr[data-model="{row}"] td[data-model="{column}"] a.compare-pair')
+    assert cell(ODD_MODEL, other).count() == cell(other, ODD_MODEL).count() == 1
+    there = cell(other, ODD_MODEL).evaluate("a => a.href")
+    cell(ODD_MODEL, other).click()
+    overview.wait_for_load_state("load")
+    assert overview.url == there
+    url = overview.url
+    overview.close()
+    page, errors = _open(browser, url, tmp_path, "pair")
+    assert page.locator("h1").inner_text() == f"{b} against {a}"
+    storage = site["evaluation"] / "storage"
+    videos, criteria = stored_table(storage, "video_scores"), stored_table(storage, "criterion_scores")
+    side = lambda t, m: t.filter(pl.col("model") == m)  # noqa: E731
+    c = compare(side(videos, a), side(videos, b), side(criteria, a), side(criteria, b), a=a, b=b)
+    overall = c.rows.filter(pl.col("dimension") == OVERALL)
+    assert overall["task"].to_list() == ["T2V"]  # the odd-named model is a T2V model only
+    shown = {t: (n, diff) for t, n, diff in page.locator(f'tr[data-dimension="{OVERALL}"]').evaluate_all(
+        "rs => rs.map(r => [r.dataset.task, r.querySelector('td.n').textContent,"
+        " r.querySelector('td.diff').textContent])")}
+    assert shown == {r["task"]: (str(r["n_inputs"]), f"{r['diff']:+.2f}") for r in overall.iter_rows(named=True)}
+    t2v = overall.filter(pl.col("task") == "T2V").row(0, named=True)
+    assert t2v["n_inputs"] == 3 and t2v["diff"] < 0  # flicker scores below the faithful videos on every input
+    links = _links_resolve(page, site["base"])
+    assert site["base"] + "index.html" in links and any("/T2V/" in u for u in links)
+    assert errors == [], errors
+    page.close()
+
+
 @pytest.fixture(scope="module")
 def dagster_ui(site):
     """The real dagster-webserver on the evaluated instance."""

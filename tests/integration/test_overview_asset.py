@@ -52,6 +52,54 @@ def test_a_page_that_cannot_be_written_is_said(tmp_path, monkeypatch):
     assert pages["overview"]["error"] and pages["samples"]["error"] is None  # the sample browser stands
 
 
+def test_each_pair_of_the_win_matrix_has_its_page_and_one_that_fails_is_said(tmp_path, monkeypatch):
+    """Three models that share inputs: a page per pair, each a row of the site's table, linked from both
+    cells of the overview's win matrix; a pair whose page cannot be written is a row with its error, its
+    cells link nothing, and the other pages stand."""
+    from html.parser import HTMLParser
+    from urllib.parse import unquote
+
+    from argus_dagster.infra.names import file_name
+
+    monkeypatch.setenv("ARGUS_HOME", str(tmp_path))
+    models = ["m", "n 猫", "o"]
+    videos = pl.DataFrame({"task": "T2V", "model": [m for m in models for _ in range(2)], "input_id": ["p0", "p1"] * 3,
+                           "sample": "", "final_score": [7.0, 6.0, 5.0, 4.0, 3.0, 8.0], "judge": "evidence-only"})
+    board = pl.DataFrame({"task": ["T2V"] * 3, "model": models, "mean_final": [6.5, 4.5, 5.5], "ci_low": [0.0] * 3,
+                          "ci_high": [10.0] * 3, "n_videos": [2] * 3, "n_errors": [0] * 3})
+    blocked = tmp_path / "reports" / "pairs" / "m" / "o.html"
+    blocked.mkdir(parents=True)  # in the way of the page of m and o
+    out = site(dg.build_asset_context(), leaderboard=board, video_scores={"T2V|x": videos}, criterion_scores={},
+               human_alignment=None, firm_scores={}, vefx_leaderboard=None, vefx_scores={}, costs=None,
+               bench=_bench(tmp_path), storage=StorageResource())
+    rows = {r["page"]: r for r in out.value.iter_rows(named=True) if r["page"].startswith("pair:")}
+    assert set(rows) == {"pair:m vs n 猫", "pair:m vs o", "pair:n 猫 vs o"}
+    assert rows["pair:m vs o"]["error"] and rows["pair:m vs o"]["path"] is None
+    for page, first, second in (("pair:m vs n 猫", "m", "n 猫"), ("pair:n 猫 vs o", "n 猫", "o")):
+        path = f"reports/pairs/{file_name(first)}/{file_name(second)}.html"
+        assert rows[page]["error"] is None and rows[page]["path"] == path and (tmp_path / path).is_file()
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.row, self.column, self.links = None, None, {}
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "tr":
+                self.row = a.get("data-model")
+            elif tag == "td":
+                self.column = a.get("data-model")
+            elif tag == "a" and a.get("class") == "compare-pair":
+                self.links[(self.row, self.column)] = unquote(a["href"])
+
+    cells = Cells()
+    cells.feed((tmp_path / "reports" / "index.html").read_text(encoding="utf-8"))
+    written = {(first, second): f"pairs/{file_name(first)}/{file_name(second)}.html"
+               for first, second in (("m", "n 猫"), ("n 猫", "o"))}
+    assert cells.links == {**written, **{(b, a): page for (a, b), page in written.items()}}
+
+
 def test_the_site_reads_what_it_shows_as_declared_inputs():
     graph = build_definitions().resolve_asset_graph()
     parents = {k.to_user_string() for k in graph.get(dg.AssetKey("site")).parent_keys}
