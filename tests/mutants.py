@@ -256,8 +256,10 @@ BREAKS = (
           ("tests/unit/test_audio_requirements.py",)),
     Break("logistic-one-start", "the four-parameter logistic fit starts once, at the usual values, and keeps "
           "whatever optimum that start lands in",
-          (("argus_dagster/protocols/alignment/metrics.py", "    for p0 in (logistic_starts(x, y) if starts is None else starts):\n",
-            "    for p0 in [(float(y.max()), float(y.min()), float(x.mean()), float(x.std()))]:\n"),),
+          (("argus_dagster/protocols/alignment/metrics.py", "    for p0 in (logistic_starts(x, y) + grid if starts is None else starts):\n",
+            "    for p0 in [(float(y.max()), float(y.min()), float(x.mean()), float(x.std()))]:\n"),
+           ("argus_dagster/protocols/alignment/metrics.py", "        for _grid_sse, point in profile_grid(x, y):\n",
+            "        for _grid_sse, point in profile_grid(x, y)[:0]:\n")),
           ("tests/unit/test_logistic_starts.py",)),
     Break("ratings-accept-off-scale", "human ratings outside their dimension's scale are used (a 9 on VEFX's 1-4)",
           (("argus_dagster/protocols/alignment/ratings.py",
