@@ -16,6 +16,7 @@ warnings.filterwarnings("ignore", message="Asset job .* materializes assets with
 from .alignment import human_alignment, human_alignment_in_range
 from .candidates import candidate_videos, criterion_evidence, criterion_scores, video_scores
 from .checks import ALL_CHECKS as INVARIANT_CHECKS
+from .controls import CONTROL_CHECKS, control_scores, controls
 from .costs import costs
 from .firm import FIRM_CANDIDATE_ASSETS, FIRM_CHECKS, FIRM_TASK_ASSETS, best_of_n
 from .inputs import input_instances, rubrics
@@ -35,10 +36,11 @@ FIRM_ASSETS = FIRM_TASK_ASSETS + FIRM_CANDIDATE_ASSETS + [best_of_n]
 # VEFX-Bench's edit protocol: in the graph, run only when asked (argus evaluate --protocol vefx).
 VEFX_ASSETS = VEFX_CANDIDATE_ASSETS + [vefx_leaderboard]
 # The judge's own noise: run when asked (argus evaluate --repeat K); the leaderboard reads it.
+# Controls (what the evaluator can tell apart): run when asked (argus evaluate --controls N, the demo).
 ALL_ASSETS = (TASK_ASSETS + CANDIDATE_ASSETS + [judge_noise, leaderboard, costs, human_alignment, backbone_robustness]
-              + FIRM_ASSETS
+              + [control_scores, controls] + FIRM_ASSETS
               + VEFX_ASSETS + [site])
-ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS]
+ALL_CHECKS = [leaderboard_in_range, human_alignment_in_range, *INVARIANT_CHECKS, *CONTROL_CHECKS]
 # Kept apart from ALL_CHECKS, whose partitioned checks ride along with every VideoArgus partition run.
 GRAPH_CHECKS = ALL_CHECKS + FIRM_CHECKS + VEFX_CHECKS
 
@@ -48,4 +50,4 @@ AUTOMATED_ASSETS = TASK_ASSETS + CANDIDATE_ASSETS + [leaderboard, costs, site]
 
 __all__ = ["ALL_ASSETS", "AUTOMATED_ASSETS", "SOURCES", "OBSERVE_JOBS", "ALL_CHECKS", "TASK_ASSETS", "CANDIDATE_ASSETS", "FIRM_TASK_ASSETS", "FIRM_CANDIDATE_ASSETS",
            "FIRM_CHECKS", "GRAPH_CHECKS", "VEFX_ASSETS", "VEFX_CANDIDATE_ASSETS", "VEFX_CHECKS", "vefx_leaderboard", "site", "costs", "model_partitions",
-           "task_partitions", "task_model_partitions", "judge_noise"]
+           "task_partitions", "task_model_partitions", "judge_noise", "control_scores", "controls"]

@@ -79,7 +79,7 @@ SITE_PAGES = {"page": pl.String, "path": pl.String, "bytes": pl.Int64, "sha256":
 # Dagster records with each materialization of the site (its provenance in the UI).
 SITE_VOLATILE = ("bytes", "sha256")
 SITE_INPUTS = ("leaderboard", "video_scores", "criterion_scores", "human_alignment", "firm_scores", "vefx_leaderboard",
-               "vefx_scores", "costs")
+               "vefx_scores", "costs", "controls")
 
 
 def _page_row(page: str, path, store: Storage, root) -> dict:
@@ -88,13 +88,14 @@ def _page_row(page: str, path, store: Storage, root) -> dict:
     return {"page": page, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None}
 
 
-@dg.asset(code_version="3", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
+@dg.asset(code_version="4", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={name: dg.AssetIn(metadata={"allow_missing_partitions": True}) for name in SITE_INPUTS})
 def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
          video_scores: dict[str, pl.DataFrame], criterion_scores: dict[str, pl.DataFrame],
          human_alignment: pl.DataFrame | None, firm_scores: dict[str, pl.DataFrame],
          vefx_leaderboard: pl.DataFrame | None, vefx_scores: dict[str, pl.DataFrame], costs: pl.DataFrame | None,
+         controls: pl.DataFrame | None,
          bench: BenchResource, storage: StorageResource) -> dg.Output[pl.DataFrame]:
     """The overview, the sample browser, the pairs' comparison pages and this evaluation's row of the
     home's index, written whole from the inputs (a page that cannot be written is a row with its error;
@@ -139,6 +140,7 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
         reports, bench.storage_path(), bench=f"{bench.bench_name()} ({bench.bench_path()}), profile {bench.profile_name()}",
         store=store, people=people, leaderboard=leaderboard, alignment=human_alignment, firm_scores=firm,
         vefx_board=vefx_leaderboard, video_scores=videos, criterion_scores=criteria, vefx_scores=edits, costs=costs,
+        controls=controls,
         pair_pages=pair_pages, **changes))
     if index is not None:
         meta["overview_url"] = dg.MetadataValue.url(store.link(index, reports))
@@ -155,4 +157,4 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
         "inputs_present": ", ".join(name for name, value in (
             ("leaderboard", leaderboard), ("video_scores", videos), ("criterion_scores", criteria),
             ("human_alignment", human_alignment), ("firm_scores", firm), ("vefx_leaderboard", vefx_leaderboard),
-            ("vefx_scores", edits), ("costs", costs)) if value is not None) or "none"})
+            ("vefx_scores", edits), ("costs", costs), ("controls", controls)) if value is not None) or "none"})

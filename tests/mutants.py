@@ -453,6 +453,17 @@ BREAKS = (
     Break("compare-page-shows-a-minus-b", "a pair's comparison page shows A - B in its B - A column",
           (("argus_dagster/outputs/compare_pages.py", '{_num(r["diff"], True)}', '{_num(-r["diff"], True)}'),),
           ("tests/unit/test_compare_pages.py", "tests/integration/test_browser.py::test_a_win_matrix_cell_opens_the_pairs_comparison")),
+    Break("reversed-control-is-the-original", "the control played backwards is the video as it is",
+          (("argus_dagster/method/controls.py", "        return frames[::-1].copy()", "        return frames.copy()"),),
+          ("tests/unit/test_controls.py", "tests/integration/test_controls.py")),
+    Break("controls-page-caught-of-another-kind", "the overview's controls table shows each kind's caught share on "
+          "the row of the kind before it",
+          (("argus_dagster/outputs/overview.py",
+            """<td class="num caught">{r["caught_share"]:.0%}</td>'""",
+            """<td class="num caught">{rows["caught_share"][max(0, i - 1)]:.0%}</td>'"""),
+           ("argus_dagster/outputs/overview.py", """or "–")}</td></tr>' for r in rows.iter_rows(named=True))""",
+            """or "–")}</td></tr>' for i, r in enumerate(rows.iter_rows(named=True)))""")),
+          ("tests/integration/test_controls.py",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

@@ -125,6 +125,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--rebuild", action="store_true", help="rebuild the demo bench media")
     d.add_argument("--force", action="store_true", help=FORCE_HELP)
     d.add_argument("--profile", default="default", help=PROFILE_HELP)
+    d.add_argument("--controls", type=whole_number(1, 10_000, "videos"), metavar="N",
+                   help="also score controls made from N videos of each task x model (as argus evaluate --controls)")
     e = sub.add_parser("evaluate", help="evaluate a bench folder and its candidate videos")
     e.add_argument("--bench", required=True, help="folder with <TASK>/manifest.jsonl (or the released layout)")
     e.add_argument("--candidates", required=True, help="folder with <TASK>/<model>/<input_id>.mp4")
@@ -141,6 +143,10 @@ def parser() -> argparse.ArgumentParser:
                         "cache: the judge's own noise (judge_sd; whether each rank holds under it)")
     e.add_argument("--repeat-videos", type=whole_number(1, 10_000, "videos"), default=8, metavar="N",
                    help="with --repeat: the videos sampled per task x model (default 8)")
+    e.add_argument("--controls", type=whole_number(1, 10_000, "videos"), metavar="N",
+                   help="after the pass, score controls made from N videos of each task x model (played backwards, "
+                        "frozen, shuffled, another input's video, an edit's unedited source): what this evaluator "
+                        "can tell apart")
     e.add_argument("--rubrics-in", choices=("bench", "home"), default="bench",
                    help="where new rubrics are frozen: bench (its <TASK>/rubrics/, the default, where it is "
                         "writable) or home ($ARGUS_HOME/benches/<bench>/rubrics/: the bench folder is left as it is)")
@@ -153,10 +159,11 @@ def parser() -> argparse.ArgumentParser:
                         "quality, edit exclusivity and their mean)")
     ex = sub.add_parser("export", help="write stored results: a score table as CSV, JSON or parquet, or "
                         "FIRM-Video reward-model training data")
-    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "costs", "firm"),
+    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "costs", "controls", "firm"),
                     help="leaderboard (per task and model), videos (per video), criteria (per video and "
                          "criterion), costs (the VLM cost ledger per task and model: requests, tokens, cached "
-                         "tokens, images, bytes, retries), or firm (one training instance per video and "
+                         "tokens, images, bytes, retries), controls (per task and control kind: how often this "
+                         "evaluator scored it below its original; argus evaluate --controls), or firm (one training instance per video and "
                          "dimension, for SFT)")
     ex.add_argument("--format", choices=("csv", "json", "parquet"),
                     help="csv (default; lists joined by '; '), json (one object per row) or parquet (as stored)")

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.client.asked import control_runs, judge_noise_runs
 from argus_dagster.client.instance import ask_dead_run_sensor, local_instance, pool_notice
 from argus_dagster.client.results import load_stored
 from argus_dagster.client.runs import (
@@ -36,7 +37,6 @@ from argus_dagster.client.runs import (
     execute,
     feeds,
     launch,
-    partition_ranges,
     plan,
     runs_of,
 )
@@ -321,7 +321,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress: Callable[[str], None] = print, instance: dg.DagsterInstance | None = None,
             force: bool = False, protocol: str = "videoargus",
             settings: Settings | None = None, defs: dg.Definitions | None = None,
-            run_tags: dict[str, str] | None = None, repeat: tuple[int, int] = (0, 0)) -> pl.DataFrame | None:
+            run_tags: dict[str, str] | None = None, repeat: tuple[int, int] = (0, 0),
+            controls: int = 0) -> pl.DataFrame | None:
     """Bring one evaluation (``settings``, default this process's) up to date for the selected tasks
     and models, as a client of its Dagster instance; returns the leaderboard (None with
     ``protocol="firm"``, which makes none).
@@ -349,6 +350,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     ``run_tags``: added to every run of the pass (the ``evaluate`` job's names its own run).
     ``repeat``: ``(K, N)`` (``--repeat K --repeat-videos N``): after VideoArgus's loop, N videos of each
     partition judged K times more (``judge_noise``), then the leaderboard again, which reads them.
+    ``controls``: N (``--controls N``): control candidates of N videos of each partition, then their
+    table (``control_scores``, ``controls``), before the pages, which show it.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
@@ -366,10 +369,13 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         _protocol(ev, name, progress, elapsed, force, tags)
     human = sorted(resources["bench"].human_files(ev.storage))
     # The pages ride along with the leaderboard's run when nothing they show follows it (no alignment).
-    board = (_videoargus(ev, progress, elapsed, force, tags, site_along=not human and not repeat[0])
+    asked = bool(repeat[0] or controls)  # then the pages follow what these add
+    board = (_videoargus(ev, progress, elapsed, force, tags, site_along=not human and not asked)
              if protocol in ("videoargus", "both") else None)
     if repeat[0] and board is not None:
-        board = _judge_noise(ev, repeat, progress, elapsed, tags)
+        board = judge_noise_runs(ev, repeat, progress, elapsed, tags)
+    if controls and board is not None:
+        control_runs(ev, controls, progress, elapsed, tags)
     if human:  # people's ratings are there: say how well the scores agree with them
         # Always recomputed (one short run): the ratings themselves may have changed.
         execute(instance, resources, RunSpec("alignment", ["human_alignment"], tags=tags))
@@ -380,30 +386,6 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
     _site(ev, progress, elapsed, force, tags)
     return board
-
-
-def _judge_noise(ev: Evaluation, repeat: tuple[int, int], progress, elapsed, tags: dict[str, str]) -> pl.DataFrame | None:
-    """``--repeat K``: the judge's noise measured on every selected partition with scores (one range
-    run per task, as the pass's), then the leaderboard, which resamples it with the inputs."""
-    k, n = repeat
-    scored = ev.instance.get_materialized_partitions(dg.AssetKey("video_scores"))
-    wanted = {(t, m): ("judge_noise",) for t, m in ev.partitions
-              if str(dg.MultiPartitionKey({"task": t, "model": m})) in scored}
-    if not wanted:
-        progress(f"{elapsed()} the judge's noise: no scored partition to judge again")
-        return load_stored(ev.instance, "leaderboard", storage=ev.storage)
-    model_order = list(ev.instance.get_dynamic_partitions("candidate_models"))
-    resources = ev.defs.resources
-    assert resources is not None  # build_definitions always binds the evaluation's resources
-    for selection, keys in partition_ranges(wanted, model_order):
-        run = RunSpec("noise", selection, keys, tags=tags, ops={"judge_noise": {"repeat": k, "videos": n}})
-        t0 = time.perf_counter()
-        launch(ev.instance, resources, run, progress)
-        where = ", ".join(" x ".join(split_partition(key)) for key in keys)
-        progress(f"{elapsed()} the judge's noise: up to {n} video{'s' if n != 1 else ''} of {where} judged {k} "
-                 f"times more ({time.perf_counter() - t0:.1f}s)")
-    _run_and_say(RunSpec("leaderboard", ["leaderboard"], tags=tags), ev.instance, resources, progress, elapsed)
-    return load_stored(ev.instance, "leaderboard", storage=ev.storage)
 
 
 def _site(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str]) -> None:

@@ -187,6 +187,11 @@ def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.
     instance = instance or local_instance(settings)
     if TABLES[what] == "leaderboard":
         table = combine([current_leaderboard(instance, settings)], tasks)
+    elif what == "controls":  # what the evaluator tells apart, per task and kind (``argus evaluate --controls``)
+        table = load_stored(instance, "controls", storage=evaluation_storage(settings))
+        if table is not None and tasks:
+            table = table.filter(pl.col("task").is_in(tasks))
+        table = table if table is not None and table.height else None
     elif what == "costs":  # the ledger asset's table: every stage's costs, not the video scores alone
         table = None if tasks else load_stored(instance, "costs", storage=evaluation_storage(settings))
         if table is None:  # some tasks only, or an evaluation stored before the ledger was an asset: its stages

@@ -34,7 +34,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _print(f"argus demo: ARGUS_HOME={home}")
     bench, cands = build_demo_bench(home, force=args.rebuild, progress=_print)
     settings = evaluation_settings(bench, cands, name=DEMO_BENCH, profile=args.profile, home=home)
-    return overview_hint(_evaluate(settings, None, None, t0, force=args.force), settings)
+    return overview_hint(_evaluate(settings, None, None, t0, force=args.force, controls=args.controls or 0), settings)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -58,7 +58,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.plan:
         return _plan(settings, args.task, args.model)
     status = _evaluate(settings, args.task, args.model, time.perf_counter(), force=args.force,
-                       protocol=args.protocol, repeat=(args.repeat or 0, args.repeat_videos))
+                       protocol=args.protocol, repeat=(args.repeat or 0, args.repeat_videos),
+                       controls=args.controls or 0)
     return overview_hint(status, settings)
 
 
@@ -76,7 +77,7 @@ def _plan(settings, tasks, models) -> int:
 
 
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus",
-              repeat: tuple[int, int] = (0, 0)) -> int:
+              repeat: tuple[int, int] = (0, 0), controls: int = 0) -> int:
     try:  # the evaluation's definitions, built once for the message below and every run
         defs = build_definitions(settings, protocols=PROTOCOLS_RUN[protocol])  # --protocol: asked of Dagster too
         assert defs.resources is not None  # build_definitions always binds the evaluation's resources
@@ -95,7 +96,7 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
     with TerminalLine():  # videos scored, VLM requests, elapsed and remaining time, on a terminal
         instance = local_instance(settings)  # opened once for the runs and the summary (most of a second)
         lb = run_all(tasks=tasks, models=models, progress=_print, force=force, protocol=protocol, settings=settings,
-                     instance=instance, defs=defs, repeat=repeat)
+                     instance=instance, defs=defs, repeat=repeat, controls=controls)
     firm = _print_firm(tasks, models, settings) if protocol in ("firm", "both") else None
     if protocol == "vefx":
         return _print_vefx(settings)

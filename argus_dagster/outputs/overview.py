@@ -34,6 +34,7 @@ from argus_dagster.infra.names import file_name
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import LOCAL, Storage, join
 from argus_dagster.infra.tables import stored_table
+from argus_dagster.method.controls import KIND_NAMES, controls_sentence
 from argus_dagster.method.leaderboard import (
     competition_ranks,
     dimension_leaders,
@@ -416,6 +417,24 @@ def _heat_map(task: str, models: list[str], criteria: pl.DataFrame | None) -> st
 WIN_MATRIX_MODELS = 20  # the matrix's models, best ranked first: the page stays linear in the models
 
 
+def _controls(task: str, controls: pl.DataFrame | None) -> str:
+    """What this evaluator tells apart on ``task``: per control kind, how many controls were scored, the
+    share that scored below their original and the criteria that caught them; a sentence above."""
+    rows = controls.filter(pl.col("task") == task) if controls is not None and controls.height else None
+    if rows is None or not rows.height:
+        return ""
+    sentence = controls_sentence(rows) or ""
+    body = "".join(f'<tr data-control="{esc(r["control"])}"><td>{esc(KIND_NAMES.get(r["control"], r["control"]))}</td>'
+                   f'<td class="num n">{esc(r["n"])}</td><td class="num caught">{r["caught_share"]:.0%}</td>'
+                   f'<td class="criteria">{esc(r["criteria"] or "–")}</td></tr>' for r in rows.iter_rows(named=True))
+    judges = sorted({str(j) for j in rows["judge"].drop_nulls().to_list()})
+    return (f'<div class="controls"><h3>What this evaluator tells apart</h3><p class="controls-sentence">{esc(sentence)}'
+            + (f' <span class="muted">(judged by {esc(", ".join(judges))})</span>' if judges else "") + "</p>"
+            '<table class="controls"><thead><tr><th>control (made from the model\'s own videos)</th><th>n</th>'
+            "<th>scored half a point or more below its original</th><th>criteria that caught it</th></tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
+
+
 def _win_matrix(task: str, models: list[str], videos: pl.DataFrame | None,
                 pair_pages: dict[tuple[str, str], str] | None = None) -> str:
     """Models x models: how often the row's video scores above the column's on the inputs both have
@@ -538,7 +557,8 @@ def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *
                     firm_scores: pl.DataFrame | None = None, vefx_board: pl.DataFrame | None = None,
                     vefx_scores: pl.DataFrame | None = None, changes: Diff | None = None,
                     changes_note: str = "", people: pl.DataFrame | None = None,
-                    pair_pages: dict[tuple[str, str], str] | None = None) -> str:
+                    pair_pages: dict[tuple[str, str], str] | None = None,
+                    controls: pl.DataFrame | None = None) -> str:
     """The overview page's HTML; links point only at pages that exist under ``reports_dir`` (a folder,
     or an ``s3://`` prefix of ``store``, listed once). ``costs`` is the evaluation's cost ledger
     (:func:`~argus_dagster.method.ledger.cost_table`; without it, that of ``video_scores``).
@@ -548,7 +568,8 @@ def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *
     ``changes_note`` saying why there is no comparison; without either, no "What changed" section.
     ``people``: human ratings per video (``task, input_id, model, sample, score``), for best-of-N.
     ``pair_pages``: the pairs' comparison pages written (:mod:`argus_dagster.outputs.compare_pages`),
-    which the win matrices' cells link; without it the cells link nothing."""
+    which the win matrices' cells link; without it the cells link nothing. ``controls``: what this
+    evaluator tells apart (:mod:`argus_dagster.method.controls`), shown beside each task's leaderboard."""
     store = store or LOCAL
     present = {o.rel for o in store.list(reports_dir)}
     lb = leaderboard if leaderboard is not None else pl.DataFrame(schema={c: pl.String for c in BASE_COLUMNS})
@@ -574,7 +595,7 @@ def render_overview(reports_dir: Path | str, leaderboard: pl.DataFrame | None, *
         sections.append(
             f'<section id="{esc(task)}" data-task="{esc(task)}"><h2>{esc(task)}</h2>'
             + (f'<p class="coverage">Its scores cover {esc(covers)}.</p>' if covers else "")
-            + f"{_leaderboard_table(present, task, g)}{plot}"
+            + f"{_leaderboard_table(present, task, g)}{_controls(task, controls)}{plot}"
             f"<h3>Mean criterion score per dimension (0-10)</h3>{_heat_map(task, models, criterion_scores)}"
             "<h3>Pairwise: how often the row's model scores above the column's, on the inputs both have</h3>"
             f"{_win_matrix(task, models, video_scores, pair_pages)}"
@@ -631,7 +652,7 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
                    bench: str | None = None, store: Storage | None = None, firm_scores=_READ, vefx_board=_READ,
                    video_scores=_READ, criterion_scores=_READ, vefx_scores=_READ, costs=_READ,
                    changes: Diff | None = None, changes_note: str = "", people: pl.DataFrame | None = None,
-                   pair_pages: dict[tuple[str, str], str] | None = None) -> Path | str:
+                   pair_pages: dict[tuple[str, str], str] | None = None, controls=_READ) -> Path | str:
     """Write ``reports_dir/index.html`` whole from the tables given (None: there is none, its section
     is left out); a table not given is read from ``storage_dir`` (folders, or ``s3://`` prefixes of
     ``store``), as a library caller without Dagster's records reads it. The ``site`` asset gives them all,
@@ -650,7 +671,8 @@ def write_overview(reports_dir: Path | str, storage_dir: Path | str, *, leaderbo
                            costs=given(costs, "costs"),
                            firm_scores=given(firm_scores, "firm_scores"), vefx_board=given(vefx_board, "vefx_leaderboard"),
                            vefx_scores=given(vefx_scores, "vefx_scores"), changes=changes,
-                           changes_note=changes_note, people=people, pair_pages=pair_pages)
+                           changes_note=changes_note, people=people, pair_pages=pair_pages,
+                           controls=given(controls, "controls"))
     return store.write_bytes(join(reports_dir, "index.html"), page)
 
 

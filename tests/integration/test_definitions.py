@@ -16,7 +16,7 @@ def test_asset_graph_snapshot():
     graph = defs.resolve_asset_graph()
     keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
     assert keys == ["aggregation_config", "backbone_robustness", "bench_files", "best_of_n", "candidate_files",
-                    "candidate_videos", "costs", "criterion_evidence", "criterion_scores", "diagnostic_reports",
+                    "candidate_videos", "control_scores", "controls", "costs", "criterion_evidence", "criterion_scores", "diagnostic_reports",
                     "firm_checklists", "firm_scores", "firm_verdicts", "human_alignment", "input_instances",
                     "judge_config", "judge_noise", "leaderboard", "rubric_files", "rubric_generator_config", "rubrics", "site",
                     "tool_suite_config", "vefx_leaderboard", "vefx_scores", "video_scores"]
@@ -35,10 +35,13 @@ def test_asset_graph_snapshot():
         "criterion_scores": ["candidate_videos", "criterion_evidence", "judge_config", "rubrics"],
         "video_scores": ["aggregation_config", "candidate_videos", "criterion_scores"],
         "judge_noise": ["aggregation_config", "candidate_videos", "criterion_evidence", "judge_config", "rubrics"],
+        "control_scores": ["aggregation_config", "candidate_videos", "criterion_scores", "input_instances",
+                           "judge_config", "rubrics", "tool_suite_config", "video_scores"],
+        "controls": ["control_scores"],
         "leaderboard": ["criterion_scores", "judge_noise", "video_scores"],
         "costs": ["firm_checklists", "firm_scores", "rubrics", "vefx_scores", "video_scores"],
-        "site": ["costs", "criterion_scores", "firm_scores", "human_alignment", "leaderboard", "vefx_leaderboard",
-                 "vefx_scores", "video_scores"],
+        "site": ["controls", "costs", "criterion_scores", "firm_scores", "human_alignment", "leaderboard",
+                 "vefx_leaderboard", "vefx_scores", "video_scores"],
         "diagnostic_reports": ["candidate_videos", "criterion_evidence", "criterion_scores", "input_instances",
                                "rubrics", "video_scores"],
         "human_alignment": ["criterion_scores", "firm_scores", "vefx_scores", "video_scores"],
@@ -61,7 +64,7 @@ def test_asset_graph_snapshot():
     assert [d.name for d in mp.partitions_defs] == ["model", "task"]
     assert {c.name for c in defs.resolve_asset_graph().asset_check_keys} == {"leaderboard_in_range", "human_alignment_in_range", "rubrics_follow_the_rules", "scores_in_range",
             "every_candidate_scored_or_explained", "leaderboard_covers_partitions", "firm_scores_recompute",
-            "vefx_scores_valid"}
+            "vefx_scores_valid", *(f"tells_controls_apart_{t}" for t in ("T2V", "TI2V", "TS2V", "TV2V", "TSV2V"))}
     assert parts["firm_checklists"] == "StaticPartitionsDefinition"
     assert parts["firm_scores"] == parts["firm_verdicts"] == "MultiPartitionsDefinition"
     assert parts["best_of_n"] == "NoneType"

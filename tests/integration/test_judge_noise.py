@@ -89,7 +89,7 @@ def test_repeat_measures_a_known_judge_noise_while_another_command_rescores(tmp_
         assert len(srv.bodies("judge")) > judged_before  # judged again: the cache bypassed
 
     lines = [re.sub(r"^\[\s*[\d.]+s\]\s*", "", line) for line in out.splitlines()]
-    assert any(re.fullmatch(r"the judge's noise: up to 6 videos of T2V x \S+(, T2V x \S+)* judged 5 times more "
+    assert any(re.fullmatch(r"the judge's noise, up to 6 videos judged 5 times more: T2V x \S+(, T2V x \S+)* "
                             r"\([\d.]+s\)", line) for line in lines), out
 
     # The repeats as stored: 6 videos of each model x 5 repeats x every criterion

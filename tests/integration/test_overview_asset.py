@@ -29,7 +29,8 @@ LB = pl.DataFrame({"task": ["T2V"], "model": ["m"], "mean_final": [7.0], "ci_low
 
 def _site(tmp_path, storage: StorageResource) -> dg.Output:
     return site(dg.build_asset_context(), leaderboard=LB, video_scores={}, criterion_scores={}, human_alignment=None,
-                firm_scores={}, vefx_leaderboard=None, vefx_scores={}, costs=None, bench=_bench(tmp_path), storage=storage)
+                firm_scores={}, vefx_leaderboard=None, vefx_scores={}, costs=None, controls=None, bench=_bench(tmp_path),
+                storage=storage)
 
 
 def test_written_and_linked_over_http(tmp_path, monkeypatch):
@@ -70,7 +71,7 @@ def test_each_pair_of_the_win_matrix_has_its_page_and_one_that_fails_is_said(tmp
     blocked = tmp_path / "reports" / "pairs" / "m" / "o.html"
     blocked.mkdir(parents=True)  # in the way of the page of m and o
     out = site(dg.build_asset_context(), leaderboard=board, video_scores={"T2V|x": videos}, criterion_scores={},
-               human_alignment=None, firm_scores={}, vefx_leaderboard=None, vefx_scores={}, costs=None,
+               human_alignment=None, firm_scores={}, vefx_leaderboard=None, vefx_scores={}, costs=None, controls=None,
                bench=_bench(tmp_path), storage=StorageResource())
     rows = {r["page"]: r for r in out.value.iter_rows(named=True) if r["page"].startswith("pair:")}
     assert set(rows) == {"pair:m vs n 猫", "pair:m vs o", "pair:n 猫 vs o"}
@@ -104,11 +105,11 @@ def test_the_site_reads_what_it_shows_as_declared_inputs():
     graph = build_definitions().resolve_asset_graph()
     parents = {k.to_user_string() for k in graph.get(dg.AssetKey("site")).parent_keys}
     assert parents == set(SITE_INPUTS) == {"leaderboard", "video_scores", "criterion_scores", "human_alignment",
-                                           "firm_scores", "vefx_leaderboard", "vefx_scores", "costs"}
+                                           "firm_scores", "vefx_leaderboard", "vefx_scores", "costs", "controls"}
     assert "site" in ROLES.automated and graph.get(dg.AssetKey("site")).automation_condition is not None
-    # the leaderboard declares the criterion scores it reads
+    # the leaderboard declares the criterion scores and the judge's repeats it reads
     assert {k.to_user_string() for k in graph.get(dg.AssetKey("leaderboard")).parent_keys} == {
-        "video_scores", "criterion_scores"}
+        "video_scores", "criterion_scores", "judge_noise"}
     # the cost ledger is an asset over the stage tables it sums, each a declared input
     assert {k.to_user_string() for k in graph.get(dg.AssetKey("costs")).parent_keys} == {
         "rubrics", "video_scores", "firm_checklists", "firm_scores", "vefx_scores"}

@@ -110,6 +110,7 @@ def _schemas() -> dict[str, dict]:
         RUBRICS,
         VIDEO_SCORES,
     )
+    from argus_dagster.method.controls import CONTROL_SCORES, CONTROLS
     from argus_dagster.method.judge_noise import JUDGE_NOISE
     from argus_dagster.method.ledger import LEDGER
     from argus_dagster.protocols import robustness, vefx
@@ -122,7 +123,7 @@ def _schemas() -> dict[str, dict]:
     return {"input_instances": INPUT_INSTANCES, "rubrics": RUBRICS, "candidate_videos": CANDIDATE_VIDEOS,
             "criterion_evidence": CRITERION_EVIDENCE, "criterion_scores": CRITERION_SCORES,
             "video_scores": VIDEO_SCORES, "diagnostic_reports": REPORTS, "leaderboard": LEADERBOARD,
-            "judge_noise": JUDGE_NOISE,
+            "judge_noise": JUDGE_NOISE, "control_scores": CONTROL_SCORES, "controls": CONTROLS,
             "human_alignment": ALIGNMENT_TABLE, "backbone_robustness": robustness.RANK_SCHEMA,
             "backbone_robustness criteria": robustness.CRITERION_SCHEMA, "firm_checklists": FIRM_CHECKLISTS,
             "firm_verdicts": FIRM_VERDICTS, "firm_scores": FIRM_SCORES, "best_of_n": BEST_OF_N,

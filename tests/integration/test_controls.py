@@ -1,0 +1,142 @@
+"""`argus evaluate --controls N` on real generated clips (VideoPhy-2's, ../shared/data), while another
+`argus evaluate` adds a model to the same evaluation beside it: control candidates are made from each
+model's own videos and scored like any candidate; the overview's table, read cell by cell in Chromium,
+is the stored check results' and `argus export controls`'; a kind the default (evidence-only) judge
+cannot see (a clip played backwards) is reported as not caught, and frozen clips are caught."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from argus_dagster.client.cli import main
+from tests.waiting import wait_until
+
+from .chromium import launched, open_file
+from .helpers import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+N_INPUTS = 6
+
+
+def _frames(path: Path, width: int = 192) -> np.ndarray:
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    out = []
+    while len(out) < 24:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        h, w = frame.shape[:2]
+        out.append(cv2.cvtColor(cv2.resize(frame, (width, round(h * width / w / 2) * 2)), cv2.COLOR_BGR2RGB))
+    cap.release()
+    return np.stack(out)
+
+
+@pytest.fixture(scope="module")
+def layout(real_data, tmp_path_factory):
+    """A T2V bench of 6 real clips (prompts from their file names), model ``real`` (the clips at 192 px);
+    ``later`` holds a second model's videos (the clips with every other frame dropped), added while the
+    controls are scored."""
+    from argus_dagster.infra.media import write_video
+
+    clips = sorted((real_data / "videophy" / "VIDEOPHY2" / "examples").glob("*.mp4"))[:N_INPUTS]
+    assert len(clips) == N_INPUTS
+    root = tmp_path_factory.mktemp("controls")
+    bench, cands = root / "bench", root / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    rows = []
+    for k, clip in enumerate(clips):
+        rows.append({"id": f"v{k}", "prompt": clip.stem.replace("_", " ")})
+        frames = _frames(clip)
+        write_video(cands / "T2V" / "real" / f"v{k}.mp4", frames, 8)
+        write_video(root / "later" / f"v{k}.mp4", frames[::2], 4)
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"bench": bench, "cands": cands, "home": root / "home", "later": root / "later"}
+
+
+def _page_table(path: Path) -> tuple[str, dict[str, tuple[str, str, str]]]:
+    """The overview's T2V controls sentence and table (control kind: n, caught, criteria), as Chromium shows them."""
+    with launched() as browser:
+        page, errors = open_file(browser, path)
+        section = page.locator('section[data-task="T2V"] div.controls')
+        sentence = section.locator("p.controls-sentence").inner_text()
+        rows = {}
+        for tr in section.locator("table.controls tbody tr").all():
+            rows[tr.get_attribute("data-control")] = (tr.locator("td.n").inner_text(), tr.locator("td.caught").inner_text(),
+                                                      tr.locator("td.criteria").inner_text())
+        page.close()
+    assert errors == [], errors
+    return sentence, rows
+
+
+def test_controls_on_real_clips_while_another_command_adds_a_model(layout, monkeypatch, capsys):
+    import dagster as dg
+
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.infra.settings import load_settings
+
+    bench, cands, home = layout["bench"], layout["cands"], layout["home"]
+    monkeypatch.setenv("ARGUS_HOME", str(home))
+    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
+        monkeypatch.delenv(k)
+    where = ["--bench", str(bench), "--candidates", str(cands)]
+    assert main(["evaluate", *where]) == 0
+    settings = load_settings()
+    instance = local_instance(settings)
+
+    # Another command beside it: `argus evaluate` scores a model added to the candidates' folder.
+    (cands / "T2V" / "halved").mkdir()
+    for f in layout["later"].iterdir():
+        (cands / "T2V" / "halved" / f.name).write_bytes(f.read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = {r.run_id for r in instance.get_runs()}
+    other = subprocess.Popen([sys.executable, "-m", "argus_dagster.client.cli", "evaluate", *where], env=env,
+                             cwd=home.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: any(r.run_id not in before for r in instance.get_runs()) or other.poll() is not None,
+                   timeout_s=180, what="the other command's first run")
+        capsys.readouterr()
+        assert main(["evaluate", *where, "--model", "real", "--controls", str(N_INPUTS)]) == 0
+        out = capsys.readouterr().out
+    finally:
+        said, _ = other.communicate(timeout=600)
+    assert other.returncode == 0, said
+
+    lines = [re.sub(r"^\[\s*[\d.]+s\]\s*", "", line) for line in out.splitlines()]
+    [said_t2v] = [line for line in lines if line.startswith("controls, T2V: ")]
+
+    # The stored check results: one per task; T2V's names what the evidence-only judge cannot see
+    check = instance.get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey("controls"), "tells_controls_apart_T2V"))
+    assert check is not None and check.evaluation is not None
+    meta = {k: v.value for k, v in check.evaluation.metadata.items()}
+    assert meta["sentence"] == said_t2v.removeprefix("controls, T2V: ")
+    table_md = [line.strip("|").split("|") for line in str(meta["table"]).splitlines()[2:]]
+    stored = {c.strip(): (n.strip(), caught.strip(), crit.strip()) for c, n, caught, crit in table_md}
+    assert set(stored) == {"frozen", "shuffled", "reversed", "prompt_swap"}
+    assert all(n == str(N_INPUTS) for n, _, _ in stored.values()), stored
+    assert stored["frozen"][1] == "100%" and stored["frozen"][2] != "-"  # every frozen clip caught, and by what
+    assert "reversed" in str(meta["not_caught"]).split(", ")  # the default does not see a clip played backwards
+    assert check.evaluation.passed is False  # a kind it cannot see: the check says so
+    assert sorted(str(meta["not_caught"]).split(", ")) == sorted(
+        k for k, (_, caught, _) in stored.items() if int(caught.rstrip("%")) < 50)
+
+    # argus export controls: the same rows
+    capsys.readouterr()
+    assert main(["export", "controls", "--format", "json", "--out", "-"]) == 0
+    exported = {r["control"]: r for r in json.loads(capsys.readouterr().out) if r["task"] == "T2V"}
+    for kind, (n, caught, crit) in stored.items():
+        assert exported[kind]["n"] == int(n) and f"{exported[kind]['caught_share']:.0%}" == caught
+        assert (exported[kind]["criteria"] or "-") == crit
+
+    # The overview, where a person reads it: the sentence and every cell are the check's
+    sentence, rows = _page_table(settings.reports_dir / "index.html")
+    assert sentence == f"{meta['sentence']} (judged by evidence-only)"
+    assert {k: (n, caught, "-" if crit == "–" else crit) for k, (n, caught, crit) in rows.items()} == stored
