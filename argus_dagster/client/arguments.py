@@ -124,7 +124,7 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="build the demo bench from shipped media and evaluate it")
     d.add_argument("--rebuild", action="store_true", help="rebuild the demo bench media")
     d.add_argument("--force", action="store_true", help=FORCE_HELP)
-    d.add_argument("--profile", default="default", help=PROFILE_HELP)
+    d.add_argument("--profile", help=PROFILE_HELP)
     d.add_argument("--controls", type=whole_number(1, 10_000, "videos"), metavar="N",
                    help="also score controls made from N videos of each task x model (as argus evaluate --controls)")
     e = sub.add_parser("evaluate", help="evaluate a bench folder and its candidate videos")
@@ -134,7 +134,7 @@ def parser() -> argparse.ArgumentParser:
                    help="only this task (repeatable; any case)")
     e.add_argument("--model", action="append", help="only this model (repeatable)")
     e.add_argument("--name", help="the bench's name (default: name in its bench.json, else its folder's name)")
-    e.add_argument("--profile", default="default", help=PROFILE_HELP)
+    e.add_argument("--profile", help=PROFILE_HELP)
     e.add_argument("--vlm-only", action="store_true", help="ablation: every plan becomes one vlm_qa (adds vlm-only "
                    "to the profile)")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)

@@ -17,13 +17,20 @@ from argus_dagster.client.printing import backbones, only_tasks
 from argus_dagster.client.printing import say as _print  # the name the commands below print with
 from argus_dagster.client.results import firm_scores_rows, row_errors, stored_partitions, vefx_board
 from argus_dagster.client.selection import selector
-from argus_dagster.definitions import build_definitions
+from argus_dagster.definitions import EVALUATOR_TAG, build_definitions, latest_record
 from argus_dagster.infra.environment import SettingError
 from argus_dagster.infra.names import shown, text_problem
 from argus_dagster.infra.progress import TerminalLine
-from argus_dagster.infra.settings import DEMO_BENCH, argus_home, evaluation_settings, record_evaluation
+from argus_dagster.infra.settings import (
+    DEMO_BENCH,
+    Settings,
+    argus_home,
+    evaluation_settings,
+    record_evaluation,
+    scored_by,
+)
 from argus_dagster.method.leaderboard import format_leaderboard
-from argus_dagster.outputs.history_words import error_summary
+from argus_dagster.outputs.history_words import error_summary, evaluator_label
 from argus_dagster.protocols import vefx
 from argus_dagster.protocols.firm.tables import firm_summary_table, format_firm_summary, unscored_reasons
 
@@ -33,8 +40,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     _print(f"argus demo: ARGUS_HOME={home}")
     bench, cands = build_demo_bench(home, force=args.rebuild, progress=_print)
-    settings = evaluation_settings(bench, cands, name=DEMO_BENCH, profile=args.profile, home=home)
-    return overview_hint(_evaluate(settings, None, None, t0, force=args.force, controls=args.controls or 0), settings)
+    settings = evaluation_settings(bench, cands, name=DEMO_BENCH, profile=args.profile or "default", home=home)
+    status, settings = _evaluate(settings, None, None, t0, force=args.force, controls=args.controls or 0,
+                                 named_profile=args.profile is not None)
+    return overview_hint(status, settings)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -56,10 +65,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         _print(f"argus evaluate: {exc}")
         return 2
     if args.plan:
+        if args.profile is None:  # where a new judge's scores would go
+            try:
+                settings, _ = _beside(settings, build_definitions(settings))
+            except SettingError as exc:
+                _print(f"argus: profile {settings.profile!r}: {exc}")
+                return 2
         return _plan(settings, args.task, args.model)
-    status = _evaluate(settings, args.task, args.model, time.perf_counter(), force=args.force,
-                       protocol=args.protocol, repeat=(args.repeat or 0, args.repeat_videos),
-                       controls=args.controls or 0)
+    status, settings = _evaluate(settings, args.task, args.model, time.perf_counter(), force=args.force,
+                                 protocol=args.protocol, repeat=(args.repeat or 0, args.repeat_videos),
+                                 controls=args.controls or 0, named_profile=args.profile is not None)
     return overview_hint(status, settings)
 
 
@@ -76,15 +91,65 @@ def _plan(settings, tasks, models) -> int:
     return 0
 
 
+def judge_profile(settings: Settings, resources) -> str | None:
+    """The profile a new judge's scores go to when the user named none: where the evaluation was
+    scored by another evaluator and the configured judge is a VLM, ``judge=<model>`` (with the profile's
+    other parts): an evaluation of its own, named after the judge, beside the old one. None: the
+    evaluation itself (never scored, scored by this judge, or the evidence-only judge)."""
+    before, now = scored_with(settings), judge_of(resources)
+    if before is None or before == now or not resources["vlm"].configured:
+        return None
+    parts = [p for p in settings.profile.split(",") if p and p != "default" and not p.startswith("judge=")]
+    return ",".join([*parts, f"judge={resources['vlm'].model_name()}"])
+
+
+def scored_with(settings: Settings) -> str | None:
+    """The evaluator that last scored the evaluation: its record's, else (an evaluation recorded before
+    records named it) the one its latest ``video_scores`` run was tagged with; None if never scored."""
+    said = scored_by(settings)
+    if said is not None or not settings.dagster_home.is_dir():
+        return said
+    record = latest_record(local_instance(settings), "video_scores")
+    run = local_instance(settings).get_run_by_id(record.run_id) if record is not None else None
+    return run.tags.get(EVALUATOR_TAG) if run is not None else None
+
+
+def judge_of(resources) -> str:
+    """The evaluator label of the judge ``resources`` configure (``openai:Qwen3-VL-8B``, ``evidence-only``)."""
+    return evaluator_label(resources["judge"].identity(resources["vlm"]))
+
+
+def _beside(settings: Settings, defs, protocol: str = "videoargus"):
+    """``(settings, defs)`` of the evaluation a new judge's scores go to (:func:`judge_profile`), said
+    in one line; the evaluation given where it is its own judge's."""
+    moved = judge_profile(settings, defs.resources)
+    if moved is None:
+        return settings, defs
+    before = settings
+    settings = evaluation_settings(before.bench_dir, before.candidates_dir, name=before.bench, profile=moved,
+                                   home=before.home, rubrics_in=before.rubrics_in)
+    defs = build_definitions(settings, protocols=PROTOCOLS_RUN[protocol])
+    _print(f"the judge {judge_of(defs.resources)} is not the one {before.evaluation} was scored with "
+           f"({scored_with(before)}): its scores are the evaluation {settings.evaluation}, beside it "
+           f"(--profile {before.profile} re-scores {before.evaluation} instead)")
+    return settings, defs
+
+
 def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol: str = "videoargus",
-              repeat: tuple[int, int] = (0, 0), controls: int = 0) -> int:
+              repeat: tuple[int, int] = (0, 0), controls: int = 0, named_profile: bool = True) -> tuple[int, Settings]:
+    """Bring the evaluation up to date and print its results; ``(exit status, the evaluation scored)``.
+    Without a profile named (``named_profile=False``), a judge other than the one the evaluation was
+    scored with scores an evaluation of its own (:func:`judge_profile`), said in one line."""
     try:  # the evaluation's definitions, built once for the message below and every run
         defs = build_definitions(settings, protocols=PROTOCOLS_RUN[protocol])  # --protocol: asked of Dagster too
         assert defs.resources is not None  # build_definitions always binds the evaluation's resources
+        if not named_profile:
+            settings, defs = _beside(settings, defs, protocol)
+        assert defs.resources is not None
         evaluators = backbones(defs.resources)
     except SettingError as exc:
         _print(f"argus: profile {settings.profile!r}: {exc}")
-        return 2
+        return 2, settings
     _print(f"evaluation {settings.evaluation}: bench {settings.bench!r} ({settings.bench_dir}, candidates "
            f"{settings.candidates_dir}), profile {settings.profile!r}\n  its instance, tables and reports: "
            f"{settings.evaluation_dir}")
@@ -99,12 +164,12 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
                      instance=instance, defs=defs, repeat=repeat, controls=controls)
     firm = _print_firm(tasks, models, settings) if protocol in ("firm", "both") else None
     if protocol == "vefx":
-        return _print_vefx(settings)
+        return _print_vefx(settings), settings
     if lb is None:  # FIRM-Video only
         if firm is not None and firm.height:
             record_evaluation(settings)
-            return 0
-        return 1
+            return 0, settings
+        return 1, settings
     _print(f"\nLeaderboard of {settings.evaluation} (mean final score, 0-10), {time.perf_counter() - t0:.1f}s in all\n")
     _print(format_leaderboard(only_tasks(lb, tasks)))
     summary = error_summary(row_errors(tasks, models, instance=instance, settings=settings))
@@ -112,10 +177,11 @@ def _evaluate(settings, tasks, models, t0: float, force: bool = False, protocol:
         _print(summary)
     if not int(lb["n_videos"].sum() or 0):
         _print("\nno video could be scored: see the errors above")
-        return 1
-    record_evaluation(settings)  # what `argus leaderboard` and `argus open` show by default
+        return 1, settings
+    # what `argus leaderboard` and `argus open` show by default, and the judge that scored it
+    record_evaluation(settings, evaluator=judge_of(defs.resources))
     _print(f"\nReports: {settings.reports_dir}/<TASK>/<model>/index.html; the Dagster UI: argus ui{selector(settings)}")
-    return 0
+    return 0, settings
 
 
 def _print_firm(tasks, models, settings):

@@ -322,22 +322,34 @@ def _check_bench_json_name(bench_dir: Path | str, recorded: str) -> None:
                            "(the recorded one)")
 
 
-def record_evaluation(settings: Settings, evaluated: bool = True) -> Path:
+def record_evaluation(settings: Settings, evaluated: bool = True, evaluator: str | None = None) -> Path:
     """Write (or refresh) the evaluation's ``evaluation.json``: its bench, profile, folders, the bench's
-    content hash and when it was last evaluated (the default for commands that name none).
+    content hash, when it was last evaluated (the default for commands that name none) and the
+    evaluator (judge) that scored it last (``evaluator``; kept as it was when not given).
     ``evaluated=False`` records it without making it the latest (before its runs: an evaluation
     that scores nothing leaves the default as it was)."""
-    before = 0.0
-    if not evaluated and settings.record_path.is_file():
+    before, scored_by = 0.0, None
+    if settings.record_path.is_file():
         try:
-            before = float(json.loads(settings.record_path.read_text()).get("last_evaluated") or 0)
+            old = json.loads(settings.record_path.read_text())
+            before, scored_by = float(old.get("last_evaluated") or 0), old.get("evaluator")
         except (OSError, ValueError, AttributeError, TypeError):
             pass
     rec = {"bench": settings.bench, "profile": settings.profile, "bench_dir": str(settings.bench_dir),
            "candidates_dir": str(settings.candidates_dir), "bench_hash": bench_hash(settings.bench_dir),
-           "last_evaluated": time.time() if evaluated else before, "rubrics_in": settings.rubrics_in}
+           "last_evaluated": time.time() if evaluated else before, "rubrics_in": settings.rubrics_in,
+           "evaluator": evaluator or scored_by}
     write_atomic(settings.record_path, json.dumps(rec, indent=2))
     return settings.record_path
+
+
+def scored_by(settings: Settings) -> str | None:
+    """The evaluator (``openai:Qwen3-VL-8B``, ``evidence-only``) that last scored the evaluation, as its
+    record says; None for one never scored (or recorded before records named it)."""
+    try:
+        return json.loads(settings.record_path.read_text()).get("evaluator") or None
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
 
 
 def record_bench(bench_dir: str | Path, candidates_dir: str | Path, name: str | None = None,

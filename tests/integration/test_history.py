@@ -117,6 +117,8 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     with FakeVlmServer(served_model="judge-2026-11-q4") as srv:  # the id its answers name: an alias's checkpoint
         monkeypatch.setenv("ARGUS_VLM_BASE_URL", srv.base_url)
         monkeypatch.setenv("ARGUS_VLM_MODEL", "judge")
+        # the profile named: the new judge re-scores this evaluation in place (unnamed, it would be one of its own)
+        where = [*where, "--profile", "default"]
         assert cli.main(["evaluate", "--plan", *where]) == 0
         plan = capsys.readouterr().out.splitlines()
         assert plan[0].startswith("evaluation bench/default: bench 'bench', profile 'default'"), plan
