@@ -102,3 +102,29 @@ def test_a_model_never_judged_again_takes_the_task_s_noise():
     lb = build_leaderboard(videos, noise=_noise(["a"], sd=1.0))
     sd = dict(zip(lb["model"].to_list(), lb["judge_sd"].to_list()))
     assert sd["b"] == pytest.approx(sd["a"])
+
+
+def test_the_overview_says_a_deterministic_judge_has_a_band_of_zero_and_which_ranks_do_not_hold():
+    import html
+    import re
+
+    from argus_dagster.outputs.overview import render_overview
+
+    def read(lb) -> tuple[list[str], dict[str, str]]:
+        page = render_overview("/nonexistent-reports", lb)
+        lines = [html.unescape(t) for t in re.findall(r'<p class="judge-noise muted">(.*?)</p>', page)]
+        cells = dict(re.findall(r'<tr data-model="([^"]+)">.*?<td class="judge-noise"[^>]*>(.*?)</td>', page, re.S))
+        return lines, cells
+
+    videos = _videos({"a": 7.0, "b": 6.9, "c": 3.0})
+    lines, cells = read(build_leaderboard(videos, noise=_noise(["a", "b", "c"], sd=0.0)))
+    assert lines == [noise_text(build_leaderboard(videos, noise=_noise(["a", "b", "c"], sd=0.0)).to_dicts())]
+    assert "a band of zero" in lines[0]
+    assert cells == {"a": "sd 0.00, rank holds", "b": "sd 0.00, rank holds", "c": "sd 0.00, rank holds"}
+    noisy = build_leaderboard(videos, noise=_noise(["a", "b", "c"], sd=1.0, videos=16))
+    lines, cells = read(noisy)
+    assert lines[0].endswith("the ranks of a, b do not hold under it")
+    sd = dict(zip(noisy["model"].to_list(), noisy["judge_sd"].to_list()))
+    assert cells == {m: f"sd {sd[m]:.2f}, rank " + ("holds" if m == "c" else "does not hold") for m in "abc"}
+    lines, cells = read(build_leaderboard(videos))  # never measured: no column, no line
+    assert lines == [] and cells == {}
