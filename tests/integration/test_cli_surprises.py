@@ -32,15 +32,15 @@ def _no_vlm_env(home: Path) -> dict:
 def test_vlm_only_without_a_vlm_fails_at_once_naming_the_setting(tmp_path):
     bench, cands = t2v_bench(tmp_path, n_inputs=1)
     home = tmp_path / "home"
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "argus_dagster.client.cli", "evaluate", "--bench", str(bench),
                            "--candidates", str(cands), "--profile", "vlm-only"],
                           env=_no_vlm_env(home), capture_output=True, text=True, timeout=120)
-    took = time.monotonic() - t0
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
-    assert proc.returncode != 0 and took < 10, (proc.returncode, took, lines)
+    assert proc.returncode != 0, (proc.returncode, lines)
     assert len(lines) == 1 and "ARGUS_VLM_BASE_URL" in lines[0], lines
-    # nothing ran and nothing was recorded: `argus evaluations` lists no evaluation of it
+    # at once: before any instance was opened, nothing ran and nothing was recorded (`argus evaluations`
+    # lists no evaluation of it)
+    assert not list(home.rglob("*.db")) and not list(home.rglob("dagster.yaml")), sorted(home.rglob("*"))
     assert not list(home.rglob("evaluation.json")) and not list(home.rglob("*.parquet"))
 
 

@@ -1,7 +1,6 @@
 """Process-wide objects per configuration: built once, even when many threads ask at the same time."""
 
 import threading
-import time
 
 import pytest
 
@@ -10,11 +9,14 @@ from argus_dagster.infra.memo import once_per_key
 
 def test_concurrent_first_calls_build_one_object():
     builds = []
+    asking = threading.Semaphore(0)  # released by each thread as it calls build()
 
     @once_per_key(maxsize=4)
     def build(name: str) -> object:
         builds.append(name)
-        time.sleep(0.05)  # long enough for every thread to miss at once
+        if len(builds) == 1:  # the first build ends only once every thread has asked: all miss at once
+            for _ in range(12):
+                assert asking.acquire(timeout=30)
         return object()
 
     barrier = threading.Barrier(12)
@@ -22,6 +24,7 @@ def test_concurrent_first_calls_build_one_object():
 
     def ask() -> None:
         barrier.wait()
+        asking.release()
         got.append(build("judge"))
 
     threads = [threading.Thread(target=ask) for _ in range(12)]
