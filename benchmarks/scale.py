@@ -130,7 +130,8 @@ def _serve(conn, latency: float) -> None:
             step = max(1, len(reqs) // 60)
             conn.send({"n_total": len(srv.requests), "kinds": [kind_of(r["body"]) for r in reqs],
                        "bytes": [r["bytes"] for r in reqs],
-                       "response_bytes": [r.get("response_bytes", 0) for r in reqs], "t": [r["t"] for r in reqs], "max_in_flight": srv.max_in_flight,
+                       "response_bytes": [r.get("response_bytes", 0) for r in reqs], "t": [r["t"] for r in reqs],
+                       "t_answered": [r.get("t_answered") for r in reqs], "max_in_flight": srv.max_in_flight,
                        "sample": [r["body"] for r in reqs[::step]]})
 
 

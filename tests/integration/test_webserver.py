@@ -90,7 +90,7 @@ def test_graph_partitions_launch_and_metadata_through_graphql(server):
     graph = {"/".join(n["assetKey"]["path"]): sorted("/".join(d["path"]) for d in n["dependencyKeys"]) for n in nodes}
     assert graph["video_scores"] == ["aggregation_config", "candidate_videos", "criterion_scores"]
     assert graph["candidate_videos"] == ["candidate_files", "input_instances"]  # the videos, an observed source
-    assert "video_scores" in graph["diagnostic_reports"] and graph["leaderboard"] == ["criterion_scores", "video_scores"]
+    assert "video_scores" in graph["diagnostic_reports"] and graph["leaderboard"] == ["criterion_scores", "judge_noise", "video_scores"]
     dims = {"/".join(n["assetKey"]["path"]): [d["name"] for d in (n["partitionDefinition"] or {}).get("dimensionTypes", [])]
             for n in nodes}
     assert dims["video_scores"] == ["model", "task"]

@@ -457,6 +457,7 @@ class FakeVlmServer:
                         self.served["usage_answers"] += 1
                 payload = json.dumps(completion).encode()
             record["response_bytes"] = len(payload)
+            record["t_answered"] = time.monotonic()  # when its answer went out (a benchmark's timeline)
             answered()
             if not held:
                 with self._lock:
