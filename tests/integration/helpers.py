@@ -75,6 +75,43 @@ def t2v_bench(root: Path, n_inputs: int = 3, model: str = "m", n_frames: int = 2
     return bench, cands
 
 
+def videophy_bench(real_data: Path, root: Path, n_inputs: int, width: int, most: int) -> tuple[Path, Path, list]:
+    """``root/bench`` (a T2V manifest of the first ``n_inputs`` of VideoPhy-2's example clips, their prompts
+    from their file names, ids ``v0``, ``v1``...) and ``root/cands`` (empty), and each clip's frames (RGB,
+    ``width`` pixels wide, at most ``most``) for the caller's models."""
+    import json
+
+    import cv2
+    import numpy as np
+
+    clips = sorted((real_data / "videophy" / "VIDEOPHY2" / "examples").glob("*.mp4"))[:n_inputs]
+    assert len(clips) == n_inputs, clips
+    bench, cands = root / "bench", root / "cands"
+    (bench / "T2V").mkdir(parents=True)
+    (bench / "T2V" / "manifest.jsonl").write_text("".join(
+        json.dumps({"id": f"v{k}", "prompt": clip.stem.replace("_", " ")}) + "\n" for k, clip in enumerate(clips)))
+    frames = []
+    for clip in clips:
+        cap, out = cv2.VideoCapture(str(clip)), []
+        while len(out) < most:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            h, w = frame.shape[:2]
+            out.append(cv2.cvtColor(cv2.resize(frame, (width, round(h * width / w / 2) * 2)), cv2.COLOR_BGR2RGB))
+        cap.release()
+        frames.append(np.stack(out))
+    return bench, cands, frames
+
+
+def without_argus_settings(monkeypatch) -> None:
+    """The shell's VLM, rubric, bench and profile settings unset: the evidence-only default."""
+    import os
+
+    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
+        monkeypatch.delenv(k)
+
+
 def stop(proc) -> None:
     """Terminate a server or daemon started by a test, killing it if it does not stop."""
     import subprocess

@@ -18,25 +18,10 @@ from scipy import stats
 from argus_dagster.client.cli import main
 from tests.waiting import wait_until
 
-from .helpers import ROOT
+from .helpers import ROOT, videophy_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 N_INPUTS = 8
-
-
-def _frames(path: Path, width: int = 256):
-    import cv2
-
-    cap = cv2.VideoCapture(str(path))
-    out = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        h, w = frame.shape[:2]
-        out.append(cv2.cvtColor(cv2.resize(frame, (width, round(h * width / w / 2) * 2)), cv2.COLOR_BGR2RGB))
-    cap.release()
-    return np.stack(out[:32])
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +31,10 @@ def layout(real_data, tmp_path_factory):
     frame (``frozen``); a fourth, ``shuffled`` (frames in a fixed random order), is added later."""
     from argus_dagster.infra.media import write_video
 
-    clips = sorted((real_data / "videophy" / "VIDEOPHY2" / "examples").glob("*.mp4"))[:N_INPUTS]
-    assert len(clips) == N_INPUTS
     root = tmp_path_factory.mktemp("compare")
-    bench, cands = root / "bench", root / "cands"
-    (bench / "T2V").mkdir(parents=True)
-    rows = []
-    for k, clip in enumerate(clips):
+    bench, cands, clips = videophy_bench(real_data, root, N_INPUTS, width=256, most=32)
+    for k, frames in enumerate(clips):
         iid = f"v{k}"
-        rows.append({"id": iid, "prompt": clip.stem.replace("_", " ")})
-        frames = _frames(clip)
         write_video(cands / "T2V" / "real" / f"{iid}.mp4", frames, 8)
         for copy in ("same", "ckpt@2"):  # the same files; a model name may hold an @
             (cands / "T2V" / copy).mkdir(parents=True, exist_ok=True)
@@ -63,7 +42,6 @@ def layout(real_data, tmp_path_factory):
         write_video(cands / "T2V" / "frozen" / f"{iid}.mp4", np.repeat(frames[:1], len(frames), axis=0), 8)
         order = np.random.default_rng(k).permutation(len(frames))
         write_video(root / "later" / f"{iid}.mp4", frames[order], 8)
-    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"bench": bench, "cands": cands, "home": root / "home", "later": root / "later"}
 
 

@@ -11,32 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from argus_dagster.client.cli import main
 from tests.waiting import wait_until
 
 from .chromium import launched, open_file
-from .helpers import ROOT
+from .helpers import ROOT, videophy_bench, without_argus_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 N_INPUTS = 6
-
-
-def _frames(path: Path, width: int = 192) -> np.ndarray:
-    import cv2
-
-    cap = cv2.VideoCapture(str(path))
-    out = []
-    while len(out) < 24:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        h, w = frame.shape[:2]
-        out.append(cv2.cvtColor(cv2.resize(frame, (width, round(h * width / w / 2) * 2)), cv2.COLOR_BGR2RGB))
-    cap.release()
-    return np.stack(out)
 
 
 @pytest.fixture(scope="module")
@@ -46,18 +30,11 @@ def layout(real_data, tmp_path_factory):
     controls are scored."""
     from argus_dagster.infra.media import write_video
 
-    clips = sorted((real_data / "videophy" / "VIDEOPHY2" / "examples").glob("*.mp4"))[:N_INPUTS]
-    assert len(clips) == N_INPUTS
     root = tmp_path_factory.mktemp("controls")
-    bench, cands = root / "bench", root / "cands"
-    (bench / "T2V").mkdir(parents=True)
-    rows = []
-    for k, clip in enumerate(clips):
-        rows.append({"id": f"v{k}", "prompt": clip.stem.replace("_", " ")})
-        frames = _frames(clip)
+    bench, cands, clips = videophy_bench(real_data, root, N_INPUTS, width=192, most=24)
+    for k, frames in enumerate(clips):
         write_video(cands / "T2V" / "real" / f"v{k}.mp4", frames, 8)
         write_video(root / "later" / f"v{k}.mp4", frames[::2], 4)
-    (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"bench": bench, "cands": cands, "home": root / "home", "later": root / "later"}
 
 
@@ -84,8 +61,7 @@ def test_controls_on_real_clips_while_another_command_adds_a_model(layout, monke
 
     bench, cands, home = layout["bench"], layout["cands"], layout["home"]
     monkeypatch.setenv("ARGUS_HOME", str(home))
-    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
-        monkeypatch.delenv(k)
+    without_argus_settings(monkeypatch)
     where = ["--bench", str(bench), "--candidates", str(cands)]
     assert main(["evaluate", *where]) == 0
     settings = load_settings()

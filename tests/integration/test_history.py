@@ -20,7 +20,7 @@ from argus_dagster.infra.media import write_video
 from tests.servers.openai_server import FakeVlmServer
 
 from .chromium import launched, open_file
-from .helpers import pattern_clip, t2v_bench
+from .helpers import pattern_clip, t2v_bench, without_argus_settings
 
 pytestmark = pytest.mark.integration
 
@@ -107,8 +107,7 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     bench, cands = t2v_bench(tmp_path, n_inputs=2, model="m")
     for i in range(2):
         write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i), 12)
-    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
-        monkeypatch.delenv(k)
+    without_argus_settings(monkeypatch)
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     where = ["--bench", str(bench), "--candidates", str(cands)]
 
@@ -288,8 +287,7 @@ def test_diff_reads_the_latest_two_of_three_passes_or_the_two_named(tmp_path, mo
     from argus_dagster.infra.settings import load_settings
 
     bench, cands = t2v_bench(tmp_path, n_inputs=1, model="m")
-    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
-        monkeypatch.delenv(k)
+    without_argus_settings(monkeypatch)
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))
     where = ["--bench", str(bench), "--candidates", str(cands)]
     still = np.repeat(pattern_clip(0)[:1], 24, axis=0)

@@ -17,7 +17,7 @@ from argus_dagster.infra.media import write_video
 from tests.servers.openai_server import FakeVlmServer
 from tests.waiting import wait_until
 
-from .helpers import ROOT, pattern_clip, t2v_bench
+from .helpers import ROOT, pattern_clip, t2v_bench, without_argus_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -39,8 +39,7 @@ def test_a_new_judge_scores_an_evaluation_of_its_own_beside_the_old(tmp_path, mo
     bench, cands = t2v_bench(tmp_path, n_inputs=3, model="m")
     for i in range(3):
         write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(10 + i), 12)
-    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
-        monkeypatch.delenv(k)
+    without_argus_settings(monkeypatch)
     home = tmp_path / "home"
     monkeypatch.setenv("ARGUS_HOME", str(home))
     where = ["--bench", str(bench), "--candidates", str(cands)]

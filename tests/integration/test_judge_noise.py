@@ -21,7 +21,7 @@ from argus_dagster.client import cli
 from tests.servers.openai_server import FakeVlmServer, default_answer, kind_of
 from tests.waiting import wait_until
 
-from .helpers import ROOT, t2v_bench
+from .helpers import ROOT, t2v_bench, without_argus_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 NOISE_SD = math.sqrt(2 / 3)  # of a score 6 + U{-1, 0, +1}
@@ -56,8 +56,7 @@ def test_repeat_measures_a_known_judge_noise_while_another_command_rescores(tmp_
     (cands / "T2V" / "twin").mkdir()
     for f in (cands / "T2V" / "m").iterdir():  # the same files: closer than any noise
         (cands / "T2V" / "twin" / f.name).write_bytes(f.read_bytes())
-    for k in [k for k in os.environ if k.startswith(("ARGUS_VLM", "ARGUS_RUBRIC", "ARGUS_BENCH", "ARGUS_PROFILE"))]:
-        monkeypatch.delenv(k)
+    without_argus_settings(monkeypatch)
     home = tmp_path / "home"
     monkeypatch.setenv("ARGUS_HOME", str(home))
     where = ["--bench", str(bench), "--candidates", str(cands)]
