@@ -116,3 +116,39 @@ def test_controls_on_real_clips_while_another_command_adds_a_model(layout, monke
     sentence, rows = _page_table(settings.reports_dir / "index.html")
     assert sentence == f"{meta['sentence']} (judged by evidence-only)"
     assert {k: (n, caught, "-" if crit == "–" else crit) for k, (n, caught, crit) in rows.items()} == stored
+
+
+def test_controls_on_the_demo_read_in_a_browser(evaluated_demo, tmp_path):
+    """The demo (T2V), as `argus demo --controls` scores it: the overview's table is the stored check's,
+    and a clip played backwards, which the evidence-only default cannot see, is reported as not caught."""
+    import shutil
+
+    import dagster as dg
+
+    from argus_dagster.client.instance import local_instance
+    from argus_dagster.infra.settings import evaluation_settings
+
+    home = tmp_path / "argus"
+    shutil.copytree(evaluated_demo["home"], home, symlinks=True)
+    for record in (home / "benches").rglob("*.json"):  # the copy's records name the copy's bench folder
+        record.write_text(record.read_text().replace(str(evaluated_demo["home"]), str(home)))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "ARGUS_HOME": str(home),
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "argus_dagster.client.cli", "evaluate", "--bench", str(home / "bench"),
+                           "--candidates", str(home / "candidates"), "--name", "demo", "--task", "T2V",
+                           "--controls", "1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    settings = evaluation_settings(home / "bench", home / "candidates", name="demo", profile="default", home=home)
+    check = local_instance(settings).get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey("controls"), "tells_controls_apart_T2V"))
+    assert check is not None and check.evaluation is not None
+    meta = {k: v.value for k, v in check.evaluation.metadata.items()}
+    table_md = [line.strip("|").split("|") for line in str(meta["table"]).splitlines()[2:]]
+    stored = {c.strip(): (n.strip(), caught.strip(), crit.strip()) for c, n, caught, crit in table_md}
+    assert set(stored) == {"frozen", "shuffled", "reversed", "prompt_swap"}
+    assert stored["reversed"][1] == "0%" and "reversed" in str(meta["not_caught"]).split(", ")
+    said = [line for line in done.stdout.splitlines() if "controls, T2V: " in line]
+    assert [line.split("controls, T2V: ", 1)[1] for line in said] == [meta["sentence"]]
+    sentence, rows = _page_table(settings.reports_dir / "index.html")
+    assert sentence == f"{meta['sentence']} (judged by evidence-only)"
+    assert {k: (n, caught, "-" if crit == "–" else crit) for k, (n, caught, crit) in rows.items()} == stored
