@@ -159,11 +159,11 @@ def parser() -> argparse.ArgumentParser:
                         "quality, edit exclusivity and their mean)")
     ex = sub.add_parser("export", help="write stored results: a score table as CSV, JSON or parquet, or "
                         "FIRM-Video reward-model training data")
-    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "costs", "controls", "firm"),
+    ex.add_argument("what", choices=("leaderboard", "videos", "criteria", "costs", "controls", "noise", "firm"),
                     help="leaderboard (per task and model), videos (per video), criteria (per video and "
                          "criterion), costs (the VLM cost ledger per task and model: requests, tokens, cached "
                          "tokens, images, bytes, retries), controls (per task and control kind: how often this "
-                         "evaluator scored it below its original; argus evaluate --controls), or firm (one training instance per video and "
+                         "evaluator scored it below its original; argus evaluate --controls), noise (per task, model and criterion: the judge's standard deviation over its repeats; argus evaluate --repeat), or firm (one training instance per video and "
                          "dimension, for SFT)")
     ex.add_argument("--format", choices=("csv", "json", "parquet"),
                     help="csv (default; lists joined by '; '), json (one object per row) or parquet (as stored)")

@@ -22,6 +22,7 @@ from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import recorded_table
 from argus_dagster.method.candidate_store import discover
+from argus_dagster.method.judge_noise import criterion_spread
 from argus_dagster.method.ledger import LEDGER_STAGES, cost_table
 from argus_dagster.outputs.export import TABLES, combine, with_evaluation
 from argus_dagster.outputs.history_words import split_partition
@@ -187,6 +188,10 @@ def stored_export_table(what: str, tasks: list[str] | None = None, instance: dg.
     instance = instance or local_instance(settings)
     if TABLES[what] == "leaderboard":
         table = combine([current_leaderboard(instance, settings)], tasks)
+    elif what == "noise":  # the judge's spread per criterion, from its repeats (``argus evaluate --repeat``)
+        repeats = combine(list(stored_partitions("judge_noise", instance, tasks, settings).values()), tasks)
+        table = criterion_spread(repeats) if repeats is not None and repeats.height else None
+        table = table if table is not None and table.height else None
     elif what == "controls":  # what the evaluator tells apart, per task and kind (``argus evaluate --controls``)
         table = load_stored(instance, "controls", storage=evaluation_storage(settings))
         if table is not None and tasks:

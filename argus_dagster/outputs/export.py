@@ -23,7 +23,7 @@ from argus_dagster.infra.storage import join
 
 # What a person asks for, and the asset whose stored table it is.
 TABLES = {"leaderboard": "leaderboard", "videos": "video_scores", "criteria": "criterion_scores",
-          "costs": "video_scores", "controls": "controls"}
+          "costs": "video_scores", "controls": "controls", "noise": "judge_noise"}
 FORMATS = ("csv", "json", "parquet")
 LIST_SEPARATOR = "; "
 

@@ -102,6 +102,14 @@ def test_repeat_measures_a_known_judge_noise_while_another_command_rescores(tmp_
     measured = math.sqrt(squares / (per_video.height * 4))  # pooled, 4 degrees of freedom a criterion
     assert abs(measured - NOISE_SD) < 0.12, (measured, NOISE_SD)  # hundreds of degrees of freedom
 
+    # The spread per criterion, as `argus export noise` writes it: each near the judge's known noise
+    capsys.readouterr()
+    assert cli.main(["export", "noise", "--format", "json", "--out", "-"]) == 0
+    spread = json.loads(capsys.readouterr().out)
+    assert {(r["model"], r["criterion_id"]) for r in spread} == set(zip(per_video["model"], per_video["criterion_id"]))
+    assert all(r["repeats"] == 5 and r["n_videos"] == 6 for r in spread), spread
+    assert all(abs(r["sd"] - NOISE_SD) < 0.35 for r in spread), [r["sd"] for r in spread]  # 24 degrees of freedom each
+
     # The leaderboard's export: the judge's noise on each row, the twins' ranks not holding under it
     capsys.readouterr()
     assert cli.main(["export", "leaderboard", "--format", "json", "--out", "-"]) == 0
