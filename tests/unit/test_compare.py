@@ -122,3 +122,27 @@ def test_the_gate_fails_only_where_b_is_worse_beyond_the_margin_and_not_by_chanc
     few = compare(_scores("a", {"p0": 9.0, "p1": 9.0, "p2": 9.0}), _scores("b", {"p0": 1.0, "p1": 1.0, "p2": 1.0}))
     failed, untold = gate(few)
     assert failed == [] and untold and "3 shared inputs cannot show a difference" in untold[0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_paired_interval_and_p_equal_scipys_on_the_shared_inputs_with_ties_and_a_missing_input(seed):
+    # Scores on the 0-10 scale rounded to whole points (ties between A and B, and among differences);
+    # one input only A has, one only B has: both are left out of the pairs
+    rng = np.random.default_rng(seed)
+    n = 9 + seed
+    base = rng.integers(2, 9, size=n).astype(float)
+    a = {f"p{i}": float(base[i]) for i in range(n)}
+    b = {f"p{i}": float(np.clip(base[i] + rng.integers(-1, 3), 0, 10)) for i in range(n)}
+    a["only_a"], b["only_b"] = 9.0, 0.0
+    c = compare(_scores("a", a), _scores("b", b), n_resamples=20_000)
+    [row] = c.rows.filter(pl.col("dimension") == OVERALL).to_dicts()
+    diffs = np.array([b[f"p{i}"] - a[f"p{i}"] for i in range(n)])
+    assert row["n_inputs"] == n and row["diff"] == pytest.approx(diffs.mean())
+    assert (row["wins"], row["ties"], row["losses"]) == (int((diffs > 0).sum()), int((diffs == 0).sum()),
+                                                         int((diffs < 0).sum()))
+    assert row["p_value"] == pytest.approx(_scipy_p(diffs), abs=1e-12 if n <= EXACT_UP_TO else 0.02)
+    ref = stats.bootstrap((diffs,), np.mean, n_resamples=20_000, confidence_level=0.95, method="percentile",
+                          random_state=np.random.default_rng(100 + seed)).confidence_interval
+    # two samplings of 20,000 resamples agree to within one step of the mean's grid (whole points over n)
+    step = 1.0 / n + 1e-9
+    assert abs(row["ci_low"] - ref.low) <= step and abs(row["ci_high"] - ref.high) <= step, (row, ref)
