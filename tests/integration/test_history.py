@@ -7,6 +7,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -20,7 +22,7 @@ from argus_dagster.infra.media import write_video
 from tests.servers.openai_server import FakeVlmServer
 
 from .chromium import launched, open_file
-from .helpers import pattern_clip, t2v_bench, without_argus_settings
+from .helpers import ROOT, pattern_clip, t2v_bench, without_argus_settings
 
 pytestmark = pytest.mark.integration
 
@@ -127,8 +129,21 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
         said_plan = f"judge: evidence-only -> openai:judge: 2 partitions, 4 videos, {stored} criterion judgments as stored now"
         assert judge == [said_plan], plan
         assert len(srv.requests) == 0  # the plan ran nothing
-        assert cli.main(["evaluate", *where]) == 0
-        out = capsys.readouterr().out
+        # Another command beside it, on the same judge: the VLM-only ablation of the same bench
+        other = subprocess.Popen([sys.executable, "-m", "argus_dagster.client.cli", "evaluate", "--bench", str(bench),
+                                  "--candidates", str(cands), "--profile", "vlm-only"],
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        try:
+            srv.wait_for(lambda s: len(s.requests) > 0 or other.poll() is not None, timeout_s=180,
+                         what="the other command's first request")
+            assert cli.main(["evaluate", *where]) == 0
+            out = capsys.readouterr().out
+        finally:
+            said_other, _ = other.communicate(timeout=300)
+        assert other.returncode == 0 and "evaluation bench/vlm-only" in said_other.splitlines()[0], said_other
+        assert cli.main(["evaluate", *where]) == 0  # nothing to do: bench/default the one evaluated last again
+        capsys.readouterr()
         lines = [re.sub(r"^\[\s*[\d.]+s\]", "", line).strip() for line in out.splitlines()]  # less the elapsed time
         said = [line for line in lines if line.startswith("judge: ")]
         assert said == [said_plan], out
