@@ -65,12 +65,13 @@ class World:
         return done.stdout
 
     def evaluate(self) -> str:
+        # the profile named: a changed judge re-scores this evaluation, whose lineage the views show
         return self.run("-m", "argus_dagster.client.cli", "evaluate", "--bench", str(self.bench),
-                        "--candidates", str(self.cands))
+                        "--candidates", str(self.cands), "--profile", "default")
 
     def plan(self) -> dict[str, list[str]]:
         out = self.run("-m", "argus_dagster.client.cli", "evaluate", "--plan", "--bench", str(self.bench),
-                       "--candidates", str(self.cands))
+                       "--candidates", str(self.cands), "--profile", "default")
         asked = {}
         for line in out.splitlines():
             asset, sep, keys = line.strip().partition(": ")
