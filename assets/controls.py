@@ -61,7 +61,8 @@ class ControlsConfig(dg.Config):
     videos: int = 2
 
 
-# The control files' paths move with where the evaluation lives; what was scored does not.
+# The control files' paths move with where the evaluation lives; what was scored (their content,
+# ``sha256``) does not, and counts.
 CONTROL_SCORES_VOLATILE = ("uri",)
 CONTROLS_VOLATILE: tuple[str, ...] = ()
 
@@ -75,7 +76,7 @@ def _frames_of(uri: str, store) -> tuple:
         reader.close()
 
 
-@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="1", group_name="controls",
+@dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="2", group_name="controls",
           kinds={"polars"}, deps=[tool_suite_config, judge_config, aggregation_config],
           metadata=volatile_metadata(CONTROL_SCORES_VOLATILE))
 @each_partition
@@ -145,7 +146,7 @@ def control_scores(context: dg.AssetExecutionContext, config: ControlsConfig, vi
         try:
             uri = made(key, kind)
             row["uri"] = uri
-            sha = file_digest(uri, store)
+            row["sha256"] = sha = file_digest(uri, store)
             rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))
             evidence = collect_evidence(inputs[input_id], rubric, uri, suite, web_search=tools.web_search,
                                         vlm_only=tools.vlm_only, cache=evidence_cache, video_sha256=sha, storage=store)

@@ -469,6 +469,13 @@ BREAKS = (
           (("argus_dagster/client/run_commands.py", "    if before is None or before == now or not resources[\"vlm\"].configured:",
             "    if True:"),),
           ("tests/integration/test_judge_beside.py",)),
+    Break("control-version-ignores-the-video", "control_scores' data version leaves out the content of the video "
+          "scored: another control file under the same path keeps the version",
+          (("assets/controls.py", 'CONTROL_SCORES_VOLATILE = ("uri",)', 'CONTROL_SCORES_VOLATILE = ("uri", "sha256")'),),
+          ("tests/unit/test_versions.py",)),
+    Break("noise-version-ignores-the-judge", "judge_noise's data version leaves out the judge that gave the repeats",
+          (("assets/noise.py", "JUDGE_NOISE_VOLATILE: tuple[str, ...] = ()", 'JUDGE_NOISE_VOLATILE = ("judge",)'),),
+          ("tests/unit/test_versions.py",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

@@ -41,10 +41,10 @@ CRITERION_DROP = 1.0
 # Frames of a video read to make its controls (longer videos are cut: a control is about order, not length).
 MAX_FRAMES = 96
 
-# One row per control: its original's and its own final score, whether it was caught and by which
-# criteria, or why it has no score.
+# One row per control: the video scored (``uri``, where it lies; ``sha256``, its content), its original's
+# and its own final score, whether it was caught and by which criteria, or why it has no score.
 CONTROL_SCORES = {"task": pl.String, "model": pl.String, "input_id": pl.String, "sample": pl.String,
-                  "control": pl.String, "uri": pl.String, "original_score": pl.Float64, "control_score": pl.Float64,
+                  "control": pl.String, "uri": pl.String, "sha256": pl.String, "original_score": pl.Float64, "control_score": pl.Float64,
                   "caught": pl.Boolean, "criteria": pl.List(pl.String), "judge": pl.String, "error": pl.String}
 # Per task and kind: what the evaluator tells apart.
 CONTROLS = {"task": pl.String, "control": pl.String, "n": pl.Int64, "caught_share": pl.Float64,

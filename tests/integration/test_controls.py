@@ -147,8 +147,9 @@ def test_controls_on_the_demo_read_in_a_browser(evaluated_demo, tmp_path):
     stored = {c.strip(): (n.strip(), caught.strip(), crit.strip()) for c, n, caught, crit in table_md}
     assert set(stored) == {"frozen", "shuffled", "reversed", "prompt_swap"}
     assert stored["reversed"][1] == "0%" and "reversed" in str(meta["not_caught"]).split(", ")
-    said = [line for line in done.stdout.splitlines() if "controls, T2V: " in line]
-    assert [line.split("controls, T2V: ", 1)[1] for line in said] == [meta["sentence"]]
+    said = [m.group(1) for line in done.stdout.splitlines()
+            if (m := re.fullmatch(r"\[\s*[\d.]+s\] controls, T2V: (.*)", line))]
+    assert said == [meta["sentence"]]
     sentence, rows = _page_table(settings.reports_dir / "index.html")
     assert sentence == f"{meta['sentence']} (judged by evidence-only)"
     assert {k: (n, caught, "-" if crit == "–" else crit) for k, (n, caught, crit) in rows.items()} == stored

@@ -141,7 +141,7 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
             out = capsys.readouterr().out
         finally:
             said_other, _ = other.communicate(timeout=300)
-        assert other.returncode == 0 and "evaluation bench/vlm-only" in said_other.splitlines()[0], said_other
+        assert other.returncode == 0 and said_other.splitlines()[0].startswith("evaluation bench/vlm-only: "), said_other
         assert cli.main(["evaluate", *where]) == 0  # nothing to do: bench/default the one evaluated last again
         capsys.readouterr()
         lines = [re.sub(r"^\[\s*[\d.]+s\]", "", line).strip() for line in out.splitlines()]  # less the elapsed time

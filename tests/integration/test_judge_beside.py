@@ -67,7 +67,7 @@ def test_a_new_judge_scores_an_evaluation_of_its_own_beside_the_old(tmp_path, mo
         finally:
             said, _ = other.communicate(timeout=300)
         assert other.returncode == 0, said
-        assert "evaluation bench/default" in said.splitlines()[0]  # the other command stayed on the first
+        assert said.splitlines()[0].startswith("evaluation bench/default: ")  # the other command stayed on the first
 
         moved = ("the judge openai:judge is not the one bench/default was scored with (evidence-only): its scores "
                  "are the evaluation bench/judge=judge, beside it (--profile default re-scores bench/default instead)")

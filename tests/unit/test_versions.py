@@ -6,6 +6,7 @@ import json
 import os
 
 import polars as pl
+import pytest
 
 from argus_dagster.infra.media import file_digest
 from argus_dagster.infra.storage import Storage
@@ -166,3 +167,28 @@ def test_every_asset_declares_its_volatile_columns_among_its_own_and_the_rest_co
         covered[name] = walk(table, volatile, name)
         assert covered[name] == len(schema) - len(volatile)
     print(f"schema walk: {len(declared)} assets, {len(covered)} tables, {sum(covered.values())} non-volatile columns")
+
+
+@pytest.mark.parametrize("asset, not_counted", [
+    ("judge_noise", set()),  # every repeat's score, the judge that gave it, the video's final score
+    ("control_scores", {"uri"}),  # where a control file lies moves with the evaluation; its content counts
+    ("controls", set()),
+    ("leaderboard", set()),  # the judge's noise and whether each rank holds under it count
+])
+def test_what_the_asked_for_assets_and_the_leaderboard_versions_leave_out(asset, not_counted):
+    """Stated here, not read from what the assets declare: every column of these tables but the named
+    ones moves the data version when one of its cells changes; the named ones do not."""
+    from assets import ALL_ASSETS
+    from assets.versions import VOLATILE_KEY
+    from tests.versions_walk import other
+
+    [spec] = [s for a in ALL_ASSETS for s in a.specs if s.key.to_user_string() == asset]
+    volatile = list(spec.metadata[VOLATILE_KEY].data)
+    schema = _schemas()[asset]
+    table = pl.DataFrame([{c: _cell(t, c, i) for c, t in schema.items()} for i in range(3)], schema=schema, orient="row")
+    base = content_version(table, volatile)
+    for column, dtype in schema.items():
+        cells = table[column].to_list()
+        changed = table.with_columns(pl.Series(column, [other(cells[0], dtype), *cells[1:]], dtype=dtype))
+        moved = content_version(changed, volatile) != base
+        assert moved == (column not in not_counted), (asset, column)
