@@ -91,16 +91,19 @@ def _plan(settings, tasks, models) -> int:
     return 0
 
 
-def judge_profile(settings: Settings, resources) -> str | None:
+def judge_profile(settings: Settings, resources) -> tuple[str, str] | None:
     """The profile a new judge's scores go to when the user named none: where the evaluation was
     scored by another evaluator and the configured judge is a VLM, ``judge=<model>`` (with the profile's
     other parts): an evaluation of its own, named after the judge, beside the old one. None: the
-    evaluation itself (never scored, scored by this judge, or the evidence-only judge)."""
+    evaluation itself (never scored, scored by this judge, or the evidence-only judge). With the
+    profile, the evaluator that scored the evaluation."""
+    if not resources["vlm"].configured:
+        return None
     before, now = scored_with(settings), judge_of(resources)
-    if before is None or before == now or not resources["vlm"].configured:
+    if before is None or before == now:
         return None
     parts = [p for p in settings.profile.split(",") if p and p != "default" and not p.startswith("judge=")]
-    return ",".join([*parts, f"judge={resources['vlm'].model_name()}"])
+    return ",".join([*parts, f"judge={resources['vlm'].model_name()}"]), before
 
 
 def scored_with(settings: Settings) -> str | None:
@@ -109,8 +112,9 @@ def scored_with(settings: Settings) -> str | None:
     said = scored_by(settings)
     if said is not None or not settings.dagster_home.is_dir():
         return said
-    record = latest_record(local_instance(settings), "video_scores")
-    run = local_instance(settings).get_run_by_id(record.run_id) if record is not None else None
+    instance = local_instance(settings)
+    record = latest_record(instance, "video_scores")
+    run = instance.get_run_by_id(record.run_id) if record is not None else None
     return run.tags.get(EVALUATOR_TAG) if run is not None else None
 
 
@@ -125,12 +129,12 @@ def _beside(settings: Settings, defs, protocol: str = "videoargus"):
     moved = judge_profile(settings, defs.resources)
     if moved is None:
         return settings, defs
-    before = settings
-    settings = evaluation_settings(before.bench_dir, before.candidates_dir, name=before.bench, profile=moved,
+    (profile, scored), before = moved, settings
+    settings = evaluation_settings(before.bench_dir, before.candidates_dir, name=before.bench, profile=profile,
                                    home=before.home, rubrics_in=before.rubrics_in)
     defs = build_definitions(settings, protocols=PROTOCOLS_RUN[protocol])
     _print(f"the judge {judge_of(defs.resources)} is not the one {before.evaluation} was scored with "
-           f"({scored_with(before)}): its scores are the evaluation {settings.evaluation}, beside it "
+           f"({scored}): its scores are the evaluation {settings.evaluation}, beside it "
            f"(--profile {before.profile} re-scores {before.evaluation} instead)")
     return settings, defs
 

@@ -108,12 +108,13 @@ def ranks_hold(sums: np.ndarray, counts: np.ndarray, pools: list[np.ndarray], po
     model's ``pools`` entry), i.e. ``rank_of`` the noisy means gives its point rank in at least
     :data:`HOLDS_SHARE` of ``draws``. None for a model without a rank."""
     rng = np.random.default_rng(seed)
-    n_models = sums.shape[0]
-    noisy_totals = np.stack([sums[m][None, :] + noise_sums(pools[m], counts[m], draws, rng)
-                             for m in range(n_models)], axis=1)  # draws x models x inputs
-    videos = counts.sum(axis=1)
+    videos = counts.sum(axis=1).astype(int)
+    totals = np.empty((draws, sums.shape[0]))  # draws x models: each model's total over all its videos
+    for m, pool in enumerate(pools):  # one deviation per video, summed: memory in draws x videos of one model
+        moved = pool[rng.integers(0, len(pool), size=(draws, videos[m]))].sum(axis=1) if len(pool) else 0.0
+        totals[:, m] = sums[m].sum() + moved
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(videos > 0, noisy_totals.sum(axis=2) / np.where(videos > 0, videos, 1), np.nan)
+        means = np.where(videos > 0, totals / np.where(videos > 0, videos, 1), np.nan)
     ranks = rank_of(means)  # draws x models
     out: list[bool | None] = []
     for m, r in enumerate(point_ranks):
