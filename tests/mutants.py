@@ -497,7 +497,11 @@ def apply(tree: Path, brk: Break) -> None:
 
 
 def run_tests(tree: Path, tests: tuple[str, ...], timeout_s: float) -> tuple[int, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    # The copy lives in a temporary folder, so ``../shared/data`` beside it is not the bench's data: name
+    # the data beside this checkout (tests/conftest.py reads ARGUS_SHARED_DATA first).
+    data = os.environ.get("ARGUS_SHARED_DATA") or str(ROOT.parent / "shared" / "data")
+    env = {**os.environ, "ARGUS_SHARED_DATA": data,
+           "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
     proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout_s)
     return proc.returncode, (proc.stdout + proc.stderr)[-2000:]
