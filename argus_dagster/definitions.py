@@ -7,10 +7,7 @@ from typing import Any, Mapping
 
 import dagster as dg
 
-from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals
-from argus_dagster.infra.settings import load_settings
-from argus_dagster.infra.sqlite import sync_lightly
-from assets import (
+from argus_dagster.assets import (
     ALL_ASSETS,
     AUTOMATED_ASSETS,
     CANDIDATE_ASSETS,
@@ -24,7 +21,7 @@ from assets import (
     site,
     vefx_leaderboard,
 )
-from assets.automation import (
+from argus_dagster.assets.automation import (
     FOLLOWS_PARTITIONS,
     PASS_JOB,
     RETRY_METADATA,
@@ -36,8 +33,8 @@ from assets.automation import (
     planned_in_flight,
     retries_waiting,
 )
-from assets.firm import best_of_n_tables
-from assets.history import (
+from argus_dagster.assets.firm import best_of_n_tables
+from argus_dagster.assets.history import (
     COMMAND_TAG,
     EVALUATOR_TAG,
     MAX_TAG,
@@ -48,14 +45,17 @@ from assets.history import (
     materialized_table,
     pass_fingerprint,
 )
-from assets.lineage import latest_record
-from assets.partitions import RANGE_END_TAG, RANGE_START_TAG
-from assets.robustness import robustness_tables
-from assets.schedules import nightly_reconcile
-from assets.sensors import candidate_store_sensor_every, dead_run_sensor, dead_run_sensor_every
-from assets.sources import changed_observations, report, source_versions
-from resources import executor_for, resources_for, storage_for
-from resources.fingerprint import fingerprint_id
+from argus_dagster.assets.lineage import latest_record
+from argus_dagster.assets.partitions import RANGE_END_TAG, RANGE_START_TAG
+from argus_dagster.assets.robustness import robustness_tables
+from argus_dagster.assets.schedules import nightly_reconcile
+from argus_dagster.assets.sensors import candidate_store_sensor_every, dead_run_sensor, dead_run_sensor_every
+from argus_dagster.assets.sources import changed_observations, report, source_versions
+from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_intervals
+from argus_dagster.infra.settings import load_settings
+from argus_dagster.infra.sqlite import sync_lightly
+from argus_dagster.resources import executor_for, resources_for, storage_for
+from argus_dagster.resources.fingerprint import fingerprint_id
 
 
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the

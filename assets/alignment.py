@@ -13,6 +13,7 @@ from typing import cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.storage import join
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.protocols import vefx
@@ -20,9 +21,8 @@ from argus_dagster.protocols.alignment.metrics import ALIGNMENT_SCHEMA, format_a
 from argus_dagster.protocols.alignment.plots import scatter_png, slug
 from argus_dagster.protocols.alignment.ratings import EvaluatorScores, alignment_report, merge_scores, project_scores, read_human
 from argus_dagster.protocols.firm.tables import FIRM_RANGES, firm_evaluator_scores
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.storage import StorageResource
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
 
 ALIGNMENT_TABLE = {"task": pl.String, **ALIGNMENT_SCHEMA}
 

@@ -13,6 +13,7 @@ from typing import Any, cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.media import MediaError, file_digest, probe_video
 from argus_dagster.infra.progress import StageLog
 from argus_dagster.infra.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
@@ -24,15 +25,14 @@ from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.leaderboard import coverage_text
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.stages import candidate_media, criterion_evidence_row, judge_video, score_video
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.fingerprint import FINGERPRINT_TAG, fingerprint, fingerprint_id
+from argus_dagster.resources.judging import JudgeResource, ScoringResource
+from argus_dagster.resources.storage import StorageResource
+from argus_dagster.resources.tools import ToolsResource
+from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cached_share
 from argus_dagster.vlm.priorities import STAGE_EVIDENCE, STAGE_JUDGMENTS, request_pool, request_priority, video_group
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.fingerprint import FINGERPRINT_TAG, fingerprint, fingerprint_id
-from resources.judging import JudgeResource, ScoringResource
-from resources.storage import StorageResource
-from resources.tools import ToolsResource
-from resources.vlm import VlmResource
 
 from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .lineage import criterion_delta_metadata, video_delta_metadata

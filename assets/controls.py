@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.media import VideoReader, file_digest, write_video
 from argus_dagster.infra.names import file_name, sample_file_name
 from argus_dagster.infra.storage import join
@@ -38,13 +39,12 @@ from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.method.judge_noise import sample_videos
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.stages import collect_evidence, judge_label, judge_video, score_video
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.judging import JudgeResource, ScoringResource
+from argus_dagster.resources.storage import StorageResource
+from argus_dagster.resources.tools import ToolsResource
+from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.judging import JudgeResource, ScoringResource
-from resources.storage import StorageResource
-from resources.tools import ToolsResource
-from resources.vlm import VlmResource
 
 from .candidates import _vlm_metadata
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions

@@ -11,8 +11,8 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.method.ledger import LEDGER_STAGES, cost_summary, cost_table, format_costs
-from resources.bench import BenchResource
-from resources.storage import StorageResource
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
 
 from .automation import FOLLOWS_PARTITIONS
 from .leaderboard import export_metadata

@@ -17,6 +17,7 @@ from typing import Any, cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.names import file_name, sample_file_name
 from argus_dagster.infra.storage import join
@@ -34,13 +35,12 @@ from argus_dagster.protocols.firm.offline import unscored_offline
 from argus_dagster.protocols.firm.scoring import if_rating, score_wc
 from argus_dagster.protocols.firm.tables import checklist_from_rows, if_score_from_rows, verdict_rows
 from argus_dagster.protocols.firm.types import IF, PQ, WC, Checklist, ChecklistError, ChecklistItem, Verdict
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
+from argus_dagster.resources.tools import ToolsResource
+from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, STAGE_RUBRICS, request_priority
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.storage import StorageResource
-from resources.tools import ToolsResource
-from resources.vlm import VlmResource
 
 from .candidates import _cache_write_errors, _vlm_metadata, video_label
 from .partitions import task_and_model, task_model_partitions, task_partitions

@@ -29,7 +29,7 @@ from argus_dagster.infra.tables import read_stored
 from argus_dagster.method.leaderboard import build_leaderboard
 from argus_dagster.outputs.deltas import Diff, criterion_deltas, video_deltas
 from argus_dagster.outputs.history_words import SOURCE_INPUTS, split_partition
-from resources.fingerprint import differences, fingerprint_id
+from argus_dagster.resources.fingerprint import differences, fingerprint_id
 
 from .automation import DATA_VERSION_TAG
 

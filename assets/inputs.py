@@ -7,19 +7,19 @@ from typing import cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.storage import is_remote, join
 from argus_dagster.infra.tables import COSTS, INPUT_INSTANCES, RUBRICS, frame
 from argus_dagster.method import bench as bench_lib
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.schema import RubricError
 from argus_dagster.method.rubric.store import resolve_rubric
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.judging import RubricGeneratorResource
+from argus_dagster.resources.storage import StorageResource
+from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
 from argus_dagster.vlm.priorities import STAGE_RUBRICS, request_pool, request_priority
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.judging import RubricGeneratorResource
-from resources.storage import StorageResource
-from resources.vlm import VlmResource
 
 from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .lineage import rubric_delta_metadata

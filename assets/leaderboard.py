@@ -11,15 +11,15 @@ from typing import cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.files import WriteError
 from argus_dagster.infra.storage import Storage, join
 from argus_dagster.infra.tables import VIDEO_SCORES, frame
 from argus_dagster.method.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.outputs.export import write_exports
 from argus_dagster.outputs.report import leaderboard_png
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.storage import StorageResource
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
 
 from .automation import FOLLOWS_PARTITIONS
 

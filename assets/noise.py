@@ -12,16 +12,16 @@ from typing import cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.tables import frame
 from argus_dagster.method.judge_noise import JUDGE_NOISE, criterion_spread, final_deviations, judge_sd, repeat_rows, sample_videos
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.stages import judge_label, judge_video, score_video
+from argus_dagster.resources.judging import JudgeResource, ScoringResource
+from argus_dagster.resources.storage import StorageResource
+from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
-from assets.versions import content_version, volatile_metadata
-from resources.judging import JudgeResource, ScoringResource
-from resources.storage import StorageResource
-from resources.vlm import VlmResource
 
 from .candidates import _vlm_metadata
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions

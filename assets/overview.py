@@ -23,8 +23,8 @@ from argus_dagster.outputs.compare_pages import matrix_pairs, pair_path, pair_wr
 from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
 from argus_dagster.outputs.samples import write_samples
 from argus_dagster.protocols.best_of_n import human_scores
-from resources.bench import BenchResource
-from resources.storage import StorageResource
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
 
 from .automation import FOLLOWS_PARTITIONS
 from .history import diff

@@ -20,8 +20,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version
 from argus_dagster.method.inputs import ALL_TASKS
-from assets.versions import content_version
 
 task_partitions = dg.StaticPartitionsDefinition(list(ALL_TASKS))
 model_partitions = dg.DynamicPartitionsDefinition(name="candidate_models")

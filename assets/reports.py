@@ -23,6 +23,7 @@ from urllib.parse import quote
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.files import WriteError
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.names import ERROR_ROW_MARK, file_name, sample_file_name
@@ -32,9 +33,8 @@ from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.outputs.firm_pages import FIRM_FOLDER
 from argus_dagster.outputs.page_media import MediaFolder, page_video
 from argus_dagster.outputs.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.storage import StorageResource
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
 
 from .automation import UP_TO_DATE
 from .candidates import video_label

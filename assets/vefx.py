@@ -10,18 +10,18 @@ from typing import cast
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.tables import COSTS, frame
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.protocols import vefx
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
+from argus_dagster.resources.tools import ToolsResource
+from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
-from assets.versions import content_version, volatile_metadata
-from resources.bench import BenchResource
-from resources.storage import StorageResource
-from resources.tools import ToolsResource
-from resources.vlm import VlmResource
 
 from .candidates import _cache_write_errors, _vlm_metadata, video_label
 from .partitions import task_and_model, task_model_partitions

@@ -26,8 +26,8 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["ARGUS_HOME"] = str(Path(tmp) / "home")
-        from assets.sensors import candidate_store_sensor
-        from resources import BenchResource
+        from argus_dagster.assets.sensors import candidate_store_sensor
+        from argus_dagster.resources import BenchResource
 
         cands = Path(tmp) / "candidates"
         for task in ALL_TASKS:

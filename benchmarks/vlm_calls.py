@@ -34,12 +34,12 @@ def main() -> None:
                           ARGUS_VLM_CONCURRENCY=str(args.concurrency))
         import dagster as dg
 
+        from argus_dagster.assets import ALL_ASSETS
         from argus_dagster.client.demo import build_demo_bench
         from argus_dagster.client.evaluate import run_all
         from argus_dagster.client.instance import local_instance
         from argus_dagster.infra.settings import record_bench
-        from assets import ALL_ASSETS
-        from resources import resources_for
+        from argus_dagster.resources import resources_for
 
         bench, cands = build_demo_bench(home, progress=lambda m: None)
         record_bench(bench, cands)

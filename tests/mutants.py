@@ -476,6 +476,10 @@ BREAKS = (
     Break("noise-version-ignores-the-judge", "judge_noise's data version leaves out the judge that gave the repeats",
           (("assets/noise.py", "JUDGE_NOISE_VOLATILE: tuple[str, ...] = ()", 'JUDGE_NOISE_VOLATILE = ("judge",)'),),
           ("tests/unit/test_versions.py",)),
+    Break("wiring-imports-a-top-level-assets", "the wiring imports the asset folder as a top-level `assets`, a name a "
+          "user's Dagster project holds too",
+          (("argus_dagster/definitions.py", "from argus_dagster.assets import (\n", "from assets import (\n"),),
+          ("tests/integration/test_import_names.py",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

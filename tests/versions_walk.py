@@ -4,7 +4,7 @@ order, give the same."""
 
 import polars as pl
 
-from assets.versions import content_version
+from argus_dagster.assets.versions import content_version
 
 
 def other(value, dtype):

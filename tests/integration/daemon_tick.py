@@ -12,7 +12,7 @@ def main(state: Path) -> None:
     from dagster_shared.serdes import deserialize_value, serialize_value
 
     from argus_dagster.client.instance import local_instance
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
     from tests.integration.helpers import Daemon
 
     instance = local_instance()

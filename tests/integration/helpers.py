@@ -5,8 +5,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
-from resources import (
+from argus_dagster.assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, TASK_ASSETS
+from argus_dagster.resources import (
     BenchResource,
     JudgeResource,
     RubricGeneratorResource,
@@ -15,7 +15,7 @@ from resources import (
     ToolsResource,
     VlmResource,
 )
-from resources.storage import StorageIOManager
+from argus_dagster.resources.storage import StorageIOManager
 
 
 def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource | None = None,
@@ -284,7 +284,7 @@ class Daemon:
     cursor it kept from its last tick. :meth:`tick` returns the requests, ``{asset: [partitions]}``."""
 
     def __init__(self, instance: dg.DagsterInstance, resources: dict):
-        from assets import SOURCES
+        from argus_dagster.assets import SOURCES
 
         self.instance, self.resources = instance, resources
         self.defs = dg.Definitions(assets=ALL_ASSETS + SOURCES, resources=resources)
@@ -292,8 +292,8 @@ class Daemon:
         self.last = None  # the sensor's last result
 
     def tick(self) -> dict[str, list[str]]:
-        from assets import AUTOMATED_ASSETS
-        from assets.sensors import candidate_store_sensor
+        from argus_dagster.assets import AUTOMATED_ASSETS
+        from argus_dagster.assets.sensors import candidate_store_sensor
 
         with dg.build_sensor_context(instance=self.instance, resources=self.resources,
                                      cursor=self.sensor_cursor) as ctx:

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from argus_dagster.assets import ALL_ASSETS, ALL_CHECKS
+from argus_dagster.assets.alignment import human_alignment
 from argus_dagster.protocols.alignment.metrics import format_alignment
 from argus_dagster.protocols.alignment.ratings import AIGVE_ASPECTS, aigve_bench, write_human_csv
-from assets import ALL_ASSETS, ALL_CHECKS
-from assets.alignment import human_alignment
 
 from .helpers import graph_resources, load, materialize_task
 

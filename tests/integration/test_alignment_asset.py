@@ -6,10 +6,10 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from argus_dagster.assets.alignment import HumanAlignmentConfig, human_alignment, human_alignment_in_range
 from argus_dagster.infra.tables import CRITERION_SCORES, VIDEO_SCORES, frame
-from assets.alignment import HumanAlignmentConfig, human_alignment, human_alignment_in_range
-from resources.bench import BenchResource
-from resources.storage import StorageResource
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
 
 
 def _scores(task: str, model: str, finals: dict[str, float]):

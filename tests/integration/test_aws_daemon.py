@@ -34,7 +34,7 @@ def test_a_daemon_backfill_on_postgres_and_s3_gives_the_local_scores(tmp_path, m
                 "ARGUS_BENCH": "b", "ARGUS_S3_BUCKET": BUCKET, "ARGUS_S3_PREFIX": "eval", "DAGSTER_PG_URL": postgres_url}
     for k, v in env_vars.items():
         monkeypatch.setenv(k, v)
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     resources = resources_for()
     client = resources["storage"].storage().client

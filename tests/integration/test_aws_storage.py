@@ -11,12 +11,12 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from argus_dagster.assets import ALL_ASSETS, costs, site
+from argus_dagster.assets.leaderboard import leaderboard
+from argus_dagster.assets.lineage import latest_record
 from argus_dagster.infra import storage as storage_lib
 from argus_dagster.method.candidate_store import open_store, scan
 from argus_dagster.outputs.overview import stored_table
-from assets import ALL_ASSETS, costs, site
-from assets.leaderboard import leaderboard
-from assets.lineage import latest_record
 
 from .helpers import Daemon, materialize_task
 
@@ -54,7 +54,7 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
                  "ARGUS_BENCH": "b", "ARGUS_S3_BUCKET": BUCKET, "ARGUS_S3_PREFIX": "eval",
                  "ARGUS_S3_PRESIGN_EXPIRY_S": "600"}.items():
         monkeypatch.setenv(k, v)
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     resources = resources_for()
     storage = resources["storage"].storage()
@@ -147,7 +147,7 @@ def test_aws_environment_matches_the_local_run_and_links_its_reports(tmp_path, m
 def test_objects_are_fetched_again_only_when_their_etag_moves(tmp_path, moto_endpoint):
     import hashlib
 
-    from resources.storage import StorageResource
+    from argus_dagster.resources.storage import StorageResource
 
     s = StorageResource(endpoint_url=moto_endpoint, media_cache_dir=str(tmp_path / "media"),
                         presign_expiry_s=60).storage()
@@ -186,8 +186,8 @@ def test_on_s3_a_machine_with_an_empty_home_finds_the_profiles_and_ratings(tmp_p
     import polars as pl
 
     from argus_dagster.infra.names import folder_name
-    from resources.bench import BenchResource
-    from resources.storage import StorageResource
+    from argus_dagster.resources.bench import BenchResource
+    from argus_dagster.resources.storage import StorageResource
 
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "empty_home"))
     s = StorageResource(endpoint_url=moto_endpoint, media_cache_dir=str(tmp_path / "media")).storage()

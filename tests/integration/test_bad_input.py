@@ -85,7 +85,7 @@ def test_bad_inputs_and_rubrics_get_errors_on_their_rows(bad_bench):
 
 def test_rerun_resumes_from_stored_evidence(bad_bench):
     """A second materialization of the same partition reruns no tool: every step is a cache hit."""
-    from assets import CANDIDATE_ASSETS, TASK_ASSETS
+    from argus_dagster.assets import CANDIDATE_ASSETS, TASK_ASSETS
 
     resources, instance = bad_bench
     key = dg.MultiPartitionKey({"task": "T2V", "model": "m"})

@@ -17,14 +17,14 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from argus_dagster.assets import CANDIDATE_ASSETS, TASK_ASSETS
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.infra.media import write_video
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
 from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_suite
-from assets import CANDIDATE_ASSETS, TASK_ASSETS
-from resources import VlmResource
+from argus_dagster.resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
 from tests.waiting import wait_until
 
@@ -261,7 +261,7 @@ def test_a_miss_read_just_before_another_thread_publishes_is_not_computed_again(
 
 
 def test_s3_cache_is_the_same_code(tmp_path, s3_endpoint):
-    from resources.storage import StorageResource
+    from argus_dagster.resources.storage import StorageResource
 
     storage = StorageResource(endpoint_url=s3_endpoint).storage()  # as a run's storage resource makes it
     storage.client.create_bucket(Bucket="argus-cache")
@@ -470,7 +470,7 @@ def test_partition_runs_share_one_client_and_its_bound(tmp_path, monkeypatch):
     once, build one VLM client between them: the server never sees more requests in flight than the
     configured concurrency, and sees that many."""
     from argus_dagster.client.evaluate import run_all
-    from resources.vlm import _client
+    from argus_dagster.resources.vlm import _client
 
     bench, cands = tmp_path / "bench", tmp_path / "cands"
     for t, task in enumerate(("T2V", "TI2V", "TS2V")):

@@ -192,7 +192,7 @@ class Cluster:
         return backfill_as_the_ui_does(self.root / "head", env, selection, timeout=500)
 
     def storage(self):
-        from resources.storage import StorageResource
+        from argus_dagster.resources.storage import StorageResource
 
         return StorageResource(endpoint_url=self.env["ARGUS_S3_ENDPOINT_URL"],
                                media_cache_dir=str(self.root / "reader")).storage()
@@ -483,7 +483,7 @@ def test_the_workers_celery_config_is_the_one_runs_send(monkeypatch):
     """deploy/celery/celery.yaml (what `dagster-celery worker start -y` gives each worker) says what the
     runs' executor sends, and the code location under ARGUS_ENV=celery has that executor, with the
     evidence step on the gpu queue and no other step tagged for one."""
-    from resources import CELERY_QUEUES, celery_executor_config
+    from argus_dagster.resources import CELERY_QUEUES, celery_executor_config
 
     shipped = yaml.safe_load((ROOT / "deploy" / "celery" / "celery.yaml").read_text())["execution"]["config"]
     assert shipped == celery_executor_config()
@@ -508,7 +508,7 @@ def test_the_broker_asks_for_its_password_and_runs_refuse_an_open_one(redis_url,
     any task is sent; the tests' URL passes."""
     import redis
 
-    from resources import _celery_executor, broker_problem
+    from argus_dagster.resources import _celery_executor, broker_problem
 
     open_url = redis_url.replace(redis_url[len("redis://"):redis_url.index("@") + 1], "")
     with pytest.raises(redis.exceptions.AuthenticationError):

@@ -15,14 +15,14 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from argus_dagster.assets import ALL_ASSETS
 from argus_dagster.client.demo import build_demo_bench
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.instance import local_instance
 from argus_dagster.infra.settings import record_bench
 from argus_dagster.infra.tables import COSTS
 from argus_dagster.method.ledger import TOTAL
-from assets import ALL_ASSETS
-from resources import resources_for
+from argus_dagster.resources import resources_for
 from tests.servers.openai_server import FakeVlmServer, Scripted, kind_of
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from argus_dagster.assets.versions import VOLATILE_KEY, content_version
 from argus_dagster.client.cli import main
 from argus_dagster.infra.media import write_video
-from assets.versions import VOLATILE_KEY, content_version
 from tests.versions_walk import walk
 
 from .helpers import pattern_clip, t2v_bench
@@ -45,11 +45,11 @@ def evaluation(tmp_path_factory):
 
 def _stored(asset: str, partition: str | None):
     """The latest materialization record of an asset partition and the table it stored."""
+    from argus_dagster.assets.lineage import latest_record
     from argus_dagster.client.instance import local_instance
     from argus_dagster.client.results import evaluation_storage
     from argus_dagster.infra.settings import load_settings
     from argus_dagster.infra.tables import recorded_table
-    from assets.lineage import latest_record
 
     settings = load_settings()
     record = latest_record(local_instance(settings), asset, partition)
@@ -58,7 +58,7 @@ def _stored(asset: str, partition: str | None):
 
 def _declared() -> dict[str, list[str] | None]:
     """Every asset's declared volatile columns (None where it declares none)."""
-    from assets import ALL_ASSETS
+    from argus_dagster.assets import ALL_ASSETS
 
     out = {}
     for a in ALL_ASSETS:

@@ -58,8 +58,8 @@ def test_known_bad_models_rank_below_the_best(demo_run):
 def test_tables_follow_their_contracts(demo_run):
     import dagster as dg
 
-    from assets import ALL_ASSETS
-    from resources import resources_for
+    from argus_dagster.assets import ALL_ASSETS
+    from argus_dagster.resources import resources_for
 
     _, instance, _ = demo_run
     defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for())
@@ -96,8 +96,8 @@ def test_rubrics_are_frozen_and_reused(demo_run, tmp_path, monkeypatch):
     assert instance.root_directory == str(home / "benches" / "demo" / "default" / "dagster_home")
     import dagster as dg
 
-    from assets import TASK_ASSETS
-    from resources import resources_for
+    from argus_dagster.assets import TASK_ASSETS
+    from argus_dagster.resources import resources_for
 
     res = dg.materialize(TASK_ASSETS, partition_key="T2V", instance=instance, resources=resources_for())
     df = res.output_for_node("rubrics")
@@ -222,7 +222,7 @@ def test_align_explains_every_column(demo_run, capsys, tmp_path):
 
 def test_stages_say_their_progress_in_the_runs_logs(demo_run):
 
-    from assets.lineage import latest_record
+    from argus_dagster.assets.lineage import latest_record
 
     _, instance, _ = demo_run
     run_id = latest_record(instance, "criterion_scores", "faithful|T2V").run_id  # a run of one partition or a range
@@ -237,7 +237,7 @@ def test_event_logs_keep_every_dagster_event_and_info_lines(demo_run):
 
     import dagster as dg
 
-    from assets.lineage import latest_record
+    from argus_dagster.assets.lineage import latest_record
 
     _, instance, _ = demo_run
     logs = instance.all_logs(latest_record(instance, "criterion_scores", "blurry|T2V").run_id)

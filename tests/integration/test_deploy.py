@@ -351,8 +351,8 @@ def test_the_three_instance_files_share_one_run_queue():
 
 
 def _k8s_job(monkeypatch) -> dg.JobDefinition:
-    from assets import ALL_ASSETS
-    from resources import executor_for, resources_for
+    from argus_dagster.assets import ALL_ASSETS
+    from argus_dagster.resources import executor_for, resources_for
 
     monkeypatch.setenv("ARGUS_S3_BUCKET", "argus-test")
     defs = dg.Definitions(assets=ALL_ASSETS, resources=resources_for("k8s"), executor=executor_for("k8s"),
@@ -375,8 +375,8 @@ def test_the_k8s_executor_config_and_the_gpu_op_tags_validate_and_reach_the_step
     from dagster_k8s.container_context import K8sContainerContext
     from dagster_k8s.job import UserDefinedDagsterK8sConfig, get_user_defined_k8s_config
 
-    from assets.candidates import GPU_STEP_K8S_CONFIG
-    from resources import K8S_STEP_DEFAULTS
+    from argus_dagster.assets.candidates import GPU_STEP_K8S_CONFIG
+    from argus_dagster.resources import K8S_STEP_DEFAULTS
 
     job = _k8s_job(monkeypatch)
     assert job.executor_def.name == "k8s"

@@ -13,12 +13,12 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from argus_dagster.assets.firm import BEST_OF_N, best_of_n_tables
 from argus_dagster.client import cli
 from argus_dagster.client.demo import BEST_MODEL
 from argus_dagster.client.instance import local_instance
 from argus_dagster.client.results import best_of_n_report, stored_partitions
 from argus_dagster.infra.settings import evaluation_settings
-from assets.firm import BEST_OF_N, best_of_n_tables
 from tests.skips import module
 
 from .chromium import open_file, unscored_items
@@ -121,10 +121,10 @@ def test_best_of_n_on_the_demo_picks_faithful_and_beats_random(demo, capsys):
 
 
 def test_best_of_n_asset_and_human_alignment_with_firm_evaluators(demo):
-    from assets import ALL_ASSETS, GRAPH_CHECKS
-    from assets.alignment import human_alignment
-    from assets.firm import best_of_n
-    from resources import resources_for
+    from argus_dagster.assets import ALL_ASSETS, GRAPH_CHECKS
+    from argus_dagster.assets.alignment import human_alignment
+    from argus_dagster.assets.firm import best_of_n
+    from argus_dagster.resources import resources_for
 
     res = dg.materialize(ALL_ASSETS + GRAPH_CHECKS, selection=[best_of_n, human_alignment], instance=local_instance(),
                          resources=resources_for(),

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from argus_dagster.assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 from argus_dagster.client.results import export_firm, firm_summary
 from argus_dagster.client.runs import RunSpec, execute
 from argus_dagster.infra.media import write_video
@@ -22,8 +23,7 @@ from argus_dagster.protocols.firm.offline import PQ_OFFLINE_VERSION
 from argus_dagster.protocols.firm.scoring import if_rating, wc_rating, wc_score
 from argus_dagster.protocols.firm.tables import checklist_from_rows, firm_summary_table
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
-from assets.firm import FIRM_SCORES, FIRM_VERDICTS, recompute_problems
-from resources import VlmResource
+from argus_dagster.resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
 from .helpers import firm_run, graph_resources, load

@@ -165,8 +165,8 @@ def test_a_full_disk_is_one_line_on_each_report_row_and_leaves_old_pages_whole(h
     for page in old:
         part_path(page).symlink_to("/dev/full")
 
-    from assets import CANDIDATE_ASSETS, TASK_ASSETS
-    from assets.reports import diagnostic_reports
+    from argus_dagster.assets import CANDIDATE_ASSETS, TASK_ASSETS
+    from argus_dagster.assets.reports import diagnostic_reports
 
     try:
         res = dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=[diagnostic_reports],
@@ -193,8 +193,8 @@ def test_a_full_disk_is_one_line_on_each_report_row_and_leaves_old_pages_whole(h
 def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypatch, capsys):
     """`a|b` is Dagster's key separator, `model[1]` and `m*` globs to polars: each is skipped with a
     message, the sensor adds only the good model, and `argus evaluate` still makes the leaderboard."""
+    from argus_dagster.assets.sensors import candidate_store_sensor
     from argus_dagster.client.cli import main
-    from assets.sensors import candidate_store_sensor
 
     bench, cands, home = tmp_path / "bench", tmp_path / "cands", tmp_path / "home"
     (bench / "T2V").mkdir(parents=True)
@@ -274,7 +274,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
                      "ARGUS_HOME": str(home), "ARGUS_BENCH_DIR": str(bench), "ARGUS_CANDIDATES_DIR": str(cands)}.items():
             monkeypatch.setenv(k, v)
         monkeypatch.delenv("ARGUS_RUBRIC_BASE_URL", raising=False)
-        from resources.vlm import vlm_from_env
+        from argus_dagster.resources.vlm import vlm_from_env
 
         vlm = vlm_from_env()
         from argus_dagster.definitions import resources_for
@@ -303,7 +303,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
 def test_s3_keys_never_write_outside_the_media_cache(tmp_path, s3_endpoint):
     """``s3://bkt/../../../x`` and keys that start with ``/`` are fetched into the cache folder."""
     from argus_dagster.infra.media import local_path
-    from resources.storage import StorageResource
+    from argus_dagster.resources.storage import StorageResource
 
     storage = StorageResource(endpoint_url=s3_endpoint).storage()
     client = storage.client

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from argus_dagster.infra.media import write_video
-from resources import VlmResource
+from argus_dagster.resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, default_answer, kind_of, request_text
 
 from .helpers import graph_resources, load, materialize_task, pattern_clip

@@ -62,9 +62,9 @@ def test_a_model_folder_whose_name_is_not_utf8_is_left_out_and_every_other_model
     import dagster as dg
     import polars as pl
 
+    from argus_dagster.assets.sensors import candidate_store_sensor
     from argus_dagster.client.cli import main
     from argus_dagster.client.results import current_leaderboard
-    from assets.sensors import candidate_store_sensor
 
     from .helpers import graph_resources
 

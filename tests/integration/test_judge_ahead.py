@@ -6,13 +6,13 @@ server saw the same requests; each step's metadata says who asked."""
 import dagster as dg
 import pytest
 
+from argus_dagster.assets import ALL_ASSETS, SOURCES
 from argus_dagster.client.demo import build_demo_bench
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.client.instance import local_instance
 from argus_dagster.client.runs import QUIET
 from argus_dagster.definitions import build_definitions
 from argus_dagster.infra.settings import record_bench
-from assets import ALL_ASSETS, SOURCES
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
 pytestmark = pytest.mark.integration

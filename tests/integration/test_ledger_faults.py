@@ -66,8 +66,8 @@ def test_rubric_generation_is_in_the_ledger_failed_generation_included(tmp_path)
     import dagster as dg
     import polars as pl
 
-    from assets import TASK_ASSETS
-    from resources import VlmResource
+    from argus_dagster.assets import TASK_ASSETS
+    from argus_dagster.resources import VlmResource
     from tests.integration.helpers import graph_resources, load, t2v_bench
 
     bench, cands = t2v_bench(tmp_path, n_inputs=2)  # prompts "..., take 0." and "..., take 1."

@@ -7,9 +7,9 @@ import dagster as dg
 import numpy as np
 import pytest
 
+from argus_dagster.assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, OBSERVE_JOBS, SOURCES, TASK_ASSETS
+from argus_dagster.assets.schedules import nightly_reconcile
 from argus_dagster.infra.media import write_video
-from assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, OBSERVE_JOBS, SOURCES, TASK_ASSETS
-from assets.schedules import nightly_reconcile
 
 from .helpers import graph_resources, load
 
@@ -114,8 +114,8 @@ def test_changed_rubric_shows_in_rubrics_and_score_deltas(scored):
 
 
 def test_rule_violations_are_named():
+    from argus_dagster.assets.checks import rubric_problems
     from argus_dagster.method.rubric.schema import parse_rubric
-    from assets.checks import rubric_problems
 
     crit = {"dimension": 9, "criterion": "moves", "importance": "high", "scoring_rule": "0-10"}
     rubric = parse_rubric({"criteria": [{**crit, "id": "a", "type": "hard"}, {**crit, "id": "b", "type": "soft", "hard_cap": 6},

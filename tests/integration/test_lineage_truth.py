@@ -44,7 +44,8 @@ class World:
         self.root = root
         self.code = root / "code"
         for package in ("argus_dagster", "assets", "resources"):
-            shutil.copytree(ROOT / package, self.code / package, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(ROOT / package, self.code / package, ignore=shutil.ignore_patterns("__pycache__"),
+                            symlinks=True)  # argus_dagster/assets stays a link to the copy of assets/
         shutil.copy(ROOT / "workspace.yaml", self.code / "workspace.yaml")
         self.bench, self.cands = t2v_bench(root, n_inputs=2)
         self.vlm = FakeVlmServer().start()

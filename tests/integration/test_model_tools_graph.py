@@ -8,7 +8,7 @@ import pytest
 
 from argus_dagster.method.evidence.tools.random_models import build_models
 from argus_dagster.method.evidence.tools.registry import MODEL_BACKED
-from resources.tools import ToolsResource, tools_from_env
+from argus_dagster.resources.tools import ToolsResource, tools_from_env
 from tests.integration.helpers import graph_resources, load, materialize_task
 
 pytestmark = pytest.mark.integration

@@ -23,9 +23,9 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 
 def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
+    from argus_dagster.assets.lineage import latest_record  # a run of one partition or of a range alike
     from argus_dagster.infra.storage import LOCAL
     from argus_dagster.infra.tables import recorded_table
-    from assets.lineage import latest_record  # a run of one partition or of a range alike
 
     return recorded_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")
 
@@ -43,7 +43,7 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     settings = home("ui")
     instance = local_instance(settings)
     instance.add_dynamic_partitions("candidate_models", ["m", "n"])
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     sensor_then_automation(instance, resources_for(settings=settings))  # the sources observed, as under make ui
     env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "PYTHONPATH": str(ROOT)}
@@ -83,7 +83,7 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
     settings = evaluation_in(monkeypatch, tmp_path / "ui", bench, cands)
     instance = local_instance(settings)
     instance.add_dynamic_partitions("candidate_models", ["m", "n"])
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     sensor_then_automation(instance, resources_for(settings=settings))  # the sources observed, as under make ui
     env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "PYTHONPATH": str(ROOT)}

@@ -9,12 +9,12 @@ import re
 import dagster as dg
 import polars as pl
 
+from argus_dagster.assets.overview import SITE_INPUTS, site
 from argus_dagster.client.evaluate import run_all
 from argus_dagster.definitions import ROLES, build_definitions
 from argus_dagster.infra.settings import evaluation_settings, record_evaluation
-from assets.overview import SITE_INPUTS, site
-from resources.bench import BenchResource
-from resources.storage import StorageResource
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
 from tests.integration.helpers import t2v_bench
 
 

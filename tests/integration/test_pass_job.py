@@ -143,9 +143,9 @@ def test_a_partition_a_range_run_in_flight_planned_is_not_requested_again(tmp_pa
     meanwhile, Dagster's conditions request T2V x c alone."""
     import threading
 
+    from argus_dagster.assets.partitions import RANGE_END_TAG, RANGE_START_TAG, task_model_partitions
     from argus_dagster.client.instance import ensure_instance
     from argus_dagster.definitions import UP_TO_DATE
-    from assets.partitions import RANGE_END_TAG, RANGE_START_TAG, task_model_partitions
 
     home = ensure_instance(tmp_path / "dagster_home", tmp_path)
     dg.DagsterInstance.from_config(str(home)).add_dynamic_partitions("candidate_models", ["a", "b", "c"])

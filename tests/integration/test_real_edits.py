@@ -41,10 +41,10 @@ def test_evaluate_ranks_a_real_edit_above_doing_nothing(vefx_layout, monkeypatch
 
     import dagster as dg
 
+    from argus_dagster.assets import ALL_ASSETS
     from argus_dagster.client.instance import local_instance
     from argus_dagster.client.results import current_leaderboard
-    from assets import ALL_ASSETS
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     lb = current_leaderboard()
     g = {r["model"]: r for r in lb.filter(pl.col("task") == "TV2V").iter_rows(named=True)}

@@ -14,7 +14,7 @@ from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.dino import DinoSim
 from argus_dagster.method.evidence.tools.models import ModelStore
 from argus_dagster.method.evidence.tools.random_models import build_models
-from resources.tools import ToolsResource
+from argus_dagster.resources.tools import ToolsResource
 
 from .helpers import graph_resources, load, materialize_task
 

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import dagster as dg
 import pytest
 
-from assets import CANDIDATE_ASSETS, TASK_ASSETS
-from resources import VlmResource
+from argus_dagster.assets import CANDIDATE_ASSETS, TASK_ASSETS
+from argus_dagster.resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer
 
 from .helpers import Daemon, graph_resources, t2v_bench

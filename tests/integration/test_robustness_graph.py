@@ -17,9 +17,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_default_and_vlm_only_profiles_compared(tmp_path, monkeypatch, capsys):
+    from argus_dagster.assets.robustness import backbone_robustness
     from argus_dagster.client.cli import main
-    from assets.robustness import backbone_robustness
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     bench, cands = t2v_bench(tmp_path, n_inputs=3)
     for i in range(3):

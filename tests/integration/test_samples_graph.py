@@ -14,10 +14,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from argus_dagster.assets.firm import best_of_n_tables
 from argus_dagster.client.runs import execute
 from argus_dagster.infra.media import write_video
 from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
-from assets.firm import best_of_n_tables
 
 from .helpers import firm_run, graph_resources, load, materialize_task, pattern_clip
 
@@ -134,7 +134,7 @@ def test_firm_rates_every_sample_and_best_of_n_picks_by_it(graph):
 
 def test_a_new_sample_makes_the_partition_stale(graph):
     """A new sample file changes its partition's ``candidate_files`` data version, and only its partition's."""
-    from assets.sources import source_versions
+    from argus_dagster.assets.sources import source_versions
 
     res, cands = graph["res"], graph["cands"]
     store = LocalCandidateStore(cands)

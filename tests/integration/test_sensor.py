@@ -9,10 +9,10 @@ import dagster as dg
 import numpy as np
 import pytest
 
+from argus_dagster.assets import ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, SOURCES, TASK_ASSETS
+from argus_dagster.assets.sensors import candidate_store_sensor
 from argus_dagster.infra.media import SETTLE_NS, write_video
 from argus_dagster.method.candidate_store import LocalCandidateStore, scan
-from assets import ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, SOURCES, TASK_ASSETS
-from assets.sensors import candidate_store_sensor
 
 from .helpers import graph_resources
 
@@ -217,7 +217,7 @@ def test_the_same_scan_works_on_an_s3_prefix():
     from moto.server import ThreadedMotoServer
 
     from argus_dagster.method.candidate_store import S3CandidateStore
-    from resources.storage import StorageResource
+    from argus_dagster.resources.storage import StorageResource
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

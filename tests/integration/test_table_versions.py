@@ -6,7 +6,7 @@ import io
 import dagster as dg
 import polars as pl
 
-from resources.storage import StorageIOManager, StorageResource
+from argus_dagster.resources.storage import StorageIOManager, StorageResource
 
 TASKS = dg.StaticPartitionsDefinition(["T2V", "TI2V"])
 MODELS = dg.StaticPartitionsDefinition(["m", "n"])

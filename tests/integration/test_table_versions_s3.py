@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from resources.storage import StorageIOManager, StorageResource
+from argus_dagster.resources.storage import StorageIOManager, StorageResource
 
 pytestmark = pytest.mark.integration
 

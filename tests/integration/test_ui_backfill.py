@@ -41,7 +41,7 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     settings = home("ui")
     instance = local_instance(settings)  # the evaluation's instance and its dagster.yaml (a run queue of 4)
     instance.add_dynamic_partitions("candidate_models", ["m", "n"])  # as the sensor or the UI adds them
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     sensor_then_automation(instance, resources_for(settings=settings))  # the sources observed, as under make ui
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),

@@ -98,7 +98,7 @@ def test_every_edit_gets_if_rq_ee_on_1_4_and_the_overall_is_their_mean(vefx_run,
         assert scored[f"{s}_evidence"].str.contains("source and edited frames").all()
     for r in scored.iter_rows(named=True):
         assert r["overall"] == pytest.approx((r["if_score"] + r["rq_score"] + r["ee_score"]) / 3, abs=1e-4)
-    from assets.vefx import vefx_scores_valid
+    from argus_dagster.assets.vefx import vefx_scores_valid
 
     assert vefx_scores_valid(df).passed  # the stored rows pass the asset's check
     assert not vefx_scores_valid(df.with_columns(pl.col("overall") + 0.5)).passed
@@ -200,11 +200,11 @@ def test_align_reports_vefx_metrics_against_ratings_on_1_4(vefx_run, tmp_path, c
 def test_the_human_alignment_asset_compares_vefx_scores_with_the_benchs_ratings(vefx_run, monkeypatch):
     """Ratings in the bench's human/TV2V.csv on VEFX's dimensions, with VEFX's own scores: the asset's
     rows are the evaluators vefx_* against them, the human overall the mean of the three."""
+    from argus_dagster.assets import ALL_ASSETS, GRAPH_CHECKS
+    from argus_dagster.assets.alignment import human_alignment
     from argus_dagster.client.instance import local_instance
     from argus_dagster.infra.settings import load_settings
-    from assets import ALL_ASSETS, GRAPH_CHECKS
-    from assets.alignment import human_alignment
-    from resources import resources_for
+    from argus_dagster.resources import resources_for
 
     monkeypatch.setenv("ARGUS_HOME", str(vefx_run["root"] / "home"))
     settings = load_settings()

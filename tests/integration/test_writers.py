@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 
 from argus_dagster.client.instance import READY, ensure_instance
-from resources.storage import StorageIOManager, StorageResource
+from argus_dagster.resources.storage import StorageIOManager, StorageResource
 
 pytestmark = pytest.mark.integration
 

@@ -445,7 +445,7 @@ def test_if_score_recomputes_from_the_stored_weights():
     score recomputes from them."""
     import polars as pl
 
-    from assets.firm import FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS, recompute_problems
+    from argus_dagster.assets.firm import FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS, recompute_problems
 
     cl = Checklist(IF, tuple(ChecklistItem(f"r{k}", f"Is item {k} there?", m) for k, m in enumerate([1, 2, 5, 5], 1)))
     rows = checklist_rows("p1", cl)

@@ -456,8 +456,8 @@ def test_leaderboard_and_pages_show_coverage_next_to_the_score():
 
 
 def test_scores_in_range_holds_the_vlm_judge_to_whole_numbers():
+    from argus_dagster.assets.checks import scores_in_range
     from argus_dagster.method.judge import vlm_judge_identity
-    from assets.checks import scores_in_range
 
     vlm = vlm_judge_identity("openai", "m")
     df = pl.DataFrame({"input_id": ["a", "b", "c"], "sample": ["", "", ""], "criterion_id": ["x", "y", "z"],

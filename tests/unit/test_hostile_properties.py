@@ -375,7 +375,7 @@ def test_an_acceptable_model_name_is_a_partition_key_and_a_literal_table_path(mo
     import dagster as dg
     import polars as pl
 
-    from assets.partitions import task_model_partitions
+    from argus_dagster.assets.partitions import task_model_partitions
 
     if model_name_problem(model) is not None:
         return

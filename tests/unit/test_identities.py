@@ -45,8 +45,8 @@ from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_sui
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
 from argus_dagster.method.inputs import InputInstance, instance_hash
 from argus_dagster.method.judge import EvidenceOnlyJudge, VlmJudge, judge_view, judgment_evidence
-from resources.judging import JudgeResource, RubricGeneratorResource
-from resources.vlm import VlmResource
+from argus_dagster.resources.judging import JudgeResource, RubricGeneratorResource
+from argus_dagster.resources.vlm import VlmResource
 
 MODEL = "judge-model"
 URL = "http://127.0.0.1:9/v1"

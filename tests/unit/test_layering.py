@@ -5,8 +5,11 @@ source: every import counts, at module level or inside a function body alike.
   ``infra`` imports only ``infra``, ``vlm`` only ``vlm`` and ``infra``, ``method`` only ``method``, ``vlm``
   and ``infra``, ``protocols`` those and itself; ``outputs`` anything of the library but ``client``;
 - only ``argus_dagster/definitions.py``, ``argus_dagster/location.py`` (the served code location:
-  the wiring and the command line's ``evaluate`` job), ``client/`` and the top-level ``assets`` and
-  ``resources`` import Dagster;
+  the wiring and the command line's ``evaluate`` job), ``client/`` and the top-level ``assets/`` and
+  ``resources/`` folders import Dagster;
+- the top-level ``assets/`` and ``resources/`` folders import as ``argus_dagster.assets`` and
+  ``argus_dagster.resources`` (the package's links to them; the wheel holds them there): no module imports
+  a top-level ``assets`` or ``resources``, names a user's own folders may hold;
 - ``client/`` reaches ``assets`` and ``resources`` only through ``argus_dagster/definitions.py``;
   nothing of the library (nor ``assets``, ``resources``) imports ``client``;
 - no import cycles between modules;
@@ -23,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("argus_dagster", "assets", "resources")
+# The name each folder of PACKAGES imports under.
+IMPORTED_AS = {"argus_dagster": "argus_dagster", "assets": "argus_dagster.assets", "resources": "argus_dagster.resources"}
+NOT_OURS = ("assets", "resources")  # top-level names the project does not own
 DAGSTER = ("dagster", "dagster_aws", "dagster_celery", "dagster_postgres", "dagster_k8s", "dagster_webserver",
            "dagster_shared", "dagster_graphql")
 LIBRARY = ("method", "protocols", "vlm", "outputs", "infra", "client")
@@ -55,10 +61,11 @@ class Import:
 def modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
     out = {}
     for package in packages:
+        # rglob does not follow links: argus_dagster/assets (a link to assets/) is read once, as assets/.
         for p in (root / package).rglob("*.py"):
             if "__pycache__" in p.parts:
                 continue
-            parts = p.relative_to(root).with_suffix("").parts
+            parts = (IMPORTED_AS[package], *p.relative_to(root / package).with_suffix("").parts)
             out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
     return out
 
@@ -104,7 +111,7 @@ def folder(module: str) -> str:
         return parts[0]
     if len(parts) == 1:
         return "root"
-    return parts[1] if parts[1] in LIBRARY or parts[1] in ("definitions", "location") else "root"
+    return parts[1] if parts[1] in LIBRARY or parts[1] in ("definitions", "location", "assets", "resources") else "root"
 
 
 def project_target(target: str, names: dict[str, Path]) -> str | None:
@@ -119,6 +126,9 @@ def rule_breaks(root: Path, packages=PACKAGES) -> list[str]:
     out = []
     for i in imports(root, packages):
         src = folder(i.module)
+        if i.target.split(".")[0] in NOT_OURS:
+            out.append(f"{i.module}:{i.line} imports the top-level name {i.target} (import argus_dagster.{i.target})")
+            continue
         if i.target.split(".")[0] in DAGSTER:
             if src not in MAY_IMPORT_DAGSTER:
                 out.append(f"{i.module}:{i.line} imports Dagster ({i.target})")
@@ -241,14 +251,16 @@ def test_a_layer_break_inside_a_function_is_found(tmp_path):
         "argus_dagster/outputs/page.py": "X = 1\n",
         "argus_dagster/infra/files.py": "def f():\n    from argus_dagster.outputs.page import X\n",
         "argus_dagster/method/judge.py": "import dagster as dg\n",
-        "argus_dagster/client/run.py": "from assets.inputs import a\n",
+        "argus_dagster/client/run.py": "from argus_dagster.assets.inputs import a\n",
         "assets/inputs.py": "from argus_dagster.client import run\n",
+        "resources/tools.py": "from assets.inputs import a\n",
     })
     assert rule_breaks(root) == [
-        "argus_dagster.client.run:1 (client) imports assets.inputs (assets)",
+        "argus_dagster.assets.inputs:1 (assets) imports argus_dagster.client.run (client)",
+        "argus_dagster.client.run:1 (client) imports argus_dagster.assets.inputs (assets)",
         "argus_dagster.infra.files:2 (infra) imports argus_dagster.outputs.page (outputs)",
         "argus_dagster.method.judge:1 imports Dagster (dagster)",
-        "assets.inputs:1 (assets) imports argus_dagster.client.run (client)",
+        "argus_dagster.resources.tools:1 imports the top-level name assets.inputs (import argus_dagster.assets.inputs)",
     ]
 
 

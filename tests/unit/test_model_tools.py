@@ -106,7 +106,7 @@ def test_models_load_once_per_store(models_dir):
 
 
 def test_the_tools_resource_builds_one_suite_per_configuration(models_dir):
-    from resources.tools import ToolsResource
+    from argus_dagster.resources.tools import ToolsResource
 
     a = ToolsResource(models_dir=str(models_dir)).suite()
     assert ToolsResource(models_dir=str(models_dir)).suite() is a

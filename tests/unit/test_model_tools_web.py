@@ -14,7 +14,7 @@ from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools import UnavailableTool
 from argus_dagster.method.evidence.tools.registry import model_suite
 from argus_dagster.method.evidence.tools.web_search import WebSearch, image_urls
-from resources.tools import ToolsResource
+from argus_dagster.resources.tools import ToolsResource
 
 PNG = cv2.imencode(".png", np.full((30, 40, 3), (0, 0, 255), np.uint8))[1].tobytes()  # red in BGR
 

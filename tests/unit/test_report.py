@@ -164,8 +164,8 @@ def test_repairs_read_as_sentences_and_unscored_criteria_come_last():
 def test_a_condition_image_is_decoded_once_for_every_page_that_shows_it(tmp_path):
     """Pages of several inputs (or models, or samples) showing the same still take it from the frame
     pool by content: one decode, the same JPEG on each page; an unreadable one is its row's error."""
+    from argus_dagster.assets.reports import condition_rows
     from argus_dagster.infra.frame_pool import FRAME_POOL
-    from assets.reports import condition_rows
 
     still = np.random.default_rng(7).integers(0, 255, (48, 64, 3), dtype=np.uint8)  # a content no other test has
     a, b = tmp_path / "a.png", tmp_path / "b.png"

@@ -14,10 +14,10 @@ from argus_dagster.infra import frame_pool as pool_lib
 from argus_dagster.infra import media as media_lib
 from argus_dagster.infra.settings import load_settings
 from argus_dagster.method.evidence import executor
-from resources import resources_for
-from resources.bench import BenchResource
-from resources.storage import StorageResource
-from resources.tools import ToolsResource
+from argus_dagster.resources import resources_for
+from argus_dagster.resources.bench import BenchResource
+from argus_dagster.resources.storage import StorageResource
+from argus_dagster.resources.tools import ToolsResource
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,7 @@ def test_a_field_nobody_configured_is_named_not_read_from_the_environment(tmp_pa
 def test_the_frame_pool_takes_the_storage_resources_budget(monkeypatch):
     pool = pool_lib.FramePool()
     monkeypatch.setattr(pool_lib, "FRAME_POOL", pool)
-    monkeypatch.setattr("resources.storage.FRAME_POOL", pool)
+    monkeypatch.setattr("argus_dagster.resources.storage.FRAME_POOL", pool)
     monkeypatch.setenv("ARGUS_FRAME_POOL_MB", "7")  # read when definitions are built, never by a run
     assert pool.budget_bytes == pool_lib.DEFAULT_FRAME_POOL_BYTES
     with dg.build_resources({"storage": StorageResource(frame_pool_mb=3)}):

@@ -3,9 +3,9 @@
 import json
 import os
 
+from argus_dagster.assets.sources import bench_files_version, rubric_files_version
 from argus_dagster.infra.storage import Storage
 from argus_dagster.method.rubric.frozen import mark_frozen, written_as_generated
-from assets.sources import bench_files_version, rubric_files_version
 
 RUBRIC = {"criteria": [{"id": "c1", "criterion": "the dog runs"}],
           "generator": {"backend": "offline", "model": "rules", "input_hash": "abc"}}

@@ -8,11 +8,11 @@ import os
 import polars as pl
 import pytest
 
+from argus_dagster.assets.sources import bench_files_version, candidate_files_version
+from argus_dagster.assets.versions import content_version
 from argus_dagster.infra.media import file_digest
 from argus_dagster.infra.storage import Storage
 from argus_dagster.method.candidate_store import LocalCandidateStore, partition_hashes, scan
-from assets.sources import bench_files_version, candidate_files_version
-from assets.versions import content_version
 
 SCORES = pl.DataFrame(
     {"input_id": ["p0", "p1", "p1"], "sample": ["", "1", "2"], "final_score": [7.5, None, 3.0],
@@ -102,6 +102,11 @@ def test_a_candidate_video_edited_twice_in_the_same_second_has_three_versions(tm
 def _schemas() -> dict[str, dict]:
     """Every asset's stored table schema (the backbone robustness asset's version covers its rank
     and criterion tables: both, as one table each)."""
+    from argus_dagster.assets.alignment import ALIGNMENT_TABLE
+    from argus_dagster.assets.firm import BEST_OF_N, FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS
+    from argus_dagster.assets.overview import SITE_PAGES
+    from argus_dagster.assets.reports import REPORTS
+    from argus_dagster.assets.vefx import VEFX_SCORES
     from argus_dagster.infra.tables import (
         CANDIDATE_VIDEOS,
         CRITERION_EVIDENCE,
@@ -115,11 +120,6 @@ def _schemas() -> dict[str, dict]:
     from argus_dagster.method.judge_noise import JUDGE_NOISE
     from argus_dagster.method.ledger import LEDGER
     from argus_dagster.protocols import robustness, vefx
-    from assets.alignment import ALIGNMENT_TABLE
-    from assets.firm import BEST_OF_N, FIRM_CHECKLISTS, FIRM_SCORES, FIRM_VERDICTS
-    from assets.overview import SITE_PAGES
-    from assets.reports import REPORTS
-    from assets.vefx import VEFX_SCORES
 
     return {"input_instances": INPUT_INSTANCES, "rubrics": RUBRICS, "candidate_videos": CANDIDATE_VIDEOS,
             "criterion_evidence": CRITERION_EVIDENCE, "criterion_scores": CRITERION_SCORES,
@@ -150,8 +150,8 @@ def test_every_asset_declares_its_volatile_columns_among_its_own_and_the_rest_co
     output (tests/integration/test_data_versions.py): the assets a small evaluation does not reach
     (VEFX, best-of-N, human alignment, backbone robustness) too. A volatile column a schema does not
     have (a typo) would leave the real one counted."""
-    from assets import ALL_ASSETS
-    from assets.versions import VOLATILE_KEY
+    from argus_dagster.assets import ALL_ASSETS
+    from argus_dagster.assets.versions import VOLATILE_KEY
     from tests.versions_walk import walk
 
     declared = {s.key.to_user_string(): s.metadata.get(VOLATILE_KEY) for a in ALL_ASSETS for s in a.specs}
@@ -178,8 +178,8 @@ def test_every_asset_declares_its_volatile_columns_among_its_own_and_the_rest_co
 def test_what_the_asked_for_assets_and_the_leaderboard_versions_leave_out(asset, not_counted):
     """Stated here, not read from what the assets declare: every column of these tables but the named
     ones moves the data version when one of its cells changes; the named ones do not."""
-    from assets import ALL_ASSETS
-    from assets.versions import VOLATILE_KEY
+    from argus_dagster.assets import ALL_ASSETS
+    from argus_dagster.assets.versions import VOLATILE_KEY
     from tests.versions_walk import other
 
     [spec] = [s for a in ALL_ASSETS for s in a.specs if s.key.to_user_string() == asset]

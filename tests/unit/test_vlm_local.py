@@ -153,8 +153,8 @@ def test_the_judge_on_the_local_model_records_an_unusable_answer(tiny_vlm):
 
 
 def test_the_resources_wire_the_local_model_into_the_judge(tiny_vlm, monkeypatch):
-    from resources import JudgeResource, RubricGeneratorResource
-    from resources.vlm import vlm_from_env
+    from argus_dagster.resources import JudgeResource, RubricGeneratorResource
+    from argus_dagster.resources.vlm import vlm_from_env
 
     monkeypatch.delenv("ARGUS_VLM_BASE_URL", raising=False)
     monkeypatch.setenv("ARGUS_VLM_PATH", str(tiny_vlm))
