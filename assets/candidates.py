@@ -1,12 +1,10 @@
 """Candidate-side assets, partitioned by task x model: videos, evidence, criterion and video scores."""
 
 
-import contextvars
 import json
 import os
-import threading
 import time
-from concurrent.futures import Future
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,13 +16,13 @@ from argus_dagster.infra.media import MediaError, file_digest, probe_video
 from argus_dagster.infra.progress import StageLog
 from argus_dagster.infra.tables import CANDIDATE_VIDEOS, COSTS, CRITERION_EVIDENCE, CRITERION_SCORES, VIDEO_SCORES, frame
 from argus_dagster.method import bench as bench_lib
-from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.registry import ToolSuite
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.method.gather import JudgeAhead, Video, evidence_failed, gather_evidence, judge_each, video_label
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.leaderboard import coverage_text
 from argus_dagster.method.rubric.schema import parse_rubric
-from argus_dagster.method.stages import candidate_media, criterion_evidence_row, judge_video, score_video
+from argus_dagster.method.stages import judge_video, score_video
 from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.fingerprint import FINGERPRINT_TAG, fingerprint, fingerprint_id
 from argus_dagster.resources.judging import JudgeResource, ScoringResource
@@ -32,7 +30,7 @@ from argus_dagster.resources.storage import StorageResource
 from argus_dagster.resources.tools import ToolsResource
 from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cached_share
-from argus_dagster.vlm.priorities import STAGE_EVIDENCE, STAGE_JUDGMENTS, request_pool, request_priority, video_group
+from argus_dagster.vlm.priorities import request_priority, video_group
 
 from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
 from .lineage import criterion_delta_metadata, video_delta_metadata
@@ -64,11 +62,6 @@ def _cache_write_errors(cache) -> dict:
     """Cache entries that could not be stored (a full disk): the results stand, only their reuse is lost."""
     errors = cache.write_errors
     return {"cache_write_errors": len(errors), "cache_write_error": errors[0]} if errors else {}
-
-
-def video_label(input_id: str, sample: str | None) -> str:
-    """How logs and metadata name a video: its input id, and ``#<k>`` for sample ``k``."""
-    return f"{input_id}#{sample}" if sample else input_id
 
 
 # What each asset's data version leaves out (assets.versions): what differs between two runs
@@ -177,49 +170,30 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
             # a candidate whose rubric is missing or invalid: video_scores records why it has no score
             if rubric_rows.get(c["input_id"]) is not None and not rubric_rows[c["input_id"]]["error"]]
     rubric_of = {iid: parse_rubric(json.loads(rubric_rows[iid]["rubric_json"])) for iid in {c["input_id"] for c in todo}}
-    media: dict[tuple[str, str], MediaStore] = {}
-    left: dict[tuple[str, str], int] = {(c["input_id"], c["sample"]): len(rubric_of[c["input_id"]].criteria) for c in todo}
-    group_of = {(c["input_id"], c["sample"]): video_group() for c in todo}  # the VLM queue serves videos in this order
-    lock = threading.Lock()
-
-    def one(cand: dict, c) -> dict:
-        iid, key = cand["input_id"], (cand["input_id"], cand["sample"])
-        base = {"task": task, "model": model, "input_id": iid, "sample": cand["sample"],
-                "rubric_hash": rubric_rows[iid]["rubric_hash"], "video_sha256": cand["sha256"]}
-        inst = InputInstance.from_row(inputs[iid])
+    videos, rows = [], []
+    for cand in todo:
+        iid = cand["input_id"]
+        row = {"task": task, "model": model, "rubric_hash": rubric_rows[iid]["rubric_hash"]}
         try:
-            with lock:
-                if key not in media:
-                    media[key] = candidate_media(inst, cand["uri"], cand["sha256"], storage.storage())
-                store = media[key]
-            with request_priority(group=group_of[key]):  # a video's vlm_qa requests go out together
-                return {**base, **criterion_evidence_row(inst, c, store, suite, web_search=tools.web_search,
-                                                         vlm_only=tools.vlm_only, cache=cache)}
-        except Exception as exc:  # the criterion gets the error; the partition goes on
-            return {**base, "criterion_id": c.id, "n_failed": 1,
-                    "error": f"evidence failed: {type(exc).__name__}: {exc}"}
-        finally:
-            with lock:
-                left[key] -= 1
-                done = media.pop(key, None) if left[key] == 0 else None  # its last criterion: the video may go
-            if done is not None:
-                done.close()
+            inst = InputInstance.from_row(inputs[iid])
+        except Exception as exc:  # the same error policy as the loop's: each criterion says why
+            rows += [{**row, "input_id": iid, "sample": cand["sample"], "video_sha256": cand["sha256"],
+                      **evidence_failed(c.id, exc)} for c in rubric_of[iid].criteria]
+            continue
+        videos.append(Video(inst, rubric_of[iid], cand["uri"], cand["sha256"], cand["sample"], row))
 
-    workers = (vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1)
-    rows: list[dict] = []
+    def said(video: Video, got: list[dict]) -> None:
+        for r in got:
+            if r.get("error"):
+                context.log.warning(f"{task}/{model}/{video_label(*video.key)}/{r['criterion_id']}: {r['error']}")
+        progress.video_done()  # a line in the run's log every 15 s, and the CLI's progress line
+
     progress = StageLog(lambda m: context.log.info(f"{task}/{model}: {m}"), "evidence", len(todo), "evidence")
-    ahead = _judges_ahead(context, judge, vlm, tools, storage, len(todo))
-    with ahead, request_priority(stage=STAGE_EVIDENCE), request_pool(workers) as pool:
-        futures = [(cand, [pool.submit(one, cand, c) for c in rubric_of[cand["input_id"]].criteria]) for cand in todo]
-        for cand, fs in futures:
-            got = [f.result() for f in fs]
-            rows += got
-            for r in got:
-                if r.get("error"):
-                    context.log.warning(f"{task}/{model}/{video_label(cand['input_id'], cand['sample'])}/"
-                                        f"{r['criterion_id']}: {r['error']}")
-            progress.video_done()  # a line in the run's log every 15 s, and the CLI's progress line
-            ahead.submit(rubric_of[cand["input_id"]], cand, got, group_of[(cand["input_id"], cand["sample"])])
+    ahead = _judges_ahead(context, judge, vlm, tools, storage, len(videos))
+    with ahead or nullcontext():
+        rows += gather_evidence(videos, suite, web_search=tools.web_search, vlm_only=tools.vlm_only, cache=cache,
+                                storage=storage.storage(), on_video=said, ahead=ahead,
+                                workers=(vlm.workers() if vlm.configured else 0) + (os.cpu_count() or 1))
     df = frame(rows, CRITERION_EVIDENCE)
     statuses = df["plan_status"].value_counts().to_dicts() if df.height else []
     tool_calls = df.explode("tools", empty_as_null=True)["tools"].value_counts().to_dicts() if df.height else []
@@ -238,78 +212,19 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
                          "tool_steps_by_tool": dg.MetadataValue.json({d["tools"]: d["count"] for d in tool_calls if d["tools"]}),
                          "tool_versions": dg.MetadataValue.json(suite.versions()),
                          **_vlm_metadata(vlm, stats),
-                         **ahead.metadata(),
+                         **_ahead_metadata(ahead),
                      })
 
 
-class _JudgeAhead:
-    """Judges each video of an evidence step as soon as its evidence is in (see ``criterion_evidence``);
-    ``on=False`` does nothing. Leaving the block waits for every judgment asked."""
-
-    def __init__(self, context, judge: JudgeResource, vlm: VlmResource, tools: ToolsResource,
-                 storage: StorageResource, n_videos: int, on: bool):
-        self.on, self.context, self.storage = on, context, storage
-        self.where = "/".join(task_and_model(context))
-        self.n_videos = self.n_judgments = self.n_failed = 0
-        if on:
-            self.stats = CallStats()
-            self.judge = judge.judge(vlm, self.stats)
-            self.cache = tools.cache("judgments", storage.storage())
-            self.workers = vlm.workers()
-            self.n_pool = min(max(4, self.workers), max(1, n_videos))
-
-    def __enter__(self) -> "_JudgeAhead":
-        if self.on:  # pools made in the judgments' stage: their requests wait behind the evidence's
-            with request_priority(stage=STAGE_JUDGMENTS):
-                self.calls, self.per_video = request_pool(self.workers), request_pool(self.n_pool)
-            self.pending: list[Future[int]] = []
-        return self
-
-    def submit(self, rubric, cand: dict, evidence_rows: list[dict], group: int) -> None:
-        if self.on:
-            self.pending.append(self.per_video.submit(contextvars.copy_context().run, self._one, rubric, cand,
-                                                      evidence_rows, group))
-
-    def _one(self, rubric, cand: dict, evidence_rows: list[dict], group: int) -> int:
-        with request_priority(stage=STAGE_JUDGMENTS, group=group):
-            got, blind = judge_video(rubric, evidence_rows, self.judge, cand["uri"], cand["sha256"],
-                                     self.storage.storage(), pool=self.calls if self.workers > 1 else None,
-                                     cache=self.cache, run_id=self.context.run.run_id, ahead=True)
-        if blind:
-            self.context.log.warning(f"{self.where}/{video_label(cand['input_id'], cand['sample'])}: the judge saw no frames "
-                                     "(the video cannot be decoded)")
-        return sum(1 for r in got if r["asked"])
-
-    def __exit__(self, exc_type, *exc) -> None:
-        if not self.on:
-            return
-        if exc_type is not None:  # the step failed: what was not asked yet is not asked
-            for f in self.pending:
-                f.cancel()
-        try:
-            for f in self.pending:
-                if f.cancelled():
-                    continue
-                try:
-                    self.n_judgments += f.result()
-                    self.n_videos += 1
-                except Exception as e:  # criterion_scores asks again what was not judged here
-                    self.n_failed += 1
-                    self.context.log.warning(f"judging ahead failed ({type(e).__name__}: {e}); "
-                                             "criterion_scores judges that video itself")
-        finally:
-            self.per_video.shutdown()
-            self.calls.shutdown()
-
-    def metadata(self) -> dict:
-        if not self.on:
-            return {"judged_ahead": 0}
-        # The judge's calls this step made, by the judge: criterion_scores' rows carry their cost.
-        return {"judged_ahead": self.n_judgments, "judged_ahead_videos": self.n_videos,
-                **({"judged_ahead_failed_videos": self.n_failed} if self.n_failed else {}),
-                "judge_ahead": self.judge.identity,
-                **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
-                   for k, v in self.stats.as_metadata("judge_ahead_vlm").items()}}
+def _ahead_metadata(ahead: JudgeAhead | None) -> dict:
+    if ahead is None:
+        return {"judged_ahead": 0}
+    # The judge's calls this step made, by the judge: criterion_scores' rows carry their cost.
+    return {"judged_ahead": ahead.n_judgments, "judged_ahead_videos": ahead.n_videos,
+            **({"judged_ahead_failed_videos": ahead.n_failed} if ahead.n_failed else {}),
+            "judge_ahead": ahead.judge.identity,
+            **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
+               for k, v in ahead.stats.as_metadata("judge_ahead_vlm").items()}}
 
 
 CRITERION_SCORES_KEY = dg.AssetKey("criterion_scores")
@@ -333,16 +248,22 @@ IN_PROCESS_EXECUTORS = {dg.in_process_executor.name, "execute_in_process_executo
 
 
 def _judges_ahead(context, judge: JudgeResource, vlm: VlmResource, tools: ToolsResource,
-                  storage: StorageResource, n_videos: int) -> _JudgeAhead:
-    """A :class:`_JudgeAhead` that judges when this run also materializes ``criterion_scores`` in
-    this same process, the judge is a VLM and the content cache is on (it carries the judgments to
-    that step). Where each step is a process or pod of its own (the multiprocess, Celery and
-    Kubernetes executors), the evidence step holds a `gpu` pool slot and the judging is left to its
-    own step on a CPU worker."""
+                  storage: StorageResource, n_videos: int) -> JudgeAhead | None:
+    """A :class:`~argus_dagster.method.gather.JudgeAhead` when this run also materializes
+    ``criterion_scores`` in this same process, the judge is a VLM and the content cache is on (it
+    carries the judgments to that step); else None. Where each step is a process or pod of its own (the
+    multiprocess, Celery and Kubernetes executors), the evidence step holds a `gpu` pool slot and the
+    judging is left to its own step on a CPU worker."""
     on = (vlm.configured and n_videos > 0 and tools.cache_dir != "off" and judge.identity(vlm).startswith("vlm/")
           and context.job_def.executor_def.name in IN_PROCESS_EXECUTORS
           and run_executes(context, CRITERION_SCORES_KEY))
-    return _JudgeAhead(context, judge, vlm, tools, storage, n_videos, on)
+    if not on:
+        return None
+    stats = CallStats()
+    where = "/".join(task_and_model(context))
+    return JudgeAhead(judge.judge(vlm, stats), tools.cache("judgments", storage.storage()), workers=vlm.workers(),
+                      n_videos=n_videos, run_id=context.run.run_id, storage=storage.storage(), stats=stats,
+                      warn=lambda m: context.log.warning(f"{where}/{m}"))
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="6", group_name="candidates", kinds={"polars"},
@@ -367,7 +288,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
     group_of = {key: video_group() for key, _ in groups}  # the VLM queue serves videos in this order
     claimed: dict[str, object] = {}  # judgments the evidence step made ahead whose cost a row took
 
-    def one(item) -> list[dict]:
+    def one(item, calls) -> list[dict]:
         (input_id, sample), ev = item
         rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))  # the input's, for every sample
         video = videos.get((input_id, sample)) or {}
@@ -375,8 +296,8 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
         # stage of this process has usually left the frames in the pool).
         with request_priority(group=group_of[(input_id, sample)]):  # its requests wait together, before later videos
             got, blind = judge_video(rubric, ev.to_dicts(), the_judge, video.get("uri"), video.get("sha256"),
-                                     storage.storage(), pool=calls if workers > 1 else None, cache=cache,
-                                     run_id=context.run.run_id, claimed=claimed)
+                                     storage.storage(), pool=calls, cache=cache, run_id=context.run.run_id,
+                                     claimed=claimed)
         if blind:
             context.log.warning(f"{task}/{model}/{video_label(input_id, sample)}: the judge saw no frames "
                                 "(the video cannot be decoded)")
@@ -385,9 +306,7 @@ def criterion_scores(context: dg.AssetExecutionContext, criterion_evidence: pl.D
 
     judged = StageLog(lambda m: context.log.info(f"{task}/{model}: {m}"), "judged", len(groups), "judgments")
 
-    with request_priority(stage=STAGE_JUDGMENTS), request_pool(workers) as calls, \
-            request_pool(min(max(4, workers), max(1, len(groups)))) as per_video:
-        rows = [r for got in per_video.map(one, groups) for r in got]
+    rows = [r for got in judge_each(groups, one, workers=workers) for r in got]
     df = frame(rows, CRITERION_SCORES)
     scored = df.filter(pl.col("score").is_not_null())
     unscored = df.filter(pl.col("score").is_null())

@@ -16,10 +16,11 @@ import warnings
 import dagster as dg
 import polars as pl
 
+from argus_dagster.method.gather import video_label
 from argus_dagster.method.rubric.postprocess import postprocess
 from argus_dagster.method.rubric.schema import RubricError, parse_rubric
 
-from .candidates import criterion_scores, video_label, video_scores
+from .candidates import criterion_scores, video_scores
 from .inputs import rubrics
 from .leaderboard import leaderboard
 from .lineage import latest_record

@@ -35,10 +35,11 @@ from argus_dagster.method.controls import (
 )
 from argus_dagster.method.evidence.tools.registry import ToolSuite
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
+from argus_dagster.method.gather import collect_evidence
 from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.method.judge_noise import sample_videos
 from argus_dagster.method.rubric.schema import parse_rubric
-from argus_dagster.method.stages import collect_evidence, judge_label, judge_video, score_video
+from argus_dagster.method.stages import judge_label, judge_video, score_video
 from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.judging import JudgeResource, ScoringResource
 from argus_dagster.resources.storage import StorageResource

@@ -25,6 +25,7 @@ from argus_dagster.infra.tables import COSTS, frame
 from argus_dagster.method.evidence.executor import run_plan
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.plan import NormalizedPlan
+from argus_dagster.method.gather import video_label
 from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.outputs.firm_pages import index_path, page_name, render_firm_index, render_firm_video
 from argus_dagster.outputs.report import href
@@ -42,7 +43,7 @@ from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, STAGE_RUBRICS, request_priority
 
-from .candidates import _cache_write_errors, _vlm_metadata, video_label
+from .candidates import _cache_write_errors, _vlm_metadata
 from .partitions import task_and_model, task_model_partitions, task_partitions
 
 S, F, I, B = pl.String, pl.Float64, pl.Int64, pl.Boolean

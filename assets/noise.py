@@ -14,6 +14,7 @@ import polars as pl
 
 from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.tables import frame
+from argus_dagster.method.gather import judge_each
 from argus_dagster.method.judge_noise import JUDGE_NOISE, criterion_spread, final_deviations, judge_sd, repeat_rows, sample_videos
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.stages import judge_label, judge_video, score_video
@@ -21,7 +22,6 @@ from argus_dagster.resources.judging import JudgeResource, ScoringResource
 from argus_dagster.resources.storage import StorageResource
 from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats
-from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
 
 from .candidates import _vlm_metadata
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
@@ -61,14 +61,14 @@ def judge_noise(context: dg.AssetExecutionContext, config: JudgeNoiseConfig, cri
     workers = vlm.workers() if vlm.configured else 1
     errors: list[str] = []
 
-    def one(key: tuple[str, str]) -> list[dict]:
+    def one(key: tuple[str, str], calls) -> list[dict]:
         input_id, sample = key
         rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))
         video = videos[key]
 
         def judged() -> list[dict]:
             got, _ = judge_video(rubric, evidence[key].to_dicts(), the_judge, video.get("uri"), video.get("sha256"),
-                                 storage.storage(), pool=calls if workers > 1 else None, cache=None)
+                                 storage.storage(), pool=calls, cache=None)
             return [{**r, "judge": judge_label(r["judge"])} for r in got]
 
         try:
@@ -78,9 +78,7 @@ def judge_noise(context: dg.AssetExecutionContext, config: JudgeNoiseConfig, cri
             errors.append(f"{input_id}/{sample}: {type(exc).__name__}: {exc}")
             return []
 
-    with request_priority(stage=STAGE_JUDGMENTS), request_pool(workers) as calls, \
-            request_pool(min(max(4, workers), max(1, len(chosen)))) as per_video:
-        rows = [r for got in per_video.map(one, chosen) for r in got]
+    rows = [r for got in judge_each(chosen, one, workers=workers) for r in got]
     df = frame(rows, JUDGE_NOISE)
     spread = criterion_spread(df)
     sd = judge_sd(final_deviations(df, task, model))

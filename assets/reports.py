@@ -29,6 +29,7 @@ from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.names import ERROR_ROW_MARK, file_name, sample_file_name
 from argus_dagster.infra.storage import Storage, join
 from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.gather import video_label
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.outputs.firm_pages import FIRM_FOLDER
 from argus_dagster.outputs.page_media import MediaFolder, page_video
@@ -37,7 +38,6 @@ from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.storage import StorageResource
 
 from .automation import UP_TO_DATE
-from .candidates import video_label
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
 
 # ``page_sha256``: the report page's content (what it says, frames included), null where none was written.

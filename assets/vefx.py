@@ -14,6 +14,7 @@ from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.tables import COSTS, frame
 from argus_dagster.method.evidence.media_store import MediaStore
+from argus_dagster.method.gather import video_label
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.protocols import vefx
 from argus_dagster.resources.bench import BenchResource
@@ -23,7 +24,7 @@ from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
 from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
 
-from .candidates import _cache_write_errors, _vlm_metadata, video_label
+from .candidates import _cache_write_errors, _vlm_metadata
 from .partitions import task_and_model, task_model_partitions
 
 S, F, I = pl.String, pl.Float64, pl.Int64

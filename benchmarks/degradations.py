@@ -27,10 +27,11 @@ import numpy as np
 
 from argus_dagster.infra.media import VideoReader, write_video
 from argus_dagster.method.evidence.tools.registry import embedded_suite
+from argus_dagster.method.gather import collect_evidence
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.judge import EvidenceOnlyJudge
 from argus_dagster.method.rubric.offline import generate_offline
-from argus_dagster.method.stages import collect_evidence, judge_criteria, score_video
+from argus_dagster.method.stages import judge_criteria, score_video
 
 DATA = Path(os.environ.get("ARGUS_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 STRENGTHS = ("weak", "medium", "strong")

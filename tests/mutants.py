@@ -480,6 +480,14 @@ BREAKS = (
           "user's Dagster project holds too",
           (("argus_dagster/definitions.py", "from argus_dagster.assets import (\n", "from assets import (\n"),),
           ("tests/integration/test_import_names.py",)),
+    Break("gather-keeps-media-open", "the evidence loop never closes a video's media after its last criterion",
+          (("argus_dagster/method/gather.py",
+            "done = media.pop(video.key, None) if left[video.key] == 0 else None", "done = None"),),
+          ("tests/unit/test_gather.py",)),
+    Break("gather-error-stops-the-partition", "a criterion whose evidence raises stops the whole loop",
+          (("argus_dagster/method/gather.py", "            return {**base, **evidence_failed(c.id, exc)}\n",
+            "            raise\n"),),
+          ("tests/unit/test_gather.py",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

@@ -74,15 +74,6 @@ def criterion_evidence_row(inst: InputInstance, c: Criterion, media: MediaStore,
     }
 
 
-def collect_evidence(inst: InputInstance, rubric: Rubric, video_uri: str, suite: ToolSuite, *,
-                     web_search: bool = False, vlm_only: bool = False, cache: ContentCache | None = None,
-                     video_sha256: str = "", storage=None) -> list[dict[str, Any]]:
-    """Evidence rows for every criterion of one candidate, one after another."""
-    media = candidate_media(inst, video_uri, video_sha256, storage)
-    return [criterion_evidence_row(inst, c, media, suite, web_search=web_search, vlm_only=vlm_only, cache=cache)
-            for c in rubric.criteria]
-
-
 def judgment_identity(judge, view: dict[str, Any], evidence: list[dict[str, Any]],
                       video_sha256: str) -> JudgmentIdentity:
     """Everything a judgment depends on: the judge (its record: backend, model, prompt version and

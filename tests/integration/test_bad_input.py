@@ -108,9 +108,9 @@ def test_failed_evidence_is_not_cached(tmp_path):
     """A tool failure (here: a source the output cannot be compared with) is retried on the next run."""
     from argus_dagster.infra.cache import ContentCache
     from argus_dagster.method.evidence.tools.registry import embedded_suite
+    from argus_dagster.method.gather import collect_evidence
     from argus_dagster.method.inputs import InputInstance
     from argus_dagster.method.rubric.schema import parse_rubric
-    from argus_dagster.method.stages import collect_evidence
 
     write_video(tmp_path / "out.mp4", _clip(1), 12)
     (tmp_path / "src.mp4").write_bytes(b"corrupt")

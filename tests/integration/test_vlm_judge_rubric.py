@@ -10,12 +10,13 @@ from argus_dagster.infra.media import JUDGE_POLICY, write_video
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.evidence.tools.registry import ToolSuite, embedded_suite
 from argus_dagster.method.evidence.tools.vlm_qa import QA_PROMPT_VERSION, VlmQa
+from argus_dagster.method.gather import collect_evidence
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.judge import JUDGE_PROMPT_VERSION, VlmJudge, judge_view
 from argus_dagster.method.rubric.generate import PROMPT_VERSION, generate_with_vlm, system_prompt
 from argus_dagster.method.rubric.postprocess import postprocess
 from argus_dagster.method.rubric.schema import RubricError, parse_rubric
-from argus_dagster.method.stages import collect_evidence, judge_criteria
+from argus_dagster.method.stages import judge_criteria
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url, kind_of, n_images, request_text, rubric_for

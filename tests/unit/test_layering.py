@@ -225,6 +225,38 @@ def test_every_module_over_500_lines_is_listed_with_its_reason():
     assert long == listed
 
 
+# The asset layer adapts Dagster; loops over videos and their thread pools are the domain's
+# (argus_dagster/method/gather.py: the evidence loop, judging ahead, the judging of a partition). These
+# asset modules still run a pool of their own; the set only shrinks.
+POOLS_IN_ASSETS = {"argus_dagster.assets.controls", "argus_dagster.assets.inputs", "argus_dagster.assets.partitions",
+                   "argus_dagster.assets.reports", "argus_dagster.assets.vefx"}
+
+
+def pools(root: Path) -> set[str]:
+    """The modules of the asset and resource folders that import a thread pool or a lock (``threading``,
+    ``concurrent.futures``, the VLM queue's ``request_pool``)."""
+    out = set()
+    for m, p in modules(root, ("assets", "resources")).items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import) and any(a.name in ("threading", "concurrent.futures") for a in node.names):
+                out.add(m)
+            elif isinstance(node, ast.ImportFrom) and (node.module in ("threading", "concurrent.futures")
+                                                       or any(a.name == "request_pool" for a in node.names)):
+                out.add(m)
+    return out
+
+
+def test_the_asset_layer_runs_no_pool_of_its_own_but_those_listed():
+    assert {m for m in pools(ROOT) if folder(m) == "assets"} == POOLS_IN_ASSETS
+
+
+def test_a_pool_in_an_asset_module_is_found(tmp_path):
+    root = _tree(tmp_path, {"assets/evidence.py": "def f():\n    from concurrent.futures import ThreadPoolExecutor\n",
+                            "assets/judging.py": "from argus_dagster.vlm.priorities import request_pool\n",
+                            "assets/plain.py": "import dagster as dg\n"})
+    assert pools(root) == {"argus_dagster.assets.evidence", "argus_dagster.assets.judging"}
+
+
 def test_every_folder_of_the_layout_exists():
     for name in LIBRARY:
         assert (ROOT / "argus_dagster" / name / "__init__.py").is_file(), name
