@@ -34,18 +34,6 @@ from argus_dagster.assets.automation import (
     retries_waiting,
 )
 from argus_dagster.assets.firm import best_of_n_tables
-from argus_dagster.assets.history import (
-    COMMAND_TAG,
-    EVALUATOR_TAG,
-    MAX_TAG,
-    REASON_TAG,
-    Stored,
-    diff,
-    materializations,
-    materialized_table,
-    pass_fingerprint,
-)
-from argus_dagster.assets.lineage import latest_record
 from argus_dagster.assets.partitions import RANGE_END_TAG, RANGE_START_TAG
 from argus_dagster.assets.robustness import robustness_tables
 from argus_dagster.assets.schedules import nightly_reconcile
@@ -55,7 +43,6 @@ from argus_dagster.infra.environment import AUTOMATION_INTERVAL_S, sensor_interv
 from argus_dagster.infra.settings import load_settings
 from argus_dagster.infra.sqlite import sync_lightly
 from argus_dagster.resources import executor_for, resources_for, storage_for
-from argus_dagster.resources.fingerprint import fingerprint_id
 
 
 # Declarative automation (assets.automation) is evaluated by this sensor, in the code server: the
@@ -165,7 +152,7 @@ def observe_sources(instance: dg.DagsterInstance, resources: Mapping[str, Any], 
 
 # The command line (argus_dagster/client) reaches assets and resources through these names only.
 __all__ = ["build_definitions", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
-           "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "latest_record", "RETRY_METADATA",
-           "best_of_n_tables", "robustness_tables", "storage_for", "resources_for", "COMMAND_TAG", "EVALUATOR_TAG",
-           "MAX_TAG", "REASON_TAG", "Stored", "diff", "materializations", "materialized_table", "pass_fingerprint", "fingerprint_id", "site", "PASS_JOB",
+           "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "RETRY_METADATA",
+           "best_of_n_tables", "robustness_tables", "storage_for", "resources_for",
+           "site", "PASS_JOB",
            "asked_by_a_pass", "passes_in_flight", "planned_in_flight", "UP_TO_DATE"]

@@ -33,6 +33,7 @@ from typing import Any, cast
 import dagster as dg
 
 from argus_dagster.infra.environment import Backoff, retry_backoff
+from argus_dagster.records import DATA_VERSION_TAG
 
 AC = dg.AutomationCondition
 
@@ -41,7 +42,6 @@ RETRY_METADATA = {"rubrics": ("n_retryable",), "criterion_evidence": ("tool_step
                   "criterion_scores": ("n_unscored_retryable",)}
 # How many materializations of the partition in a row, this one included, left work to retry (0: none left).
 RETRY_ROUND = "retry_round"
-DATA_VERSION_TAG = "dagster/data_version"
 
 
 class _Records:

@@ -23,8 +23,10 @@ from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.leaderboard import coverage_text
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.stages import judge_video, score_video
+from argus_dagster.records.fingerprints import fingerprint_id
+from argus_dagster.records.lineage import criterion_delta_metadata, video_delta_metadata
 from argus_dagster.resources.bench import BenchResource
-from argus_dagster.resources.fingerprint import FINGERPRINT_TAG, fingerprint, fingerprint_id
+from argus_dagster.resources.fingerprint import FINGERPRINT_TAG, fingerprint
 from argus_dagster.resources.judging import JudgeResource, ScoringResource
 from argus_dagster.resources.storage import StorageResource
 from argus_dagster.resources.tools import ToolsResource
@@ -33,7 +35,6 @@ from argus_dagster.vlm.ledger import CallStats, cached_share
 from argus_dagster.vlm.priorities import request_priority, video_group
 
 from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
-from .lineage import criterion_delta_metadata, video_delta_metadata
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
 from .sources import aggregation_config, candidate_files, judge_config, tool_suite_config
 

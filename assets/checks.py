@@ -19,11 +19,11 @@ import polars as pl
 from argus_dagster.method.gather import video_label
 from argus_dagster.method.rubric.postprocess import postprocess
 from argus_dagster.method.rubric.schema import RubricError, parse_rubric
+from argus_dagster.records.lineage import latest_record
 
 from .candidates import criterion_scores, video_scores
 from .inputs import rubrics
 from .leaderboard import leaderboard
-from .lineage import latest_record
 from .partitions import tables_by_partition, task_model_partitions, task_partitions
 
 MAX_LISTED = 20

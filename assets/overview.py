@@ -23,11 +23,11 @@ from argus_dagster.outputs.compare_pages import matrix_pairs, pair_path, pair_wr
 from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
 from argus_dagster.outputs.samples import write_samples
 from argus_dagster.protocols.best_of_n import human_scores
+from argus_dagster.records.history import diff
 from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.storage import StorageResource
 
 from .automation import FOLLOWS_PARTITIONS
-from .history import diff
 from .versions import content_version, volatile_metadata
 
 MOVED_KEPT = 50  # videos that moved most, kept for the sample browser (the overview shows the first 10)

@@ -8,8 +8,6 @@ its checkpoint's digest), the versions of the packages that compute scores, and 
 json`` shows it and ``argus diff`` names every field that differs between two passes.
 """
 
-import hashlib
-import json
 import os
 import platform
 import sys
@@ -21,6 +19,7 @@ from argus_dagster.method.evidence.tools.vlm_qa import QA_PROMPT_VERSION
 from argus_dagster.method.judge import JUDGE_PROMPT_VERSION
 from argus_dagster.method.rubric.generate import PROMPT_VERSION as RUBRIC_PROMPT_VERSION
 from argus_dagster.method.rubric.offline import PROMPT_VERSION as OFFLINE_RUBRIC_PROMPT_VERSION
+from argus_dagster.records.fingerprints import digest
 
 from .judging import JudgeResource
 from .tools import ToolsResource
@@ -82,34 +81,8 @@ def fingerprint(judge: JudgeResource, vlm: VlmResource, tools: ToolsResource) ->
                   "parse_retries": vlm.parse_retries},
         "prompts": {"judge": JUDGE_PROMPT_VERSION, "vlm_qa": QA_PROMPT_VERSION, "rubric": RUBRIC_PROMPT_VERSION,
                     "offline_rubric": OFFLINE_RUBRIC_PROMPT_VERSION},
-        "tools": {name: f"{getattr(tool, 'version', '')} {_digest(tool_config(tool))}"
+        "tools": {name: f"{getattr(tool, 'version', '')} {digest(tool_config(tool))}"
                   for name, tool in sorted(suite.tools.items())},
         "packages": package_versions(),
         "device": device(tools.device),
     }
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def fingerprint_id(fp: dict[str, Any]) -> str:
-    """A fingerprint's digest: equal for equal fingerprints."""
-    return _digest(fp)
-
-
-def flatten(fp: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
-    """``{"judge.model": ..., "packages.torch": ...}``: every field of a fingerprint by its path."""
-    out: dict[str, Any] = {}
-    for k, v in (fp or {}).items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
-    """``(field, before, after)`` for every field of two fingerprints that differs, by path."""
-    fa, fb = flatten(a), flatten(b)
-    return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]

@@ -429,7 +429,7 @@ BREAKS = (
           (("argus_dagster/protocols/alignment/metrics.py", 'pairs = per["pairs"][pick].sum()', "pairs = len(idx)"),),
           ("tests/unit/test_alignment.py::test_pairwise_accuracy_interval_pools_credit_over_the_pairs_of_the_drawn_inputs",)),
     Break("diff-compares-first-pass", "argus diff compares the first pass with the latest, not the latest two",
-          (("assets/history.py", "a, b = order[-2], order[-1]", "a, b = order[0], order[-1]"),),
+          (("argus_dagster/records/history.py", "a, b = order[-2], order[-1]", "a, b = order[0], order[-1]"),),
           ("tests/integration/test_history.py::test_diff_reads_the_latest_two_of_three_passes_or_the_two_named",)),
     Break("fingerprint-forgets-served-model", "a pass's fingerprint never records the model id the judge's server "
           "answered with: an alias moved to another checkpoint looks like the same judge",

@@ -23,11 +23,12 @@ from argus_dagster.client.results import (
 )
 from argus_dagster.client.selection import chosen as _chosen  # the name the commands below read it with
 from argus_dagster.client.selection import read_only_evaluation
-from argus_dagster.definitions import diff, fingerprint_id, materializations, pass_fingerprint
 from argus_dagster.infra.files import WriteError
 from argus_dagster.method.leaderboard import format_leaderboard
 from argus_dagster.outputs.export import default_out, encode, write_table
 from argus_dagster.outputs.history_words import evaluator_label
+from argus_dagster.records.fingerprints import fingerprint_id
+from argus_dagster.records.history import diff, materializations, pass_fingerprint
 
 
 def cmd_export(args: argparse.Namespace) -> int:

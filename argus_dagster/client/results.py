@@ -1,6 +1,6 @@
 """The one reader of what an evaluation's runs stored, for the command line: the leaderboard, the row
 errors, FIRM-Video's summary and training data, the exports' tables and best-of-N (every
-materialization of an asset, for ``argus history`` and ``argus diff``, is read by :mod:`assets.history`).
+materialization of an asset, for ``argus history`` and ``argus diff``, is read by :mod:`argus_dagster.records.history`).
 
 Dagster's records say where each table is: the IO manager (:class:`resources.storage.StorageIOManager`)
 records its path (and, for a table kept as its own version, ``stored_version``) in the
@@ -17,7 +17,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.client.instance import local_instance
-from argus_dagster.definitions import best_of_n_tables, latest_record, storage_for
+from argus_dagster.definitions import best_of_n_tables, storage_for
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import recorded_table
@@ -28,8 +28,7 @@ from argus_dagster.outputs.export import TABLES, combine, with_evaluation
 from argus_dagster.outputs.history_words import split_partition
 from argus_dagster.protocols.firm.export import check_out_folder, default_condition_frames, default_video_frames, export_dataset
 from argus_dagster.protocols.firm.tables import firm_summary_table
-
-DATA_VERSION_TAG = "dagster/data_version"
+from argus_dagster.records.lineage import latest_record
 
 
 def evaluation_storage(settings: Settings) -> Storage:

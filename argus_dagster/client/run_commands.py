@@ -17,7 +17,7 @@ from argus_dagster.client.printing import backbones, only_tasks
 from argus_dagster.client.printing import say as _print  # the name the commands below print with
 from argus_dagster.client.results import firm_scores_rows, row_errors, stored_partitions, vefx_board
 from argus_dagster.client.selection import selector
-from argus_dagster.definitions import EVALUATOR_TAG, build_definitions, latest_record
+from argus_dagster.definitions import build_definitions
 from argus_dagster.infra.environment import SettingError
 from argus_dagster.infra.names import shown, text_problem
 from argus_dagster.infra.progress import TerminalLine
@@ -33,6 +33,8 @@ from argus_dagster.method.leaderboard import format_leaderboard
 from argus_dagster.outputs.history_words import error_summary, evaluator_label
 from argus_dagster.protocols import vefx
 from argus_dagster.protocols.firm.tables import firm_summary_table, format_firm_summary, unscored_reasons
+from argus_dagster.records.history import EVALUATOR_TAG
+from argus_dagster.records.lineage import latest_record
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

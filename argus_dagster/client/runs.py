@@ -36,18 +36,11 @@ import dagster as dg
 
 from argus_dagster.client.instance import ask_dead_run_sensor
 from argus_dagster.client.reasons import requested_reasons
-from argus_dagster.definitions import (
-    MAX_TAG,
-    REASON_TAG,
-    ROLES,
-    asked_by_a_pass,
-    materialize_selection,
-    planned_in_flight,
-    retries_waiting,
-)
+from argus_dagster.definitions import ROLES, asked_by_a_pass, materialize_selection, planned_in_flight, retries_waiting
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.outputs.history_words import retry_wait_text, split_partition
+from argus_dagster.records.history import MAX_TAG, REASON_TAG
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 # The assets a run materializes per task, per task x model, or once (unpartitioned), whichever loop asks.

@@ -110,7 +110,7 @@ def delta_summary(deltas: pl.DataFrame, limit: int = 40) -> str:
 
 @dataclass
 class Diff:
-    """Two passes of an asset compared (``argus diff``, the overview's "What changed": :func:`assets.history.diff`)."""
+    """Two passes of an asset compared (``argus diff``, the overview's "What changed": :func:`argus_dagster.records.history.diff`)."""
 
     asset: str
     before: str

@@ -13,10 +13,10 @@ import pytest
 
 from argus_dagster.assets import ALL_ASSETS, costs, site
 from argus_dagster.assets.leaderboard import leaderboard
-from argus_dagster.assets.lineage import latest_record
 from argus_dagster.infra import storage as storage_lib
 from argus_dagster.method.candidate_store import open_store, scan
 from argus_dagster.outputs.overview import stored_table
+from argus_dagster.records.lineage import latest_record
 
 from .helpers import Daemon, materialize_task
 

@@ -45,11 +45,11 @@ def evaluation(tmp_path_factory):
 
 def _stored(asset: str, partition: str | None):
     """The latest materialization record of an asset partition and the table it stored."""
-    from argus_dagster.assets.lineage import latest_record
     from argus_dagster.client.instance import local_instance
     from argus_dagster.client.results import evaluation_storage
     from argus_dagster.infra.settings import load_settings
     from argus_dagster.infra.tables import recorded_table
+    from argus_dagster.records.lineage import latest_record
 
     settings = load_settings()
     record = latest_record(local_instance(settings), asset, partition)

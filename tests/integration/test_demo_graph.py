@@ -222,7 +222,7 @@ def test_align_explains_every_column(demo_run, capsys, tmp_path):
 
 def test_stages_say_their_progress_in_the_runs_logs(demo_run):
 
-    from argus_dagster.assets.lineage import latest_record
+    from argus_dagster.records.lineage import latest_record
 
     _, instance, _ = demo_run
     run_id = latest_record(instance, "criterion_scores", "faithful|T2V").run_id  # a run of one partition or a range
@@ -237,7 +237,7 @@ def test_event_logs_keep_every_dagster_event_and_info_lines(demo_run):
 
     import dagster as dg
 
-    from argus_dagster.assets.lineage import latest_record
+    from argus_dagster.records.lineage import latest_record
 
     _, instance, _ = demo_run
     logs = instance.all_logs(latest_record(instance, "criterion_scores", "blurry|T2V").run_id)

@@ -61,7 +61,7 @@ def test_evaluate_both_stores_firm_scores_beside_the_leaderboard(demo, capsys):
     assert df.height == len(HUMAN_T2V) * len(demo["ids"]) and df["pq_rating"].null_count() == 0
     assert df["if_reason"].str.contains("needs a VLM").all()
     # one command is one pass: FIRM-Video's runs and VideoArgus's carry the same command id
-    from argus_dagster.definitions import materializations
+    from argus_dagster.records.history import materializations
 
     by_asset = {a: {s.command for s in materializations(local_instance(), a)} for a in ("firm_scores", "video_scores")}
     assert len(by_asset["firm_scores"]) == 1 and by_asset["firm_scores"] == by_asset["video_scores"], by_asset

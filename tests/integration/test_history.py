@@ -103,7 +103,7 @@ def _passes_table(browser, path) -> list[tuple[str, str, float, float]]:
 
 def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, capsys):
     from argus_dagster.client.instance import local_instance
-    from argus_dagster.definitions import materializations
+    from argus_dagster.records.history import materializations
     from argus_dagster.infra.settings import load_settings
 
     bench, cands = t2v_bench(tmp_path, n_inputs=2, model="m")
@@ -226,7 +226,7 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
         assert set(fp["tools"]) == set(TOOL_SPECS) and fp["device"]["cpus"] == os.cpu_count()
         assert fp["prompts"]["judge"] and fp["judge"]["temperature"] == 0.0
     # the runs carry the fingerprint's id as a tag (what the UI's run page shows)
-    from argus_dagster.definitions import fingerprint_id
+    from argus_dagster.records.fingerprints import fingerprint_id
 
     instance = local_instance(settings)
     crit = materializations(instance, "criterion_scores")
@@ -298,7 +298,7 @@ def test_diff_reads_the_latest_two_of_three_passes_or_the_two_named(tmp_path, mo
     noise: three different scores): `argus diff` compares pass 2 with pass 3, `argus diff A B` the two
     passes named, each score as the kept tables hold it."""
     from argus_dagster.client.instance import local_instance
-    from argus_dagster.definitions import materializations
+    from argus_dagster.records.history import materializations
     from argus_dagster.infra.settings import load_settings
 
     bench, cands = t2v_bench(tmp_path, n_inputs=1, model="m")

@@ -101,7 +101,7 @@ def test_two_forced_passes_each_with_its_own_judge(tmp_path):
             for name, p in procs.items():
                 assert p.returncode == 0, f"{name}:\n{outs[name][-3000:]}"
     instance = dg.DagsterInstance.from_config(str(home / "benches" / "bench" / "default" / "dagster_home"))
-    from argus_dagster.definitions import materializations
+    from argus_dagster.records.history import materializations
 
     scores = {s.run_id: s for s in materializations(instance, "video_scores")}
     criteria = {s.run_id: s for s in materializations(instance, "criterion_scores")}

@@ -23,9 +23,9 @@ CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_s
 
 
 def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
-    from argus_dagster.assets.lineage import latest_record  # a run of one partition or of a range alike
     from argus_dagster.infra.storage import LOCAL
     from argus_dagster.infra.tables import recorded_table
+    from argus_dagster.records.lineage import latest_record  # a run of one partition or of a range alike
 
     return recorded_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")
 

@@ -4,9 +4,11 @@ source: every import counts, at module level or inside a function body alike.
 - ``method``, ``protocols``, ``vlm`` and ``infra`` import neither ``outputs`` nor ``client`` nor Dagster;
   ``infra`` imports only ``infra``, ``vlm`` only ``vlm`` and ``infra``, ``method`` only ``method``, ``vlm``
   and ``infra``, ``protocols`` those and itself; ``outputs`` anything of the library but ``client``;
+- ``records`` (what the assets and the command line read of Dagster's records) imports what ``outputs``
+  may, and Dagster; ``client``, ``definitions``, ``assets`` and ``resources`` may import it;
 - only ``argus_dagster/definitions.py``, ``argus_dagster/location.py`` (the served code location:
-  the wiring and the command line's ``evaluate`` job), ``client/`` and the top-level ``assets/`` and
-  ``resources/`` folders import Dagster;
+  the wiring and the command line's ``evaluate`` job), ``client/``, ``records/`` and the top-level
+  ``assets/`` and ``resources/`` folders import Dagster;
 - the top-level ``assets/`` and ``resources/`` folders import as ``argus_dagster.assets`` and
   ``argus_dagster.resources`` (the package's links to them; the wheel holds them there): no module imports
   a top-level ``assets`` or ``resources``, names a user's own folders may hold;
@@ -31,7 +33,7 @@ IMPORTED_AS = {"argus_dagster": "argus_dagster", "assets": "argus_dagster.assets
 NOT_OURS = ("assets", "resources")  # top-level names the project does not own
 DAGSTER = ("dagster", "dagster_aws", "dagster_celery", "dagster_postgres", "dagster_k8s", "dagster_webserver",
            "dagster_shared", "dagster_graphql")
-LIBRARY = ("method", "protocols", "vlm", "outputs", "infra", "client")
+LIBRARY = ("method", "protocols", "vlm", "outputs", "infra", "records", "client")
 # What each folder may import of the project (its own folder always).
 MAY_IMPORT = {
     "infra": set(),
@@ -39,13 +41,14 @@ MAY_IMPORT = {
     "method": {"vlm", "infra"},
     "protocols": {"method", "vlm", "infra"},
     "outputs": {"protocols", "method", "vlm", "infra"},
-    "client": {"definitions", "outputs", "protocols", "method", "vlm", "infra"},
-    "definitions": {"assets", "resources", "outputs", "protocols", "method", "vlm", "infra"},
+    "records": {"outputs", "protocols", "method", "vlm", "infra"},
+    "client": {"definitions", "records", "outputs", "protocols", "method", "vlm", "infra"},
+    "definitions": {"assets", "resources", "records", "outputs", "protocols", "method", "vlm", "infra"},
     "location": {"definitions", "client", "infra"},
-    "assets": {"resources", "outputs", "protocols", "method", "vlm", "infra"},
-    "resources": {"outputs", "protocols", "method", "vlm", "infra"},
+    "assets": {"resources", "records", "outputs", "protocols", "method", "vlm", "infra"},
+    "resources": {"records", "outputs", "protocols", "method", "vlm", "infra"},
 }
-MAY_IMPORT_DAGSTER = {"client", "definitions", "location", "assets", "resources"}
+MAY_IMPORT_DAGSTER = {"client", "definitions", "location", "assets", "resources", "records"}
 MOST_DEFERRED = 40
 
 

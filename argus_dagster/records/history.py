@@ -1,7 +1,7 @@
 """Every materialization of an asset as Dagster recorded it, and what moved between two passes of
 it (``argus history``, ``argus diff`` and the overview's "What changed").
 
-The IO manager (:class:`resources.storage.StorageIOManager`) records each stored table's path (and, for
+The IO manager (:class:`argus_dagster.resources.storage.StorageIOManager`) records each stored table's path (and, for
 a table kept as its own version, ``stored_version``) in the materialization's metadata; the table is
 read from there through the evaluation's storage (:func:`argus_dagster.infra.tables.read_stored`). The
 run's tags say why it ran (:data:`REASON_TAG`) and which command launched it (:data:`COMMAND_TAG`: the
@@ -29,9 +29,8 @@ from argus_dagster.infra.tables import read_stored
 from argus_dagster.method.leaderboard import build_leaderboard
 from argus_dagster.outputs.deltas import Diff, criterion_deltas, video_deltas
 from argus_dagster.outputs.history_words import SOURCE_INPUTS, split_partition
-from argus_dagster.resources.fingerprint import differences, fingerprint_id
-
-from .automation import DATA_VERSION_TAG
+from argus_dagster.records import DATA_VERSION_TAG
+from argus_dagster.records.fingerprints import differences, fingerprint_id
 
 COMMAND_TAG = "argus/command"  # the argus evaluate (or demo) whose runs these are, one id per command
 REASON_TAG = "argus/reason"  # why the run was requested, in words (the plan's reasons)
