@@ -21,18 +21,7 @@ from argus_dagster.assets import (
     site,
     vefx_leaderboard,
 )
-from argus_dagster.assets.automation import (
-    FOLLOWS_PARTITIONS,
-    PASS_JOB,
-    RETRY_METADATA,
-    UP_TO_DATE,
-    asked_by_a_pass,
-    changed_inputs,
-    latest_records,
-    passes_in_flight,
-    planned_in_flight,
-    retries_waiting,
-)
+from argus_dagster.assets.automation import FOLLOWS_PARTITIONS, UP_TO_DATE
 from argus_dagster.assets.firm import best_of_n_tables
 from argus_dagster.assets.partitions import RANGE_END_TAG, RANGE_START_TAG
 from argus_dagster.assets.robustness import robustness_tables
@@ -152,7 +141,7 @@ def observe_sources(instance: dg.DagsterInstance, resources: Mapping[str, Any], 
 
 # The command line (argus_dagster/client) reaches assets and resources through these names only.
 __all__ = ["build_definitions", "ROLES", "AssetRoles", "materialize_selection", "observe_sources",
-           "dead_run_sensor", "retries_waiting", "changed_inputs", "latest_records", "RETRY_METADATA",
+           "dead_run_sensor",
            "best_of_n_tables", "robustness_tables", "storage_for", "resources_for",
-           "site", "PASS_JOB",
-           "asked_by_a_pass", "passes_in_flight", "planned_in_flight", "UP_TO_DATE"]
+           "site",
+           "UP_TO_DATE"]

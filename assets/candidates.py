@@ -23,6 +23,7 @@ from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.leaderboard import coverage_text
 from argus_dagster.method.rubric.schema import parse_rubric
 from argus_dagster.method.stages import judge_video, score_video
+from argus_dagster.records.automation import RETRY_ROUND
 from argus_dagster.records.fingerprints import fingerprint_id
 from argus_dagster.records.lineage import criterion_delta_metadata, video_delta_metadata
 from argus_dagster.resources.bench import BenchResource
@@ -34,7 +35,7 @@ from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cached_share
 from argus_dagster.vlm.priorities import request_priority, video_group
 
-from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
+from .automation import UP_TO_DATE, retry_round
 from .partitions import BACKFILL, each_partition, task_and_model, task_model_partitions
 from .sources import aggregation_config, candidate_files, judge_config, tool_suite_config
 

@@ -14,6 +14,7 @@ from argus_dagster.method import bench as bench_lib
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.schema import RubricError
 from argus_dagster.method.rubric.store import resolve_rubric
+from argus_dagster.records.automation import RETRY_ROUND
 from argus_dagster.records.lineage import rubric_delta_metadata
 from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.judging import RubricGeneratorResource
@@ -22,7 +23,7 @@ from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
 from argus_dagster.vlm.priorities import STAGE_RUBRICS, request_pool, request_priority
 
-from .automation import RETRY_ROUND, UP_TO_DATE, retry_round
+from .automation import UP_TO_DATE, retry_round
 from .partitions import BACKFILL, each_partition, task_partitions
 from .sources import bench_files, generator_folder, rubric_files, rubric_generator_config
 

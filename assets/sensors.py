@@ -29,13 +29,13 @@ from argus_dagster.infra.environment import DEAD_RUN_INTERVAL_S, SENSOR_INTERVAL
 from argus_dagster.infra.processes import LAUNCHER_TAG, PROCESS_TAG, alive
 from argus_dagster.method.candidate_store import open_store as open_candidate_store
 from argus_dagster.method.candidate_store import scan
+from argus_dagster.records.automation import passes_in_flight
 from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from argus_dagster.resources.storage import StorageResource
 from argus_dagster.resources.tools import ToolsResource
 from argus_dagster.resources.vlm import VlmResource
 
-from .automation import passes_in_flight
 from .sources import changed_observations, source_versions
 
 CURSOR_VERSION = 2

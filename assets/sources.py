@@ -38,13 +38,14 @@ from argus_dagster.method.evidence.tools.vlm_qa import qa_version
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.method.rubric.frozen import written_as_generated
 from argus_dagster.outputs.history_words import evaluator_label
+from argus_dagster.records import DATA_VERSION_TAG
+from argus_dagster.records.automation import latest_records
 from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.judging import JudgeResource, RubricGeneratorResource, ScoringResource
 from argus_dagster.resources.storage import StorageResource
 from argus_dagster.resources.tools import ToolsResource
 from argus_dagster.resources.vlm import VlmResource
 
-from .automation import DATA_VERSION_TAG, latest_records
 from .partitions import task_model_partitions, task_partitions
 
 GROUP = "sources"

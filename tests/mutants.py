@@ -106,7 +106,7 @@ BREAKS = (
           ("tests/unit/test_dead_runs.py",)),
     Break("records-shared-across-instances", "the conditions' reading of the latest records is reused for any "
           "instance at the same latest storage id",
-          (("assets/automation.py", "if held is None or held() is not instance or at != max_storage_id:",
+          (("argus_dagster/records/automation.py", "if held is None or held() is not instance or at != max_storage_id:",
             "if held is None or at != max_storage_id:"),),
           ("tests/integration/test_latest_records.py",)),
     # -- data versions --
@@ -389,7 +389,7 @@ BREAKS = (
           (("argus_dagster/client/runs.py", "        fcntl.flock(fd, fcntl.LOCK_EX)\n", ""),),
           ("tests/integration/test_pass_job.py::test_processes_started_together_never_compute_one_partition_at_once",)),
     Break("automation-ignores-the-pass", "the automation sensor requests runs while the evaluate job's pass is in flight",
-          (("assets/automation.py", "        if _ASKED_BY_A_PASS.get() or not passes_in_flight(records.instance):\n",
+          (("assets/automation.py", "        if a_pass_asks() or not passes_in_flight(records.instance):\n",
             "        if True:\n"),),
           ("tests/integration/test_pass_job.py::test_the_sensor_requests_one_pass_and_the_automation_sensor_holds_back",)),
     Break("ledger-without-a-stage", "the cost ledger asset leaves out FIRM-Video's scores though it declares them",

@@ -40,7 +40,7 @@ from argus_dagster.client.runs import (
     plan,
     runs_of,
 )
-from argus_dagster.definitions import RETRY_METADATA, ROLES, build_definitions, observe_sources, planned_in_flight
+from argus_dagster.definitions import ROLES, build_definitions, observe_sources
 from argus_dagster.infra.progress import PROGRESS
 from argus_dagster.infra.settings import Settings, load_settings
 from argus_dagster.infra.storage import Storage
@@ -57,6 +57,7 @@ from argus_dagster.method.candidate_store import (
 from argus_dagster.outputs.history_words import evaluator_label, reason_lines, split_partition
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_COLUMNS, format_alignment
 from argus_dagster.protocols.vefx import EDIT_TASKS
+from argus_dagster.records.automation import RETRY_METADATA, planned_in_flight
 from argus_dagster.records.history import COMMAND_TAG, EVALUATOR_TAG
 from argus_dagster.records.lineage import latest_record
 

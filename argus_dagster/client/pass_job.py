@@ -19,9 +19,9 @@ any other run that materializes one of their partitions (:func:`~argus_dagster.c
 import dagster as dg
 
 from argus_dagster.client.evaluate import PROTOCOLS, run_all
-from argus_dagster.definitions import PASS_JOB
 from argus_dagster.infra.processes import LAUNCHER_TAG, PROCESS_TAG, process_id
 from argus_dagster.infra.settings import served_settings
+from argus_dagster.records.automation import PASS_JOB
 
 PASS_TAG = "argus/pass"  # every run of the job: the run queue runs one at a time (the instance's dagster.yaml)
 PASS_RUN_TAG = "argus/pass_run"  # on each run the pass executes: the job's run that executed it

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from argus_dagster.definitions import RETRY_METADATA, changed_inputs, latest_records
 from argus_dagster.infra.tables import recorded_table
 from argus_dagster.method.bench import read_task_at
 from argus_dagster.outputs.history_words import EVALUATOR_PARTS, INPUT_WORDS, RETRIED, input_changes, where
 from argus_dagster.records import DATA_VERSION_TAG
+from argus_dagster.records.automation import RETRY_METADATA, changed_inputs, latest_records
 from argus_dagster.records.lineage import latest_record
 
 

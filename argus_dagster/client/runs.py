@@ -36,10 +36,11 @@ import dagster as dg
 
 from argus_dagster.client.instance import ask_dead_run_sensor
 from argus_dagster.client.reasons import requested_reasons
-from argus_dagster.definitions import ROLES, asked_by_a_pass, materialize_selection, planned_in_flight, retries_waiting
+from argus_dagster.definitions import ROLES, materialize_selection
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.outputs.history_words import retry_wait_text, split_partition
+from argus_dagster.records.automation import asked_by_a_pass, planned_in_flight, retries_waiting
 from argus_dagster.records.history import MAX_TAG, REASON_TAG
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -103,7 +104,7 @@ def plan(instance: dg.DagsterInstance, defs: dg.Definitions, tasks: list[str], p
     next command.
 
     A person asking now retries at once: the conditions are asked as of the end of the last back-off
-    the automation sensor is holding (:func:`~assets.automation.retries_waiting`), and the plan says
+    the automation sensor is holding (:func:`~argus_dagster.records.automation.retries_waiting`), and the plan says
     what the sensor would have held back (``Plan.waiting``). ``selection``: the assets asked about
     (:data:`PROTOCOL_SELECTION`; their definitions in ``defs`` carry the conditions)."""
     selection = selection or PROTOCOL_SELECTION["videoargus"]

@@ -103,8 +103,8 @@ def _passes_table(browser, path) -> list[tuple[str, str, float, float]]:
 
 def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, capsys):
     from argus_dagster.client.instance import local_instance
-    from argus_dagster.records.history import materializations
     from argus_dagster.infra.settings import load_settings
+    from argus_dagster.records.history import materializations
 
     bench, cands = t2v_bench(tmp_path, n_inputs=2, model="m")
     for i in range(2):
@@ -298,8 +298,8 @@ def test_diff_reads_the_latest_two_of_three_passes_or_the_two_named(tmp_path, mo
     noise: three different scores): `argus diff` compares pass 2 with pass 3, `argus diff A B` the two
     passes named, each score as the kept tables hold it."""
     from argus_dagster.client.instance import local_instance
-    from argus_dagster.records.history import materializations
     from argus_dagster.infra.settings import load_settings
+    from argus_dagster.records.history import materializations
 
     bench, cands = t2v_bench(tmp_path, n_inputs=1, model="m")
     without_argus_settings(monkeypatch)

@@ -5,7 +5,7 @@ import gc
 
 import dagster as dg
 
-from argus_dagster.assets.automation import latest_records
+from argus_dagster.records.automation import latest_records
 
 parts = dg.StaticPartitionsDefinition(["a", "b"])
 

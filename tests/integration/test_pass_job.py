@@ -94,8 +94,8 @@ def _requested(defs: dg.Definitions, instance: dg.DagsterInstance, asset: str) -
 
 def test_the_sensor_requests_one_pass_and_the_automation_sensor_holds_back(evaluation):
     from argus_dagster.client.pass_job import evaluate_job
-    from argus_dagster.definitions import asked_by_a_pass
     from argus_dagster.location import defs as served
+    from argus_dagster.records.automation import asked_by_a_pass
 
     settings, instance, cands = evaluation
     defs = served()
