@@ -31,6 +31,16 @@ def _as_postgres(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
+@pytest.fixture()
+def server():
+    """The loopback OpenAI-compatible server (``FakeVlmServer``), one per test: what the VLM clients, the
+    judge and the rubric writer talk to (a file with a ``server`` of its own uses that one)."""
+    from tests.servers.openai_server import FakeVlmServer
+
+    with FakeVlmServer() as srv:
+        yield srv
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """``(host, port)`` of a Postgres server started for this session; skipped with a message where the

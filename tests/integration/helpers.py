@@ -52,12 +52,18 @@ def load(asset: str, resources: dict, instance: dg.DagsterInstance, partition_ke
     return defs.load_asset_value(asset, instance=instance, partition_key=partition_key)
 
 
-def pattern_clip(seed: int, n: int = 24, height: int = 64, width: int = 96):
-    """A textured pattern sliding left: real motion, decodable, no media in git."""
+def pattern_clip(seed: int, n: int = 24, height: int = 64, width: int = 96, step: int = 3):
+    """A textured pattern sliding left ``step`` pixels a frame: real motion, decodable, no media in git.
+    The clip every integration file writes (``small_clip``: the 12-frame 48x64 one)."""
     import numpy as np
 
     base = np.random.default_rng(seed).integers(0, 255, (height, 2 * width, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :width] for i in range(n)])
+    return np.stack([np.roll(base, step * i, axis=1)[:, :width] for i in range(n)])
+
+
+def small_clip(seed: int, n: int = 12):
+    """:func:`pattern_clip`, 12 frames of 48x64 sliding 2 pixels a frame."""
+    return pattern_clip(seed, n, height=48, width=64, step=2)
 
 
 def t2v_bench(root: Path, n_inputs: int = 3, model: str = "m", n_frames: int = 24) -> tuple[Path, Path]:

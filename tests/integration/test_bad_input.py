@@ -9,15 +9,10 @@ import pytest
 
 from argus_dagster.infra.media import write_video
 
-from .helpers import graph_resources, load, materialize_task
+from .helpers import graph_resources, load, materialize_task, pattern_clip
 
 pytestmark = pytest.mark.integration
 
-
-def _clip(seed: int, n: int = 24) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    base = rng.integers(0, 255, (64, 192, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +26,7 @@ def bad_bench(tmp_path_factory):
     (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in t2v))
     # TI2V: one good input, one whose first frame points outside the bench, one with a broken rubric.
     import cv2
-    cv2.imwrite(str(bench / "TI2V" / "first.png"), _clip(9)[0])
+    cv2.imwrite(str(bench / "TI2V" / "first.png"), pattern_clip(9)[0])
     ti2v = [{"id": "good", "prompt": "The pattern slides.", "first_frame": "first.png"},
             {"id": "escape", "prompt": "The pattern slides.", "first_frame": "../../outside.png"},
             {"id": "badrubric", "prompt": "The pattern slides.", "first_frame": "first.png"}]
@@ -40,13 +35,13 @@ def bad_bench(tmp_path_factory):
         {"criteria": [{"id": "c1", "dimension": 9, "type": "soft", "importance": "urgent",
                        "scoring_rule": "0-10"}]}))  # no criterion text: nothing to verify
     m = cands / "T2V" / "m"
-    write_video(m / "v0.mp4", _clip(0), 12)
-    write_video(m / "v1.mp4", _clip(1), 12)
+    write_video(m / "v0.mp4", pattern_clip(0), 12)
+    write_video(m / "v1.mp4", pattern_clip(1), 12)
     (m / "v2.mp4").write_bytes(np.random.default_rng(2).bytes(5000))  # corrupt
     (m / "v3.mp4").write_bytes(b"")  # zero bytes
     # v4 missing
     for iid in ("good", "escape", "badrubric"):
-        write_video(cands / "TI2V" / "m" / f"{iid}.mp4", _clip(9), 12)
+        write_video(cands / "TI2V" / "m" / f"{iid}.mp4", pattern_clip(9), 12)
     resources = graph_resources(bench, cands, home)
     instance = dg.DagsterInstance.ephemeral()
     materialize_task("T2V", ["m"], resources, instance)
@@ -112,7 +107,7 @@ def test_failed_evidence_is_not_cached(tmp_path):
     from argus_dagster.method.inputs import InputInstance
     from argus_dagster.method.rubric.schema import parse_rubric
 
-    write_video(tmp_path / "out.mp4", _clip(1), 12)
+    write_video(tmp_path / "out.mp4", pattern_clip(1), 12)
     (tmp_path / "src.mp4").write_bytes(b"corrupt")
     inst = InputInstance("x", "edit it", source_video=str(tmp_path / "src.mp4"))
     rubric = parse_rubric({"criteria": [
@@ -136,7 +131,7 @@ def test_the_cli_ends_with_a_summary_of_row_errors_and_fails_only_when_nothing_i
     rows = [{"id": f"v{i}", "prompt": f"A textured pattern slides to the left, take {i}."} for i in range(3)]
     (bench / "T2V" / "manifest.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in rows) + '{"id": "broken", "prompt": \n')
-    write_video(cands / "T2V" / "m" / "v0.mp4", _clip(0), 12)
+    write_video(cands / "T2V" / "m" / "v0.mp4", pattern_clip(0), 12)
     (cands / "T2V" / "m" / "v1.mp4").write_bytes(b"")  # zero bytes; v2 missing
     (cands / "t2v_extra").mkdir()  # no task: left out, and said so
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "home"))

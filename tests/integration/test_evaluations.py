@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -17,14 +16,11 @@ from argus_dagster.infra.environment import SettingError
 from argus_dagster.infra.media import write_video
 from argus_dagster.infra.settings import evaluation_settings, load_settings, record_evaluation
 
+from .helpers import pattern_clip
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def _clip(seed: int, n: int = 24) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    base = rng.integers(0, 255, (64, 192, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
 
 
 def _bench(root: Path, name: str, models: list[str], seed: int) -> tuple[Path, Path]:
@@ -36,7 +32,7 @@ def _bench(root: Path, name: str, models: list[str], seed: int) -> tuple[Path, P
     (bench / "bench.json").write_text(json.dumps({"name": name}))
     for j, model in enumerate(models):
         for i in range(2):
-            write_video(cands / "T2V" / model / f"p{i}.mp4", _clip(seed + 10 * j + i), 12)
+            write_video(cands / "T2V" / model / f"p{i}.mp4", pattern_clip(seed + 10 * j + i), 12)
     return bench, cands
 
 

@@ -26,16 +26,12 @@ from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
 from argus_dagster.resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
-from .helpers import firm_run, graph_resources, load
+from .helpers import firm_run, graph_resources, load, pattern_clip
 
 pytestmark = pytest.mark.integration
 MODELS = ("m", "m2")
 PROMPTS = {f"p{i}": f"A red kite over a beach and a dog running, take {i}" for i in range(3)}
 
-
-def _clip(seed: int, n: int = 24) -> np.ndarray:
-    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
 
 
 def _bench(root: Path) -> tuple[Path, Path]:
@@ -45,7 +41,7 @@ def _bench(root: Path) -> tuple[Path, Path]:
                                                           for i, p in PROMPTS.items()))
     for m, model in enumerate(MODELS):
         for i in range(len(PROMPTS)):
-            write_video(cands / "T2V" / model / f"p{i}.mp4", _clip(10 * m + i), 12)
+            write_video(cands / "T2V" / model / f"p{i}.mp4", pattern_clip(10 * m + i), 12)
     return bench, cands
 
 
@@ -219,11 +215,11 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
 
     bench, cands = tmp_path / "bench", tmp_path / "cands"
     (bench / "TI2V").mkdir(parents=True)
-    cv2.imwrite(str(bench / "TI2V" / "q0.png"), _clip(5)[0])
+    cv2.imwrite(str(bench / "TI2V" / "q0.png"), pattern_clip(5)[0])
     (bench / "TI2V" / "manifest.jsonl").write_text(
         json.dumps({"id": "q0", "prompt": "The pattern from the first frame slides left", "first_frame": "q0.png"}) + "\n"
         + json.dumps({"id": "q1", "prompt": "The pattern slides right", "first_frame": "q0.png"}) + "\n")
-    write_video(cands / "TI2V" / "m" / "q0.mp4", _clip(5), 12)  # no video for q1
+    write_video(cands / "TI2V" / "m" / "q0.mp4", pattern_clip(5), 12)  # no video for q1
     with FakeVlmServer() as srv, dg.instance_for_test() as instance:
         vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=2)
         res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
@@ -252,7 +248,7 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
         with Image.open(tmp_path / "out" / recs[IF]["images"][0]) as im:
             first = np.asarray(im.convert("RGB"), dtype=float)
         assert first.shape == (64, 96, 3)  # the condition image itself (JPEG), not a frame of the video
-        png = _clip(5)[0][:, :, ::-1].astype(float)  # cv2.imwrite took the array as BGR: the file's RGB
+        png = pattern_clip(5)[0][:, :, ::-1].astype(float)  # cv2.imwrite took the array as BGR: the file's RGB
         assert np.abs(first - png).mean() < np.abs(first - png[:, :, ::-1]).mean()
 
 

@@ -17,17 +17,11 @@ from argus_dagster.protocols.firm.types import IF, PQ, WC
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
 from argus_dagster.vlm.reply import ParseError
-from tests.servers.openai_server import FakeVlmServer, Scripted, n_images, request_text
+from tests.servers.openai_server import Scripted, n_images, request_text
 
 pytestmark = pytest.mark.integration
 
 PROMPT = "A red kite over a beach, two children running and a dog chasing them"
-
-
-@pytest.fixture()
-def server():
-    with FakeVlmServer() as srv:
-        yield srv
 
 
 @pytest.fixture()

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import polars as pl
 import pytest
 
@@ -14,16 +13,12 @@ from argus_dagster.infra.files import part_path
 from argus_dagster.infra.media import write_video
 from argus_dagster.infra.names import file_name
 
-from .helpers import graph_resources, load, materialize_task
+from .helpers import graph_resources, load, materialize_task, small_clip
 
 pytestmark = pytest.mark.integration
 
 ESCAPE_ID = "../../../escaped"
 
-
-def _clip(seed: int, n: int = 12) -> np.ndarray:
-    base = np.random.default_rng(seed).integers(0, 255, (48, 128, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 2 * i, axis=1)[:, :64] for i in range(n)])
 
 
 def _files(root: Path) -> set[Path]:
@@ -50,7 +45,7 @@ def hostile(tmp_path_factory):
     (bench / "T2V" / "manifest.jsonl").write_bytes(
         b"\xef\xbb\xbf" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8"))
     import cv2
-    cv2.imwrite(str(bench / "TI2V" / "first.png"), _clip(9)[0])
+    cv2.imwrite(str(bench / "TI2V" / "first.png"), small_clip(9)[0])
     (bench / "TI2V" / "text.png").write_text("this is a text file, not an image")
     (bench / "TI2V" / "manifest.jsonl").write_text(
         json.dumps({"id": "good", "prompt": "The pattern slides.", "first_frame": "first.png"}) + "\n"
@@ -58,12 +53,12 @@ def hostile(tmp_path_factory):
     models = ["good model", "good_model"]
     for k, model in enumerate(models):
         for i, iid in enumerate(["v0", "猫 cat", "犬 cat"]):
-            write_video(cands / "T2V" / model / f"{iid}.mp4", _clip(10 * k + i), 12)
+            write_video(cands / "T2V" / model / f"{iid}.mp4", small_clip(10 * k + i), 12)
     # What an unchecked id would read as its video: <model>/../../../escaped.mp4 and <absolute id>.mp4
-    write_video(root / "escaped.mp4", _clip(30), 12)
-    write_video(Path(absolute_id + ".mp4"), _clip(31), 12)
+    write_video(root / "escaped.mp4", small_clip(30), 12)
+    write_video(Path(absolute_id + ".mp4"), small_clip(31), 12)
     for iid in ("good", "txtpng"):
-        write_video(cands / "TI2V" / "good_model" / f"{iid}.mp4", _clip(40), 12)
+        write_video(cands / "TI2V" / "good_model" / f"{iid}.mp4", small_clip(40), 12)
     before = _files(root)
     resources = graph_resources(bench, cands, home)
     with pytest.MonkeyPatch.context() as mp, dg.instance_for_test() as instance:
@@ -200,10 +195,10 @@ def test_bad_model_folders_are_skipped_and_the_others_scored(tmp_path, monkeypat
     (bench / "T2V").mkdir(parents=True)
     (bench / "T2V" / "manifest.jsonl").write_text(json.dumps({"id": "p0", "prompt": "A pattern slides left."}) + "\n")
     for model in ("a|b", "model[1]", "m*", "m"):  # a table at .../m*/T2V.parquet would be read as a glob
-        write_video(cands / "T2V" / model / "p0.mp4", _clip(3), 12)
-    write_video(cands / "T2V" / "m" / "stray.mp4", _clip(4), 12)
-    write_video(cands / "TV2V" / "m" / "e0.mp4", _clip(5), 12)
-    write_video(cands / "T2v2" / "m" / "p0.mp4", _clip(6), 12)
+        write_video(cands / "T2V" / model / "p0.mp4", small_clip(3), 12)
+    write_video(cands / "T2V" / "m" / "stray.mp4", small_clip(4), 12)
+    write_video(cands / "TV2V" / "m" / "e0.mp4", small_clip(5), 12)
+    write_video(cands / "T2v2" / "m" / "p0.mp4", small_clip(6), 12)
 
     monkeypatch.setenv("ARGUS_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dh"))
@@ -267,7 +262,7 @@ def test_credentials_in_an_endpoint_url_appear_nowhere(tmp_path, monkeypatch, ca
     bench, cands, home = tmp_path / "bench", tmp_path / "cands", tmp_path / "home"
     (bench / "T2V").mkdir(parents=True)
     (bench / "T2V" / "manifest.jsonl").write_text(json.dumps({"id": "p0", "prompt": "A pattern slides left."}) + "\n")
-    write_video(cands / "T2V" / "m" / "p0.mp4", _clip(3), 12)
+    write_video(cands / "T2V" / "m" / "p0.mp4", small_clip(3), 12)
     with FakeVlmServer() as srv:
         url = srv.base_url.replace("http://", "http://argus:pa55word-XYZ@") + "?api_key=qkey-XYZ&api-version=1"
         for k, v in {"ARGUS_VLM_BASE_URL": url, "ARGUS_VLM_MODEL": "judge", "ARGUS_VLM_API_KEY": "hkey-XYZ",

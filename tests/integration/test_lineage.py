@@ -11,16 +11,12 @@ from argus_dagster.assets import ALL_ASSETS, ALL_CHECKS, CANDIDATE_ASSETS, OBSER
 from argus_dagster.assets.schedules import nightly_reconcile
 from argus_dagster.infra.media import write_video
 
-from .helpers import graph_resources, load
+from .helpers import graph_resources, load, pattern_clip
 
 pytestmark = pytest.mark.integration
 KEY = dg.MultiPartitionKey({"task": "T2V", "model": "m"})
 EVIL = '<script>alert(1)</script>'
 
-
-def _clip(seed: int, n: int = 24) -> np.ndarray:
-    base = np.random.default_rng(seed).integers(0, 255, (64, 192, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 3 * i, axis=1)[:, :96] for i in range(n)])
 
 
 def _run(resources, instance, assets, key):
@@ -41,7 +37,7 @@ def scored(tmp_path_factory):
             {"id": "p1", "prompt": "A textured pattern slides to the left, smoothly."}]
     (bench / "T2V" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     for i in (0, 1):
-        write_video(cands / "T2V" / "m" / f"p{i}.mp4", _clip(i), 12)
+        write_video(cands / "T2V" / "m" / f"p{i}.mp4", pattern_clip(i), 12)
     resources = graph_resources(bench, cands, home)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("candidate_models", ["m"])
@@ -76,7 +72,7 @@ def test_reports_are_written_and_escape_the_prompt(scored):
 def test_changed_video_shows_which_criteria_moved(scored):
     resources, instance, cands, _, _ = scored
     before = load("criterion_scores", resources, instance, KEY)
-    frozen = np.repeat(_clip(1)[:1], 24, axis=0)  # the model now returns a still for p1
+    frozen = np.repeat(pattern_clip(1)[:1], 24, axis=0)  # the model now returns a still for p1
     write_video(cands / "T2V" / "m" / "p1.mp4", frozen, 12)
     second, checks = _run(resources, instance, CANDIDATE_ASSETS, KEY)
     after = load("criterion_scores", resources, instance, KEY)
@@ -151,7 +147,7 @@ def test_leaderboard_follows_by_automation_and_covers_partitions(scored):
                           instance=instance, resources=resources).success
     assert dg.evaluate_automation_conditions(defs=defs, instance=instance).get_num_requested(lb_key) == 0
     # A video changed and re-scored: another data version, and the leaderboard follows.
-    write_video(cands / "T2V" / "m" / "p1.mp4", _clip(9), 12)
+    write_video(cands / "T2V" / "m" / "p1.mp4", pattern_clip(9), 12)
     assert dg.materialize(CANDIDATE_ASSETS + TASK_ASSETS, selection=CANDIDATE_ASSETS, partition_key=KEY,
                           instance=instance, resources=resources).success
     again = dg.evaluate_automation_conditions(defs=defs, instance=instance)
@@ -180,7 +176,7 @@ def test_nightly_reconcile_observes_every_video_and_automation_requests_what_cha
     assert observe_then_ask() == [str(KEY)]
     _run(resources, instance, CANDIDATE_ASSETS, KEY)
     assert observe_then_ask() == []  # observed again, nothing changed: nothing requested
-    write_video(cands / "T2V" / "m" / "p0.mp4", _clip(5), 12)  # changed
-    write_video(cands / "T2V" / "n" / "p0.mp4", _clip(6), 12)  # a new model
+    write_video(cands / "T2V" / "m" / "p0.mp4", pattern_clip(5), 12)  # changed
+    write_video(cands / "T2V" / "n" / "p0.mp4", pattern_clip(6), 12)  # a new model
     instance.add_dynamic_partitions("candidate_models", ["n"])
     assert observe_then_ask() == [str(KEY), str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))]

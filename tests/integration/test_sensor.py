@@ -6,7 +6,6 @@ import os
 import time
 
 import dagster as dg
-import numpy as np
 import pytest
 
 from argus_dagster.assets import ALL_ASSETS, AUTOMATED_ASSETS, CANDIDATE_ASSETS, SOURCES, TASK_ASSETS
@@ -14,15 +13,11 @@ from argus_dagster.assets.sensors import candidate_store_sensor
 from argus_dagster.infra.media import SETTLE_NS, write_video
 from argus_dagster.method.candidate_store import LocalCandidateStore, scan
 
-from .helpers import graph_resources
+from .helpers import graph_resources, small_clip
 
 pytestmark = pytest.mark.integration
 AUTOMATED_KEYS = [a.key for a in AUTOMATED_ASSETS]
 
-
-def _clip(seed: int) -> np.ndarray:
-    base = np.random.default_rng(seed).integers(0, 255, (48, 128, 3), dtype=np.uint8)
-    return np.stack([np.roll(base, 2 * i, axis=1)[:, :64] for i in range(12)])
 
 
 @pytest.fixture
@@ -32,7 +27,7 @@ def store(tmp_path):
         (bench / task).mkdir(parents=True)
     (bench / "T2V" / "manifest.jsonl").write_text(
         "".join(json.dumps({"id": f"p{i}", "prompt": f"A pattern slides left, take {i}."}) + "\n" for i in range(2)))
-    write_video(bench / "TV2V" / "src.mp4", _clip(7), 12)
+    write_video(bench / "TV2V" / "src.mp4", small_clip(7), 12)
     (bench / "TV2V" / "manifest.jsonl").write_text(
         json.dumps({"id": "e0", "prompt": "Make it darker.", "source_video": "src.mp4"}) + "\n")
     return bench, cands, home
@@ -102,8 +97,8 @@ def test_sensor_adds_models_and_observes_only_what_changed(store):
             assert dg.materialize(TASK_ASSETS + SOURCES, selection=TASK_ASSETS, partition_key=task,
                                   instance=instance, resources=resources).success
         for iid in ("p0", "p1"):
-            write_video(cands / "T2V" / "alpha" / f"{iid}.mp4", _clip(int(iid[1])), 12)
-        write_video(cands / "TV2V" / "alpha" / "e0.mp4", _clip(3), 12)
+            write_video(cands / "T2V" / "alpha" / f"{iid}.mp4", small_clip(int(iid[1])), 12)
+        write_video(cands / "TV2V" / "alpha" / "e0.mp4", small_clip(3), 12)
 
         # A new model folder: the partition is added and its videos observed, per task it has videos for;
         # the automation conditions then request exactly those partitions.
@@ -142,8 +137,8 @@ def test_sensor_adds_models_and_observes_only_what_changed(store):
         assert not touched.asset_events
 
         # One changed video of a known model, and a second model in one task: only their partitions.
-        write_video(p1, _clip(11), 12)
-        write_video(cands / "T2V" / "beta" / "p0.mp4", _clip(5), 12)
+        write_video(p1, small_clip(11), 12)
+        write_video(cands / "T2V" / "beta" / "p0.mp4", small_clip(5), 12)
         third = _tick(instance, resources, touched.cursor)
         assert _observed(third) == [("candidate_files", "alpha|T2V"), ("candidate_files", "beta|T2V")]
         assert sorted(instance.get_dynamic_partitions("candidate_models")) == ["alpha", "beta"]
@@ -155,7 +150,7 @@ def test_sensor_adds_models_and_observes_only_what_changed(store):
         assert not fourth.asset_events
 
         # The changed video changed back: observed again (another data version than the last).
-        write_video(p1, _clip(1), 12)
+        write_video(p1, small_clip(1), 12)
         fifth = _tick(instance, resources, fourth.cursor)
         assert _observed(fifth) == [("candidate_files", "alpha|T2V")]
 
@@ -164,7 +159,7 @@ def test_a_new_tasks_inputs_run_first_and_its_partitions_after(store):
     bench, cands, home = store
     resources = graph_resources(bench, cands, home)
     automation = Automation(resources)
-    write_video(cands / "T2V" / "alpha" / "p0.mp4", _clip(0), 12)
+    write_video(cands / "T2V" / "alpha" / "p0.mp4", small_clip(0), 12)
     with dg.instance_for_test() as instance:
         _tick(instance, resources)
         first = automation.requested(instance)

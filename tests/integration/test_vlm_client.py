@@ -32,12 +32,6 @@ pytestmark = pytest.mark.integration
 HELLO = [{"role": "user", "content": ["hello"]}]
 
 
-@pytest.fixture()
-def server():
-    with FakeVlmServer() as srv:
-        yield srv
-
-
 def queued(c: OpenAICompatibleClient) -> int:
     """Requests waiting in the client for a slot (not yet sent)."""
     with c._lock:

@@ -19,17 +19,11 @@ from argus_dagster.method.rubric.schema import RubricError, parse_rubric
 from argus_dagster.method.stages import judge_criteria
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.openai_compatible import OpenAICompatibleClient
-from tests.servers.openai_server import FakeVlmServer, Scripted, dead_url, kind_of, n_images, request_text, rubric_for
+from tests.servers.openai_server import Scripted, dead_url, kind_of, n_images, request_text, rubric_for
 
 pytestmark = pytest.mark.integration
 
 TASKS = ("T2V", "TI2V", "TS2V", "TV2V", "TSV2V")
-
-
-@pytest.fixture()
-def server():
-    with FakeVlmServer() as srv:
-        yield srv
 
 
 @pytest.fixture()
