@@ -459,11 +459,11 @@ def test_a_server_that_drips_cannot_hold_a_request_past_its_deadline(server):
     """One byte every 0.2 s: every read gets something, so a per-read timeout never fires."""
     server.queue(Scripted(content='{"score": 7, "rationale": "slow"}', drip_s=0.2), Scripted(content="in time"))
     stats = CallStats()
-    t0 = time.perf_counter()
     with pytest.raises(VlmError, match=r"no whole answer within 3s"):
         client(server.base_url, timeout_s=3, max_retries=0).chat(HELLO, stats=stats)
-    # At most the deadline and a margin for a loaded machine; the whole dripped answer would take 40 s.
-    assert time.perf_counter() - t0 < 3 + 5 and stats.errors == {"timeout": 1}
+    # The client gave up while the server was still dripping (the whole answer takes 40 s).
+    dripped, whole = server.requests[0]["dripped"], server.requests[0]["drip_bytes"]
+    assert 0 < dripped < whole and stats.errors == {"timeout": 1}
     # The same client goes on with the next request (its shut connection is not reused).
     c = client(server.base_url, timeout_s=3, max_retries=1)
     server.queue(Scripted(content="late", drip_s=0.2), Scripted(content="in time"))

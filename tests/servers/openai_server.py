@@ -464,7 +464,7 @@ class FakeVlmServer:
                     self.answered += 1
                     self._changed.notify_all()
             if item.drip_s:
-                self._drip(h, item, payload)
+                self._drip(h, item, payload, record)
                 return
             try:
                 h.send_response(item.status)
@@ -480,14 +480,17 @@ class FakeVlmServer:
             answered()
 
     @staticmethod
-    def _drip(h: BaseHTTPRequestHandler, item: Scripted, payload: bytes) -> None:
-        """The response a byte at a time: every read the client makes gets something, none gets it all."""
+    def _drip(h: BaseHTTPRequestHandler, item: Scripted, payload: bytes, record: dict) -> None:
+        """The response a byte at a time: every read the client makes gets something, none gets it all.
+        ``record`` counts the bytes to send (``drip_bytes``) and those sent so far (``dripped``)."""
         head = (f"HTTP/1.1 {item.status} OK\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(payload)}\r\n\r\n").encode()
+        record["drip_bytes"], record["dripped"] = len(head + payload), 0
         try:
             for byte in head + payload:
                 h.wfile.write(bytes([byte]))
                 h.wfile.flush()
+                record["dripped"] += 1
                 time.sleep(item.drip_s)
         except (BrokenPipeError, ConnectionResetError, OSError):  # the client gave up
             pass

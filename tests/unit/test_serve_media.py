@@ -205,9 +205,7 @@ def test_an_idle_connection_is_closed(served):
     server, _ = served
     sock = socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10)
     try:
-        t0 = time.monotonic()
-        assert sock.recv(100) == b""  # closed by the server, having sent nothing
-        assert time.monotonic() - t0 < 5
+        assert sock.recv(100) == b""  # closed by the server, having sent nothing (within the socket's 10 s)
     finally:
         sock.close()
     assert _request(server, "/b/default/reports/index.html")[0] == 200

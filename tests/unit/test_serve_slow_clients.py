@@ -115,6 +115,14 @@ def _answered(port: int) -> tuple[int, bytes] | None:
         return None
 
 
+def _said_or_closed(socks: list[socket.socket]) -> list[socket.socket]:
+    """The connections with something to read now (the server answered or closed them), without waiting."""
+    with selectors.DefaultSelector() as sel:
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        return [key.fileobj for key, _ in sel.select(timeout=0)]  # type: ignore[misc]
+
+
 def _connect(port: int, n: int) -> tuple[list[socket.socket], list[float]]:
     socks, opened = [], []
     for _ in range(n):
@@ -135,11 +143,9 @@ def test_idle_and_trickling_connections_hold_no_worker_and_end_at_their_deadline
     try:
         with _Trickle(slow, HEAD, every_s=0.5) as trickle:
             wait_until(lambda: trickle.rounds >= 2, timeout_s=head_s - 1, what="two bytes sent on each slow connection")
-            t0 = time.monotonic()
             assert _get(port) == (200, PAGE)
-            took = time.monotonic() - t0
-            assert took < 2.0, f"a normal request took {took:.2f} s beside 200 slow connections"
-            assert time.monotonic() - slow_opened[-1] < head_s, "the slow connections were no longer all open"
+            # Answered while the server still held all 200: none of them is closed or answered yet.
+            assert _said_or_closed(idle + slow) == [], "a slow connection ended before the normal request"
             ended = _ends(idle + slow, limit_s=head_s + 10)
         assert len(ended) == 200, f"{200 - len(ended)} slow connections still open {head_s + 10:g} s on"
         for socks, opened in ((idle, idle_opened), (slow, slow_opened)):
@@ -181,18 +187,19 @@ def test_a_trickled_body_ends_at_its_deadline_and_a_slow_whole_request_is_answer
         answer = sock.makefile("rb").read()
         assert answer.startswith(b"HTTP/1.0 200 ") and answer.endswith(PAGE), answer[:100]
 
+    # Refused at once: on a server whose deadlines are far beyond the socket's 10 s timeout, so a refusal
+    # that waited for a deadline would time the read out.
+    port = serving(Bounds(head_s=60.0, body_s=60.0))
     for request, status in ((head % 10 ** 7, b"413"),
                             (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n", b"411"),
                             (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + b"a" * (70 << 10), b"431")):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            t0 = time.monotonic()
             try:
                 sock.sendall(request)
                 answer = sock.makefile("rb").read()
             except ConnectionError:  # closed while the long head was still being sent
                 answer = None
             assert answer is None or answer.startswith(b"HTTP/1.0 " + status + b" "), answer[:100]
-            assert time.monotonic() - t0 < head_s
 
 
 def test_one_address_holds_at_most_its_limit_of_connections(serving):
@@ -202,9 +209,9 @@ def test_one_address_holds_at_most_its_limit_of_connections(serving):
     held, _ = _connect(port, 8)
     try:
         extra = socket.create_connection(("127.0.0.1", port), timeout=10)
-        t0 = time.monotonic()
+        # Closed within 10 s: at once, not at its 60 s head deadline.
         (closed, said), = _ends([extra], limit_s=10).values()
-        assert said is not None and said.startswith(b"HTTP/1.0 503 ") and closed - t0 < 2.0, said
+        assert said is not None and said.startswith(b"HTTP/1.0 503 "), said
         extra.close()
         held.pop().close()
         assert wait_until(lambda: _answered(port) == (200, PAGE), timeout_s=10,
