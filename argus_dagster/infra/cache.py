@@ -1,8 +1,8 @@
 """Content-addressed store of what the evaluation computed, so nothing is paid for twice.
 
 Its namespaces: ``evidence`` (one record per tool step: criteria that run the same step on the same
-video share it), ``judgments`` (one score and rationale per criterion), ``vefx`` and ``firm`` (the
-protocol judges' calls). Each key is :func:`argus_dagster.infra.identities.record_key` of the computation's
+video share it), ``judgments`` (one score and rationale per criterion), and one per protocol for its
+judges' calls (each protocol names its own). Each key is :func:`argus_dagster.infra.identities.record_key` of the computation's
 identity record (:mod:`argus_dagster.infra.identities`: everything that can change the answer, and nothing
 declared irrelevant such as an endpoint or a key), so a change to any of it is a miss and nothing else is. Each
 entry is one JSON object written whole (a temporary name, then a rename; a single PUT on S3), as

@@ -6,10 +6,8 @@ its inputs, and :func:`record_key` (the canonical JSON of the record, then sha25
 - :class:`StepIdentity`: one evidence tool step (each visual tool and ``vlm_qa``);
 - :class:`JudgmentIdentity`: one criterion judgment (the judge's own record inside it:
   :class:`EvidenceJudgeIdentity` or a :class:`VlmCall`);
-- :class:`VefxJudgmentIdentity`: one VEFX rubric judgment of an edit;
-- :class:`FirmCallIdentity`: one FIRM-Video call (the IF planner and verifier, the WC grounding,
-  questions and verifier, the PQ evaluator, a reworded rationale);
-- :class:`RubricIdentity`: one generated rubric (the frozen rubric records its key).
+- :class:`RubricIdentity`: one generated rubric (the frozen rubric records its key);
+- each protocol's own records, defined in the protocol's folder and registered with :func:`identity_record`.
 
 A VLM call's part is a :class:`VlmCall`: the backend and model (a local model's checkpoint by its
 content, :func:`checkpoint_sha256`), the client settings that shape an answer, the prompt's version and the sha256 of its fixed text, the answer's token budget and the
@@ -25,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -144,31 +142,6 @@ class JudgmentIdentity:
 
 
 @dataclass(frozen=True)
-class VefxJudgmentIdentity:
-    """One VEFX judgment of an edit on one dimension."""
-
-    call: VlmCall
-    dimension: str
-    instruction: str
-    media: dict[str, str]
-    sampling: str
-
-    IRRELEVANT: ClassVar[tuple[str, ...]] = VLM_IRRELEVANT
-
-
-@dataclass(frozen=True)
-class FirmCallIdentity:
-    """One FIRM-Video call: which step of the protocol, the request, and what it was given
-    (``inputs``: the prompt, checklist hash, video and reference hashes, sampling, as the step reads them)."""
-
-    step: str
-    call: VlmCall
-    inputs: dict[str, Any] = field(default_factory=dict)
-
-    IRRELEVANT: ClassVar[tuple[str, ...]] = VLM_IRRELEVANT
-
-
-@dataclass(frozen=True)
 class RubricIdentity:
     """One generated rubric: the input's content hash and the generator's request."""
 
@@ -179,8 +152,20 @@ class RubricIdentity:
     IRRELEVANT: ClassVar[tuple[str, ...]] = VLM_IRRELEVANT
 
 
-RECORDS = (StepIdentity, JudgmentIdentity, VefxJudgmentIdentity, FirmCallIdentity, RubricIdentity)
+RECORDS: list[type] = [StepIdentity, JudgmentIdentity, RubricIdentity]  # and each protocol's, as it registers
 
-__all__ = ["EvidenceJudgeIdentity", "FirmCallIdentity", "JudgmentIdentity", "RECORDS", "RubricIdentity",
-           "StepIdentity", "VLM_IRRELEVANT", "VefxJudgmentIdentity", "VlmCall", "record_key", "text_sha256",
-           "vlm_call"]
+
+def identity_record(cls: type) -> type:
+    """Register a protocol's identity record (a frozen dataclass with its ``IRRELEVANT`` fields) among
+    :data:`RECORDS`: the one line a protocol adds for a computation the cache keeps."""
+    if not dataclasses.is_dataclass(cls) or not hasattr(cls, "IRRELEVANT"):
+        raise TypeError(f"{cls.__name__}: an identity record is a dataclass that declares IRRELEVANT")
+    if cls.__name__ in {r.__name__ for r in RECORDS if r is not cls}:
+        raise TypeError(f"{cls.__name__}: another identity record has that name (a key holds the class name)")
+    if cls not in RECORDS:
+        RECORDS.append(cls)
+    return cls
+
+
+__all__ = ["EvidenceJudgeIdentity", "JudgmentIdentity", "RECORDS", "RubricIdentity", "StepIdentity",
+           "VLM_IRRELEVANT", "VlmCall", "identity_record", "record_key", "text_sha256", "vlm_call"]

@@ -21,13 +21,13 @@ the change stays where the instruction puts it and everything else is kept from 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence, cast
+from typing import Any, ClassVar, Sequence, cast
 
 import numpy as np
 import polars as pl
 
 from argus_dagster.infra.cache import ContentCache
-from argus_dagster.infra.identities import VefxJudgmentIdentity, record_key, vlm_call
+from argus_dagster.infra.identities import VLM_IRRELEVANT, VlmCall, identity_record, record_key, vlm_call
 from argus_dagster.infra.media import SAMPLING_ID
 from argus_dagster.method.leaderboard import bootstrap_ci
 from argus_dagster.vlm.ledger import CallStats
@@ -73,6 +73,20 @@ DEFINITIONS = {
 }
 PROMPT_VERSION = "vefx-judge-1"
 JUDGE_MAX_TOKENS = 800
+
+
+@identity_record
+@dataclass(frozen=True)
+class VefxJudgmentIdentity:
+    """One VEFX judgment of an edit on one dimension."""
+
+    call: VlmCall
+    dimension: str
+    instruction: str
+    media: dict[str, str]
+    sampling: str
+
+    IRRELEVANT: ClassVar[tuple[str, ...]] = VLM_IRRELEVANT
 
 
 def _rubric_text(dimension: str) -> str:

@@ -571,3 +571,32 @@ def test_zz_report_coverage():
     print(f"\nidentity coverage: {len(COVERED)} computations, {sum(COVERED.values())} fields")
     for name, n in sorted(COVERED.items()):
         print(f"  {name}: {n}")
+
+
+def test_a_protocol_registers_its_record_once_and_a_name_twice_is_refused():
+    from dataclasses import dataclass as _dc
+    from typing import ClassVar
+
+    from argus_dagster.infra.identities import identity_record
+
+    @_dc(frozen=True)
+    class ProbeCallIdentity:
+        step: str
+        IRRELEVANT: ClassVar[tuple[str, ...]] = ()
+
+    try:
+        assert identity_record(ProbeCallIdentity) is ProbeCallIdentity and ProbeCallIdentity in RECORDS
+        identity_record(ProbeCallIdentity)  # a module imported twice registers it once
+        assert RECORDS.count(ProbeCallIdentity) == 1
+
+        @_dc(frozen=True)
+        class JudgmentIdentity:  # a name the method's record has: their keys could meet
+            x: str
+            IRRELEVANT: ClassVar[tuple[str, ...]] = ()
+
+        with pytest.raises(TypeError, match="another identity record has that name"):
+            identity_record(JudgmentIdentity)
+        with pytest.raises(TypeError, match="declares IRRELEVANT"):
+            identity_record(type("Plain", (), {}))
+    finally:
+        RECORDS.remove(ProbeCallIdentity)

@@ -260,6 +260,30 @@ def test_a_pool_in_an_asset_module_is_found(tmp_path):
     assert pools(root) == {"argus_dagster.assets.evidence", "argus_dagster.assets.judging"}
 
 
+PROTOCOL_NAMES = ("firm", "vefx")  # the protocols' names: infra/ says none of them
+
+
+def protocols_named(root: Path) -> list[str]:
+    """``module:line`` of every line of ``infra/`` that names a protocol (a record, a schema, a cache
+    namespace): a protocol keeps its identities and tables in its own folder and registers them."""
+    out = []
+    for p in sorted((root / "argus_dagster" / "infra").rglob("*.py")):
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            if re.search(r"\b(" + "|".join(PROTOCOL_NAMES) + ")", line.lower()):  # not "confirm"
+                out.append(f"{p.relative_to(root).as_posix()}:{n}")
+    return out
+
+
+def test_infra_names_no_protocol():
+    assert protocols_named(ROOT) == []
+
+
+def test_a_protocol_named_in_infra_is_found(tmp_path):
+    root = _tree(tmp_path, {"argus_dagster/infra/identities.py": "class A:\n    pass\n\n\nclass VefxThing:\n    pass\n",
+                            "argus_dagster/infra/cache.py": '"""namespaces: the FIRM calls"""\nconfirmed = 1\n'})
+    assert protocols_named(root) == ["argus_dagster/infra/cache.py:1", "argus_dagster/infra/identities.py:5"]
+
+
 def test_every_folder_of_the_layout_exists():
     for name in LIBRARY:
         assert (ROOT / "argus_dagster" / name / "__init__.py").is_file(), name

@@ -5,11 +5,11 @@ verifier, the PQ evaluator and the reworded rationale, each call content-address
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
-from typing import Any, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
 
 from argus_dagster.infra.cache import ContentCache
-from argus_dagster.infra.identities import FirmCallIdentity, record_key, vlm_call
+from argus_dagster.infra.identities import VLM_IRRELEVANT, VlmCall, identity_record, record_key, vlm_call
 from argus_dagster.infra.media import SAMPLING_ID
 from argus_dagster.protocols.firm.parsing import (
     parse_grounding,
@@ -25,6 +25,19 @@ from argus_dagster.protocols.firm.types import IF, PQ, WC, Checklist, ChecklistI
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.protocol import chat_json
 from argus_dagster.vlm.reply import ParseError, VlmError
+
+
+@identity_record
+@dataclass(frozen=True)
+class FirmCallIdentity:
+    """One FIRM-Video call: which step of the protocol, the request, and what it was given
+    (``inputs``: the prompt, checklist hash, video and reference hashes, sampling, as the step reads them)."""
+
+    step: str
+    call: VlmCall
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    IRRELEVANT: ClassVar[tuple[str, ...]] = VLM_IRRELEVANT
 
 
 def _frame_parts(label: str, frames: Any) -> list[Any]:
