@@ -67,7 +67,7 @@ def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFram
         inp = inputs.get(cand["input_id"])
         why = (cand["error"] or (f"input invalid: {inp['error']}" if inp and inp["error"] else None)
                or ("input invalid: not in the task" if inp is None else None))
-        if why is None and task not in vefx.EDIT_TASKS:
+        if why is None and task not in vefx.TASKS:
             why = f"VEFX-Bench's protocol judges edits against their source video (TV2V, TSV2V); {task} has none"
         if why is None and judge is None:
             why = "VEFX's rubric judgments need a VLM (ARGUS_VLM_BASE_URL and ARGUS_VLM_MODEL); none is configured"
@@ -123,7 +123,7 @@ def vefx_leaderboard(context: dg.AssetExecutionContext, vefx_scores: dict[str, p
     interval and how many videos it covers, best first (the site shows it in the overview's VEFX-Bench section)."""
     parts = [df for df in vefx_scores.values() if df is not None and df.height]
     scores = pl.concat(parts, how="diagonal_relaxed") if parts else frame([], VEFX_SCORES)
-    lb = vefx.leaderboard(scores.filter(pl.col("task").is_in(list(vefx.EDIT_TASKS))))
+    lb = vefx.leaderboard(scores.filter(pl.col("task").is_in(list(vefx.TASKS))))
     return dg.Output(lb, data_version=content_version(lb, VEFX_LEADERBOARD_VOLATILE), metadata={
         "n_partitions": len(parts), "n_rows": lb.height,
         "leaderboard": dg.MetadataValue.md("```\n" + vefx.format_leaderboard(lb) + "\n```")})

@@ -54,9 +54,9 @@ from argus_dagster.method.candidate_store import (
     unknown_models,
     video_hashes,
 )
+from argus_dagster.method.inputs import EDIT_TASKS
 from argus_dagster.outputs.history_words import evaluator_label, reason_lines, split_partition
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_COLUMNS, format_alignment
-from argus_dagster.protocols.vefx import EDIT_TASKS
 from argus_dagster.records.automation import RETRY_METADATA, planned_in_flight
 from argus_dagster.records.history import COMMAND_TAG, EVALUATOR_TAG
 from argus_dagster.records.lineage import latest_record

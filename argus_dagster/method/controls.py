@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-EDIT_TASKS = ("TV2V", "TSV2V")
+from argus_dagster.method.inputs import EDIT_TASKS
+
 # Every kind, in the order they are shown; ``source`` only for edits.
 KINDS = ("frozen", "shuffled", "reversed", "prompt_swap", "source")
 # How a kind reads in a sentence ("tells frozen and shuffled apart ... a swapped prompt on 0%").

@@ -26,6 +26,7 @@ class Task(str, enum.Enum):
 
 
 ALL_TASKS: tuple[str, ...] = tuple(t.value for t in Task)
+EDIT_TASKS: tuple[str, ...] = tuple(t.value for t in Task if t.is_editing)  # the tasks that edit a source video
 
 
 def infer_task(*, first_frame: bool, subject_images: bool, source_video: bool) -> Task:

@@ -29,6 +29,7 @@ import polars as pl
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.infra.identities import VLM_IRRELEVANT, VlmCall, identity_record, record_key, vlm_call
 from argus_dagster.infra.media import SAMPLING_ID
+from argus_dagster.method.inputs import EDIT_TASKS
 from argus_dagster.method.leaderboard import bootstrap_ci
 from argus_dagster.vlm.ledger import CallStats
 from argus_dagster.vlm.parsing import scored_object
@@ -42,7 +43,7 @@ OVERALL_ANNOTATED = "vefx_overall_annotated"
 DIMENSIONS = (IF, RQ, EE)
 SHORT = {IF: "if", RQ: "rq", EE: "ee"}
 SCALE = (1.0, 4.0)
-EDIT_TASKS = ("TV2V", "TSV2V")
+TASKS = EDIT_TASKS  # what VEFX-Bench judges: the edits
 # Evaluator names in alignment tables, and the human dimension each is compared with.
 EVALUATORS = {"vefx_if": IF, "vefx_rq": RQ, "vefx_ee": EE, "vefx_overall": OVERALL}
 RANGES = {name: SCALE for name in EVALUATORS}

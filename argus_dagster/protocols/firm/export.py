@@ -47,6 +47,7 @@ import numpy as np
 from argus_dagster.infra.files import write_atomic
 from argus_dagster.infra.media import JUDGE_POLICY, MAX_SIDE, VideoReader, load_image, resize_longest
 from argus_dagster.infra.names import file_name
+from argus_dagster.method.inputs import EDIT_TASKS
 from argus_dagster.protocols.firm.prompts import INSTRUCTIONS
 from argus_dagster.protocols.firm.types import DIMENSIONS, IF, SHORT, WC
 
@@ -57,7 +58,6 @@ IMAGES = "images"
 # {"kind": "firm", "files": [relative paths]}.
 WRITTEN = ".argus-export.json"
 KIND = "firm"
-EDIT_TASKS = ("TV2V", "TSV2V")
 
 # ----------------------------------------------------------------------------------------------------
 # Reasoning in prose, from the verifier's decisions
