@@ -488,6 +488,11 @@ BREAKS = (
           (("argus_dagster/method/gather.py", "            return {**base, **evidence_failed(c.id, exc)}\n",
             "            raise\n"),),
           ("tests/unit/test_gather.py",)),
+    Break("diff-misses-a-replaced-video", "argus diff reads only the input versions Dagster records, so a model's "
+          "replaced video (a partitioned source, recorded by the record it read) is not an input that moved",
+          (("argus_dagster/records/history.py", "            if not moved and ida is not None and idb is not None",
+            "            if False and ida is not None and idb is not None"),),
+          ("tests/integration/test_history.py::test_diff_reads_the_latest_two_of_three_passes_or_the_two_named",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

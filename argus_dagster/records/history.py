@@ -166,10 +166,24 @@ def _judges(tables: dict) -> list[str]:
     return sorted(out)
 
 
-def _provenance_moves(before: dict, after: dict, into: dict[str, set], code: dict[str, set], asset: str) -> None:
-    """The inputs whose recorded data version moved between ``before`` and ``after`` (states of
-    ``asset``), into ``into`` (input -> partitions); the asset's code versions that moved, into ``code``
-    (as ``(before, after)`` pairs)."""
+def _version_at(instance: dg.DagsterInstance, key: dg.AssetKey, storage_id: int) -> str | None:
+    """The data version of the record of ``key`` at ``storage_id`` (a materialization, or a source's
+    observation), None where there is none."""
+    flt = dg.AssetRecordsFilter(asset_key=key, storage_ids=[storage_id])
+    for fetch in (instance.fetch_materializations, instance.fetch_observations):
+        for r in fetch(flt, limit=1).records:
+            event = r.asset_materialization or r.asset_observation
+            return (event.tags or {}).get(DATA_VERSION_TAG) if event is not None else None
+    return None
+
+
+def _provenance_moves(instance: dg.DagsterInstance, before: dict, after: dict, into: dict[str, set],
+                      code: dict[str, set], asset: str) -> None:
+    """The inputs whose data version moved between what ``before`` and ``after`` (states of ``asset``)
+    read, into ``into`` (input -> partitions); the asset's code versions that moved, into ``code`` (as
+    ``(before, after)`` pairs). An input's version is the one each materialization recorded, and where it
+    read another record of the input (its recorded storage id), that record's version: Dagster records
+    no version of its own for a partitioned source (a model's videos), only the record it read."""
     for p, a in after.items():
         b = before.get(p)
         if b is None or b.storage_id == a.storage_id:
@@ -178,7 +192,11 @@ def _provenance_moves(before: dict, after: dict, into: dict[str, set], code: dic
         if pa is None or pb is None:
             continue
         for dep, v in pa.input_data_versions.items():
-            if pb.input_data_versions.get(dep) != v:
+            moved = pb.input_data_versions.get(dep) != v
+            ida, idb = pa.input_storage_ids.get(dep), pb.input_storage_ids.get(dep)
+            if not moved and ida is not None and idb is not None and ida != idb:
+                moved = _version_at(instance, dep, ida) != _version_at(instance, dep, idb)
+            if moved:
                 into.setdefault(dep.to_user_string(), set()).add(p)
         if pa.code_version != pb.code_version:
             code.setdefault(asset, set()).add((pb.code_version, pa.code_version))
@@ -264,7 +282,7 @@ def diff(instance: dg.DagsterInstance, storage: Storage, asset: str = "video_sco
         h = history if name == asset else crit_history if name == "criterion_scores" else materializations(instance, name)
         if not h:
             continue
-        _provenance_moves(state_after(h, bound_a), state_after(h, bound_b), moved, code, name)
+        _provenance_moves(instance, state_after(h, bound_a), state_after(h, bound_b), moved, code, name)
     inputs_changed = {k: len(v) for k, v in moved.items() if k in SOURCE_INPUTS}
     code_changed = {k: (", ".join(sorted({str(b) for b, _ in v})), ", ".join(sorted({str(a) for _, a in v})))
                     for k, v in code.items()}
