@@ -19,7 +19,7 @@ import polars as pl
 from argus_dagster.infra.settings import evaluations_root
 from argus_dagster.infra.storage import Storage
 from argus_dagster.infra.tables import frame
-from argus_dagster.outputs.compare_pages import matrix_pairs, pair_path, pair_writer
+from argus_dagster.outputs.compare_pages import matrix_pairs, pair_path, pair_writer, remove_stale_pair_pages
 from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
 from argus_dagster.outputs.samples import write_samples
 from argus_dagster.protocols.best_of_n import human_scores
@@ -88,7 +88,7 @@ def _page_row(page: str, path, store: Storage, root) -> dict:
     return {"page": page, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None}
 
 
-@dg.asset(code_version="4", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
+@dg.asset(code_version="5", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
           automation_condition=FOLLOWS_PARTITIONS,
           ins={name: dg.AssetIn(metadata={"allow_missing_partitions": True}) for name in SITE_INPUTS})
 def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
@@ -136,6 +136,9 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
             if written(f"pair:{a} vs {b}", lambda a=a, b=b: write_pair(a, b)) is not None:
                 pair_pages[(a, b)] = pair_path(a, b)
         meta["pair_pages"] = f"{len(pair_pages)} of {len(pairs)} written"
+    stale = remove_stale_pair_pages(reports, pair_pages.values(), store)  # pairs no matrix shows now
+    if stale:
+        meta["pair_pages_removed"] = dg.MetadataValue.int(len(stale))
     index = written("overview", lambda: write_overview(
         reports, bench.storage_path(), bench=f"{bench.bench_name()} ({bench.bench_path()}), profile {bench.profile_name()}",
         store=store, people=people, leaderboard=leaderboard, alignment=human_alignment, firm_scores=firm,

@@ -228,6 +228,19 @@ def pair_writer(reports_dir: Path | str, videos: pl.DataFrame | None, criteria: 
     return write
 
 
+def remove_stale_pair_pages(reports_dir: Path | str, keep: Iterable[str], store: Storage | None = None) -> list[str]:
+    """Remove the pair pages under ``reports_dir`` (``pairs/*/*.html``) that are not in ``keep`` (paths
+    relative to ``reports_dir``, as :func:`pair_path` gives them): the pages of pairs the win matrices no
+    longer show, or whose page this pass could not write. Returns the paths removed."""
+    store = store or LOCAL
+    kept = set(keep)
+    gone = [o for o in store.list(join(reports_dir, PAIRS_FOLDER))
+            if o.rel.endswith(".html") and o.rel.count("/") == 1 and f"{PAIRS_FOLDER}/{o.rel}" not in kept]
+    for o in gone:
+        store.remove(o.uri)
+    return [f"{PAIRS_FOLDER}/{o.rel}" for o in gone]
+
+
 def write_compare_pages(reports_dir: Path | str, pairs: Iterable[tuple[str, str]], videos: pl.DataFrame | None,
                         criteria: pl.DataFrame | None, store: Storage | None = None) -> list[Path | str]:
     """Write each pair's page (:func:`pair_path`) from the stored ``video_scores`` and

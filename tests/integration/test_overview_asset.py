@@ -100,6 +100,18 @@ def test_each_pair_of_the_win_matrix_has_its_page_and_one_that_fails_is_said(tmp
                for first, second in (("m", "n 猫"), ("n 猫", "o"))}
     assert cells.links == {**written, **{(b, a): page for (a, b), page in written.items()}}
 
+    # o leaves the evaluation: its pair's page goes with it, the page of m and n stays (the blocked
+    # path of m and o is a folder, not a page: left alone)
+    blocked.rmdir()
+    kept = ["m", "n 猫"]
+    again = site(dg.build_asset_context(), leaderboard=board.filter(pl.col("model").is_in(kept)),
+                 video_scores={"T2V|x": videos.filter(pl.col("model").is_in(kept))}, criterion_scores={},
+                 human_alignment=None, firm_scores={}, vefx_leaderboard=None, vefx_scores={}, costs=None,
+                 controls=None, bench=_bench(tmp_path), storage=StorageResource())
+    pages = sorted(p.relative_to(tmp_path / "reports").as_posix() for p in (tmp_path / "reports" / "pairs").rglob("*.html"))
+    assert pages == [f"pairs/{file_name('m')}/{file_name('n 猫')}.html"]
+    assert again.metadata["pair_pages_removed"].value == 1
+
 
 def test_the_site_reads_what_it_shows_as_declared_inputs():
     graph = build_definitions().resolve_asset_graph()
