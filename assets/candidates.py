@@ -187,7 +187,7 @@ def criterion_evidence(context: dg.AssetExecutionContext, candidate_videos: pl.D
     def said(video: Video, got: list[dict]) -> None:
         for r in got:
             if r.get("error"):
-                context.log.warning(f"{task}/{model}/{video_label(*video.key)}/{r['criterion_id']}: {r['error']}")
+                context.log.warning(f"{task}/{model}/{video.label}/{r['criterion_id']}: {r['error']}")
         progress.video_done()  # a line in the run's log every 15 s, and the CLI's progress line
 
     progress = StageLog(lambda m: context.log.info(f"{task}/{model}: {m}"), "evidence", len(todo), "evidence")

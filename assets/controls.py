@@ -10,7 +10,7 @@ condition requests them. The overview shows the table beside the leaderboard.
 import json
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -35,7 +35,7 @@ from argus_dagster.method.controls import (
 )
 from argus_dagster.method.evidence.tools.registry import ToolSuite
 from argus_dagster.method.evidence.tools.vlm_qa import VlmQa
-from argus_dagster.method.gather import collect_evidence
+from argus_dagster.method.gather import Video, each, gather_evidence, judge_each
 from argus_dagster.method.inputs import ALL_TASKS, InputInstance
 from argus_dagster.method.judge_noise import sample_videos
 from argus_dagster.method.rubric.schema import parse_rubric
@@ -139,37 +139,60 @@ def control_scores(context: dg.AssetExecutionContext, config: ControlsConfig, vi
             os.unlink(tmp)
         return str(dest)
 
-    def one(item: tuple[tuple[str, str], str]) -> dict:
+    work = [(key, kind) for key in chosen for kind in kinds]
+    by_item = {item: {"task": task, "model": model, "input_id": item[0][0], "sample": item[0][1], "control": item[1],
+                   "original_score": finals[item[0]], "criteria": []} for item in work}
+
+    def failed(item: tuple[tuple[str, str], str], exc: Exception) -> None:
+        if isinstance(exc, NotAControl):  # the same video again: not counted
+            by_item[item]["error"] = f"not a control: {exc}"
+            return
+        by_item[item]["error"] = f"{type(exc).__name__}: {exc}"  # one control that cannot be made or scored is said
+        context.log.warning(f"{task}/{model}/{item[0][0]}: control {item[1]}: {by_item[item]['error']}")
+
+    def make(item: tuple[tuple[str, str], str]) -> Video | None:
         key, kind = item
-        input_id, sample = key
-        row = {"task": task, "model": model, "input_id": input_id, "sample": sample, "control": kind,
-               "original_score": finals[key], "criteria": []}
         try:
             uri = made(key, kind)
-            row["uri"] = uri
-            row["sha256"] = sha = file_digest(uri, store)
-            rubric = parse_rubric(json.loads(rubric_rows[input_id]["rubric_json"]))
-            evidence = collect_evidence(inputs[input_id], rubric, uri, suite, web_search=tools.web_search,
-                                        vlm_only=tools.vlm_only, cache=evidence_cache, video_sha256=sha, storage=store)
-            judged, _ = judge_video(rubric, evidence, the_judge, uri, sha, store, cache=judgment_cache)
-            score = score_video(judged, scoring.cap_alpha)
-            row["judge"] = score.get("judge")
-            row["control_score"] = score["final_score"]
-            if score["final_score"] is None:
-                row["error"] = "no criterion of the control could be scored"
-            else:
-                row["caught"] = score["final_score"] <= finals[key] - CAUGHT_BY
-                row["criteria"] = caught_criteria(crit.get(key, []), judged)
-        except NotAControl as why:  # the same video again: not counted
-            row["error"] = f"not a control: {why}"
-        except Exception as exc:  # one control that cannot be made or scored is said; the others stand
-            row["error"] = f"{type(exc).__name__}: {exc}"
-            context.log.warning(f"{task}/{model}/{input_id}: control {kind}: {row['error']}")
-        return row
+            by_item[item]["uri"] = uri
+            by_item[item]["sha256"] = sha = file_digest(uri, store)
+            rubric = parse_rubric(json.loads(rubric_rows[key[0]]["rubric_json"]))
+        except Exception as exc:
+            failed(item, exc)
+            return None
+        return Video(inputs[key[0]], rubric, uri, sha, key[1], row={"control": kind})
 
-    work = [(key, kind) for key in chosen for kind in kinds]
-    with ThreadPoolExecutor(max(1, min(len(work), (os.cpu_count() or 1) + (vlm.workers() if vlm.configured else 0)))) as pool:
-        rows = list(pool.map(one, work))
+    def item_of(video: Video) -> Any:
+        return (video.inst.id, video.sample), video.row["control"]  # the (key, kind) it was made for
+
+    # The domain's loops, as for any candidate: the controls made, their evidence, their judgments.
+    cpus, slots = os.cpu_count() or 1, (vlm.workers() if vlm.configured else 0)
+    controls_made = [v for v in each(work, make, workers=cpus + slots) if v is not None]
+    evidence: dict[tuple[tuple[str, str], str], list[dict]] = {}
+    gather_evidence(controls_made, suite, web_search=tools.web_search, vlm_only=tools.vlm_only, cache=evidence_cache,
+                    storage=store, workers=cpus + slots,
+                    on_video=lambda v, got: evidence.__setitem__(item_of(v), got))
+
+    def judged(video: Video, calls) -> None:
+        item = item_of(video)
+        row = by_item[item]
+        try:
+            got, _ = judge_video(video.rubric, evidence[item], the_judge, video.uri, video.sha256, store,
+                                 pool=calls, cache=judgment_cache)
+            score = score_video(got, scoring.cap_alpha)
+        except Exception as exc:
+            failed(item, exc)
+            return
+        row["judge"] = score.get("judge")
+        row["control_score"] = score["final_score"]
+        if score["final_score"] is None:
+            row["error"] = "no criterion of the control could be scored"
+        else:
+            row["caught"] = score["final_score"] <= finals[item[0]] - CAUGHT_BY
+            row["criteria"] = caught_criteria(crit.get(item[0], []), got)
+
+    judge_each(controls_made, judged, workers=max(1, slots))
+    rows = [by_item[item] for item in work]
     df = frame(rows, CONTROL_SCORES)
     table = summarize(df)
     return dg.Output(df, data_version=content_version(df, CONTROL_SCORES_VOLATILE), metadata={

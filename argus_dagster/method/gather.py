@@ -44,8 +44,14 @@ class Video:
     row: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def key(self) -> tuple[str, str | None]:
-        return self.inst.id, self.sample
+    def key(self) -> tuple[str, str | None, str]:
+        """The video among those of one loop: its input, sample and file (controls of one video share
+        its input and sample)."""
+        return self.inst.id, self.sample, self.uri
+
+    @property
+    def label(self) -> str:
+        return video_label(self.inst.id, self.sample)
 
 
 def video_label(input_id: str, sample: str | None) -> str:
@@ -82,7 +88,7 @@ class JudgeAhead:
                                      pool=self.calls if self.workers > 1 else None, cache=self.cache,
                                      run_id=self.run_id, ahead=True)
         if blind:
-            self.warn(f"{video_label(*video.key)}: the judge saw no frames (the video cannot be decoded)")
+            self.warn(f"{video.label}: the judge saw no frames (the video cannot be decoded)")
         return sum(1 for r in got if r["asked"])
 
     def __exit__(self, exc_type, *exc) -> None:
@@ -117,7 +123,7 @@ def gather_evidence(videos: Sequence[Video], suite: ToolSuite, *, web_search: bo
     input, sample, content hash and rubric's criterion, then the criterion's evidence), in the order of
     ``videos`` and their criteria. ``on_video(video, rows)`` is called as each video's rows are in, in
     that order; with ``ahead`` each video is then judged at once (leave ``ahead``'s block after this)."""
-    media: dict[tuple[str, str | None], MediaStore] = {}
+    media: dict[tuple[str, str | None, str], MediaStore] = {}
     left = {v.key: len(v.rubric.criteria) for v in videos}
     group_of = {v.key: video_group() for v in videos}  # the VLM queue serves videos in this order
     lock = threading.Lock()
@@ -156,6 +162,13 @@ def gather_evidence(videos: Sequence[Video], suite: ToolSuite, *, web_search: bo
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def each(items: Sequence[T], one: Callable[[T], R], *, workers: int) -> list[R]:
+    """``one(item)`` for every item, up to ``workers`` at once (one per item at most), in the items' order:
+    work on videos that is neither the VLM's nor the judge's (making a control's video)."""
+    with request_pool(max(1, min(workers, len(items)))) as pool:
+        return list(pool.map(one, items))
 
 
 def judge_each(items: Sequence[T], one: Callable[[T, Executor | None], R], *, workers: int) -> list[R]:

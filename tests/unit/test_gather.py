@@ -44,7 +44,7 @@ def _steady(rows):
 def test_rows_come_in_the_order_of_videos_and_criteria_with_each_videos_columns(videos):
     said = []
     rows = gather.gather_evidence(videos, embedded_suite(), workers=4, on_video=lambda v, got: said.append(
-        (v.key, [r["criterion_id"] for r in got])))
+        ((v.inst.id, v.sample), [r["criterion_id"] for r in got])))
     assert [(r["input_id"], r["sample"], r["criterion_id"]) for r in rows] == [
         (f"in{i}", str(i % 2), c) for i in range(3) for c in ("stable", "sharp")]
     assert {(r["task"], r["model"]) for r in rows} == {("T2V", "m")}
