@@ -11,6 +11,7 @@ from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.storage import is_remote, join
 from argus_dagster.infra.tables import COSTS, INPUT_INSTANCES, RUBRICS, frame
 from argus_dagster.method import bench as bench_lib
+from argus_dagster.method.gather import each
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.method.rubric.schema import RubricError
 from argus_dagster.method.rubric.store import resolve_rubric
@@ -21,7 +22,7 @@ from argus_dagster.resources.judging import RubricGeneratorResource
 from argus_dagster.resources.storage import StorageResource
 from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
-from argus_dagster.vlm.priorities import STAGE_RUBRICS, request_pool, request_priority
+from argus_dagster.vlm.priorities import STAGE_RUBRICS
 
 from .automation import UP_TO_DATE, retry_round
 from .partitions import BACKFILL, each_partition, task_partitions
@@ -124,8 +125,7 @@ def rubrics(context: dg.AssetExecutionContext, input_instances: pl.DataFrame, be
 
     # Inputs are independent: with a VLM generator their calls overlap up to its concurrency bound.
     workers = rubric_vlm.workers() if rubric_vlm.configured else 1
-    with request_priority(stage=STAGE_RUBRICS), request_pool(workers) as pool:
-        rows = list(pool.map(one, input_instances.iter_rows(named=True)))
+    rows = each(list(input_instances.iter_rows(named=True)), one, workers=workers, stage=STAGE_RUBRICS)
     df = frame(rows, RUBRICS)
     ok = df.filter(pl.col("error").is_null())
     new = ok.filter(pl.col("source") == "generated")["input_id"].to_list()

@@ -14,7 +14,7 @@ from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.tables import COSTS, frame
 from argus_dagster.method.evidence.media_store import MediaStore
-from argus_dagster.method.gather import video_label
+from argus_dagster.method.gather import each, video_label
 from argus_dagster.method.inputs import InputInstance
 from argus_dagster.protocols import vefx
 from argus_dagster.resources.bench import BenchResource
@@ -22,7 +22,7 @@ from argus_dagster.resources.storage import StorageResource
 from argus_dagster.resources.tools import ToolsResource
 from argus_dagster.resources.vlm import VlmResource
 from argus_dagster.vlm.ledger import CallStats, cost_ledger
-from argus_dagster.vlm.priorities import STAGE_JUDGMENTS, request_pool, request_priority
+from argus_dagster.vlm.priorities import STAGE_JUDGMENTS
 
 from .candidates import _cache_write_errors, _vlm_metadata
 from .partitions import task_and_model, task_model_partitions
@@ -89,8 +89,7 @@ def vefx_scores(context: dg.AssetExecutionContext, candidate_videos: pl.DataFram
                 f"{judge.client.model} ({vefx.PROMPT_VERSION})"}
 
     if todo:
-        with request_priority(stage=STAGE_JUDGMENTS), request_pool(max(1, vlm.workers())) as pool:
-            rows += list(pool.map(one, todo))
+        rows += each(todo, one, workers=max(1, vlm.workers()), stage=STAGE_JUDGMENTS)
     df = frame(rows, VEFX_SCORES).sort("input_id", "sample")
     for r in df.filter(pl.col("overall").is_null()).head(5).iter_rows(named=True):
         context.log.warning(f"{task}/{model}/{video_label(r['input_id'], r['sample'])}: {r['overall_reason']}: "

@@ -164,10 +164,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def each(items: Sequence[T], one: Callable[[T], R], *, workers: int) -> list[R]:
-    """``one(item)`` for every item, up to ``workers`` at once (one per item at most), in the items' order:
-    work on videos that is neither the VLM's nor the judge's (making a control's video)."""
-    with request_pool(max(1, min(workers, len(items)))) as pool:
+def each(items: Sequence[T], one: Callable[[T], R], *, workers: int, stage: int | None = None) -> list[R]:
+    """``one(item)`` for every item, up to ``workers`` at once (one per item at most), in the items' order;
+    ``stage``: the VLM queue's stage its requests wait in (the rubrics', the judgments'), where it makes
+    any (making a control's video makes none)."""
+    with request_priority(stage=stage), request_pool(max(1, min(workers, len(items)))) as pool:
         return list(pool.map(one, items))
 
 

@@ -231,8 +231,7 @@ def test_every_module_over_500_lines_is_listed_with_its_reason():
 # The asset layer adapts Dagster; loops over videos and their thread pools are the domain's
 # (argus_dagster/method/gather.py: the evidence loop, judging ahead, the judging of a partition). These
 # asset modules still run a pool of their own; the set only shrinks.
-POOLS_IN_ASSETS = {"argus_dagster.assets.inputs", "argus_dagster.assets.partitions", "argus_dagster.assets.reports",
-                   "argus_dagster.assets.vefx"}
+POOLS_IN_ASSETS = {"argus_dagster.assets.partitions", "argus_dagster.assets.reports"}
 
 
 def pools(root: Path) -> set[str]:
