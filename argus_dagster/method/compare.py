@@ -122,7 +122,9 @@ def _paired(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 def _verdicts(criteria: pl.DataFrame) -> pl.DataFrame:
     """Per task, input and criterion: its mean score over the input's videos, its fail threshold,
     type and cap, and the first video's rationale."""
-    scored = criteria.filter(pl.col("score").is_not_null()).sort("task", "input_id", "sample", "criterion_id")
+    # a verdict needs a score and the threshold it is read against (a table stored without thresholds has none)
+    scored = criteria.filter(pl.col("score").is_not_null() & pl.col("fail_threshold").is_not_null()).sort(
+        "task", "input_id", "sample", "criterion_id")
     return scored.group_by("task", "input_id", "criterion_id", maintain_order=True).agg(
         pl.col("score").cast(pl.Float64).mean(), pl.col("fail_threshold").first(), pl.col("type").first(),
         pl.col("hard_cap").first(), pl.col("dimension").first(), pl.col("rationale").first(),

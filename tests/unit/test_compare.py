@@ -105,6 +105,18 @@ def test_flips_are_the_criteria_that_crossed_their_threshold_with_both_rationale
     assert c.criteria == {"a": 3, "b": 3}
 
 
+def test_a_criterion_stored_without_its_threshold_has_no_verdict_to_flip():
+    """A table stored without thresholds (an older table read beside a newer one): its criteria still
+    count in the dimensions, but no verdict is read from them."""
+    a, b = _scores("a", {"p0": 8.0}), _scores("b", {"p0": 2.0})
+    ca = _criteria("a", [("p0", "identity", 1, "hard", 2, 9.0, "the cat is there")])
+    cb = _criteria("b", [("p0", "identity", 1, "hard", 2, 1.0, "no cat")]).with_columns(
+        pl.lit(None, dtype=pl.Float64).alias("fail_threshold"))
+    c = compare(a, b, ca, cb, a="a", b="b")
+    assert c.flips == []
+    assert {r["dimension"] for r in c.rows.iter_rows(named=True)} == {OVERALL, "1"}
+
+
 def test_the_gate_fails_only_where_b_is_worse_beyond_the_margin_and_not_by_chance():
     inputs = [f"p{i}" for i in range(8)]
     base = {i: 5.0 + k % 4 for k, i in enumerate(inputs)}
