@@ -492,7 +492,13 @@ BREAKS = (
           "replaced video (a partitioned source, recorded by the record it read) is not an input that moved",
           (("argus_dagster/records/history.py", "            if not moved and ida is not None and idb is not None",
             "            if False and ida is not None and idb is not None"),),
-          ("tests/integration/test_history.py::test_diff_reads_the_latest_two_of_three_passes_or_the_two_named",)),
+          ("tests/integration/test_history.py::test_diff_reads_the_latest_two_of_three_passes_or_the_two_named",
+           "tests/integration/test_many_writers.py::test_diff_names_a_replaced_video_while_a_third_pass_is_judging")),
+    Break("key-holds-the-module", "a cache key names the record's module, so moving a record (a protocol's, into its "
+          "folder) loses every entry the cache holds for it",
+          (("argus_dagster/infra/identities.py", 'body = {"record": type(record).__name__, **dataclasses.asdict(record)}',
+            'body = {"record": f"{type(record).__module__}.{type(record).__name__}", **dataclasses.asdict(record)}'),),
+          ("tests/unit/test_identities.py::test_a_protocols_record_keeps_its_key_wherever_its_class_lives",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

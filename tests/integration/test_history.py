@@ -330,7 +330,11 @@ def test_diff_reads_the_latest_two_of_three_passes_or_the_two_named(tmp_path, mo
         video = re.search(r"^  T2V x m p0: ([\d.]+) -> ([\d.]+) \([+-][\d.]+\)$", text, re.M)
         assert named and model and video, text
         # Only the model's video changed between any two of the passes: that is the input that moved.
-        assert "  inputs: candidate_files (1 partition)" in text.splitlines(), text
+        changed = text.split("\nwhat changed between them:\n", 1)[1].split("\nwhy the later pass ran", 1)[0]
+        parts = dict(line.strip().split(": ", 1) for line in changed.splitlines() if line.startswith("  ")
+                     and not line.startswith("    "))
+        assert parts["inputs"] == "candidate_files (1 partition)", text
+        assert parts["rubrics"] == "0 inputs got another rubric" and parts["code"] == "the same", text
         return named.groups(), (float(model[1]), float(model[2])), (float(video[1]), float(video[2]))
 
     for passes, (a, b) in (((), (1, 2)), ((ids[0], ids[1]), (0, 1)), ((ids[0],), (0, 2))):

@@ -126,3 +126,43 @@ def test_two_forced_passes_each_with_its_own_judge(tmp_path):
     at = lines[header].index("run ")
     listed = {line[at:at + 8] for line in lines[header + 1:] if line.strip()}
     assert listed == {r[:8] for r in scores}, (listed, sorted(scores))
+
+def test_diff_names_a_replaced_video_while_a_third_pass_is_judging(tmp_path):
+    """Two passes, a model's video replaced between them; then a third, forced pass is held at the
+    judge (the loopback server holds its requests: that pass has stored its videos and evidence, not
+    its scores) while ``argus diff`` runs beside it. The diff compares the two finished passes and names
+    the replaced video as the input that moved; the in-flight pass's records are not read into it. The
+    third pass then finishes."""
+    from argus_dagster.infra.media import write_video
+    from tests.integration.helpers import pattern_clip
+
+    bench, cands = t2v_bench(tmp_path / "bench", n_inputs=2)
+    home = tmp_path / "home"
+    where = ["--bench", str(bench), "--candidates", str(cands)]
+    with FakeVlmServer(answer=_judge_of(6), latency_s=0.01) as srv:
+        env = _env(home, ARGUS_VLM_BASE_URL=srv.base_url, ARGUS_VLM_MODEL="judge", ARGUS_RUBRIC_BASE_URL=srv.base_url,
+                   ARGUS_RUBRIC_MODEL="writer")
+        for replace in (False, True):
+            if replace:
+                write_video(cands / "T2V" / "m" / "p0.mp4", pattern_clip(77)[::-1].copy(), 12)
+            done = subprocess.run([ARGUS, "evaluate", *where], env=env, capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        srv.hold_after(0)  # the third pass's first request, and every one after it, waits
+        third = subprocess.Popen([ARGUS, "evaluate", "--force", *where], env={**env, "ARGUS_CACHE": "off"},
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            srv.wait_received(len(srv.requests) + 1, timeout_s=240)  # the third pass is in flight, at the VLM
+            diff = subprocess.run([ARGUS, "diff", "--bench", "bench"], env=env, capture_output=True, text=True,
+                                  timeout=300)
+        finally:
+            srv.release()
+        out = third.communicate(timeout=300)[0]
+    assert third.returncode == 0, out[-3000:]
+    assert diff.returncode == 0, diff.stdout[-3000:] + diff.stderr[-3000:]
+    changed = diff.stdout.split("\nwhat changed between them:\n", 1)[1].split("\nwhy the later pass ran", 1)[0]
+    parts = dict(line.strip().split(": ", 1) for line in changed.splitlines()
+                 if line.startswith("  ") and not line.startswith("    "))
+    assert parts["inputs"] == "candidate_files (1 partition)", diff.stdout
+    assert parts["code"] == "the same" and parts["rubrics"] == "0 inputs got another rubric", diff.stdout
+    moved = re.findall(r"^  T2V x m (p\d): [\d.]+ -> [\d.]+ \([+-][\d.]+\)$", diff.stdout, re.M)
+    assert set(moved) <= {"p0"}, diff.stdout  # only the replaced video's score can have moved

@@ -600,3 +600,26 @@ def test_a_protocol_registers_its_record_once_and_a_name_twice_is_refused():
             identity_record(type("Plain", (), {}))
     finally:
         RECORDS.remove(ProbeCallIdentity)
+
+
+def test_a_protocols_record_keeps_its_key_wherever_its_class_lives():
+    """A key is sha256 of ``{"record": <class name>, **fields}`` as canonical JSON, written out here by
+    hand: the module a record lives in is not in it, so FIRM-Video's and VEFX-Bench's records, defined
+    in their protocols' modules, keep the keys of the entries the cache already holds."""
+    import hashlib
+
+    call = VlmCall(backend="openai", model="m", max_answer_chars=None, max_new_tokens=None, prompt_version="v1",
+                   prompt_sha256="p", max_tokens=100, thinking=None)
+    call_json = ('{"backend":"openai","max_answer_chars":null,"max_new_tokens":null,"max_tokens":100,"model":"m",'
+                 '"prompt_sha256":"p","prompt_version":"v1","thinking":null,"weights":null}')
+    firm_rec = firm.FirmCallIdentity(step="if_verify", call=call, inputs={"video": "v"})
+    vefx_rec = vefx.VefxJudgmentIdentity(call=call, dimension="d", instruction="i", media={"output_video": "o"},
+                                         sampling="s")
+    by_hand = [
+        (firm_rec, '{"call":' + call_json + ',"inputs":{"video":"v"},"record":"FirmCallIdentity","step":"if_verify"}'),
+        (vefx_rec, '{"call":' + call_json + ',"dimension":"d","instruction":"i","media":{"output_video":"o"},'
+                   '"record":"VefxJudgmentIdentity","sampling":"s"}'),
+    ]
+    for rec, text in by_hand:
+        assert type(rec) in RECORDS and type(rec).__module__.startswith("argus_dagster.protocols.")
+        assert record_key(rec) == hashlib.sha256(text.encode()).hexdigest(), type(rec).__name__
