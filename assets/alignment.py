@@ -14,7 +14,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.assets.versions import content_version, volatile_metadata
-from argus_dagster.infra.storage import join
+from argus_dagster.infra.storage import join, parent, relative
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.protocols import vefx
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_SCHEMA, format_alignment
@@ -102,7 +102,7 @@ def human_alignment(context: dg.AssetExecutionContext, config: HumanAlignmentCon
         for evaluator in table["evaluator"].unique(maintain_order=True).to_list():
             png = join(bench.reports_path(), "alignment", task, f"{slug(evaluator)}.png")
             scatter_png(png, averaged, scores.scores, evaluator, table, title=f"{task} · {evaluator}", storage=store)
-            metadata[f"{task} scatter {evaluator}"] = dg.MetadataValue.path(str(png))
+            metadata[f"{task} scatter {evaluator}"] = dg.MetadataValue.path(relative(png, parent(bench.reports_path())))
             metadata[f"{task} scatter {evaluator} url"] = dg.MetadataValue.url(store.link(png, bench.reports_path()))
     out = pl.concat(tables) if tables else pl.DataFrame(schema=ALIGNMENT_TABLE)
     if not found:

@@ -13,7 +13,7 @@ import polars as pl
 
 from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.files import WriteError
-from argus_dagster.infra.storage import Storage, join
+from argus_dagster.infra.storage import Storage, join, parent, relative
 from argus_dagster.infra.tables import VIDEO_SCORES, frame
 from argus_dagster.method.leaderboard import build_leaderboard, format_leaderboard
 from argus_dagster.outputs.export import write_exports
@@ -36,7 +36,7 @@ def plot_metadata(lb: pl.DataFrame, reports_dir: Path | str, store: Storage) -> 
             f"![{task} leaderboard](data:image/png;base64,{base64.b64encode(png).decode('ascii')})")
         try:  # the table is the leaderboard; a plot that cannot be written is said, not fatal
             store.write_bytes(path, png)
-            meta[f"plot_{task}_path"] = dg.MetadataValue.path(str(path))
+            meta[f"plot_{task}_path"] = dg.MetadataValue.path(relative(path, parent(reports_dir)))  # as the evaluation names it
             meta[f"plot_{task}_url"] = dg.MetadataValue.url(store.link(path, reports_dir))
         except WriteError as exc:
             meta[f"plot_{task}_error"] = str(exc)

@@ -27,7 +27,7 @@ from argus_dagster.assets.versions import content_version, volatile_metadata
 from argus_dagster.infra.files import WriteError
 from argus_dagster.infra.media import JUDGE_POLICY, MediaError, file_digest
 from argus_dagster.infra.names import ERROR_ROW_MARK, file_name, sample_file_name
-from argus_dagster.infra.storage import Storage, join
+from argus_dagster.infra.storage import Storage, join, parent, relative
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.gather import video_label
 from argus_dagster.method.rubric.schema import parse_rubric
@@ -240,7 +240,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
     return dg.Output(df, data_version=content_version(df, DIAGNOSTIC_REPORTS_VOLATILE), metadata={
         "n_reports": ok.height, "n_errors": df.height - ok.height,
         **({"index_error": index_error} if index_error else {}),
-        "index": dg.MetadataValue.path(str(index)),
+        "index": dg.MetadataValue.path(relative(index, parent(reports_dir))),  # relative to the evaluation
         "index_url": dg.MetadataValue.url(store.link(index, reports_dir)),
         "reports": dg.MetadataValue.md("\n".join(
             f"- [{_md_text(video_label(r['input_id'], r['sample']))}]({links[r['path']]})"

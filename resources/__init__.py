@@ -56,6 +56,7 @@ def storage_for(env: str | None = None, settings: Settings | None = None) -> Eva
     settings = settings or load_settings()
     bench = bench_from_settings(settings)
     cache_dir = variables.get("ARGUS_CACHE") or str(settings.cache_dir)
+    evaluation_dir = str(settings.evaluation_dir)
     if env in SHARED_STORAGE:  # the same layout as under ARGUS_HOME, under one bucket and prefix
         base = f"s3://{variables.get('ARGUS_S3_BUCKET', 'argus')}/{variables.get('ARGUS_S3_PREFIX', 'argus').strip('/')}"
         bench_home = storage_lib.join(base, "benches", folder_name(settings.bench))
@@ -65,6 +66,7 @@ def storage_for(env: str | None = None, settings: Settings | None = None) -> Eva
                                     reports_dir=storage_lib.join(evaluation, "reports"),
                                     storage_dir=storage_lib.join(evaluation, "storage"))
         cache_dir = variables.get("ARGUS_CACHE") or storage_lib.join(base, "cache")
+        evaluation_dir = evaluation
     # Endpoint and region are settings, not secrets; credentials stay in the standard AWS variables
     # (or the instance's role), which boto3 reads: they never enter the run config.
     storage = StorageResource(
@@ -74,7 +76,8 @@ def storage_for(env: str | None = None, settings: Settings | None = None) -> Eva
         hash_index="" if cache_dir == "off" else cache_dir,
         presign_expiry_s=int(variables.number("ARGUS_S3_PRESIGN_EXPIRY_S", 7 * 24 * 3600, minimum=1)),
         frame_pool_mb=variables.number("ARGUS_FRAME_POOL_MB", 512, integer=False, minimum=0),
-        reports_url=reports_base_url())
+        reports_url=reports_base_url(),
+        evaluation_dir=evaluation_dir)
     return EvaluationStorage(bench, storage, cache_dir)
 
 

@@ -67,6 +67,8 @@ class StorageResource(dg.ConfigurableResource):
     hash_index: str = ""
     presign_expiry_s: int = 7 * 24 * 3600
     reports_url: str = ""
+    evaluation_dir: str = Field(default="", description="The evaluation's folder or s3:// prefix: the tables its "
+                                "materializations record (relative to it) are read there.")
     frame_pool_mb: float = Field(default=512, ge=0, description="Decoded frames kept per process, in MB "
                                  "(the process's frame pool, argus_dagster.infra.frame_pool.FRAME_POOL).")
 
@@ -88,7 +90,8 @@ class StorageResource(dg.ConfigurableResource):
                 _STORAGES[key] = storage_lib.Storage(self.get_client, cache_dir=self.media_cache_dir or None,
                                                      hash_index=self.hash_index or None,
                                                      presign_expiry_s=self.presign_expiry_s,
-                                                     reports_url=self.reports_url or None)
+                                                     reports_url=self.reports_url or None,
+                                                     evaluation_dir=self.evaluation_dir or None)
                 while len(_STORAGES) > _KEPT_STORAGES:
                     _STORAGES.popitem(last=False)
             _STORAGES.move_to_end(key)
@@ -126,6 +129,9 @@ class StorageIOManager(dg.ConfigurableIOManager):
     through the storage resource: ``<asset>.parquet``, or ``<asset>/<partition>.parquet`` per partition
     (the layout of dagster-polars' parquet IO manager). Each output records its ``path``; the output
     of a run of many partitions (``{partition: table}``) records ``paths``, a file per partition.
+    Recorded locations are relative to the evaluation's folder, ``base_dir``'s parent
+    (``storage/criterion_scores/T2V/noisy.parquet``): the records read the same wherever the
+    evaluation's folder or bucket is, and a reader resolves them against the evaluation it serves.
 
     Nothing a materialization stored is lost to the next one: each table is also written to
     ``_versions/<asset>/<partition...>/<time>-<run>-<content>.parquet`` (recorded as ``stored_version``,
@@ -147,6 +153,20 @@ class StorageIOManager(dg.ConfigurableIOManager):
     def _path(self, asset_key: dg.AssetKey, partition: str | None, multi: bool = False) -> str:
         parts = self._parts(asset_key, partition, multi)
         return storage_lib.join(self.base_dir, *parts[:-1], f"{parts[-1]}.parquet")
+
+    @property
+    def evaluation_dir(self) -> str:
+        """The folder (or prefix) that holds ``base_dir``: the evaluation's, which the locations this
+        IO manager records are relative to (``storage/<asset>/...``), as its pages' are."""
+        return storage_lib.parent(self.base_dir)
+
+    def _relative(self, location: str) -> str:
+        """``location`` (under ``base_dir``) as recorded: relative to :attr:`evaluation_dir`."""
+        return storage_lib.relative(location, self.evaluation_dir)
+
+    def _resolve(self, recorded: str) -> str:
+        """A recorded location as a place to read (one recorded before locations were relative: as it is)."""
+        return storage_lib.join(self.evaluation_dir, recorded) if storage_lib.is_relative(recorded) else recorded
 
     def versions_folder(self, asset_key: dg.AssetKey, partition: str | None, multi: bool = False) -> str:
         """Where the kept tables of one asset partition lie, oldest name first."""
@@ -183,14 +203,16 @@ class StorageIOManager(dg.ConfigurableIOManager):
             multi = self._multi(context)
             paths = {str(p): self._path(context.asset_key, str(p), multi) for p in obj}
             versions = {str(p): self._write(context, paths[str(p)], df, str(p), multi) for p, df in obj.items()}
-            context.add_output_metadata({"paths": dg.MetadataValue.json(paths),
-                                         "stored_versions": dg.MetadataValue.json(versions)})
+            context.add_output_metadata({"paths": dg.MetadataValue.json({p: self._relative(v) for p, v in paths.items()}),
+                                         "stored_versions": dg.MetadataValue.json(
+                                             {p: self._relative(v) for p, v in versions.items()})})
             return
         partition = context.asset_partition_key if context.has_asset_partitions else None
         multi = partition is not None and self._multi(context)
         path = self._path(context.asset_key, partition, multi)
         version = self._write(context, path, obj, partition, multi)
-        context.add_output_metadata({"path": dg.MetadataValue.path(path), "stored_version": dg.MetadataValue.path(version),
+        context.add_output_metadata({"path": dg.MetadataValue.path(self._relative(path)),
+                                     "stored_version": dg.MetadataValue.path(self._relative(version)),
                                      "dagster/row_count": obj.height})
 
     def _read(self, path: str) -> pl.DataFrame:
@@ -237,7 +259,8 @@ class StorageIOManager(dg.ConfigurableIOManager):
             if m is None:
                 out[part] = (None, fallback)
             else:
-                out[part] = (recorded_version(m.metadata, part), recorded_path(m.metadata, part) or fallback)
+                version, path = recorded_version(m.metadata, part), recorded_path(m.metadata, part)
+                out[part] = (self._resolve(version) if version else None, self._resolve(path) if path else fallback)
         return out
 
     def load_input(self, context: dg.InputContext):

@@ -499,6 +499,15 @@ BREAKS = (
           (("argus_dagster/infra/identities.py", 'body = {"record": type(record).__name__, **dataclasses.asdict(record)}',
             'body = {"record": f"{type(record).__module__}.{type(record).__name__}", **dataclasses.asdict(record)}'),),
           ("tests/unit/test_identities.py::test_a_protocols_record_keeps_its_key_wherever_its_class_lives",)),
+    Break("metadata-names-absolute-paths", "the IO manager records a table's absolute path, not one relative to the evaluation",
+          (("resources/storage.py", '{"path": dg.MetadataValue.path(self._relative(path)),',
+            '{"path": dg.MetadataValue.path(path),'),),
+          ("tests/integration/test_pass_job.py::test_metadata_names_every_place_relative_to_the_evaluation",)),
+    Break("relative-table-read-at-the-root", "a recorded table is read from the evaluation's parent folder",
+          (("argus_dagster/infra/storage.py", "        return join(self.evaluation_dir, str(location))\n",
+            "        return join(parent(self.evaluation_dir), str(location))\n"),),
+          ("tests/integration/test_pass_job.py::test_metadata_names_every_place_relative_to_the_evaluation",
+           "tests/integration/test_table_versions.py")),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

@@ -144,7 +144,8 @@ def cmd_history(args: argparse.Namespace) -> int:
            f"{'table':6}  reason")
     newest = {r.partition: r.storage_id for r in rows}
     for r in rows[-args.limit:] if args.limit else rows:
-        kept = "kept" if r.table and (r.kept or newest[r.partition] == r.storage_id) and storage.exists(r.table) else "gone"
+        kept = ("kept" if r.table and (r.kept or newest[r.partition] == r.storage_id) and storage.exists(storage.resolve(r.table))
+                else "gone")
         judge = r.tags.get("argus/evaluator") or "-"
         _print(f"{r.time:19}  {r.command[:12]:12}  {r.run_id[:8]:8}  {(r.partition or '-'):18}  "
                f"{(r.data_version or '-')[:16]:16}  {judge[:24]:24}  {kept:6}  {r.reason or '-'}")
@@ -160,10 +161,11 @@ def history_json(instance, asset: str, rows: list, storage) -> list[dict]:
     out = []
     for r in rows:
         fp = r.fingerprint or pass_fingerprint(crit, r.command)
+        table = storage.resolve(r.table) if r.table else None  # recorded relative to the evaluation: where it is
         out.append({"time": r.time, "pass": r.command, "run_id": r.run_id, "partition": r.partition,
                     "data_version": r.data_version or None, "judge": r.tags.get("argus/evaluator"),
-                    "table": r.table, "kept": bool(r.table and (r.kept or newest[r.partition] == r.storage_id)
-                                                    and storage.exists(r.table)),
+                    "table": table, "kept": bool(table and (r.kept or newest[r.partition] == r.storage_id)
+                                                 and storage.exists(table)),
                     "reason": r.reason or None, "fingerprint_id": fingerprint_id(fp) if fp else None,
                     "fingerprint": fp})
     return out

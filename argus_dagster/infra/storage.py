@@ -58,6 +58,27 @@ def join(base: str | Path, *parts: str) -> str:
     return str(Path(base).joinpath(*parts))
 
 
+def parent(location: str | Path) -> str:
+    """The folder (or ``s3://`` prefix) ``location`` is in."""
+    location = str(location)
+    if is_remote(location):
+        head, _, _ = location.rstrip("/").rpartition("/")
+        return head if len(head) > len(SCHEME) else location
+    return str(Path(location).parent)
+
+
+def is_relative(location: str | Path) -> bool:
+    """A location named relative to a folder (as metadata records a table, relative to its evaluation)."""
+    return not is_remote(location) and not Path(location).is_absolute()
+
+
+def relative(location: str | Path, root: str | Path) -> str:
+    """``location`` named relative to the folder (or prefix) ``root`` it lies under, as metadata records
+    it; a location outside ``root`` as it is."""
+    location, root = str(location), str(root).rstrip("/")
+    return location[len(root) + 1:] if root and location.startswith(root + "/") else location
+
+
 def split(uri: str) -> tuple[str, str]:
     """``(bucket, key)`` of ``s3://bucket/key``."""
     bucket, _, key = str(uri)[len(SCHEME):].partition("/")
@@ -109,13 +130,16 @@ class Storage:
     ``cache_dir``: where objects are fetched to (default: the system's temporary folder);
     ``hash_index``: a content-cache location that remembers sha256 per (key, ETag, size) across
     processes; ``presign_expiry_s``: how long a link to an object stays valid; ``reports_url``: the
-    base URL of the reports server, for links to local report pages.
+    base URL of the reports server, for links to local report pages; ``evaluation_dir``: the folder
+    (or ``s3://`` prefix) of the evaluation this storage serves, which the locations recorded in its
+    materializations' metadata are relative to (:meth:`resolve`).
     """
 
     def __init__(self, client_factory: Callable[[], Any] | None = None, *, cache_dir: str | Path | None = None,
                  hash_index: str | None = None, presign_expiry_s: int = 7 * 24 * 3600,
-                 reports_url: str | None = None):
+                 reports_url: str | None = None, evaluation_dir: str | Path | None = None):
         self._factory = client_factory
+        self.evaluation_dir = str(evaluation_dir) if evaluation_dir else ""
         self._client = None
         self._lock = threading.Lock()
         self.cache_dir = str(cache_dir) if cache_dir else ""
@@ -124,6 +148,17 @@ class Storage:
         self.reports_url = reports_url
         self._hashes: dict[tuple[str, str, int], str] = {}
         self._index = None
+
+    def resolve(self, location: str | Path) -> str:
+        """Where a recorded location is: a relative one under :attr:`evaluation_dir`, an absolute path
+        or ``s3://`` URI as it is. A relative one is never read against the working folder: a storage
+        that serves no evaluation raises :class:`StorageError` naming the setting."""
+        if not is_relative(location):
+            return str(location)
+        if not self.evaluation_dir:
+            raise StorageError(f"{location}: a location recorded relative to its evaluation needs the storage's "
+                               "evaluation_dir (the storage resource's evaluation_dir setting)")
+        return join(self.evaluation_dir, str(location))
 
     # ------------------------------------------------------------------ S3 access
 
@@ -421,4 +456,4 @@ LOCAL = Storage()
 
 
 __all__ = ["Storage", "StorageError", "StoredObject", "StorageBlobStore", "LOCAL", "is_remote",
-           "join", "split", "s3_cache_path"]
+           "join", "parent", "relative", "is_relative", "split", "s3_cache_path"]

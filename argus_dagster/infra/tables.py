@@ -69,18 +69,22 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
 def read_stored(path: str | Path | None, store=None, columns: list[str] | None = None) -> pl.DataFrame | None:
     """The one reader of a table an IO manager stored: the parquet file (or ``s3://`` object, read
     through ``store``) at ``path``, or None when there is no path or it is gone or unreadable (pruned
-    by retention, removed by hand, being replaced)."""
+    by retention, removed by hand, being replaced). A relative ``path`` (as materializations record
+    their tables) is the evaluation's that ``store`` serves (:meth:`~argus_dagster.infra.storage.Storage.resolve`)."""
     if path is None:
         return None
+    store = store or LOCAL
+    where = store.resolve(path)  # outside the guard: a storage that serves no evaluation is a setting to fix
     try:
-        return pl.read_parquet(io.BytesIO((store or LOCAL).read_bytes(str(path))), columns=columns)
+        return pl.read_parquet(io.BytesIO(store.read_bytes(where)), columns=columns)
     except Exception:  # a file gone, being replaced or damaged: the reader says "none" rather than fail
         return None
 
 
 def recorded_path(metadata: Mapping[str, Any], partition: Any = None) -> str | None:
     """Where a materialization's table is, as its IO manager recorded it in the materialization's
-    metadata: ``path``, or ``paths`` by partition for a run of many partitions (one file each)."""
+    metadata: ``path``, or ``paths`` by partition for a run of many partitions (one file each);
+    relative to the evaluation's folder (absolute in records made before)."""
     path = metadata["path"].value if "path" in metadata else None
     if path is None and "paths" in metadata:
         path = (metadata["paths"].value or {}).get(str(partition))

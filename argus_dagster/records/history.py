@@ -25,7 +25,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.infra.storage import Storage
-from argus_dagster.infra.tables import read_stored
+from argus_dagster.infra.tables import read_stored, recorded_path, recorded_version
 from argus_dagster.method.leaderboard import build_leaderboard
 from argus_dagster.outputs.deltas import Diff, criterion_deltas, video_deltas
 from argus_dagster.outputs.history_words import SOURCE_INPUTS, split_partition
@@ -87,19 +87,13 @@ def materializations(instance: dg.DagsterInstance, asset: str, partition: str | 
     for r in records:
         m = r.asset_materialization
         assert m is not None  # fetched as materializations
-        # Its metadata as recorded: a MetadataValue, or (stored_versions, paths) a JSON value read by partition.
         md: Mapping[str, Any] = m.metadata
         part = str(m.partition) if m.partition is not None else None
-        kept: Any = md.get("stored_version") or None  # a MetadataValue, or a stored_versions entry
-        if kept is None and "stored_versions" in md:
-            kept = (md["stored_versions"].value or {}).get(part)
-        table = kept.value if hasattr(kept, "value") else kept
-        if table is None:
-            path = md.get("path")
-            table = path.value if path is not None else ((md["paths"].value or {}).get(part) if "paths" in md else None)
+        kept = recorded_version(md, part)
+        table = kept or recorded_path(md, part)
         fp = md.get("fingerprint")
         out.append(Stored(r.storage_id, r.timestamp, r.run_id, part, m.tags.get(DATA_VERSION_TAG, "") if m.tags else "",
-                          str(table) if table else None, kept is not None, tags.get(r.run_id, {}), dict(m.tags or {}),
+                          table or None, kept is not None, tags.get(r.run_id, {}), dict(m.tags or {}),
                           fp.value if fp is not None and isinstance(fp.value, dict) else None))
     return out
 

@@ -21,7 +21,7 @@ from argus_dagster.resources.storage import StorageIOManager
 def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource | None = None,
                     rubric_vlm: VlmResource | None = None) -> dict:
     """The embedded default (no VLM) unless VLM resources are given."""
-    storage = StorageResource(media_cache_dir=str(home / "media"), hash_index=str(home / "cache"))
+    storage = StorageResource(media_cache_dir=str(home / "media"), hash_index=str(home / "cache"), evaluation_dir=str(home))
     return {
         "vlm": vlm or VlmResource(),
         "rubric_vlm": rubric_vlm or vlm or VlmResource(),

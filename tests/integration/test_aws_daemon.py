@@ -66,6 +66,9 @@ def test_a_daemon_backfill_on_postgres_and_s3_gives_the_local_scores(tmp_path, m
     board = stored_table(f"{evaluation}/storage", "leaderboard", resources["storage"].storage())
     cols = ["task", "model", "mean_final", "n_videos", "n_errors"]
     assert board.select(cols).equals(local_board.select(cols)), (board, local_board)
-    assert instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata[
-        "path"].value.startswith(f"{evaluation}/storage/")
+    recorded = instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata[
+        "path"].value
+    assert recorded == "storage/leaderboard.parquet"  # relative to the evaluation, on S3 as on disk
+    store = resources["storage"].storage()
+    assert store.resolve(recorded) == f"{evaluation}/storage/leaderboard.parquet" and store.exists(store.resolve(recorded))
     instance.dispose()

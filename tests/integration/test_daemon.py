@@ -23,11 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ARGUS = str(Path(sys.executable).parent / "argus")
 
 
-def _leaderboard(instance: dg.DagsterInstance) -> pl.DataFrame | None:
-    from argus_dagster.client.results import load_stored
-    from argus_dagster.infra.storage import LOCAL
+def _leaderboard(settings, instance: dg.DagsterInstance) -> pl.DataFrame | None:
+    from argus_dagster.client.results import evaluation_storage, load_stored
 
-    return load_stored(instance, "leaderboard", storage=LOCAL)
+    return load_stored(instance, "leaderboard", storage=evaluation_storage(settings))
 
 
 def _evaluated(tmp_path: Path, monkeypatch) -> tuple[dict, object, Path]:
@@ -81,7 +80,7 @@ def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monk
         try:
             instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
             done = _wait(lambda: [r for r in _passes(instance) if r.is_finished], proc, log_path, what="the pass")
-            board = _leaderboard(instance)
+            board = _leaderboard(settings, instance)
         finally:
             stop(proc)
 
@@ -104,8 +103,7 @@ def test_a_new_model_folder_reaches_the_leaderboard_with_no_click(tmp_path, monk
 
 
 def test_the_sensors_pass_and_argus_evaluate_at_once_score_each_partition_once(tmp_path, monkeypatch):
-    from argus_dagster.client.results import load_stored
-    from argus_dagster.infra.storage import LOCAL
+    from argus_dagster.client.results import evaluation_storage, load_stored
 
     env, settings, cands = _evaluated(tmp_path, monkeypatch)
     for model, seed in (("n", 10), ("o", 20)):
@@ -135,7 +133,7 @@ def test_the_sensors_pass_and_argus_evaluate_at_once_score_each_partition_once(t
             got = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
                                                                         asset_partitions=[key]), limit=10).records
             assert len(got) == 1, (asset, model, cli.stdout)  # scored once, by one of the two
-    board = _leaderboard(instance)
+    board = _leaderboard(settings, instance)
     assert sorted(board["model"]) == ["m", "n", "o"], cli.stdout
     # What a person reads: the home page's row and the overview show the stored leaderboard.
     videos = int(board["n_videos"].sum())
@@ -144,4 +142,4 @@ def test_the_sensors_pass_and_argus_evaluate_at_once_score_each_partition_once(t
     overview = (settings.reports_dir / "index.html").read_text()
     for row in board.iter_rows(named=True):
         assert f"{row['mean_final']:.2f}" in overview, row
-    assert load_stored(instance, "site", storage=LOCAL) is not None
+    assert load_stored(instance, "site", storage=evaluation_storage(settings)) is not None

@@ -61,12 +61,20 @@ def _cell(page: str, row: str, column: str) -> str:
     return found[0][head.index(column)]
 
 
-def _rows_of(path: str) -> int:
-    return pl.read_parquet(io.BytesIO(open(path, "rb").read())).height
+def _where(stored) -> str:
+    """Where a materialization's table lies: recorded relative to the evaluation's folder."""
+    from argus_dagster.infra.settings import load_settings
+
+    assert not stored.table.startswith("/"), stored.table
+    return str(load_settings().evaluation_dir / stored.table)
 
 
-def _mean_of(path: str) -> float:
-    df = pl.read_parquet(io.BytesIO(open(path, "rb").read()))
+def _rows_of(stored) -> int:
+    return pl.read_parquet(io.BytesIO(open(_where(stored), "rb").read())).height
+
+
+def _mean_of(stored) -> float:
+    df = pl.read_parquet(io.BytesIO(open(_where(stored), "rb").read()))
     return float(df["final_score"].drop_nulls().mean())
 
 
@@ -124,7 +132,7 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
         plan = capsys.readouterr().out.splitlines()
         assert plan[0].startswith("evaluation bench/default: bench 'bench', profile 'default'"), plan
         judge = [line.strip() for line in plan if line.strip().startswith("judge: ")]
-        stored = sum(_rows_of(s.table) for s in materializations(local_instance(load_settings()), "criterion_scores"))
+        stored = sum(_rows_of(s) for s in materializations(local_instance(load_settings()), "criterion_scores"))
         assert stored > 4  # every criterion of each of the four videos
         said_plan = f"judge: evidence-only -> openai:judge: 2 partitions, 4 videos, {stored} criterion judgments as stored now"
         assert judge == [said_plan], plan
@@ -188,8 +196,8 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     for h_before, h_after in zip(sorted(first, key=lambda h: h.partition), sorted(second, key=lambda h: h.partition)):
         model = h_before.partition.split("|")[0]
         before, lo_b, hi_b, after, lo_a, hi_a = per_model[model]
-        assert before == pytest.approx(_mean_of(h_before.table), abs=0.006)
-        assert after == pytest.approx(_mean_of(h_after.table), abs=0.006)
+        assert before == pytest.approx(_mean_of(h_before), abs=0.006)
+        assert after == pytest.approx(_mean_of(h_after), abs=0.006)
         assert lo_b <= before <= hi_b and lo_a <= after <= hi_a
     assert before != after  # the judges score differently: a diff that says nothing moved reads nothing
     inputs = next(line.strip() for line in text.splitlines() if line.strip().startswith("inputs: "))
@@ -265,13 +273,13 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     assert set(models) == {"m", "n"}, models
     for h_before, h_after in zip(sorted(first, key=lambda h: h.partition), sorted(second, key=lambda h: h.partition)):
         b, a, change = models[h_before.partition.split("|")[0]]
-        assert b == pytest.approx(_mean_of(h_before.table), abs=0.006)
-        assert a == pytest.approx(_mean_of(h_after.table), abs=0.006)
+        assert b == pytest.approx(_mean_of(h_before), abs=0.006)
+        assert a == pytest.approx(_mean_of(h_after), abs=0.006)
         assert float(change) == pytest.approx(a - b, abs=0.011)
     # the sample browser's videos that moved most between the passes, each as its kept tables hold it
     kept = {}
     for h, when in [(h, 0) for h in first] + [(h, 1) for h in second]:
-        df = pl.read_parquet(io.BytesIO(open(h.table, "rb").read()))
+        df = pl.read_parquet(io.BytesIO(open(_where(h), "rb").read()))
         for r in df.iter_rows(named=True):
             kept.setdefault((h.partition.split("|")[0], r["input_id"]), [None, None])[when] = r["final_score"]
     assert moved, "no video moved"
@@ -287,7 +295,7 @@ def test_a_judge_switch_is_planned_recorded_and_diffed(tmp_path, monkeypatch, ca
     assert cli.main(["evaluate", "--plan", *where]) == 0
     plan = [line.strip() for line in capsys.readouterr().out.splitlines()]
     latest = {h.partition: h for h in materializations(local_instance(settings), "criterion_scores")}
-    now = sorted({c for h in latest.values() for i, c in pl.read_parquet(io.BytesIO(open(h.table, "rb").read()))
+    now = sorted({c for h in latest.values() for i, c in pl.read_parquet(io.BytesIO(open(_where(h), "rb").read()))
                   .select("input_id", "criterion_id").iter_rows() if i == "p0"})
     named = ", ".join(c.replace("_", " ") for c in now[:6]) + (f" and {len(now) - 6} more" if len(now) > 6 else "")
     assert f"prompt of T2V/p0 changed: 1 input, 2 videos; its rubric (now: {named}) is written again" in plan, plan
@@ -312,7 +320,7 @@ def test_diff_reads_the_latest_two_of_three_passes_or_the_two_named(tmp_path, mo
             write_video(cands / "T2V" / "m" / "p0.mp4", clip, 12)
         assert cli.main(["evaluate", *where]) == 0
     history = materializations(local_instance(load_settings()), "video_scores")
-    scores = [_mean_of(h.table) for h in history]
+    scores = [_mean_of(h) for h in history]
     assert len(history) == 3 and len({round(s, 2) for s in scores}) == 3, scores
     capsys.readouterr()
     assert cli.main(["history"]) == 0

@@ -2,6 +2,7 @@
 
 import json
 from html.parser import HTMLParser
+from pathlib import Path
 
 import dagster as dg
 import numpy as np
@@ -55,10 +56,11 @@ def test_first_materialization_has_no_delta_and_checks_pass(scored):
 
 
 def test_reports_are_written_and_escape_the_prompt(scored):
-    _, _, _, first, _ = scored
+    resources, _, _, first, _ = scored
     meta = first["diagnostic_reports"]
     assert meta["n_reports"].value == 2 and meta["n_errors"].value == 0
-    index = meta["index"].value
+    assert meta["index"].value == "reports/T2V/m/index.html"  # as the evaluation names it
+    index = str(Path(resources["storage"].evaluation_dir) / meta["index"].value)
     page = open(index.replace("index.html", "p0.html"), encoding="utf-8").read()
     tags = []
     parser = HTMLParser()

@@ -109,8 +109,9 @@ def test_two_forced_passes_each_with_its_own_judge(tmp_path):
     judged = set()
     for run_id, stored in scores.items():
         assert run_id in criteria, f"video_scores of run {run_id} has no criterion_scores of its own run"
-        videos = pl.read_parquet(stored.table)
-        crit = pl.read_parquet(criteria[run_id].table)
+        evaluation = home / "benches" / "bench" / "default"  # tables are recorded relative to it
+        videos = pl.read_parquet(evaluation / stored.table)
+        crit = pl.read_parquet(evaluation / criteria[run_id].table)
         said = set(crit.drop_nulls("score")["score"].to_list())
         assert len(said) == 1, said  # one judge's scores, never both
         judged |= said

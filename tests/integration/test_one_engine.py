@@ -22,12 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CANDIDATE_ASSETS = "candidate_videos,criterion_evidence,criterion_scores,video_scores,diagnostic_reports"
 
 
-def _scores(instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
-    from argus_dagster.infra.storage import LOCAL
+def _scores(settings, instance: dg.DagsterInstance, partition: str) -> pl.DataFrame:
+    from argus_dagster.client.results import evaluation_storage
     from argus_dagster.infra.tables import recorded_table
     from argus_dagster.records.lineage import latest_record  # a run of one partition or of a range alike
 
-    return recorded_table(latest_record(instance, "video_scores", partition), LOCAL).sort("input_id")
+    return recorded_table(latest_record(instance, "video_scores", partition), evaluation_storage(settings)).sort("input_id")
 
 
 def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):
@@ -69,7 +69,7 @@ def test_dagster_launched_runs_and_argus_evaluate_share_tables_and_staleness(tmp
     run_all(progress=lambda m: None, settings=cli)
     cli_instance = local_instance(cli)
     for partition in (key, str(dg.MultiPartitionKey({"task": "T2V", "model": "n"}))):
-        assert _scores(cli_instance, partition).equals(_scores(instance, partition))
+        assert _scores(cli, cli_instance, partition).equals(_scores(settings, instance, partition))
 
 
 def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_would(tmp_path, monkeypatch):
@@ -100,7 +100,8 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), asset_partitions=[key]), limit=1).records[0]
         md = record.asset_materialization.metadata
         assert md["n_videos"].value == 2 and md["dagster/row_count"].value == 2  # its own, not the run's 4
-        df = pl.read_parquet(md["paths"].value[key])
+        assert md["paths"].value[key] == f"storage/video_scores/{model}/T2V.parquet"  # relative to the evaluation
+        df = pl.read_parquet(settings.evaluation_dir / md["paths"].value[key])
         assert set(df["model"]) == {model} and df["final_score"].null_count() == 0
     evaluations = [e for e in instance.get_records_for_run(ranged[0].run_id).records
                    if e.event_log_entry.dagster_event and e.event_log_entry.dagster_event.event_type_value
@@ -118,5 +119,5 @@ def test_a_range_of_partitions_in_one_run_stores_each_partition_as_its_own_run_w
     for key in keys:
         record = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("video_scores"), asset_partitions=[key]), limit=1).records[0]
-        ranged_scores = pl.read_parquet(record.asset_materialization.metadata["paths"].value[key]).sort("input_id")
-        assert _scores(cli_instance, key).equals(ranged_scores)
+        ranged_scores = pl.read_parquet(settings.evaluation_dir / record.asset_materialization.metadata["paths"].value[key])
+        assert _scores(cli, cli_instance, key).equals(ranged_scores.sort("input_id"))

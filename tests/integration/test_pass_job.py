@@ -14,9 +14,8 @@ import polars as pl
 import pytest
 
 from argus_dagster.client.instance import local_instance
-from argus_dagster.client.results import load_stored
+from argus_dagster.client.results import evaluation_storage, load_stored
 from argus_dagster.infra.media import write_video
-from argus_dagster.infra.storage import LOCAL
 
 from .helpers import evaluation_in, pattern_clip, t2v_bench
 
@@ -58,7 +57,7 @@ def test_the_evaluate_job_brings_the_evaluation_up_to_date_in_one_run(evaluation
     # the task's inputs and rubrics, its one model's chain, the leaderboard with the pages: three runs
     assert kinds == sorted(["-", "T2V", key("T2V", "m")]), kinds
     assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in inner)
-    board = load_stored(instance, "leaderboard", storage=LOCAL)
+    board = load_stored(instance, "leaderboard", storage=evaluation_storage(settings))
     assert board["model"].to_list() == ["m"] and board["n_videos"].to_list() == [2]
     assert (settings.reports_dir / "index.html").is_file()
 
@@ -72,7 +71,45 @@ def test_the_evaluate_job_brings_the_evaluation_up_to_date_in_one_run(evaluation
     assert third.success
     keys = sorted(r.tags.get("dagster/partition") or "-" for r in _runs_of_pass(instance, third.run_id))
     assert keys == ["-", key("T2V", "n")], keys
-    board = load_stored(instance, "leaderboard", storage=LOCAL)
+    board = load_stored(instance, "leaderboard", storage=evaluation_storage(settings))
+    assert sorted(board["model"].to_list()) == ["m", "n"]
+
+
+def _absolute_places(value, root: str) -> list[str]:
+    """What in a metadata value names a place by its absolute path under ``root`` (a link excepted:
+    a URL is what a person clicks)."""
+    if isinstance(value, dg.UrlMetadataValue):
+        return []
+    raw = value.value if hasattr(value, "value") else value
+    text = str(raw)
+    return [text[:200]] if root in text else []
+
+
+def test_metadata_names_every_place_relative_to_the_evaluation(evaluation):
+    from argus_dagster.client.pass_job import evaluate_job
+    from argus_dagster.infra.tables import recorded_path, recorded_version
+
+    settings, instance, cands = evaluation
+    for i in range(2):  # two models: the second pass's range and the pages over both
+        write_video(cands / "T2V" / "n" / f"p{i}.mp4", pattern_clip(30 + i)[:, :, ::-1], 12)
+    assert evaluate_job.execute_in_process(instance=instance).success
+    root = str(settings.evaluation_dir)
+    found, checked = [], 0
+    for asset_key in instance.get_asset_keys():
+        for record in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=asset_key), limit=1000).records:
+            m = record.asset_materialization
+            for name, value in m.metadata.items():
+                found += [f"{asset_key.to_user_string()} {name}: {x}" for x in _absolute_places(value, root)]
+                if isinstance(value, dg.PathMetadataValue):  # each named place is the evaluation's, and there
+                    assert (settings.evaluation_dir / value.value).exists(), (asset_key, name, value.value)
+            for where in (recorded_path(m.metadata, m.partition), recorded_version(m.metadata, m.partition)):
+                if where is not None:
+                    checked += 1
+                    assert where.startswith("storage/") and (settings.evaluation_dir / where).is_file(), where
+    assert not found, found
+    assert checked >= 2 * 10, checked  # every stored table's path and kept version
+    # and the readers find them there
+    board = load_stored(instance, "leaderboard", storage=evaluation_storage(settings))
     assert sorted(board["model"].to_list()) == ["m", "n"]
 
 
@@ -225,5 +262,5 @@ def test_processes_started_together_never_compute_one_partition_at_once(evaluati
                        (instance.get_run_stats(r) for r in ran))
         for (_, end), (start, _) in zip(spans, spans[1:]):
             assert end <= start, (round_, spans)  # one after another, never at once
-    stored = load_stored(instance, "input_instances", "T2V", storage=LOCAL)
+    stored = load_stored(instance, "input_instances", "T2V", storage=evaluation_storage(settings))
     assert isinstance(stored, pl.DataFrame) and stored.height == 2

@@ -43,7 +43,7 @@ def _kept_values(storage, folder: str) -> list[float]:
 
 def test_retention_keeps_the_latest_n_of_a_partition_and_prunes_the_oldest(tmp_path):
     keep = 2
-    storage = StorageResource()
+    storage = StorageResource(evaluation_dir=str(tmp_path))
     io_manager = StorageIOManager(storage=storage, base_dir=str(tmp_path / "storage"), keep_versions=keep)
     with dg.instance_for_test() as instance:
         for v in range(1, 5):
@@ -55,13 +55,18 @@ def test_retention_keeps_the_latest_n_of_a_partition_and_prunes_the_oldest(tmp_p
         records = _records(instance, "scores", "T2V")
         assert len(records) == 4
         for v, record in enumerate(records, start=1):  # each materialization's own table, or gone when pruned
-            path = record.asset_materialization.metadata["stored_version"].value
+            recorded = record.asset_materialization.metadata["stored_version"].value
+            assert recorded.startswith("storage/_versions/scores/T2V/")  # relative to the evaluation's folder
+            path = storage.storage().resolve(recorded)
+            assert path.startswith(str(tmp_path / "storage" / "_versions"))
             if v > 4 - keep:
                 assert _read(storage.storage(), path)["value"].to_list() == [float(v)]
             else:
                 assert not storage.exists(path)
         # the table the latest materialization points at is the latest one
         latest = records[-1].asset_materialization.metadata["path"].value
+        assert latest == "storage/scores/T2V.parquet"
+        latest = storage.storage().resolve(latest)
         assert _read(storage.storage(), latest)["value"].to_list() == [4.0]
 
 

@@ -20,7 +20,7 @@ def scores(context) -> pl.DataFrame:
 
 
 def test_on_s3_retention_keeps_the_latest_n_and_each_materialization_reads_its_own(moto_endpoint):
-    storage = StorageResource(endpoint_url=moto_endpoint, region_name="us-east-1")
+    storage = StorageResource(endpoint_url=moto_endpoint, region_name="us-east-1", evaluation_dir="s3://tables/eval")
     storage.get_client().create_bucket(Bucket="tables")
     io_manager = StorageIOManager(storage=storage, base_dir="s3://tables/eval/storage", keep_versions=2)
     with dg.instance_for_test() as instance:
@@ -29,9 +29,11 @@ def test_on_s3_retention_keeps_the_latest_n_and_each_materialization_reads_its_o
                                   run_config={"ops": {"scores": {"config": {"value": v}}}}).success
         flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey("scores"), asset_partitions=["T2V"])
         records = list(reversed(instance.fetch_materializations(flt, limit=10).records))
-    kept = [r.asset_materialization.metadata["stored_version"].value for r in records]
-    assert all(k.startswith("s3://tables/eval/storage/_versions/scores/T2V/") for k in kept)
+    recorded = [r.asset_materialization.metadata["stored_version"].value for r in records]
+    assert all(k.startswith("storage/_versions/scores/T2V/") for k in recorded)  # relative to the evaluation
     s = storage.storage()
+    kept = [s.resolve(k) for k in recorded]
+    assert all(k.startswith("s3://tables/eval/storage/_versions/scores/T2V/") for k in kept)
     listed = sorted(o.uri for o in s.list("s3://tables/eval/storage/_versions/scores/T2V"))
     assert listed == kept[1:]  # the oldest removed, the latest two kept
     assert [pl.read_parquet(io.BytesIO(s.read_bytes(k)))["value"][0] for k in kept[1:]] == [2.0, 3.0]

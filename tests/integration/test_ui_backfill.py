@@ -22,11 +22,10 @@ TASK_ASSETS = ["input_instances", "rubrics"]
 CANDIDATE_ASSETS = ["candidate_videos", "criterion_evidence", "criterion_scores", "video_scores", "diagnostic_reports"]
 
 
-def _stored(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame:
-    from argus_dagster.client.results import load_stored
-    from argus_dagster.infra.storage import LOCAL
+def _stored(settings, instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> pl.DataFrame:
+    from argus_dagster.client.results import evaluation_storage, load_stored
 
-    return load_stored(instance, asset, partition, storage=LOCAL)
+    return load_stored(instance, asset, partition, storage=evaluation_storage(settings))
 
 
 def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, monkeypatch):
@@ -71,7 +70,7 @@ def test_a_ui_backfill_and_argus_evaluate_share_tables_and_staleness(tmp_path, m
     cli_board = run_all(progress=lambda m: None, settings=cli)
     cli_instance = local_instance(cli)
     for key in keys:
-        a, b = _stored(instance, "video_scores", key), _stored(cli_instance, "video_scores", key)
+        a, b = _stored(settings, instance, "video_scores", key), _stored(cli, cli_instance, "video_scores", key)
         assert a.sort("input_id").select("input_id", "final_score").equals(b.sort("input_id").select("input_id", "final_score"))
     cols = ["task", "model", "mean_final", "n_videos"]
     assert board.sort("model").select(cols).equals(cli_board.sort("model").select(cols))
