@@ -11,16 +11,15 @@ metadata (``add_asset_metadata`` per partition) and stored table.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import inspect
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
 from argus_dagster.assets.versions import content_version
+from argus_dagster.method.gather import each
 from argus_dagster.method.inputs import ALL_TASKS
 
 task_partitions = dg.StaticPartitionsDefinition(list(ALL_TASKS))
@@ -116,11 +115,10 @@ def each_partition(body):
             args = {n: _table_for(v, key) if n in tables else v for n, v in kwargs.items()}
             return body(_OnePartition(context, key), **args)
 
-        # The partitions of a range run at once, each in a thread of its own (its copy of the caller's
-        # context variables): one partition's CPU tools overlap another's judge requests, under the
-        # same process-wide bounds (VLM slots, tool threads, frame pool) a run of one partition has.
-        with ThreadPoolExecutor(min(len(parts), PARTITIONS_AT_ONCE)) as pool:
-            outs = list(pool.map(lambda k: contextvars.copy_context().run(one, k), parts))
+        # The partitions of a range run at once, each in its own copy of the caller's context variables:
+        # one partition's CPU tools overlap another's judge requests, under the same process-wide bounds
+        # (VLM slots, tool threads, frame pool) a run of one partition has.
+        outs = each(parts, one, workers=PARTITIONS_AT_ONCE, own_context=True)
         values, versions = {}, {}
         for key, out in zip(parts, outs):  # metadata recorded from the run's own thread, in order
             values[str(key)] = out.value

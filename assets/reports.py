@@ -16,8 +16,6 @@ one line on its row.
 import base64
 import hashlib
 import json
-import threading
-from pathlib import Path
 from urllib.parse import quote
 
 import dagster as dg
@@ -31,9 +29,10 @@ from argus_dagster.infra.storage import Storage, join, parent, relative
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.gather import video_label
 from argus_dagster.method.rubric.schema import parse_rubric
+from argus_dagster.outputs.comparison_page import write_comparison
 from argus_dagster.outputs.firm_pages import FIRM_FOLDER
 from argus_dagster.outputs.page_media import MediaFolder, page_video
-from argus_dagster.outputs.report import FrameRow, jpeg, render_comparison, render_index, render_video_report
+from argus_dagster.outputs.report import FrameRow, jpeg, render_index, render_video_report
 from argus_dagster.resources.bench import BenchResource
 from argus_dagster.resources.storage import StorageResource
 
@@ -111,12 +110,6 @@ def _criteria(rubric_row: dict | None, evidence: pl.DataFrame, scores: pl.DataFr
     return out
 
 
-# Rebuilding an input's comparison page (list the cards, write the page) is one step at a time in a
-# process: two partitions of a range each writing the page from its own listing could leave the one
-# that missed the other's card last.
-_COMPARISON_PAGES = threading.Lock()
-
-
 def _source_src(uri: str | None, reports_dir, task: str, store: Storage,
                 media: MediaFolder | None = None) -> str | None:
     """The playable URL of an edit's source video (None without one, or when it cannot be read)."""
@@ -126,25 +119,6 @@ def _source_src(uri: str | None, reports_dir, task: str, store: Storage,
         return page_video(uri, file_digest(uri, store), reports_dir, task, store, media)
     except (MediaError, OSError, ValueError):
         return None
-
-
-def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: str, prompt: str,
-                     conditions: list[FrameRow] | None = None, source_src: str | None = None) -> Path | str:
-    """The comparison page of one input from every model's card: the input's conditions (and the
-    source video, played) above the outputs (``task_dir``: a folder or an ``s3://`` prefix of ``store``)."""
-    cards = []
-    for f in store.list(join(task_dir, "_cards", safe_name(input_id))):
-        if "/" in f.rel or not f.rel.endswith(".json"):
-            continue
-        try:
-            card = json.loads(store.read_bytes(f.uri).decode("utf-8"))
-            card["frames"] = [base64.b64decode(x) for x in card.pop("thumbs", [])]
-        except (ValueError, OSError, AttributeError):  # a damaged or vanished card: left out until rewritten
-            continue
-        cards.append(card)
-    path = join(task_dir, "compare", f"{safe_name(input_id)}.html")
-    return store.write_bytes(path, render_comparison(task=task, input_id=input_id, prompt=prompt, models=cards,
-                                                conditions=conditions, source_src=source_src))
 
 
 @dg.asset(backfill_policy=BACKFILL, partitions_def=task_model_partitions, code_version="6", group_name="reports", kinds={"html"},
@@ -213,8 +187,7 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                     "frame_times": output.captions[::2], "video": video_src}
             store.write_bytes(join(task_dir, "_cards", safe_name(iid), f"{sample_file_name(model, sample)}.json"),
                               json.dumps(card))
-            with _COMPARISON_PAGES:  # a range's partitions run in threads: each page lists the cards after its own
-                write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions, source_src)
+            write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions, source_src)
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": join(out_dir, name),
                          "page_sha256": page_sha256, "error": None})
         except WriteError as exc:  # a full disk: one line naming the file, on this row

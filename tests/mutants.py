@@ -508,6 +508,10 @@ BREAKS = (
             "        return join(parent(self.evaluation_dir), str(location))\n"),),
           ("tests/integration/test_pass_job.py::test_metadata_names_every_place_relative_to_the_evaluation",
            "tests/integration/test_table_versions.py")),
+    Break("range-partitions-share-a-context", "the partitions of a range run without a copy of the caller's context",
+          (("argus_dagster/method/gather.py", "pool.submit(contextvars.copy_context().run, one, item)",
+            "pool.submit(one, item)"),),
+          ("tests/unit/test_gather.py",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

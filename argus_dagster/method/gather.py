@@ -164,12 +164,18 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def each(items: Sequence[T], one: Callable[[T], R], *, workers: int, stage: int | None = None) -> list[R]:
+def each(items: Sequence[T], one: Callable[[T], R], *, workers: int, stage: int | None = None,
+         own_context: bool = False) -> list[R]:
     """``one(item)`` for every item, up to ``workers`` at once (one per item at most), in the items' order;
     ``stage``: the VLM queue's stage its requests wait in (the rubrics', the judgments'), where it makes
-    any (making a control's video makes none)."""
+    any (making a control's video makes none). ``own_context``: each item runs in its own copy of the
+    caller's context variables, taken when it is handed over (a partition of a range as a run of one
+    partition runs: what one item sets is never another's), not only the queue's stage and priority."""
     with request_priority(stage=stage), request_pool(max(1, min(workers, len(items)))) as pool:
-        return list(pool.map(one, items))
+        if not own_context:
+            return list(pool.map(one, items))
+        futures = [pool.submit(contextvars.copy_context().run, one, item) for item in items]
+        return [f.result() for f in futures]
 
 
 def judge_each(items: Sequence[T], one: Callable[[T, Executor | None], R], *, workers: int) -> list[R]:

@@ -97,3 +97,30 @@ def test_collect_evidence_is_the_loop_on_one_video(videos):
     looped = gather.gather_evidence([gather.Video(v.inst, v.rubric, v.uri, v.sha256)], embedded_suite())
     assert _steady(alone) == _steady(looped)
     assert [r["criterion_id"] for r in alone] == ["stable", "sharp"]
+
+
+def test_each_in_own_context_sees_the_callers_variables_and_keeps_its_own(tmp_path):
+    """A range's partitions (``own_context``): each item starts from the caller's context variables
+    as they were when it was handed over, and what one item sets is never another's, even on a thread
+    that ran another item before."""
+    import contextvars
+    import threading
+
+    var = contextvars.ContextVar("test_each_var", default="unset")
+    token = var.set("caller")
+    started = threading.Barrier(2)
+    try:
+        def one(i: int) -> tuple[str, str]:
+            seen = var.get()
+            var.set(f"item {i}")
+            if i < 2:
+                started.wait(timeout=30)  # the first two are in the pool at once: two threads
+            return seen, var.get()
+
+        out = gather.each(list(range(6)), one, workers=2, own_context=True)
+        assert out == [("caller", f"item {i}") for i in range(6)]
+        assert var.get() == "caller"  # nothing an item set came back to the caller
+        # without it, a pool thread has a context of its own: the caller's variables are not there
+        assert gather.each(list(range(3)), lambda i: var.get(), workers=1) == ["unset"] * 3
+    finally:
+        var.reset(token)
