@@ -18,6 +18,15 @@ from argus_dagster.resources import (
 from argus_dagster.resources.storage import StorageIOManager
 
 
+def graph_settings(root: Path, bench: Path, candidates: Path):
+    """The settings of an evaluation (bench ``test``, profile ``default``) under the ARGUS_HOME ``root``:
+    :func:`graph_resources` at its ``evaluation_dir`` stores where the command line's readers, given
+    these settings, find the tables (materializations record them relative to the evaluation)."""
+    from argus_dagster.infra.settings import Settings
+
+    return Settings(home=root, bench_dir=bench, candidates_dir=candidates, bench="test", profile="default")
+
+
 def graph_resources(bench: Path, candidates: Path, home: Path, vlm: VlmResource | None = None,
                     rubric_vlm: VlmResource | None = None) -> dict:
     """The embedded default (no VLM) unless VLM resources are given."""

@@ -26,7 +26,7 @@ from argus_dagster.protocols.firm.types import DIMENSIONS, IF, WC
 from argus_dagster.resources import VlmResource
 from tests.servers.openai_server import FakeVlmServer, kind_of
 
-from .helpers import firm_run, graph_resources, load, pattern_clip
+from .helpers import firm_run, graph_resources, graph_settings, load, pattern_clip
 
 pytestmark = pytest.mark.integration
 MODELS = ("m", "m2")
@@ -55,7 +55,8 @@ def online(tmp_path_factory):
     bench, cands = _bench(root)
     with FakeVlmServer() as srv, dg.instance_for_test() as instance:
         vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=3)
-        res = graph_resources(bench, cands, root / "home", vlm=vlm)
+        settings = graph_settings(root / "argus", bench, cands)
+        res = graph_resources(bench, cands, settings.evaluation_dir, vlm=vlm)
         instance.add_dynamic_partitions("candidate_models", list(MODELS))
         log = {}
         n0 = len(srv.requests)
@@ -71,7 +72,8 @@ def online(tmp_path_factory):
         n0 = len(srv.requests)
         assert execute(instance, res, firm_run("T2V")).success  # a second materialization of the checklists
         log["again"] = _kinds(srv, n0)
-        yield {"srv": srv, "instance": instance, "res": res, "log": log, "first": first, "root": root}
+        yield {"srv": srv, "instance": instance, "res": res, "log": log, "first": first, "root": root,
+               "settings": settings}
 
 
 def _key(model: str) -> dg.MultiPartitionKey:
@@ -136,7 +138,7 @@ def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
     from argus_dagster.protocols.firm.export import JSONL, if_reasoning
 
     out = tmp_path / "firm"
-    res = export_firm(out, instance=online["instance"])
+    res = export_firm(out, instance=online["instance"], settings=online["settings"])
     lines = [json.loads(x) for x in (out / JSONL).read_text().splitlines()]
     assert res.n_instances == len(lines) == len(MODELS) * len(PROMPTS) * 3 and res.left_out == []
     assert sorted((r["video_id"], r["dimension"]) for r in lines) == sorted(
@@ -155,13 +157,14 @@ def test_export_has_one_valid_record_per_video_and_dimension(online, tmp_path):
             v = verdicts[r["model"]].filter((pl.col("input_id") == pid) & (pl.col("dimension") == IF))
             assert r["target"]["reasoning"] == if_reasoning(v.to_dicts())
             assert all(e in r["target"]["reasoning"] for e in v["evidence"])
-    summary = firm_summary(instance=online["instance"])
+    summary = firm_summary(instance=online["instance"], settings=online["settings"])
     assert summary["n_videos"].to_list() == [len(PROMPTS)] * len(MODELS)
 
 
 def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_path):
     bench, cands = _bench(tmp_path)
-    res = graph_resources(bench, cands, tmp_path / "home")  # no VLM
+    settings = graph_settings(tmp_path / "argus", bench, cands)
+    res = graph_resources(bench, cands, settings.evaluation_dir)  # no VLM
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("candidate_models", ["m"])
         assert execute(instance, res, firm_run("T2V", with_inputs=True)).success
@@ -177,7 +180,7 @@ def test_offline_pq_from_the_cpu_tools_and_if_wc_unscored_with_the_reason(tmp_pa
         assert scores["pq_rationale"].str.contains("Checked without a VLM").all()
         assert load("firm_verdicts", res, instance, _key("m")).height == 0
         assert all(e.passed for e in out.get_asset_check_evaluations())
-        res = export_firm(tmp_path / "x", instance=instance)
+        res = export_firm(tmp_path / "x", instance=instance, settings=settings)
         assert res.n_instances == 0 and len(res.left_out) == len(PROMPTS)
         assert all("not valid on every dimension" in x for x in res.left_out)
 
@@ -222,7 +225,8 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
     write_video(cands / "TI2V" / "m" / "q0.mp4", pattern_clip(5), 12)  # no video for q1
     with FakeVlmServer() as srv, dg.instance_for_test() as instance:
         vlm = VlmResource(backend="openai", base_urls=srv.base_url, model="judge-a", concurrency=2)
-        res = graph_resources(bench, cands, tmp_path / "home", vlm=vlm)
+        settings = graph_settings(tmp_path / "argus", bench, cands)
+        res = graph_resources(bench, cands, settings.evaluation_dir, vlm=vlm)
         instance.add_dynamic_partitions("candidate_models", ["m"])
         assert execute(instance, res, firm_run("TI2V", with_inputs=True)).success
         plans = srv.bodies("firm_if_plan")
@@ -239,7 +243,7 @@ def test_ti2v_first_frame_reaches_planner_and_verifier_and_a_missing_video_is_a_
         # the export: instruction following shows the first frame before the video's frames, as judged
         from PIL import Image
 
-        res = export_firm(tmp_path / "out", instance=instance)
+        res = export_firm(tmp_path / "out", instance=instance, settings=settings)
         assert res.n_videos == 1 and len(res.left_out) == 1 and res.left_out[0].startswith("TI2V/m/q1: left out")
         recs = {r["dimension"]: r for r in map(json.loads, (tmp_path / "out" / "train.jsonl").read_text().splitlines())}
         assert recs[IF]["image_roles"] == ["first_frame"] + ["output_video"] * 8
