@@ -110,6 +110,7 @@ def test_two_forced_passes_each_with_its_own_judge(tmp_path):
     for run_id, stored in scores.items():
         assert run_id in criteria, f"video_scores of run {run_id} has no criterion_scores of its own run"
         evaluation = home / "benches" / "bench" / "default"  # tables are recorded relative to it
+        assert stored.table.startswith("storage/") and criteria[run_id].table.startswith("storage/"), stored.table
         videos = pl.read_parquet(evaluation / stored.table)
         crit = pl.read_parquet(evaluation / criteria[run_id].table)
         said = set(crit.drop_nulls("score")["score"].to_list())
