@@ -262,17 +262,19 @@ def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
 
 
 def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str],
-                site_along: bool = False) -> pl.DataFrame | None:
+                site_along: bool = False) -> tuple[pl.DataFrame | None, bool]:
     """As the daemon's ticks do: ask, launch what is requested, ask again (a task's new rubrics make its
     candidate partitions' inputs updated: the next question requests them), until nothing is; then
     the leaderboard, once, after the partitions it follows (``site_along``: with the pages in the same
-    run, when nothing else they show comes after it)."""
+    run, when nothing else they show comes after it). Returns the leaderboard and whether this
+    command's last run wrote the pages (then nothing they show has moved since, by this command)."""
     instance, defs, resources = ev.instance, ev.defs, ev.defs.resources
     model_order = list(instance.get_dynamic_partitions("candidate_models"))
     done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
     board_due: set[str] = set()  # the unpartitioned assets requested beside partitions: run after them
     ran_any = False
     forced = force  # the forced round, kept until it has run (a wait for another run asks again)
+    site_last = False  # whether the last run this command made wrote the pages
     while True:
         the_plan = plan(instance, defs, ev.tasks, ev.partitions, forced, done)
         if the_plan.waiting and not ran_any:
@@ -291,6 +293,7 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
         try:
             for run in runs:
                 _run_and_say(run, instance, resources, progress, elapsed, the_plan, replan_after_wait=not forced)
+                site_last = set(ROLES.site) <= set(run.selection)
                 done |= {(a, k) for a in run.selection for k in (run.keys or (None,))}
                 board_due -= set(run.selection)
         except Replan:
@@ -303,12 +306,13 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
     if board_due:
         board_run = RunSpec("leaderboard", [*sorted(board_due), *(ROLES.site if site_along else ())], tags=tags)
         _run_and_say(board_run, instance, resources, progress, elapsed)
+        site_last = site_along
     board = load_stored(instance, "leaderboard", storage=ev.storage)
     if not ran_any:
         busy = _say_up_to_date([], ev.tasks, ev.partitions, ev.n_videos, progress, elapsed, instance)
         progress(f"{elapsed()} " + (f"nothing to run here: {busy} being materialized by other runs" if busy
                                     else "every partition up to date (--force re-materializes)"))
-    return board
+    return board, site_last
 
 
 def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
@@ -364,8 +368,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
     human = sorted(resources["bench"].human_files(ev.storage))
     # The pages ride along with the leaderboard's run when nothing they show follows it (no alignment).
     asked = bool(repeat[0] or controls)  # then the pages follow what these add
-    board = (_videoargus(ev, progress, elapsed, force, tags, site_along=not human and not asked)
-             if protocol in ("videoargus", "both") else None)
+    board, site_written = (_videoargus(ev, progress, elapsed, force, tags, site_along=not human and not asked)
+                           if protocol in ("videoargus", "both") else (None, False))
     if repeat[0] and board is not None:
         board = judge_noise_runs(ev, repeat, progress, elapsed, tags)
     if controls and board is not None:
@@ -378,7 +382,8 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         progress(f"{elapsed()} human alignment (ratings: {', '.join(f'{t}.csv' for t in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
-    _site(ev, progress, elapsed, force, tags)
+    if not site_written:  # else its last run wrote them after everything they show: no question left
+        _site(ev, progress, elapsed, force, tags)
     return board
 
 
