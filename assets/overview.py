@@ -17,7 +17,7 @@ import dagster as dg
 import polars as pl
 
 from argus_dagster.infra.settings import evaluations_root
-from argus_dagster.infra.storage import Storage
+from argus_dagster.infra.storage import Storage, parent, relative
 from argus_dagster.infra.tables import frame
 from argus_dagster.outputs.compare_pages import matrix_pairs, pair_path, pair_writer, remove_stale_pair_pages
 from argus_dagster.outputs.overview import write_evaluations_index, write_home_row, write_overview
@@ -84,8 +84,7 @@ SITE_INPUTS = ("leaderboard", "video_scores", "criterion_scores", "human_alignme
 
 def _page_row(page: str, path, store: Storage, root) -> dict:
     data = store.read_bytes(str(path))
-    rel = str(path)[len(str(root)):].lstrip("/") if str(path).startswith(str(root)) else str(path)
-    return {"page": page, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None}
+    return {"page": page, "path": relative(path, root), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None}
 
 
 @dg.asset(code_version="5", group_name="reports", kinds={"html"}, metadata=volatile_metadata(SITE_VOLATILE),
@@ -102,7 +101,7 @@ def site(context: dg.AssetExecutionContext, leaderboard: pl.DataFrame | None,
     the others stand)."""
     store = storage.storage()
     reports = bench.reports_path()
-    root = str(reports).rstrip("/").rsplit("/", 1)[0]  # the evaluation's folder: paths are said relative to it
+    root = parent(reports)  # the evaluation's folder: paths are said relative to it, as every asset's are
     videos, criteria, firm = _concat(video_scores), _concat(criterion_scores), _concat(firm_scores)
     edits = _concat(vefx_scores)
     changes = latest_change(context, store)

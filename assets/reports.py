@@ -13,7 +13,6 @@ one line on its row.
 """
 
 
-import base64
 import hashlib
 import json
 from urllib.parse import quote
@@ -29,7 +28,7 @@ from argus_dagster.infra.storage import Storage, join, parent, relative
 from argus_dagster.method.evidence.media_store import MediaStore
 from argus_dagster.method.gather import video_label
 from argus_dagster.method.rubric.schema import parse_rubric
-from argus_dagster.outputs.comparison_page import write_comparison
+from argus_dagster.outputs.comparison_page import write_card, write_comparison
 from argus_dagster.outputs.firm_pages import FIRM_FOLDER
 from argus_dagster.outputs.page_media import MediaFolder, page_video
 from argus_dagster.outputs.report import FrameRow, jpeg, render_index, render_video_report
@@ -183,10 +182,8 @@ def diagnostic_reports(context: dg.AssetExecutionContext, input_instances: pl.Da
                     "scores": {c["criterion_id"]: c["score"] for c in criteria},
                     "requirements": {c["criterion_id"]: c["requirement"] for c in criteria if c.get("requirement")},
                     "rationales": {c["criterion_id"]: c["rationale"] for c in criteria if c.get("rationale")},
-                    "thumbs": [base64.b64encode(f).decode("ascii") for f in output.frames[::2]],
                     "frame_times": output.captions[::2], "video": video_src}
-            store.write_bytes(join(task_dir, "_cards", safe_name(iid), f"{sample_file_name(model, sample)}.json"),
-                              json.dumps(card))
+            write_card(store, task_dir, iid, sample_file_name(model, sample), card, output.frames[::2])
             write_comparison(store, task_dir, task, iid, inp.get("prompt") or "", conditions, source_src)
             rows.append({"task": task, "model": model, "input_id": iid, "sample": sample, "path": join(out_dir, name),
                          "page_sha256": page_sha256, "error": None})

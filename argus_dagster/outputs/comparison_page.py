@@ -16,6 +16,15 @@ from argus_dagster.outputs.report import FrameRow, render_comparison
 # process: two partitions of a range each writing the page from its own listing could leave the one
 # that missed the other's card last.
 _COMPARISON_PAGES = threading.Lock()
+CARDS = "_cards"  # <task_dir>/_cards/<input>/<model and sample>.json: one card per video
+
+
+def write_card(store: Storage, task_dir: Path | str, input_id: str, name: str, card: dict,
+               frames: list[bytes]) -> None:
+    """One video's card for its input's comparison page: ``card`` (scores, links) with ``frames``
+    (JPEG thumbnails), as :func:`write_comparison` reads it back; ``name``: the video's own file name."""
+    store.write_bytes(join(task_dir, CARDS, file_name(input_id), f"{name}.json"),
+                      json.dumps({**card, "thumbs": [base64.b64encode(f).decode("ascii") for f in frames]}))
 
 
 def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: str, prompt: str,
@@ -25,7 +34,7 @@ def write_comparison(store: Storage, task_dir: Path | str, task: str, input_id: 
     One page at a time in a process: each lists the cards after its own card is written."""
     with _COMPARISON_PAGES:
         cards = []
-        for f in store.list(join(task_dir, "_cards", file_name(input_id))):
+        for f in store.list(join(task_dir, CARDS, file_name(input_id))):
             if "/" in f.rel or not f.rel.endswith(".json"):
                 continue
             try:
