@@ -512,6 +512,12 @@ BREAKS = (
           (("argus_dagster/method/gather.py", "pool.submit(contextvars.copy_context().run, one, item)",
             "pool.submit(one, item)"),),
           ("tests/unit/test_gather.py",)),
+    Break("pages-left-to-a-writer-in-flight", "a command that finds the pages being written by another run "
+          "(which read before this command's runs) leaves them to it and never writes them again",
+          (("argus_dagster/client/evaluate.py",
+            '        if not wait_for_writers(ev.instance, RunSpec("site", [*asked, *_page_inputs(ev.defs)]), progress):\n',
+            '        if True:\n'),),
+          ("tests/integration/test_writers.py::test_the_pages_follow_a_command_that_finds_them_being_written",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

@@ -39,6 +39,7 @@ from argus_dagster.client.runs import (
     launch,
     plan,
     runs_of,
+    wait_for_writers,
 )
 from argus_dagster.definitions import ROLES, build_definitions, observe_sources
 from argus_dagster.infra.progress import PROGRESS
@@ -395,12 +396,31 @@ def _site(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str]) 
         run = ev.instance.get_run_by_id(latest.run_id)
         force = run is None or run.tags.get(COMMAND_TAG) != tags.get(COMMAND_TAG)
     # The cost ledger with them, where a protocol's run moved a stage it sums (FIRM-Video, VEFX-Bench).
-    the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions, force, selection=("costs", *ROLES.site))
-    wanted = [name for name in ("costs", *ROLES.site) if None in the_plan.partitions(name)]
-    if wanted == ["costs"]:  # the pages show the ledger: they follow it in the same run
-        wanted += list(ROLES.site)
-    if wanted:  # one run, after another command's site run if one is in flight
-        _run_and_say(RunSpec("site", wanted, tags=tags), ev.instance, ev.defs.resources, progress, elapsed, the_plan)
+    asked = ("costs", *ROLES.site)
+    while True:
+        the_plan = plan(ev.instance, ev.defs, ev.tasks, ev.partitions, force, selection=asked)
+        wanted = [name for name in asked if None in the_plan.partitions(name)]
+        if wanted == ["costs"]:  # the pages show the ledger: they follow it in the same run
+            wanted += list(ROLES.site)
+        if wanted:  # one run; after another's run that writes them, ask again: it may have done the work
+            try:
+                _run_and_say(RunSpec("site", wanted, tags=tags), ev.instance, ev.defs.resources, progress, elapsed,
+                             the_plan, replan_after_wait=True)
+            except Replan:
+                continue
+            return
+        # Nothing asked: the pages are up to date, or another run writes them (or what they show) now,
+        # with what it read when it started, perhaps before this command's last run. Wait for it, then
+        # ask again: what it missed makes the pages stale by Dagster's records, and this command writes them.
+        if not wait_for_writers(ev.instance, RunSpec("site", [*asked, *_page_inputs(ev.defs)]), progress):
+            return
+
+
+def _page_inputs(defs: dg.Definitions) -> list[str]:
+    """The unpartitioned assets the pages show (the leaderboard, the ledger, human alignment, ...)."""
+    graph = defs.resolve_asset_graph()
+    return sorted(k.to_user_string() for name in ROLES.site for k in graph.get(dg.AssetKey(name)).parent_keys
+                  if graph.get(k).partitions_def is None)
 
 
 # The protocols each --protocol runs before VideoArgus's loop (or alone), each a loop of its own.

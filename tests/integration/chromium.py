@@ -54,3 +54,19 @@ def unscored_items(section) -> list[tuple[str, int, list[str], str]]:
     return [(d, int(n), m.split(", ") if m else [], r) for d, n, m, r in section.locator("ul.unscored li").evaluate_all(
         "ls => ls.map(l => [l.dataset.dimension, l.dataset.videos, l.querySelector('.models').textContent,"
         " l.querySelector('.reason').textContent])")]
+
+
+def controls_table(path: Path, task: str = "T2V") -> tuple[str, dict[str, tuple[str, str, str]]]:
+    """The overview's controls sentence and table of ``task`` (control kind: n, caught, criteria), as Chromium
+    shows them."""
+    with launched() as browser:
+        page, errors = open_file(browser, path)
+        section = page.locator(f'section[data-task="{task}"] div.controls')
+        sentence = section.locator("p.controls-sentence").inner_text()
+        rows = {}
+        for tr in section.locator("table.controls tbody tr").all():
+            rows[tr.get_attribute("data-control")] = (tr.locator("td.n").inner_text(), tr.locator("td.caught").inner_text(),
+                                                      tr.locator("td.criteria").inner_text())
+        page.close()
+    assert errors == [], errors
+    return sentence, rows

@@ -9,14 +9,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from argus_dagster.client.cli import main
 from tests.waiting import wait_until
 
-from .chromium import launched, open_file
+from .chromium import controls_table
 from .helpers import ROOT, videophy_bench, without_argus_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -36,21 +35,6 @@ def layout(real_data, tmp_path_factory):
         write_video(cands / "T2V" / "real" / f"v{k}.mp4", frames, 8)
         write_video(root / "later" / f"v{k}.mp4", frames[::2], 4)
     return {"bench": bench, "cands": cands, "home": root / "home", "later": root / "later"}
-
-
-def _page_table(path: Path) -> tuple[str, dict[str, tuple[str, str, str]]]:
-    """The overview's T2V controls sentence and table (control kind: n, caught, criteria), as Chromium shows them."""
-    with launched() as browser:
-        page, errors = open_file(browser, path)
-        section = page.locator('section[data-task="T2V"] div.controls')
-        sentence = section.locator("p.controls-sentence").inner_text()
-        rows = {}
-        for tr in section.locator("table.controls tbody tr").all():
-            rows[tr.get_attribute("data-control")] = (tr.locator("td.n").inner_text(), tr.locator("td.caught").inner_text(),
-                                                      tr.locator("td.criteria").inner_text())
-        page.close()
-    assert errors == [], errors
-    return sentence, rows
 
 
 def test_controls_on_real_clips_while_another_command_adds_a_model(layout, monkeypatch, capsys):
@@ -113,7 +97,7 @@ def test_controls_on_real_clips_while_another_command_adds_a_model(layout, monke
         assert (exported[kind]["criteria"] or "-") == crit
 
     # The overview, where a person reads it: the sentence and every cell are the check's
-    sentence, rows = _page_table(settings.reports_dir / "index.html")
+    sentence, rows = controls_table(settings.reports_dir / "index.html")
     assert sentence == f"{meta['sentence']} (judged by evidence-only)"
     assert {k: (n, caught, "-" if crit == "–" else crit) for k, (n, caught, crit) in rows.items()} == stored
 
@@ -150,6 +134,6 @@ def test_controls_on_the_demo_read_in_a_browser(evaluated_demo, tmp_path):
     said = [m.group(1) for line in done.stdout.splitlines()
             if (m := re.fullmatch(r"\[\s*[\d.]+s\] controls, T2V: (.*)", line))]
     assert said == [meta["sentence"]]
-    sentence, rows = _page_table(settings.reports_dir / "index.html")
+    sentence, rows = controls_table(settings.reports_dir / "index.html")
     assert sentence == f"{meta['sentence']} (judged by evidence-only)"
     assert {k: (n, caught, "-" if crit == "–" else crit) for k, (n, caught, crit) in rows.items()} == stored
