@@ -9,11 +9,18 @@ from types import ModuleType
 import pytest
 
 
-def unavailable(what: str) -> None:
-    """Skip the test, saying ``what`` is missing and how to get it; under ``CI=true``, fail it."""
+def unavailable(what: str, in_ci: str = "`make test` installs it") -> None:
+    """Skip the test, saying ``what`` is missing and how to get it; under ``CI=true``, fail it, saying
+    what CI provides (``in_ci``)."""
     if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} (CI=true: `make test` installs it)")
+        pytest.fail(f"{what} (CI=true: {in_ci})")
     pytest.skip(what)
+
+
+def machine_lacks(what: str) -> None:
+    """Skip the test, saying which capability of the machine it needs (root, a mount namespace, user
+    namespaces); under ``CI=true``, fail it: CI's machine runs the suite as root and lets it mount."""
+    unavailable(what, "CI's machine runs the suite as root, with mounts and namespaces")
 
 
 def module(name: str, install: str = "pip install -e '.[dev]'") -> ModuleType:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.skips import unavailable
+
 from ..conftest import shared_across_workers
 from .helpers import DEMO_HUMAN_T2V, DEMO_ODD_MODEL, ROOT, free_port
 
@@ -46,9 +48,7 @@ def postgres_server():
     """``(host, port)`` of a Postgres server started for this session; skipped with a message where the
     binaries are absent, never under CI (``make test`` installs them)."""
     if not (_bin("initdb") and _bin("pg_ctl")):
-        if os.environ.get("CI") == "true":
-            pytest.fail("Postgres is missing under CI (.ci/run installs Debian's postgresql)")
-        pytest.skip("Postgres server binaries not found (apt-get install postgresql)")
+        unavailable("Postgres server binaries not found (make postgres, or apt-get install postgresql)")
     root = Path(tempfile.mkdtemp(prefix="argus_pg_"))
     data, sock = root / "data", root / "sock"
     sock.mkdir()

@@ -9,6 +9,7 @@ import pytest
 
 from argus_dagster.client import cli
 from argus_dagster.client.results import current_leaderboard, stored_partitions
+from tests.skips import machine_lacks
 
 from .helpers import pattern_clip
 
@@ -160,14 +161,14 @@ def test_export_to_a_device_is_refused_and_the_device_stays(evaluated, tmp_path)
     from .helpers import ROOT
 
     if os.geteuid() != 0 or not shutil.which("unshare"):
-        pytest.skip("needs root and unshare(1): device nodes in a mount namespace of the test's own")
+        machine_lacks("needs root and unshare(1): device nodes in a mount namespace of the test's own")
     scratch = tmp_path / "dev"
     scratch.mkdir()
     done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _OWN_DEV, "sh", str(scratch),
                            sys.executable, _EXPORT_EACH], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     if "mount:" in done.stderr and "rc /dev/full" not in done.stdout:
-        pytest.skip(f"this machine does not let the test mount: {done.stderr.strip()}")
+        machine_lacks(f"this machine does not let the test mount: {done.stderr.strip()}")
     lines = done.stdout.strip().splitlines()
     said = {line.split(": ")[1].split(" ")[-1]: line for line in lines if line.startswith("argus export")}
     assert said.keys() == {"/dev/full", "/dev/null", "/dev/stdout"}, done.stdout + done.stderr

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.skips import machine_lacks
+
 from .helpers import ROOT, t2v_bench
 
 pytestmark = pytest.mark.integration
@@ -37,7 +39,7 @@ def _argus_in(mount: str, home: Path, args: list[str], timeout: float = 300) -> 
 @pytest.fixture()
 def mountable(tmp_path):
     if not _can_mount(tmp_path):
-        pytest.skip("this machine does not let the test mount (needs unshare and CAP_SYS_ADMIN)")
+        machine_lacks("this machine does not let the test mount (needs unshare and CAP_SYS_ADMIN)")
     return tmp_path
 
 

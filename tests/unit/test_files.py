@@ -12,6 +12,7 @@ import pytest
 
 from argus_dagster.infra.cache import ContentCache
 from argus_dagster.infra.files import WriteError, part_path, write_atomic
+from tests.skips import machine_lacks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,12 +85,12 @@ print("CONTENT", (d / "page.html").read_text(), sorted(p.name for p in d.iterdir
 def test_on_a_real_full_disk(tmp_path):
     """The same on a 64 KiB tmpfs, where the machine lets an unprivileged user mount one."""
     if shutil.which("unshare") is None:
-        pytest.skip("no unshare(1) on this machine")
+        machine_lacks("no unshare(1) on this machine")
     disk = tmp_path / "disk"
     disk.mkdir()
     probe = subprocess.run(["unshare", "-r", "-m", "true"], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip(f"user namespaces are not available here: {probe.stderr.decode().strip()}")
+        machine_lacks(f"user namespaces are not available here: {probe.stderr.decode().strip()}")
     script = f'mount -t tmpfs -o size=64k tmpfs "{disk}" && exec "{sys.executable}" -c "$0" "{disk}"'
     out = subprocess.run(["unshare", "-r", "-m", "sh", "-c", script, _ON_TMPFS], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)

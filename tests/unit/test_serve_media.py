@@ -20,6 +20,7 @@ import pytest
 from argus_dagster.infra.media import write_video
 from argus_dagster.outputs.page_media import serve_webm, webm_copy
 from argus_dagster.outputs.serve import REPORTS_ONLY, Bounds, make_server, serve_in_thread
+from tests.skips import machine_lacks
 
 ROOT = Path(__file__).resolve().parents[2]
 MEDIA = "/b/default/reports/T2V/_media/"
@@ -226,10 +227,10 @@ def test_a_copy_cut_short_by_a_full_disk_is_not_served(tmp_path):
     """On a real tmpfs with room for the original and a third of its copy: OpenCV's failed writes are
     only warnings, so the copy's frames are counted before it is put in place."""
     if shutil.which("unshare") is None:
-        pytest.skip("no unshare(1) on this machine")
+        machine_lacks("no unshare(1) on this machine")
     probe = subprocess.run(["unshare", "-r", "-m", "true"], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip(f"user namespaces are not available here: {probe.stderr.decode().strip()}")
+        machine_lacks(f"user namespaces are not available here: {probe.stderr.decode().strip()}")
     src = tmp_path / "src.mp4"
     write_video(src, _clip(300, 96, 128, seed=3), 24)
     webm_copy(src, tmp_path / "whole.webm")

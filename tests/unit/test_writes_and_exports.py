@@ -18,6 +18,7 @@ import pytest
 from argus_dagster.infra.files import WriteError, write_atomic
 from argus_dagster.outputs.export import encode
 from argus_dagster.protocols.firm import export as fx
+from tests.skips import machine_lacks
 
 
 def _device(path, major, minor):
@@ -25,7 +26,7 @@ def _device(path, major, minor):
     try:
         os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
     except PermissionError:
-        pytest.skip("making a device node needs root (CAP_MKNOD)")
+        machine_lacks("making a device node needs root (CAP_MKNOD)")
     return path
 
 
