@@ -518,6 +518,11 @@ BREAKS = (
             '        if not wait_for_writers(ev.instance, RunSpec("site", [*asked, *_page_inputs(ev.defs)]), progress):\n',
             '        if True:\n'),),
           ("tests/integration/test_writers.py::test_the_pages_follow_a_command_that_finds_them_being_written",)),
+    Break("leaderboard-left-to-a-writer-in-flight", "a command that scored partitions and finds the leaderboard being "
+          "written by a run that read before them returns the leaderboard stored before",
+          (("argus_dagster/client/evaluate.py", "    if ran_any and not board_due and wait_for_writers(",
+            "    if False and wait_for_writers("),),
+          ("tests/integration/test_writers.py::test_the_leaderboard_follows_a_command_that_finds_it_being_written",)),
 )
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".argus", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
                               ".mypy_cache", ".ruff_cache")

@@ -262,6 +262,9 @@ def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
     return out
 
 
+BOARD = ("leaderboard", "costs")  # the unpartitioned tables a pass brings up to date after its partitions
+
+
 def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, str],
                 site_along: bool = False) -> tuple[pl.DataFrame | None, bool]:
     """As the daemon's ticks do: ask, launch what is requested, ask again (a task's new rubrics make its
@@ -302,8 +305,13 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
         forced = False
         if not feeds(defs, {a for run in runs for a in run.selection}):
             break  # what ran updates no automated asset: asking again would request nothing new
+    # What this command shows follows what it scored: a run in flight that writes the leaderboard (or the
+    # ledger) read its inputs when it started, perhaps before this command's runs; wait for it, then ask again.
+    if ran_any and not board_due and wait_for_writers(instance, RunSpec("leaderboard", list(BOARD)), progress):
+        again = plan(instance, defs, ev.tasks, ev.partitions, selection=BOARD)
+        board_due |= {name for name in BOARD if None in again.partitions(name)}
     if load_stored(instance, "leaderboard", storage=ev.storage) is None:
-        board_due |= {"leaderboard", "costs"}
+        board_due |= set(BOARD)
     if board_due:
         board_run = RunSpec("leaderboard", [*sorted(board_due), *(ROLES.site if site_along else ())], tags=tags)
         _run_and_say(board_run, instance, resources, progress, elapsed)

@@ -6,8 +6,8 @@ on one evaluation at once (:mod:`tests.integration.test_many_writers` runs the c
 - A step reads the table its upstream step wrote in the same run, never one another run stored since
   (before, ``video_scores`` read the shared current file that another pass had just replaced).
 - A command waits, saying for which run, while another run materializes one of its asset partitions.
-- A command that finds the pages being written by a run that read before its own runs waits for that
-  run, then writes them again: the pages show what every writer stored.
+- A command that finds the pages, or the leaderboard, being written by a run that read before its own
+  runs waits for that run, then asks Dagster again and writes them: they show what every writer stored.
 
 Everything waits on conditions (a barrier, an event, a run's status), never on a sleep.
 """
@@ -15,6 +15,7 @@ Everything waits on conditions (a barrier, an event, a run's status), never on a
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -182,52 +183,39 @@ def test_a_command_waits_for_the_run_that_materializes_its_partition(tmp_path):
 
 
 
-class _HeldAfterControls(StorageIOManager):
-    """The evaluation's own IO manager for the run held in flight: once its step has loaded ``controls``
-    (what the pages show of them), it waits for the test's release before going on."""
+class _HeldAfterInput(StorageIOManager):
+    """The evaluation's own IO manager for the run held in flight: once its step has loaded the input
+    ``_HELD["after"]`` names, it waits for the test's release before going on."""
 
     def load_input(self, context: dg.InputContext):
         value = super().load_input(context)
-        if context.asset_key == dg.AssetKey("controls"):
+        if context.asset_key == dg.AssetKey(_HELD["after"]):
             _HELD["reached"].set()
             assert _HELD["release"].wait(600), "never released"
         return value
 
 
-_HELD: dict[str, threading.Event] = {}
+_HELD: dict = {}
 
 
-@pytest.mark.timeout(900)
-def test_the_pages_follow_a_command_that_finds_them_being_written(tmp_path, monkeypatch):
-    """A run of the pages is in flight, held once its step has read ``controls`` (none yet); meanwhile
-    ``argus evaluate --controls 2`` scores controls and comes to the pages. It says which run writes them
-    and waits for it, then asks Dagster again, which finds the pages stale (that run read no controls),
-    and writes them: the overview, read in Chromium, shows the controls' table, and Dagster has nothing
-    left to ask. (Before, the command found the pages in flight and ran nothing; the run in flight then
-    wrote pages without the controls, for good.)"""
-    from argus_dagster.client.evaluate import run_all
-    from argus_dagster.client.runs import plan
+def _beside_a_held_run(settings, asset: str, after: str, command) -> tuple[str, list[str], object]:
+    """A run of ``asset`` in flight on the evaluation, held once its step has loaded ``after``; meanwhile
+    ``command(progress)`` (the command line's loop) runs in a thread of its own. The held run is released
+    once the command says it waits for a run, or ends. Returns the held run's id, the command's lines
+    and what it returned."""
     from argus_dagster.definitions import build_definitions, materialize_selection
-    from tests.integration.chromium import controls_table
-    from tests.integration.helpers import evaluation_in, t2v_bench, without_argus_settings
     from tests.waiting import wait_until
 
-    bench, cands = t2v_bench(tmp_path / "bench", n_inputs=3)
-    without_argus_settings(monkeypatch)
-    settings = evaluation_in(monkeypatch, tmp_path / "home", bench, cands)
-    assert run_all(settings=settings, progress=lambda _: None) is not None
-    defs = build_definitions(settings)
-    resources = dict(defs.resources)
+    resources = dict(build_definitions(settings).resources)
     io = resources["io_manager"]
-    resources["io_manager"] = _HeldAfterControls(storage=io.storage, base_dir=io.base_dir,
-                                                 keep_versions=io.keep_versions)
-    _HELD.update(reached=threading.Event(), release=threading.Event())
+    resources["io_manager"] = _HeldAfterInput(storage=io.storage, base_dir=io.base_dir, keep_versions=io.keep_versions)
+    _HELD.update(after=after, reached=threading.Event(), release=threading.Event())
     out: dict = {}
 
     def held_run():
         try:
             instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
-            out["held"] = materialize_selection(instance, resources, ["site"], [], {}, {})
+            out["held"] = materialize_selection(instance, resources, [asset], [], {}, {})
         except BaseException as exc:  # said by the test, which fails on it
             out["held_error"] = exc
             _HELD["reached"].set()
@@ -240,26 +228,48 @@ def test_the_pages_follow_a_command_that_finds_them_being_written(tmp_path, monk
         if "being materialized by run" in line:
             waiting.set()
 
-    def command():
+    def in_thread():
         try:
-            out["board"] = run_all(settings=settings, controls=2, progress=progress)
+            out["returned"] = command(progress)
         except BaseException as exc:
             out["command_error"] = exc
 
-    held, other = threading.Thread(target=held_run), threading.Thread(target=command)
+    held, other = threading.Thread(target=held_run), threading.Thread(target=in_thread)
     held.start()
     try:
         assert _HELD["reached"].wait(600) and "held_error" not in out, out.get("held_error")
         other.start()
-        wait_until(lambda: waiting.is_set() or not other.is_alive(), timeout_s=600, what="the command at the pages")
+        wait_until(lambda: waiting.is_set() or not other.is_alive(), timeout_s=600, what="the command's wait")
     finally:
         _HELD["release"].set()
         held.join(600)
         if other.ident is not None:  # started
             other.join(600)
     assert "command_error" not in out, out.get("command_error")
-    held_run_id = out["held"].run_id
     assert out["held"].success
+    return out["held"].run_id, said, out.get("returned")
+
+
+@pytest.mark.timeout(900)
+def test_the_pages_follow_a_command_that_finds_them_being_written(tmp_path, monkeypatch):
+    """A run of the pages is in flight, held once its step has read ``controls`` (none yet); meanwhile
+    ``argus evaluate --controls 2`` scores controls and comes to the pages. It says which run writes them
+    and waits for it, then asks Dagster again, which finds the pages stale (that run read no controls),
+    and writes them: the overview, read in Chromium, shows the controls' table, and Dagster has nothing
+    left to ask. (Before, the command found the pages in flight and ran nothing; the run in flight then
+    wrote pages without the controls, for good.)"""
+    from argus_dagster.client.evaluate import run_all
+    from argus_dagster.client.runs import plan
+    from argus_dagster.definitions import build_definitions
+    from tests.integration.chromium import controls_table
+    from tests.integration.helpers import evaluation_in, t2v_bench, without_argus_settings
+
+    bench, cands = t2v_bench(tmp_path / "bench", n_inputs=3)
+    without_argus_settings(monkeypatch)
+    settings = evaluation_in(monkeypatch, tmp_path / "home", bench, cands)
+    assert run_all(settings=settings, progress=lambda _: None) is not None
+    held_run_id, said, _ = _beside_a_held_run(
+        settings, "site", "controls", lambda progress: run_all(settings=settings, controls=2, progress=progress))
     assert f"  site is being materialized by run {held_run_id[:8]}; waiting" in said, said
     assert any(line.endswith(")") and " pages: overview, sample browser" in line for line in said), said
 
@@ -269,6 +279,32 @@ def test_the_pages_follow_a_command_that_finds_them_being_written(tmp_path, monk
     sentence, rows = controls_table(settings.reports_dir / "index.html")
     assert sentence and set(rows) == {"frozen", "shuffled", "reversed", "prompt_swap"}, rows
     assert all(n == "2" for n, _, _ in rows.values()), rows
-    partitions = {("T2V", "m")}
-    asked = plan(instance, defs, ["T2V"], partitions, selection=("costs", "site"))
+    asked = plan(instance, build_definitions(settings), ["T2V"], {("T2V", "m")}, selection=("costs", "site"))
     assert not asked.partitions("site") and not asked.partitions("costs")
+
+
+@pytest.mark.timeout(900)
+def test_the_leaderboard_follows_a_command_that_finds_it_being_written(tmp_path, monkeypatch):
+    """A run of the leaderboard is in flight, held once its step has read ``video_scores`` (model ``m``'s
+    only); meanwhile ``argus evaluate`` scores a model added to the candidates, ``n``. It says which run
+    writes the leaderboard and waits for it, then asks Dagster again and runs the leaderboard once more:
+    the leaderboard it returns ranks both models, as does the one stored last. (Before, the command
+    found the leaderboard in flight and returned the one stored before, without ``n``.)"""
+    from argus_dagster.client.evaluate import run_all
+    from argus_dagster.client.results import evaluation_storage, load_stored
+    from tests.integration.helpers import evaluation_in, t2v_bench, without_argus_settings
+
+    bench, cands = t2v_bench(tmp_path / "bench", n_inputs=2)
+    without_argus_settings(monkeypatch)
+    settings = evaluation_in(monkeypatch, tmp_path / "home", bench, cands)
+    assert run_all(settings=settings, progress=lambda _: None) is not None
+    shutil.copytree(cands / "T2V" / "m", cands / "T2V" / "n")
+    held_run_id, said, board = _beside_a_held_run(
+        settings, "leaderboard", "video_scores", lambda progress: run_all(settings=settings, progress=progress))
+    assert any(line.startswith("  leaderboard") and f"run {held_run_id[:8]}; waiting" in line for line in said), said
+    assert board is not None and sorted(board["model"].unique()) == ["m", "n"], board
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    latest = instance.fetch_materializations(dg.AssetKey("leaderboard"), limit=1).records[0]
+    assert latest.run_id != held_run_id
+    stored = load_stored(instance, "leaderboard", storage=evaluation_storage(settings))
+    assert sorted(stored["model"].unique()) == ["m", "n"]
