@@ -270,8 +270,10 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
     """As the daemon's ticks do: ask, launch what is requested, ask again (a task's new rubrics make its
     candidate partitions' inputs updated: the next question requests them), until nothing is; then
     the leaderboard, once, after the partitions it follows (``site_along``: with the pages in the same
-    run, when nothing else they show comes after it). Returns the leaderboard and whether this
-    command's last run wrote the pages (then nothing they show has moved since, by this command)."""
+    run, when nothing else they show comes after it). Returns the leaderboard and whether the pages
+    are settled: this command's last run wrote them (nothing they show has moved since, by this
+    command), or it ran nothing and Dagster, asked about the pages with its first question, requested
+    none of them."""
     instance, defs, resources = ev.instance, ev.defs, ev.defs.resources
     model_order = list(instance.get_dynamic_partitions("candidate_models"))
     done: set[tuple[str, str | None]] = set()  # (asset, partition) materialized by this command
@@ -279,8 +281,17 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
     ran_any = False
     forced = force  # the forced round, kept until it has run (a wait for another run asks again)
     site_last = False  # whether the last run this command made wrote the pages
+    # With the pages riding along, the first question asks about them too (one evaluation of the
+    # conditions, not two, for a command that finds nothing to do): their answer is kept, not run here.
+    pages_asked = site_along
+    pages_due = True  # whether the pages were requested when first asked (or never asked)
     while True:
-        the_plan = plan(instance, defs, ev.tasks, ev.partitions, forced, done)
+        the_plan = plan(instance, defs, ev.tasks, ev.partitions, forced, done,
+                        selection=(*PROTOCOL_SELECTION["videoargus"], *ROLES.site) if pages_asked else None)
+        if pages_asked:
+            pages_due = any(the_plan.partitions(name) for name in ROLES.site)
+            the_plan = replace(the_plan, requested={a: p for a, p in the_plan.requested.items() if a not in ROLES.site})
+            pages_asked = False
         if the_plan.waiting and not ran_any:
             progress(f"{elapsed()} {the_plan.waiting}")
         runs = [replace(run, selection=[*run.selection, *ROLES.site]) if run.kind == "leaderboard" and site_along
@@ -321,6 +332,8 @@ def _videoargus(ev: Evaluation, progress, elapsed, force: bool, tags: dict[str, 
         busy = _say_up_to_date([], ev.tasks, ev.partitions, ev.n_videos, progress, elapsed, instance)
         progress(f"{elapsed()} " + (f"nothing to run here: {busy} being materialized by other runs" if busy
                                     else "every partition up to date (--force re-materializes)"))
+        # Nothing ran, and Dagster did not request the pages when asked: no question about them is left.
+        return board, site_last or not (pages_due or busy)
     return board, site_last
 
 
@@ -391,7 +404,7 @@ def run_all(tasks: list[str] | None = None, models: list[str] | None = None,
         progress(f"{elapsed()} human alignment (ratings: {', '.join(f'{t}.csv' for t in human)})")
         for (task,), rows in table.group_by("task", maintain_order=True):
             progress(f"\n{task}\n" + format_alignment(rows.select(ALIGNMENT_COLUMNS)))
-    if not site_written:  # else its last run wrote them after everything they show: no question left
+    if not site_written:  # else its last run wrote them, or it ran nothing and they were not requested
         _site(ev, progress, elapsed, force, tags)
     return board
 

@@ -68,3 +68,41 @@ def test_what_changed_runs_again_and_nothing_else(tmp_path, monkeypatch):
     assert not after_bench["T2V"].endswith("up to date")
     assert after_bench["T2V x m"].startswith("scored") and after_bench["T2V x n"].startswith("scored")
     assert all(v.endswith("up to date") for k, v in run().items() if k.startswith("T2V"))
+
+
+def test_a_command_with_nothing_to_do_asks_dagster_once(tmp_path, monkeypatch):
+    """A warm ``argus evaluate`` with nothing to do evaluates Dagster's conditions once: the pages are
+    asked about with everything else, and not again, and nothing runs. Pages Dagster does request (their
+    records wiped) are still written, by a run of their own, after a second question."""
+    import dagster as dg
+
+    from argus_dagster.client.instance import local_instance
+
+    bench, cands = t2v_bench(tmp_path, n_inputs=2)
+    for k, v in {"ARGUS_HOME": str(tmp_path / "home"), "ARGUS_BENCH_DIR": str(bench),
+                 "ARGUS_CANDIDATES_DIR": str(cands)}.items():
+        monkeypatch.setenv(k, v)
+    settings = load_settings()
+    run_all(progress=lambda _: None, settings=settings)
+    instance = local_instance(settings)
+    runs_before = len(instance.get_runs())
+    asked: list[int] = []
+    real = dg.evaluate_automation_conditions
+
+    def counted(*args, **kwargs):  # Dagster's own evaluation, counted
+        asked.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dg, "evaluate_automation_conditions", counted)
+    lines: list[str] = []
+    run_all(progress=lines.append, settings=settings)
+    assert len(asked) == 1 and len(instance.get_runs()) == runs_before, lines
+    assert "every partition up to date (--force re-materializes)" in _status(lines)
+
+    instance.wipe_assets([dg.AssetKey("site")])
+    asked.clear()
+    lines = []
+    run_all(progress=lines.append, settings=settings)
+    assert len(asked) == 2 and len(instance.get_runs()) == runs_before + 1, lines
+    assert any(" pages: overview, sample browser" in line for line in lines), lines
+    assert instance.fetch_materializations(dg.AssetKey("site"), limit=1).records
