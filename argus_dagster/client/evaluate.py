@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, cast
+from typing import Any, Callable, Mapping
 
 import dagster as dg
 import polars as pl
@@ -36,8 +36,10 @@ from argus_dagster.client.runs import (
     RunSpec,
     execute,
     feeds,
+    frozen_rubrics,
     launch,
     plan,
+    retry_left,
     runs_of,
     wait_for_writers,
 )
@@ -58,7 +60,7 @@ from argus_dagster.method.candidate_store import (
 from argus_dagster.method.inputs import EDIT_TASKS
 from argus_dagster.outputs.history_words import evaluator_label, reason_lines, split_partition
 from argus_dagster.protocols.alignment.metrics import ALIGNMENT_COLUMNS, format_alignment
-from argus_dagster.records.automation import RETRY_METADATA, planned_in_flight
+from argus_dagster.records.automation import planned_in_flight
 from argus_dagster.records.history import COMMAND_TAG, EVALUATOR_TAG
 from argus_dagster.records.lineage import latest_record
 
@@ -217,13 +219,13 @@ def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan:
         return f"({seconds}" + (f"; {why}" if why and why != "new" else "") + ")"
 
     if run.kind == "task":
-        frozen = _frozen_rubrics(result)
+        frozen = frozen_rubrics(result)
         for task in keys:
             n, folders = frozen.get(task, (0, []))
             progress(f"{elapsed()} {task}: inputs and rubrics {took(task)}"
                      + (f"; {n} new rubric{'s' if n != 1 else ''} frozen in {', '.join(folders)}" if n else ""))
     elif run.kind == "partition":
-        retry = _retry_left(result)
+        retry = retry_left(result)
         for key in keys:
             task, model = split_partition(key)
             left = retry.get(key, 0)
@@ -237,29 +239,6 @@ def _run_and_say(run: RunSpec, instance, resources, progress, elapsed, the_plan:
                             if name in run.selection)
         pages = " and pages (overview, sample browser, index of evaluations)" if "site" in run.selection else ""
         progress(f"{elapsed()} {what}{pages} {took(None)}")
-
-
-def _frozen_rubrics(result: dg.ExecuteInProcessResult) -> dict[str, tuple[int, list[str]]]:
-    """Per task, how many rubrics a run generated and the folders it froze them in (later runs load them
-    from there)."""
-    out = {}
-    for event in result.get_asset_materialization_events():
-        m = event.materialization
-        if m.asset_key.to_user_string() == "rubrics" and "n_generated" in m.metadata:
-            folders = cast("list[str] | None", m.metadata["frozen_in"].value) if "frozen_in" in m.metadata else []
-            out[str(m.partition)] = (int(cast("int | None", m.metadata["n_generated"].value) or 0), list(folders or []))
-    return out
-
-
-def _retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
-    """Per partition, the failed tool steps and unanswered judgments a candidate run left to retry."""
-    out: dict[str, int] = {}
-    for event in result.get_asset_materialization_events():
-        m = event.materialization
-        for name in RETRY_METADATA.get(m.asset_key.to_user_string(), ()):
-            if name in m.metadata:
-                out[str(m.partition)] = out.get(str(m.partition), 0) + int(cast("int | None", m.metadata[name].value) or 0)
-    return out
 
 
 BOARD = ("leaderboard", "costs")  # the unpartitioned tables a pass brings up to date after its partitions

@@ -30,7 +30,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import dagster as dg
 
@@ -40,7 +40,7 @@ from argus_dagster.definitions import ROLES, materialize_selection
 from argus_dagster.infra.processes import launcher_tags
 from argus_dagster.method.inputs import ALL_TASKS
 from argus_dagster.outputs.history_words import retry_wait_text, split_partition
-from argus_dagster.records.automation import asked_by_a_pass, planned_in_flight, retries_waiting
+from argus_dagster.records.automation import RETRY_METADATA, asked_by_a_pass, planned_in_flight, retries_waiting
 from argus_dagster.records.history import MAX_TAG, REASON_TAG
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -387,4 +387,27 @@ def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
             where = f" ({ev.partition})" if ev.partition else ""
             out.append(f"  check {ev.check_name} on {ev.asset_key.to_user_string()}{where} did not pass: "
                        "see its metadata in the UI")
+    return out
+
+
+def frozen_rubrics(result: dg.ExecuteInProcessResult) -> dict[str, tuple[int, list[str]]]:
+    """Per task, how many rubrics a run generated and the folders it froze them in (later runs load them
+    from there)."""
+    out = {}
+    for event in result.get_asset_materialization_events():
+        m = event.materialization
+        if m.asset_key.to_user_string() == "rubrics" and "n_generated" in m.metadata:
+            folders = cast("list[str] | None", m.metadata["frozen_in"].value) if "frozen_in" in m.metadata else []
+            out[str(m.partition)] = (int(cast("int | None", m.metadata["n_generated"].value) or 0), list(folders or []))
+    return out
+
+
+def retry_left(result: dg.ExecuteInProcessResult) -> dict[str, int]:
+    """Per partition, the failed tool steps and unanswered judgments a candidate run left to retry."""
+    out: dict[str, int] = {}
+    for event in result.get_asset_materialization_events():
+        m = event.materialization
+        for name in RETRY_METADATA.get(m.asset_key.to_user_string(), ()):
+            if name in m.metadata:
+                out[str(m.partition)] = out.get(str(m.partition), 0) + int(cast("int | None", m.metadata[name].value) or 0)
     return out
