@@ -1,5 +1,6 @@
 """Materializing the graph against a bench folder with an explicit instance and storage folder."""
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -16,6 +17,21 @@ from argus_dagster.resources import (
     VlmResource,
 )
 from argus_dagster.resources.storage import StorageIOManager
+
+# ``argus evaluate``'s progress lines, as a person reads them: a run it made (``[  12.3s] what (1.3s; why)``)
+# and a run in flight it waits for (``  what is being materialized by run 1a2b3c4d; waiting``).
+_RAN = re.compile(r"\[\s*[\d.]+s\] (?P<what>.+?) \((?P<s>[\d.]+)s(?: for \d+ partitions)?(?:; (?P<why>.+))?\)")
+_WAITS = re.compile(r"  (?P<what>.+) (?:is|are) being materialized by run (?P<run>[0-9a-f]{8}); waiting")
+
+
+def said_runs(lines: list[str]) -> dict[str, str | None]:
+    """The runs a command said it made: ``{what it ran: why, or None}`` (``pages: overview, ...``)."""
+    return {m["what"]: m["why"] for m in map(_RAN.fullmatch, lines) if m}
+
+
+def said_waits(lines: list[str]) -> list[tuple[list[str], str]]:
+    """The runs in flight a command said it waited for: ``(what they materialize, run id's first 8)``."""
+    return [(m["what"].split(", "), m["run"]) for m in map(_WAITS.fullmatch, lines) if m]
 
 
 def graph_settings(root: Path, bench: Path, candidates: Path):

@@ -262,7 +262,7 @@ def test_the_pages_follow_a_command_that_finds_them_being_written(tmp_path, monk
     from argus_dagster.client.runs import plan
     from argus_dagster.definitions import build_definitions
     from tests.integration.chromium import controls_table
-    from tests.integration.helpers import evaluation_in, t2v_bench, without_argus_settings
+    from tests.integration.helpers import evaluation_in, said_runs, said_waits, t2v_bench, without_argus_settings
 
     bench, cands = t2v_bench(tmp_path / "bench", n_inputs=3)
     without_argus_settings(monkeypatch)
@@ -271,7 +271,8 @@ def test_the_pages_follow_a_command_that_finds_them_being_written(tmp_path, monk
     held_run_id, said, _ = _beside_a_held_run(
         settings, "site", "controls", lambda progress: run_all(settings=settings, controls=2, progress=progress))
     assert f"  site is being materialized by run {held_run_id[:8]}; waiting" in said, said
-    assert any(line.endswith(")") and " pages: overview, sample browser" in line for line in said), said
+    assert said_waits(said) == [(["site"], held_run_id[:8])], said
+    assert "pages: overview, sample browser, index of evaluations" in said_runs(said), said
 
     instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
     latest = instance.fetch_materializations(dg.AssetKey("site"), limit=1).records[0]
@@ -292,7 +293,7 @@ def test_the_leaderboard_follows_a_command_that_finds_it_being_written(tmp_path,
     found the leaderboard in flight and returned the one stored before, without ``n``.)"""
     from argus_dagster.client.evaluate import run_all
     from argus_dagster.client.results import evaluation_storage, load_stored
-    from tests.integration.helpers import evaluation_in, t2v_bench, without_argus_settings
+    from tests.integration.helpers import evaluation_in, said_runs, said_waits, t2v_bench, without_argus_settings
 
     bench, cands = t2v_bench(tmp_path / "bench", n_inputs=2)
     without_argus_settings(monkeypatch)
@@ -301,10 +302,48 @@ def test_the_leaderboard_follows_a_command_that_finds_it_being_written(tmp_path,
     shutil.copytree(cands / "T2V" / "m", cands / "T2V" / "n")
     held_run_id, said, board = _beside_a_held_run(
         settings, "leaderboard", "video_scores", lambda progress: run_all(settings=settings, progress=progress))
-    assert any(line.startswith("  leaderboard") and f"run {held_run_id[:8]}; waiting" in line for line in said), said
+    assert said_waits(said) == [(["leaderboard"], held_run_id[:8])], said
+    assert "T2V x n: scored" in said_runs(said), said
     assert board is not None and sorted(board["model"].unique()) == ["m", "n"], board
     instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
     latest = instance.fetch_materializations(dg.AssetKey("leaderboard"), limit=1).records[0]
     assert latest.run_id != held_run_id
     stored = load_stored(instance, "leaderboard", storage=evaluation_storage(settings))
     assert sorted(stored["model"].unique()) == ["m", "n"]
+
+
+@pytest.mark.timeout(900)
+def test_a_command_with_nothing_to_do_leaves_the_pages_to_the_run_writing_them(tmp_path, monkeypatch):
+    """A run of the pages is in flight (held at its input) while ``argus evaluate`` finds nothing to do:
+    the command asks Dagster once, runs nothing and waits for nothing (it stored nothing the pages could
+    miss), and ends while that run is still held; the run then writes the pages."""
+    from argus_dagster.client.evaluate import run_all
+    from tests.integration.helpers import evaluation_in, said_runs, said_waits, t2v_bench, without_argus_settings
+
+    bench, cands = t2v_bench(tmp_path / "bench", n_inputs=2)
+    without_argus_settings(monkeypatch)
+    settings = evaluation_in(monkeypatch, tmp_path / "home", bench, cands)
+    assert run_all(settings=settings, progress=lambda _: None) is not None
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    runs_before = {r.run_id for r in instance.get_runs()}
+    asked: list[int] = []
+    real = dg.evaluate_automation_conditions
+
+    def counted(*args, **kwargs):  # Dagster's own evaluation, counted
+        asked.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dg, "evaluate_automation_conditions", counted)
+    ended_while_held: list[bool] = []
+
+    def command(progress):
+        board = run_all(settings=settings, progress=progress)
+        ended_while_held.append(not _HELD["release"].is_set())
+        return board
+
+    held_run_id, said, board = _beside_a_held_run(settings, "site", "controls", command)
+    assert ended_while_held == [True] and said_waits(said) == [] and said_runs(said) == {}, said
+    assert len(asked) == 1 and board is not None
+    assert {r.run_id for r in instance.get_runs()} - runs_before == {held_run_id}
+    latest = instance.fetch_materializations(dg.AssetKey("site"), limit=1).records[0]
+    assert latest.run_id == held_run_id
